@@ -1,0 +1,33 @@
+#!/usr/bin/env node
+// Installs what AWC needs on a fresh machine: system packages (when root and missing) and npm dependencies.
+// Idempotent and quiet when everything is present.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+
+// System tools AWC shells out to: util-linux mount/umount, coreutils mknod, git (tests, export --git), python3/make/g++ (native addons).
+const wanted = [
+  ['mount', 'mount'],
+  ['git', 'git'],
+  ['make', 'make'],
+  ['g++', 'g++'],
+  ['python3', 'python3'],
+];
+const missing = wanted.filter(([cmd]) => !has(cmd)).map(([, pkg]) => pkg);
+if (missing.length > 0) {
+  if (process.getuid && process.getuid() === 0 && has('apt-get')) {
+    console.error(`awc setup: installing ${missing.join(' ')} with apt-get`);
+    execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
+    execFileSync('apt-get', ['install', '-y', '-qq', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  } else {
+    console.error(`awc setup: missing system tools: ${missing.join(' ')} (install them, or run as root to have them installed)`);
+  }
+}
+if (!existsSync(join(root, 'node_modules', 'better-sqlite3')) || !existsSync(join(root, 'node_modules', 'typescript'))) {
+  console.error('awc setup: installing npm dependencies');
+  execFileSync('npm', ['install', '--no-audit', '--no-fund'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+}

@@ -1,0 +1,100 @@
+import type { Digest } from '../core/digest.js';
+import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
+
+/**
+ * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
+ * pack and blob records). Implemented by `SqlCatalog` over Kysely (SQLite now, PostgreSQL
+ * later with the same schema). Mutations that must be atomic are single transactions.
+ */
+
+/** A snapshot row. Times are ISO-8601 strings (UTC). */
+export interface SnapshotRow {
+  id: string;
+  namespace: string;
+  name: string | null;
+  /** Digest of the snapshot's root object. */
+  root: Digest;
+  parentId: string | null;
+  message: string | null;
+  createdAt: string;
+  /** Regular files (counting each hardlinked inode once) and their logical bytes. */
+  fileCount: number;
+  byteCount: number;
+}
+
+/** Mount driver of a mounted workspace. */
+export type MountDriver = 'overlay' | 'copy';
+
+/** A workspace row. */
+export interface WorkspaceRow {
+  id: string;
+  namespace: string;
+  name: string | null;
+  baseSnapshotId: string;
+  headSnapshotId: string;
+  mountState: 'unmounted' | 'mounted';
+  /** Absolute mount target, driver and host name while mounted; null otherwise. */
+  mountPath: string | null;
+  mountDriver: MountDriver | null;
+  mountHost: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Input for a new snapshot: what the content writer produced plus metadata. */
+export interface NewSnapshot {
+  namespace: string;
+  root: Digest;
+  parentId?: string | null;
+  message?: string | null;
+  name?: string | null;
+  fileCount: number;
+  byteCount: number;
+  /** Packs uploaded for this snapshot; their pack and blob rows are inserted in the same transaction. */
+  packs: readonly WrittenPack[];
+}
+
+/** The catalog port (see module doc). All lookups are scoped to a namespace name. */
+export interface Catalog {
+  /** Blob index of one namespace (dedup stops at the namespace). */
+  blobIndex(namespace: string): BlobIndex;
+
+  /** Inserts packs, blobs and the snapshot in one transaction. @throws E_NAME_TAKEN when `name` is used in the namespace. */
+  createSnapshot(s: NewSnapshot): Promise<SnapshotRow>;
+
+  /**
+   * Checkpoint commit, one transaction: inserts packs, blobs and the snapshot (parent =
+   * the workspace's head) and moves the workspace's head to it, only if the head is still
+   * `expectedHeadId`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ (head moved: retryable).
+   */
+  commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow>;
+
+  /** Resolves a snapshot by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
+  getSnapshot(namespace: string, ref: string): Promise<SnapshotRow>;
+  /** Snapshots, newest first. */
+  listSnapshots(namespace: string): Promise<SnapshotRow[]>;
+  /** Deletes a snapshot row. @throws E_NOT_FOUND, E_IN_USE (a workspace or snapshot refers to it) */
+  deleteSnapshot(namespace: string, id: string): Promise<void>;
+
+  /**
+   * Creates `names.length` workspaces whose base and head are `snapshotId`, in one
+   * transaction (catalog rows only). A null name stays unnamed.
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (nothing is created then)
+   */
+  forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]>;
+  /** Resolves a workspace by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
+  getWorkspace(namespace: string, ref: string): Promise<WorkspaceRow>;
+  /** Workspaces, oldest first. */
+  listWorkspaces(namespace: string): Promise<WorkspaceRow[]>;
+  /** The workspace mounted at `path` (absolute), if any, in any namespace. */
+  findWorkspaceByMountPath(path: string): Promise<WorkspaceRow | undefined>;
+  /** Workspaces mounted on `host`, in any namespace. */
+  listMountedOnHost(host: string): Promise<WorkspaceRow[]>;
+  /** Records a mount (state 'mounted' with path, driver, host) or an unmount (all null). @throws E_NOT_FOUND */
+  setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow>;
+  /** Deletes a workspace row. @throws E_NOT_FOUND, E_ALREADY_MOUNTED */
+  deleteWorkspace(namespace: string, id: string): Promise<void>;
+
+  /** Closes the connection. */
+  close(): Promise<void>;
+}

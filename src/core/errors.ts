@@ -1,0 +1,97 @@
+/**
+ * The one error class of AWC and its code registry.
+ *
+ * Every failure a user can see carries a stable `code` (never renamed once released), a
+ * human `message`, a `hint` that says what to do next, and `retryable`. The CLI prints
+ * `{code, message, hint, retryable}` on stderr and exits with the code's `exit` status.
+ */
+
+/** Registry entry: exit status of the CLI, whether retrying may help, and a default hint. */
+export interface ErrorSpec {
+  exit: number;
+  retryable: boolean;
+  hint: string;
+}
+
+/** The code registry. Exit codes: 2 usage, 3 not found, 4 conflict/state, 5 integrity, 6 environment, 7 unsupported, 1 internal. */
+export const ERROR_CODES = {
+  E_USAGE: { exit: 2, retryable: false, hint: 'Run `awc --help` or `awc <command> --help` for usage.' },
+  E_CONFIG: { exit: 2, retryable: false, hint: 'Check the configuration file and AWC_* environment variables.' },
+  E_NOT_FOUND: { exit: 3, retryable: false, hint: 'List what exists with `awc snapshot ls` or `awc ls`.' },
+  E_SOURCE_NOT_FOUND: { exit: 3, retryable: false, hint: 'Check the path you passed.' },
+  E_OBJECT_NOT_FOUND: { exit: 5, retryable: false, hint: 'The object store lacks an object the catalog refers to; run `awc fsck`.' },
+  E_AMBIGUOUS: { exit: 2, retryable: false, hint: 'Use the full id instead of a prefix or name.' },
+  E_NAME_TAKEN: { exit: 4, retryable: false, hint: 'Pick another name, or remove the existing one first.' },
+  E_ALREADY_MOUNTED: { exit: 4, retryable: false, hint: 'Unmount it first with `awc unmount <workspace>`.' },
+  E_NOT_MOUNTED: { exit: 4, retryable: false, hint: 'Mount it first with `awc mount <workspace> <dir>`.' },
+  E_TARGET_BUSY: { exit: 4, retryable: true, hint: 'The directory is in use or not empty; pick an empty directory or close what uses it.' },
+  E_IN_USE: { exit: 4, retryable: false, hint: 'Remove or unmount what refers to it first.' },
+  E_CHANGED_DURING_READ: { exit: 4, retryable: true, hint: 'A file changed while it was read; run the command again.' },
+  E_INTEGRITY: { exit: 5, retryable: false, hint: 'Stored bytes do not match their digest; run `awc fsck` and restore from another copy.' },
+  E_FORMAT: { exit: 5, retryable: false, hint: 'The object is not in a format this version reads; upgrade awc.' },
+  E_PATH_TRAVERSAL: { exit: 5, retryable: false, hint: 'The archive or tree names a path outside its root; it was refused.' },
+  E_UNSUPPORTED: { exit: 7, retryable: false, hint: 'This kind of entry is not supported yet; see docs/reference/formats.md.' },
+  E_UNSUPPORTED_NAME: { exit: 7, retryable: false, hint: 'File names must be valid UTF-8 in this version; rename the entry.' },
+  E_PERMISSION: { exit: 6, retryable: false, hint: 'Run as root, or use the copy driver (AWC_MOUNT_DRIVER=copy).' },
+  E_MOUNT_FAILED: { exit: 6, retryable: true, hint: 'Run `awc doctor` to see which mount driver this host can use.' },
+  E_DAEMON_UNAVAILABLE: { exit: 6, retryable: true, hint: 'Start it with `awc daemon start` and check `awc daemon status`.' },
+  E_FUSE: { exit: 6, retryable: true, hint: 'The FUSE connection failed; run `awc daemon stop` and mount again.' },
+  E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
+} as const satisfies Record<string, ErrorSpec>;
+
+/** A registered error code. */
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** JSON shape of an error as printed by the CLI and returned by the daemon API. */
+export interface ErrorJson {
+  code: ErrorCode;
+  message: string;
+  hint: string;
+  retryable: boolean;
+  details?: Record<string, unknown>;
+}
+
+/**
+ * The error class of AWC. `hint` defaults to the registry's hint for the code.
+ * @example throw new AwcError('E_NOT_FOUND', `no snapshot ${ref}`)
+ */
+export class AwcError extends Error {
+  readonly code: ErrorCode;
+  readonly hint: string;
+  readonly retryable: boolean;
+  readonly details?: Record<string, unknown>;
+
+  constructor(code: ErrorCode, message: string, opts: { hint?: string; details?: Record<string, unknown>; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'AwcError';
+    this.code = code;
+    this.hint = opts.hint ?? ERROR_CODES[code].hint;
+    this.retryable = ERROR_CODES[code].retryable;
+    this.details = opts.details;
+  }
+
+  /** CLI exit status for this error. */
+  get exitCode(): number {
+    return ERROR_CODES[this.code].exit;
+  }
+
+  toJSON(): ErrorJson {
+    const out: ErrorJson = { code: this.code, message: this.message, hint: this.hint, retryable: this.retryable };
+    if (this.details) out.details = this.details;
+    return out;
+  }
+
+  /** Rebuilds an AwcError from its JSON form (daemon API responses). Unknown codes become E_INTERNAL. */
+  static fromJSON(j: Partial<ErrorJson>): AwcError {
+    const code = j.code && j.code in ERROR_CODES ? j.code : 'E_INTERNAL';
+    return new AwcError(code, j.message ?? 'unknown error', { hint: j.hint, details: j.details });
+  }
+}
+
+/** Wraps any thrown value as an AwcError (E_INTERNAL unless it already is one). */
+export function toAwcError(err: unknown): AwcError {
+  if (err instanceof AwcError) return err;
+  const e = err as NodeJS.ErrnoException;
+  if (e && (e.code === 'EACCES' || e.code === 'EPERM')) return new AwcError('E_PERMISSION', e.message, { cause: err });
+  return new AwcError('E_INTERNAL', e?.message ?? String(err), { cause: err });
+}

@@ -1,0 +1,188 @@
+import { AwcError } from './errors.js';
+import { isDigest, sha256, type Digest } from './digest.js';
+
+/**
+ * Tree objects (format `tree` v1) and the root object (format `root` v1): the Merkle
+ * description of a filesystem tree. See docs/reference/formats.md.
+ *
+ * A directory's digest is sha256 of its canonical JSON encoding (entries sorted by the
+ * UTF-8 bytes of their names, fixed key order), so an unchanged subtree keeps its digest
+ * between snapshots and diff walks only what changed.
+ */
+
+/** Reference to one chunk of a file: digest of the chunk's raw bytes and its raw length (bytes). */
+export interface ChunkRef {
+  digest: Digest;
+  size: number;
+}
+
+/** Attributes every entry carries. `mode` holds the permission bits only (07777, incl. setuid/setgid/sticky). */
+export interface EntryAttrs {
+  mode: number;
+  uid: number;
+  gid: number;
+  /** Modification time in nanoseconds since the epoch, as a decimal string (exceeds 2^53). */
+  mtimeNs: string;
+  /** Extended attributes: name → value in base64. Omitted when empty. Never `trusted.overlay.*`. */
+  xattrs?: Record<string, string>;
+}
+
+/** A regular file. `digest` is sha256 of the whole content (the content object's name); `chunks` cover it in order. */
+export interface FileEntry extends EntryAttrs {
+  type: 'file';
+  name: string;
+  size: number;
+  digest: Digest;
+  chunks: ChunkRef[];
+}
+
+/** A directory; `tree` is the digest of its tree object. */
+export interface DirEntry extends EntryAttrs {
+  type: 'dir';
+  name: string;
+  tree: Digest;
+}
+
+/** A symbolic link; `target` is stored verbatim (relative, absolute or dangling). */
+export interface SymlinkEntry extends EntryAttrs {
+  type: 'symlink';
+  name: string;
+  target: string;
+}
+
+/**
+ * A further name of a regular file recorded earlier in the same snapshot (a hardlink).
+ * `target` is the slash-separated path, from the snapshot root, of the first name of the
+ * file in depth-first, name-sorted order (as tar does).
+ */
+export interface HardlinkEntry {
+  type: 'hardlink';
+  name: string;
+  target: string;
+}
+
+/** A fifo or device node; `rdev` (major/minor as the kernel encodes it) for devices, 0 for fifos. */
+export interface SpecialEntry extends EntryAttrs {
+  type: 'fifo' | 'chardev' | 'blockdev';
+  name: string;
+  rdev: number;
+}
+
+/** Any entry of a tree object. */
+export type Entry = FileEntry | DirEntry | SymlinkEntry | HardlinkEntry | SpecialEntry;
+
+/** A directory's content: its entries sorted by the UTF-8 bytes of their names. */
+export interface TreeObject {
+  v: 1;
+  entries: Entry[];
+}
+
+/** Chunker parameters recorded in every root so that a later change stays readable. */
+export const CHUNKER_ID = 'fastcdc2020-awc1-16384-65536-262144';
+
+/** The root of a snapshot: the root directory's attributes, its tree, and the chunker used. */
+export interface RootObject extends EntryAttrs {
+  v: 1;
+  type: 'root';
+  chunker: string;
+  tree: Digest;
+}
+
+/** Compares two names by their UTF-8 bytes (the tree's sort order). */
+export function compareNames(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/**
+ * Checks an entry name: non-empty, no `/`, no NUL, not `.` or `..`.
+ * @throws AwcError E_PATH_TRAVERSAL for `.`/`..`/`/`, E_UNSUPPORTED_NAME for invalid UTF-8 (lone surrogates).
+ */
+export function checkName(name: string): void {
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+    throw new AwcError('E_PATH_TRAVERSAL', `invalid entry name ${JSON.stringify(name)}`);
+  }
+  if (!name.isWellFormed()) {
+    throw new AwcError('E_UNSUPPORTED_NAME', `entry name is not valid UTF-8: ${JSON.stringify(name)}`);
+  }
+}
+
+function attrs(e: EntryAttrs): EntryAttrs {
+  const out: EntryAttrs = { mode: e.mode, uid: e.uid, gid: e.gid, mtimeNs: e.mtimeNs };
+  if (e.xattrs && Object.keys(e.xattrs).length > 0) {
+    out.xattrs = Object.fromEntries(Object.entries(e.xattrs).sort(([a], [b]) => compareNames(a, b)));
+  }
+  return out;
+}
+
+/** Returns the entry with keys in canonical order (the encoding's fixed key order). */
+export function canonicalEntry(e: Entry): Entry {
+  switch (e.type) {
+    case 'file':
+      return { type: 'file', name: e.name, ...attrs(e), size: e.size, digest: e.digest, chunks: e.chunks.map((c) => ({ digest: c.digest, size: c.size })) };
+    case 'dir':
+      return { type: 'dir', name: e.name, ...attrs(e), tree: e.tree };
+    case 'symlink':
+      return { type: 'symlink', name: e.name, ...attrs(e), target: e.target };
+    case 'hardlink':
+      return { type: 'hardlink', name: e.name, target: e.target };
+    case 'fifo':
+    case 'chardev':
+    case 'blockdev':
+      return { type: e.type, name: e.name, ...attrs(e), rdev: e.rdev };
+    default:
+      throw new AwcError('E_FORMAT', `unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
+  }
+}
+
+/**
+ * Encodes a tree object canonically: entries sorted by name bytes, fixed key order.
+ * Input order does not matter. @throws E_FORMAT on duplicate names, E_PATH_TRAVERSAL/E_UNSUPPORTED_NAME on bad names.
+ */
+export function encodeTree(entries: readonly Entry[]): { bytes: Buffer; digest: Digest } {
+  const sorted = [...entries].sort((a, b) => compareNames(a.name, b.name));
+  for (let i = 0; i < sorted.length; i++) {
+    checkName(sorted[i].name);
+    if (i > 0 && sorted[i - 1].name === sorted[i].name) throw new AwcError('E_FORMAT', `duplicate entry name ${JSON.stringify(sorted[i].name)}`);
+  }
+  const obj: TreeObject = { v: 1, entries: sorted.map(canonicalEntry) };
+  const bytes = Buffer.from(JSON.stringify(obj), 'utf8');
+  return { bytes, digest: sha256(bytes) };
+}
+
+/** Decodes and validates a tree object. @throws E_FORMAT when it is not a v1 tree. */
+export function decodeTree(bytes: Uint8Array): TreeObject {
+  let obj: TreeObject;
+  try {
+    obj = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch (err) {
+    throw new AwcError('E_FORMAT', 'tree object is not JSON', { cause: err });
+  }
+  if (!obj || obj.v !== 1 || !Array.isArray(obj.entries)) throw new AwcError('E_FORMAT', 'not a v1 tree object');
+  for (const e of obj.entries) {
+    checkName(e.name);
+    if ((e.type === 'file' && !isDigest(e.digest)) || (e.type === 'dir' && !isDigest(e.tree))) {
+      throw new AwcError('E_FORMAT', `tree entry ${JSON.stringify(e.name)} has a malformed digest`);
+    }
+  }
+  return obj;
+}
+
+/** Encodes a root object canonically. */
+export function encodeRoot(root: Omit<RootObject, 'v' | 'type' | 'chunker'> & { chunker?: string }): { bytes: Buffer; digest: Digest } {
+  const obj: RootObject = { v: 1, type: 'root', chunker: root.chunker ?? CHUNKER_ID, ...attrs(root), tree: root.tree };
+  const bytes = Buffer.from(JSON.stringify(obj), 'utf8');
+  return { bytes, digest: sha256(bytes) };
+}
+
+/** Decodes a root object. @throws E_FORMAT when it is not a v1 root. */
+export function decodeRoot(bytes: Uint8Array): RootObject {
+  let obj: RootObject;
+  try {
+    obj = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch (err) {
+    throw new AwcError('E_FORMAT', 'root object is not JSON', { cause: err });
+  }
+  if (!obj || obj.v !== 1 || obj.type !== 'root' || !isDigest(obj.tree)) throw new AwcError('E_FORMAT', 'not a v1 root object');
+  if (obj.chunker !== CHUNKER_ID) throw new AwcError('E_FORMAT', `root uses unknown chunker ${obj.chunker}`);
+  return obj;
+}

@@ -1,0 +1,19 @@
+/**
+ * The object store port: immutable, content-addressed objects (packs). Writes are
+ * create-only and idempotent; nothing is overwritten in place. Adapters: `FsObjectStore`
+ * (a local directory), later `S3ObjectStore`.
+ */
+export interface ObjectStore {
+  /** Stores `body` under `key` if absent (idempotent; an existing object is left as is). */
+  put(key: string, body: Uint8Array): Promise<void>;
+  /** Reads an object, or `length` bytes from `offset` (bytes). @throws AwcError E_OBJECT_NOT_FOUND */
+  get(key: string, range?: { offset: number; length: number }): Promise<Buffer>;
+  /** True when the object exists. */
+  has(key: string): Promise<boolean>;
+  /** Size in bytes. @throws AwcError E_OBJECT_NOT_FOUND */
+  size(key: string): Promise<number>;
+  /** Removes an object (GC only); absent is not an error. */
+  delete(key: string): Promise<void>;
+  /** Lists keys under a prefix with their sizes (bytes), in no particular order. */
+  list(prefix: string): AsyncIterable<{ key: string; size: number }>;
+}
