@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   E_NOT_MOUNTED: { exit: 4, retryable: false, hint: 'Mount it first with `awc mount <workspace> <dir>`.' },
   E_TARGET_BUSY: { exit: 4, retryable: true, hint: 'The directory is in use or not empty; pick an empty directory or close what uses it.' },
   E_IN_USE: { exit: 4, retryable: false, hint: 'Remove or unmount what refers to it first.' },
+  E_CATALOG_BUSY: { exit: 4, retryable: true, hint: 'Another awc process holds the catalog lock; run the command again.' },
   E_CHANGED_DURING_READ: { exit: 4, retryable: true, hint: 'A file changed while it was read; run the command again.' },
   E_INTEGRITY: { exit: 5, retryable: false, hint: 'Stored bytes do not match their digest; run `awc fsck` and restore from another copy.' },
   E_FORMAT: { exit: 5, retryable: false, hint: 'The object is not in a format this version reads; upgrade awc.' },

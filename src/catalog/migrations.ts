@@ -1,0 +1,163 @@
+import { Kysely, Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
+import { AwcError } from '../core/errors.js';
+
+/**
+ * Catalog migrations, in code, run through Kysely's `Migrator` with a static provider.
+ *
+ * Rules for every migration (so one set serves SQLite and PostgreSQL):
+ * - only portable types: `text`, `integer`, `bigint`; timestamps are ISO-8601 UTC `text`;
+ * - every index and unique constraint is explicit and named;
+ * - partial unique indexes (`WHERE name IS NOT NULL`) work on both dialects;
+ * - migrations are append-only: never edit a released one, add the next `NNNN_*` instead.
+ *
+ * Planned (not created yet): `0002_leases` (leases: workspace_id pk, host, epoch bigint,
+ * expires_at text; the fencing epoch checked by checkpoint commit), `0003_hosts`,
+ * `0004_audit_events`.
+ */
+
+/** 0001: namespaces, packs, blobs, snapshots, workspaces. */
+const m0001Initial: Migration = {
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('namespaces')
+      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('name', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addUniqueConstraint('namespaces_name_uq', ['name'])
+      .execute();
+
+    await db.schema
+      .createTable('packs')
+      .addColumn('key', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+      .addColumn('size', 'bigint', (c) => c.notNull())
+      .addColumn('blob_count', 'integer', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.createIndex('packs_namespace_idx').on('packs').columns(['namespace', 'created_at']).execute();
+
+    await db.schema
+      .createTable('blobs')
+      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+      .addColumn('digest', 'text', (c) => c.notNull())
+      .addColumn('kind', 'text', (c) => c.notNull())
+      .addColumn('pack', 'text', (c) => c.notNull().references('packs.key'))
+      .addColumn('offset', 'bigint', (c) => c.notNull())
+      .addColumn('stored_length', 'bigint', (c) => c.notNull())
+      .addColumn('raw_length', 'bigint', (c) => c.notNull())
+      .addColumn('codec', 'text', (c) => c.notNull())
+      .addPrimaryKeyConstraint('blobs_pk', ['namespace', 'digest'])
+      .execute();
+    await db.schema.createIndex('blobs_pack_idx').on('blobs').column('pack').execute();
+
+    await db.schema
+      .createTable('snapshots')
+      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+      .addColumn('name', 'text')
+      .addColumn('root', 'text', (c) => c.notNull())
+      .addColumn('parent_id', 'text', (c) => c.references('snapshots.id'))
+      .addColumn('message', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('file_count', 'integer', (c) => c.notNull())
+      .addColumn('byte_count', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createIndex('snapshots_namespace_name_uq')
+      .unique()
+      .on('snapshots')
+      .columns(['namespace', 'name'])
+      .where(sql.ref('name'), 'is not', null)
+      .execute();
+    await db.schema.createIndex('snapshots_namespace_created_idx').on('snapshots').columns(['namespace', 'created_at']).execute();
+    await db.schema.createIndex('snapshots_parent_idx').on('snapshots').column('parent_id').execute();
+
+    await db.schema
+      .createTable('workspaces')
+      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+      .addColumn('name', 'text')
+      .addColumn('base_snapshot_id', 'text', (c) => c.notNull().references('snapshots.id'))
+      .addColumn('head_snapshot_id', 'text', (c) => c.notNull().references('snapshots.id'))
+      .addColumn('mount_state', 'text', (c) => c.notNull())
+      .addColumn('mount_path', 'text')
+      .addColumn('mount_driver', 'text')
+      .addColumn('mount_host', 'text')
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createIndex('workspaces_namespace_name_uq')
+      .unique()
+      .on('workspaces')
+      .columns(['namespace', 'name'])
+      .where(sql.ref('name'), 'is not', null)
+      .execute();
+    await db.schema.createIndex('workspaces_namespace_created_idx').on('workspaces').columns(['namespace', 'created_at']).execute();
+    await db.schema.createIndex('workspaces_base_idx').on('workspaces').column('base_snapshot_id').execute();
+    await db.schema.createIndex('workspaces_head_idx').on('workspaces').column('head_snapshot_id').execute();
+    // One workspace per mount target per host.
+    await db.schema
+      .createIndex('workspaces_mount_uq')
+      .unique()
+      .on('workspaces')
+      .columns(['mount_path', 'mount_host'])
+      .where(sql.ref('mount_path'), 'is not', null)
+      .execute();
+    await db.schema
+      .createIndex('workspaces_mount_host_idx')
+      .on('workspaces')
+      .column('mount_host')
+      .where(sql.ref('mount_host'), 'is not', null)
+      .execute();
+  },
+  async down(db: Kysely<any>): Promise<void> {
+    for (const t of ['workspaces', 'snapshots', 'blobs', 'packs', 'namespaces']) {
+      await db.schema.dropTable(t).execute();
+    }
+  },
+};
+
+/** All migrations by name; names sort in application order. */
+export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
+  '0001_initial': m0001Initial,
+});
+
+/** The static migration provider handed to Kysely's `Migrator`. */
+export const migrationProvider: MigrationProvider = {
+  async getMigrations() {
+    return { ...MIGRATIONS };
+  },
+};
+
+/** Name of the table where applied migrations are recorded. */
+export const MIGRATION_TABLE = 'awc_migration';
+/** Name of Kysely's migration lock table. */
+export const MIGRATION_LOCK_TABLE = 'awc_migration_lock';
+
+/**
+ * Applies every pending migration (idempotent: a no-op on an up-to-date database).
+ * Returns the names of the migrations applied by this call.
+ * @throws E_INTERNAL when a migration fails (the failed migration's transaction is rolled back),
+ *   E_FORMAT when the database has migrations this version does not know (it was written by a newer awc).
+ */
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  const migrator = new Migrator({
+    db,
+    provider: migrationProvider,
+    migrationTableName: MIGRATION_TABLE,
+    migrationLockTableName: MIGRATION_LOCK_TABLE,
+  });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) {
+    const msg = error instanceof Error ? error.message : String(error);
+    if (/corrupted migrations/i.test(msg)) {
+      throw new AwcError('E_FORMAT', `the catalog was written by a newer awc: ${msg}`, {
+        hint: 'Upgrade awc to the version that wrote this catalog.',
+        cause: error,
+      });
+    }
+    throw new AwcError('E_INTERNAL', `catalog migration failed: ${msg}`, { cause: error });
+  }
+  return (results ?? []).filter((r) => r.status === 'Success' && r.direction === 'Up').map((r) => r.migrationName);
+}

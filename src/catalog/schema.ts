@@ -1,0 +1,113 @@
+import type { ColumnType, Insertable, Selectable } from 'kysely';
+
+/**
+ * Table types of the catalog database, as Kysely sees them (snake_case column names).
+ *
+ * Portability rules (SQLite now, PostgreSQL later with the same migrations):
+ * - ids and names are `text`; timestamps are `text` ISO-8601 UTC (`2025-01-31T12:00:00.000Z`),
+ *   which sort correctly as strings;
+ * - byte sizes and offsets are SQL `bigint`: better-sqlite3 returns them as JS numbers, `pg`
+ *   returns them as decimal strings. Their select type is therefore `number | string` and
+ *   every read goes through `Number()` (see `toNum` in sql-catalog.ts);
+ * - counts are SQL `integer` (a JS number on both).
+ *
+ * `namespace` columns hold the namespace's **id** (`namespaces.id`), never its name.
+ */
+
+/** A `bigint` column: written as a number, read as a number (SQLite) or a string (pg). */
+export type BigIntColumn = ColumnType<number | string, number, number>;
+
+/** Table `namespaces`: tenant boundaries. Created on first use by name. */
+export interface NamespacesTable {
+  /** `ns_` + time-sortable random suffix. */
+  id: string;
+  /** Unique, e.g. `default`. */
+  name: string;
+  created_at: string;
+}
+
+/** Table `packs`: one row per uploaded pack object. */
+export interface PacksTable {
+  /** Object-store key of the pack (primary key). */
+  key: string;
+  namespace: string;
+  /** Pack object size in bytes. */
+  size: BigIntColumn;
+  blob_count: number;
+  created_at: string;
+}
+
+/** Table `blobs`: the blob index, primary key (namespace, digest). */
+export interface BlobsTable {
+  namespace: string;
+  /** `sha256:<hex>` of the uncompressed bytes. */
+  digest: string;
+  /** `chunk` | `tree` | `root` (BlobKind). */
+  kind: string;
+  /** Key of the pack holding the blob (references packs.key). */
+  pack: string;
+  /** Byte offset of the stored bytes in the pack. */
+  offset: BigIntColumn;
+  /** Stored (possibly compressed) length in bytes. */
+  stored_length: BigIntColumn;
+  /** Uncompressed length in bytes. */
+  raw_length: BigIntColumn;
+  /** `none` | `lz4` (Codec). */
+  codec: string;
+}
+
+/** Table `snapshots`: immutable points; name unique per namespace where not null. */
+export interface SnapshotsTable {
+  /** `sn_` + time-sortable random suffix. */
+  id: string;
+  namespace: string;
+  name: string | null;
+  /** Digest of the snapshot's root object. */
+  root: string;
+  parent_id: string | null;
+  message: string | null;
+  created_at: string;
+  file_count: number;
+  /** Logical bytes of the snapshot's regular files. */
+  byte_count: BigIntColumn;
+}
+
+/** Table `workspaces`: writable lines of work; name unique per namespace where not null. */
+export interface WorkspacesTable {
+  /** `ws_` + time-sortable random suffix. */
+  id: string;
+  namespace: string;
+  name: string | null;
+  base_snapshot_id: string;
+  head_snapshot_id: string;
+  /** `unmounted` | `mounted`. */
+  mount_state: string;
+  mount_path: string | null;
+  /** `overlay` | `copy` while mounted. */
+  mount_driver: string | null;
+  mount_host: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+/**
+ * The catalog database. Reserved for later migrations (not created yet): `leases`
+ * (workspace id, host, epoch, expires_at), `hosts` (name, last_seen, daemon version) and
+ * `audit_events` (id, namespace, at, actor, action, subject, details JSON as text).
+ */
+export interface Database {
+  namespaces: NamespacesTable;
+  packs: PacksTable;
+  blobs: BlobsTable;
+  snapshots: SnapshotsTable;
+  workspaces: WorkspacesTable;
+}
+
+/** A selected `snapshots` row. */
+export type SnapshotRecord = Selectable<SnapshotsTable>;
+/** A selected `workspaces` row. */
+export type WorkspaceRecord = Selectable<WorkspacesTable>;
+/** An insertable `blobs` row. */
+export type NewBlobRecord = Insertable<BlobsTable>;
+/** An insertable `workspaces` row. */
+export type NewWorkspaceRecord = Insertable<WorkspacesTable>;

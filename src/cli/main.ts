@@ -1,0 +1,259 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { AwcError } from '../core/errors.js';
+import { Awc } from '../service/awc.js';
+import { loadConfig } from '../service/config.js';
+import { formatChanges } from '../service/diff.js';
+import { DaemonClient } from '../daemon/client.js';
+import { HostDaemon } from '../daemon/host-daemon.js';
+import { Output, formatBytes } from './output.js';
+import { runMainDemo } from './demo-main.js';
+
+interface Globals {
+  home?: string;
+  json?: boolean;
+  namespace?: string;
+}
+
+const program = new Command();
+program
+  .name('awc')
+  .description('Agent Workspace Cache: snapshot → fork → mount → checkpoint → diff / export')
+  .option('--home <dir>', 'data directory (default: $AWC_HOME, /var/lib/awc for root, ~/.local/share/awc)')
+  .option('--namespace <ns>', 'tenant namespace (default: $AWC_NAMESPACE or "default")')
+  .option('--json', 'machine-readable output on stdout; errors as JSON on stderr')
+  .exitOverride();
+if (process.argv.includes('--json')) program.configureOutput({ writeErr: () => undefined });
+else program.showHelpAfterError();
+
+function globals(): Globals {
+  return program.opts<Globals>();
+}
+
+function out(): Output {
+  return new Output(globals().json === true);
+}
+
+/** Runs `fn` with an open service, closing it afterwards. */
+async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>): Promise<T> {
+  const g = globals();
+  const awc = await Awc.open({ home: g.home, namespace: g.namespace });
+  try {
+    return await fn(awc, out());
+  } finally {
+    await awc.close();
+  }
+}
+
+function progress(o: Output, verb: string) {
+  let last = 0;
+  return (p: { files: number; bytes: number }) => {
+    const now = Date.now();
+    if (now - last < 200) return;
+    last = now;
+    o.progress(`${verb}: ${p.files} files, ${formatBytes(p.bytes)}`);
+  };
+}
+
+const snapshot = program.command('snapshot').description('import and list snapshots');
+snapshot
+  .command('import <source>')
+  .description('import a directory or a tar file as a new snapshot')
+  .option('--name <name>', 'name the snapshot')
+  .option('-m, --message <msg>', 'message')
+  .action((source: string, opts: { name?: string; message?: string }) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.importSnapshot(source, { name: opts.name, message: opts.message, onProgress: progress(o, 'importing'), onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
+      o.progressDone();
+      o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: ${r.files} files, ${formatBytes(r.bytes)}; stored ${formatBytes(r.storedBytes)} new`);
+    }),
+  );
+snapshot
+  .command('ls')
+  .description('list snapshots, newest first')
+  .action(() =>
+    withAwc(async (awc, o) => {
+      const rows = await awc.listSnapshots();
+      o.result({ snapshots: rows }, () => rows.map((s) => `${s.id}  ${s.name ?? '-'}  ${s.fileCount} files  ${formatBytes(s.byteCount)}  ${s.createdAt}  ${s.message ?? ''}`).join('\n'));
+    }),
+  );
+
+program
+  .command('ls')
+  .description('list workspaces')
+  .action(() =>
+    withAwc(async (awc, o) => {
+      const rows = await awc.listWorkspaces();
+      o.result({ workspaces: rows }, () => rows.map((w) => `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver})` : 'unmounted'}`).join('\n'));
+    }),
+  );
+
+program
+  .command('show <ref>')
+  .description('show a snapshot or a workspace')
+  .action((ref: string) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.resolve(ref);
+      const data = r.kind === 'snapshot' ? { kind: 'snapshot', ...r.snapshot } : { kind: 'workspace', ...r.workspace };
+      o.result(data, () => Object.entries(data).map(([k, v]) => `${k}: ${v ?? '-'}`).join('\n'));
+    }),
+  );
+
+program
+  .command('fork <snapshot>')
+  .description('create workspaces from a snapshot (catalog rows only, constant time)')
+  .option('--name <name>', 'name (with --count K: <name>-1 … <name>-K)')
+  .option('--count <k>', 'how many workspaces', '1')
+  .action((snap: string, opts: { name?: string; count: string }) =>
+    withAwc(async (awc, o) => {
+      const count = Number(opts.count);
+      const rows = await awc.fork(snap, { name: opts.name, count });
+      o.result({ workspaces: rows.map((w) => ({ id: w.id, name: w.name })) }, () => rows.map((w) => `${w.id}${w.name ? `  ${w.name}` : ''}`).join('\n'));
+    }),
+  );
+
+program
+  .command('mount <workspace> <dir>')
+  .description('mount a workspace as a directory (overlay driver, or the copy driver where overlay is not possible)')
+  .action((ws: string, dir: string) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising') });
+      o.progressDone();
+      o.result(r, () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''})`);
+    }),
+  );
+
+program
+  .command('unmount <target>')
+  .alias('umount')
+  .description('unmount a workspace (by id, name or mount path)')
+  .option('--discard', 'drop changes that are not checkpointed')
+  .option('--force', 'detach even when busy (lazy unmount)')
+  .action((target: string, opts: { discard?: boolean; force?: boolean }) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.unmount(target, opts);
+      o.result(r, () => `${r.workspace} unmounted from ${r.path}${r.pending ? ' (uncheckpointed changes kept on this host; the next mount resumes them)' : ''}`);
+    }),
+  );
+
+program
+  .command('checkpoint <workspace>')
+  .description("turn a workspace's current state into a new snapshot and move its head there")
+  .option('-m, --message <msg>', 'message')
+  .action((ws: string, opts: { message?: string }) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.checkpoint(ws, opts);
+      o.result(r, () => (r.changed ? `${r.id}: ${r.files} files, ${formatBytes(r.bytes)}; read ${r.filesRead} changed files, stored ${formatBytes(r.newBytes)} new` : `${r.id}: no changes since the head`));
+    }),
+  );
+
+program
+  .command('diff <from> [to]')
+  .description('compare snapshots or workspaces (a mounted workspace means its live state)')
+  .option('--patch', 'print a git-style patch')
+  .action((from: string, to: string | undefined, opts: { patch?: boolean }) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.diff(from, to, { patch: opts.patch });
+      if (opts.patch && !o.json) process.stdout.write(r.patch ?? '');
+      else o.result(opts.patch ? { changes: r.changes, patch: r.patch } : { changes: r.changes }, () => formatChanges(r.changes));
+    }),
+  );
+
+program
+  .command('export <ref>')
+  .description('write a snapshot (or a workspace head) out as a tar file or a directory')
+  .option('--tar <file>', 'tar file (pax, exact mtimes; - for stdout)')
+  .option('--dir <dir>', 'new or empty directory')
+  .action((ref: string, opts: { tar?: string; dir?: string }) =>
+    withAwc(async (awc, o) => {
+      const r = await awc.export(ref, { ...opts, onProgress: progress(o, 'exporting') });
+      o.progressDone();
+      if (opts.tar !== '-') o.result(r, () => `${r.id}: ${r.files} files, ${formatBytes(r.bytes)} written to ${opts.tar ?? opts.dir}`);
+    }),
+  );
+
+program
+  .command('doctor')
+  .description('say which mount driver this host will use and why')
+  .action(() =>
+    withAwc(async (awc, o) => {
+      const r = awc.doctor();
+      o.result(r, () => [`driver: ${r.driver}`, `why: ${r.reason}`, ...r.checks.map((c) => `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`)].join('\n'));
+    }),
+  );
+
+const daemon = program.command('daemon').description('the host daemon (content FUSE server and overlay mounts)');
+daemon
+  .command('start')
+  .description('start the host daemon in the background')
+  .action(async () => {
+    const o = out();
+    const client = new DaemonClient(loadConfig({ home: globals().home, namespace: globals().namespace }));
+    if (!(await client.running())) await client.start();
+    const s = await client.call('GET', '/v1/status');
+    o.result(s, () => `awcd running (pid ${(s as { pid: number }).pid})`);
+  });
+daemon
+  .command('stop')
+  .description('unmount everything (uncheckpointed changes are kept) and stop the daemon')
+  .action(async () => {
+    const o = out();
+    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
+    const client = new DaemonClient(config);
+    if (!(await client.running())) {
+      o.result({ running: false }, () => 'awcd is not running');
+      return;
+    }
+    await client.call('POST', '/v1/stop', {}, { start: false });
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && (await client.running())) await new Promise((r) => setTimeout(r, 100));
+    o.result({ running: false, stopped: true }, () => 'awcd stopped');
+  });
+daemon
+  .command('status')
+  .description('is the daemon running, and what it has mounted')
+  .action(async () => {
+    const o = out();
+    const client = new DaemonClient(loadConfig({ home: globals().home, namespace: globals().namespace }));
+    if (!(await client.running())) {
+      o.result({ running: false }, () => 'awcd is not running');
+      return;
+    }
+    const s = (await client.call('GET', '/v1/status', undefined, { start: false })) as { pid: number; mounts: { workspace: string; path: string }[]; contentObjects: number };
+    o.result({ running: true, ...s }, () => [`awcd running (pid ${s.pid}), ${s.contentObjects} content objects known`, ...s.mounts.map((m) => `  ${m.workspace} at ${m.path}`)].join('\n'));
+  });
+daemon
+  .command('run')
+  .description('run the daemon in the foreground (what `start` runs)')
+  .action(async () => {
+    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
+    const d = new HostDaemon(config);
+    d.on('log', (l) => process.stderr.write(JSON.stringify({ time: new Date().toISOString(), ...l }) + '\n'));
+    const stop = () => void d.stop().then(() => process.exit(0));
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+    d.on('stopped', () => process.exit(0));
+    await d.start();
+    await new Promise(() => undefined);
+  });
+
+const demo = program.command('demo').description('guided demonstrations');
+demo
+  .command('main')
+  .description('the main job end to end on a real tree: import, fork, mount, edit, checkpoint, diff, export')
+  .option('--source <dir>', 'tree to import (default: this project checkout with its node_modules)')
+  .action((opts: { source?: string }) => runMainDemo({ home: globals().home, source: opts.source, json: globals().json === true }));
+
+async function main(): Promise<void> {
+  try {
+    await program.parseAsync(process.argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
+      process.exit(out().error(new AwcError('E_USAGE', err.message.replace(/^error: /, ''))));
+    }
+    process.exit(out().error(err));
+  }
+}
+
+await main();

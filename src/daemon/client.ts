@@ -1,0 +1,97 @@
+import { request } from 'node:http';
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync, closeSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { AwcError, type ErrorJson } from '../core/errors.js';
+import { pathsOf, type AwcConfig } from '../service/config.js';
+
+/**
+ * Client of the host daemon's HTTP API on its Unix socket (JSON bodies; errors as
+ * `{error: {code, message, hint, retryable}}`). Starts the daemon on demand.
+ */
+export class DaemonClient {
+  private socket: string;
+
+  constructor(private config: AwcConfig) {
+    this.socket = pathsOf(config.home).socket;
+  }
+
+  /**
+   * Calls the daemon. With `start` (default true) a daemon that is not running is started
+   * first and waited for (up to 20 s).
+   * @throws the daemon's AwcError; E_DAEMON_UNAVAILABLE when it cannot be reached or started
+   */
+  async call(method: 'GET' | 'POST', path: string, body?: unknown, opts: { start?: boolean; timeoutMs?: number } = {}): Promise<unknown> {
+    try {
+      return await this.raw(method, path, body, opts.timeoutMs);
+    } catch (err) {
+      if (!(err instanceof AwcError) || err.code !== 'E_DAEMON_UNAVAILABLE' || opts.start === false) throw err;
+    }
+    await this.start();
+    return this.raw(method, path, body, opts.timeoutMs);
+  }
+
+  /** True when the daemon answers on its socket. */
+  async running(): Promise<boolean> {
+    try {
+      await this.raw('GET', '/v1/status', undefined, 2000);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Starts `awc daemon run` detached (log in `<home>/host/awcd.log`) and waits until it answers. */
+  async start(): Promise<void> {
+    const paths = pathsOf(this.config.home);
+    mkdirSync(paths.hostDir, { recursive: true });
+    const log = openSync(paths.logFile, 'a');
+    const main = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+    const child = spawn(process.execPath, [main, '--home', this.config.home, 'daemon', 'run'], {
+      detached: true,
+      stdio: ['ignore', log, log],
+      env: { ...process.env, AWC_HOME: this.config.home, AWC_NAMESPACE: this.config.namespace },
+    });
+    child.unref();
+    closeSync(log);
+    const deadline = Date.now() + 20_000;
+    let exited: number | null = null;
+    child.on('exit', (code) => (exited = code ?? -1));
+    while (Date.now() < deadline) {
+      if (await this.running()) return;
+      if (exited !== null) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not start (see ${paths.logFile})`);
+  }
+
+  private raw(method: string, path: string, body: unknown, timeoutMs = 600_000): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+      const req = request({ socketPath: this.socket, method, path, headers: data ? { 'content-type': 'application/json', 'content-length': data.length } : {}, timeout: timeoutMs }, (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (d) => parts.push(d));
+        res.on('end', () => {
+          const text = Buffer.concat(parts).toString('utf8');
+          let json: { error?: ErrorJson } & Record<string, unknown>;
+          try {
+            json = text === '' ? {} : JSON.parse(text);
+          } catch {
+            reject(new AwcError('E_INTERNAL', `daemon sent a non-JSON answer: ${text.slice(0, 200)}`));
+            return;
+          }
+          if (res.statusCode && res.statusCode >= 400) reject(AwcError.fromJSON(json.error ?? {}));
+          else if (path === '/metrics') resolve(text);
+          else resolve(json);
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon is not running (${this.socket})`));
+        else reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not answer: ${err.message}`));
+      });
+      if (data) req.write(data);
+      req.end();
+    });
+  }
+}

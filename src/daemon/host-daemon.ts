@@ -1,0 +1,260 @@
+import { EventEmitter } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import * as fs from 'node:fs';
+import { AwcError, toAwcError } from '../core/errors.js';
+import type { Digest } from '../core/digest.js';
+import { nsToUtimeSeconds } from '../core/time.js';
+import type { Catalog } from '../catalog/catalog.js';
+import { SqlCatalog } from '../catalog/sql-catalog.js';
+import { FsObjectStore } from '../store/fs-object-store.js';
+import { ContentReader } from '../store/content-reader.js';
+import { ContentFuse } from '../host/fuse/content-fuse.js';
+import { StoreContentSource } from '../host/store-content-source.js';
+import { buildLayer } from '../host/layer-builder.js';
+import { isMounted, mountOverlay, unmount } from '../host/mount-util.js';
+import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
+import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
+
+/** Status answered on `GET /v1/status`. */
+export interface DaemonStatus {
+  pid: number;
+  host: string;
+  home: string;
+  startedAt: string;
+  content: string;
+  contentObjects: number;
+  mounts: { workspace: string; namespace: string; path: string }[];
+}
+
+/**
+ * The host daemon (`awcd`): owns the content FUSE mount (one per host, lazily serving file
+ * contents by digest), the layer directories, and every overlay workspace mount on this
+ * host. Serves a JSON API on a Unix socket (mode 0660):
+ *
+ * - `GET /v1/status` → DaemonStatus
+ * - `POST /v1/mount {namespace, workspace, target}` → `{workspace, path, driver, resumed}`
+ * - `POST /v1/unmount {namespace, workspace, force}` → `{workspace, path}`
+ * - `POST /v1/stop` → unmounts everything (uppers are kept) and exits
+ *
+ * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Emits 'log'
+ * events (`{level, msg, ...}`); never prints.
+ */
+export class HostDaemon extends EventEmitter {
+  readonly paths: AwcPaths;
+  private catalog!: Catalog;
+  private store!: FsObjectStore;
+  private readers = new Map<string, ContentReader>();
+  private source = new StoreContentSource();
+  private fuse?: ContentFuse;
+  private server?: Server;
+  private mounts = new Map<string, { namespace: string; path: string }>();
+  private startedAt = new Date().toISOString();
+  private stopping?: Promise<void>;
+
+  constructor(readonly config: AwcConfig) {
+    super();
+    this.paths = pathsOf(config.home);
+  }
+
+  private reader(ns: string): ContentReader {
+    let r = this.readers.get(ns);
+    if (!r) {
+      r = new ContentReader({ store: this.store, index: this.catalog.blobIndex(ns) });
+      this.readers.set(ns, r);
+    }
+    return r;
+  }
+
+  /**
+   * Starts: catalog, content FUSE mount (a stale one from a crashed daemon is detached
+   * first), the API socket, then remounts the workspaces recorded as mounted on this host.
+   * @throws E_FUSE, E_MOUNT_FAILED, E_DAEMON_UNAVAILABLE (another daemon answers on the socket)
+   */
+  async start(): Promise<void> {
+    await mkdir(this.paths.hostDir, { recursive: true });
+    await mkdir(this.paths.objects, { recursive: true });
+    this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
+    this.store = new FsObjectStore(this.paths.objects);
+    await mkdir(this.paths.content, { recursive: true });
+    if (isMounted(this.paths.content)) await unmount(this.paths.content, true);
+    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source });
+    this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
+    await this.fuse.mount();
+    await rm(this.paths.socket, { force: true });
+    this.server = createServer((req, res) => void this.handle(req, res));
+    await new Promise<void>((resolve, reject) => {
+      this.server!.once('error', reject);
+      this.server!.listen(this.paths.socket, () => resolve());
+    });
+    await chmod(this.paths.socket, 0o660);
+    await writeFile(this.paths.pidFile, String(process.pid));
+    await this.remountAll();
+    this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
+  }
+
+  /** Remounts every workspace the catalog says is mounted on this host (after a crash or restart). */
+  private async remountAll(): Promise<void> {
+    for (const ws of await this.catalog.listMountedOnHost(this.config.host)) {
+      if (ws.mountDriver !== 'overlay' || !ws.mountPath) continue;
+      try {
+        if (isMounted(ws.mountPath)) await unmount(ws.mountPath, true);
+        await this.catalog.setMount(ws.id, null);
+        await this.mount(ws.namespace, ws.id, ws.mountPath);
+        this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
+      } catch (err) {
+        this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
+      }
+    }
+  }
+
+  /**
+   * Mounts a workspace: builds (once per snapshot) the layer directory, registers its
+   * content objects with the FUSE server, and mounts one overlayfs with a private upper.
+   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
+   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND
+   */
+  async mount(ns: string, wsId: string, target: string): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
+    const ws = await this.catalog.getWorkspace(ns, wsId);
+    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    const pending = await readHostState(this.paths.workspaces, ws.id);
+    let layerSnapshotId: string;
+    let layerRoot: Digest;
+    if (pending) {
+      layerSnapshotId = pending.layerSnapshotId;
+      layerRoot = pending.layerRoot;
+    } else {
+      const head = await this.catalog.getSnapshot(ns, ws.headSnapshotId);
+      layerSnapshotId = head.id;
+      layerRoot = head.root;
+    }
+    const reader = this.reader(ns);
+    const layer = await buildLayer(reader, layerRoot, this.paths.layers);
+    this.source.register(layer.meta.contents, reader);
+    const dirs = workspaceDirs(this.paths.workspaces, ws.id);
+    if (!pending) {
+      await rm(dirs.dir, { recursive: true, force: true });
+      await mkdir(dirs.upper, { recursive: true });
+      // the overlay root shows the upper directory's own attributes: give it the snapshot root's
+      const root = await reader.readRoot(layerRoot);
+      fs.chownSync(dirs.upper, root.uid, root.gid);
+      fs.chmodSync(dirs.upper, root.mode);
+      const t = nsToUtimeSeconds(root.mtimeNs);
+      fs.utimesSync(dirs.upper, t, t);
+    }
+    await mkdir(dirs.work, { recursive: true });
+    await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+    try {
+      await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: ns, driver: 'overlay', target, layerSnapshotId, layerRoot });
+      await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
+    } catch (err) {
+      await unmount(target, true);
+      throw err;
+    }
+    this.mounts.set(ws.id, { namespace: ns, path: target });
+    return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
+  }
+
+  /**
+   * Unmounts a workspace's overlay and clears its mount record; the upper stays on disk.
+   * @throws E_NOT_MOUNTED, E_TARGET_BUSY (unless force: lazy unmount)
+   */
+  async unmount(ns: string, wsId: string, force = false): Promise<{ workspace: string; path: string }> {
+    const ws = await this.catalog.getWorkspace(ns, wsId);
+    if (ws.mountState !== 'mounted' || !ws.mountPath) throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
+    await unmount(ws.mountPath, force);
+    await this.catalog.setMount(ws.id, null);
+    this.mounts.delete(ws.id);
+    return { workspace: ws.id, path: ws.mountPath };
+  }
+
+  status(): DaemonStatus {
+    return {
+      pid: process.pid,
+      host: this.config.host,
+      home: this.config.home,
+      startedAt: this.startedAt,
+      content: this.paths.content,
+      contentObjects: this.source.size,
+      mounts: [...this.mounts.entries()].map(([workspace, m]) => ({ workspace, namespace: m.namespace, path: m.path })),
+    };
+  }
+
+  /** Unmounts every overlay (lazily when busy; uppers kept), then the content FUSE mount; closes the socket and catalog. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      for (const [id, m] of this.mounts) {
+        try {
+          await unmount(m.path, true);
+          await this.catalog.setMount(id, null);
+        } catch (err) {
+          this.emit('log', { level: 'error', msg: 'unmount failed', workspace: id, err: String(err) });
+        }
+      }
+      this.mounts.clear();
+      await this.fuse?.unmount();
+      await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+      await rm(this.paths.socket, { force: true });
+      await rm(this.paths.pidFile, { force: true });
+      await this.catalog?.close();
+      this.emit('log', { level: 'info', msg: 'stopped' });
+    })();
+    return this.stopping;
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    try {
+      const body = req.method === 'POST' ? await readJson(req) : {};
+      let out: unknown;
+      switch (`${req.method} ${req.url}`) {
+        case 'GET /v1/status':
+          out = this.status();
+          break;
+        case 'POST /v1/mount':
+          out = await this.mount(str(body, 'namespace'), str(body, 'workspace'), str(body, 'target'));
+          break;
+        case 'POST /v1/unmount':
+          out = await this.unmount(str(body, 'namespace'), str(body, 'workspace'), body.force === true);
+          break;
+        case 'POST /v1/stop':
+          out = { stopping: true };
+          setImmediate(() => void this.stop().then(() => this.emit('stopped')));
+          break;
+        default:
+          throw new AwcError('E_USAGE', `no such endpoint ${req.method} ${req.url}`);
+      }
+      send(res, 200, out);
+    } catch (err) {
+      const e = toAwcError(err);
+      send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
+    }
+  }
+}
+
+function str(body: Record<string, unknown>, k: string): string {
+  const v = body[k];
+  if (typeof v !== 'string' || v === '') throw new AwcError('E_USAGE', `missing string field ${k}`);
+  return v;
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  const data = Buffer.from(JSON.stringify(body));
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': data.length });
+  res.end(data);
+}
+
+function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    req.on('data', (d) => parts.push(d));
+    req.on('error', reject);
+    req.on('end', () => {
+      try {
+        const t = Buffer.concat(parts).toString('utf8');
+        resolve(t === '' ? {} : JSON.parse(t));
+      } catch {
+        reject(new AwcError('E_USAGE', 'request body is not JSON'));
+      }
+    });
+  });
+}

@@ -1,0 +1,663 @@
+/**
+ * The content FUSE server: a read-only, flat namespace of file contents named by digest,
+ *
+ *     /<aa>/<64 hex>        aa = the first two hex characters
+ *
+ * served by speaking the kernel protocol directly over /dev/fuse (no libfuse), to be used as an
+ * overlayfs data-only lower layer (`lowerdir=LAYER::CONTENT`, DESIGN §2).
+ *
+ * Threads: `readers` worker threads do blocking reads of the device and post each request to the
+ * main thread, which answers it with a synchronous write. Cache hits are answered synchronously
+ * inside the message handler; misses (a Promise from the source) are answered when they settle,
+ * while other requests keep flowing.
+ *
+ * The namespace is fixed: the root holds the 256 directories `00`..`ff`; a directory resolves a
+ * 64-hex name through {@link ContentSource.lookup}. Node ids are stable for the life of the mount
+ * (never recycled, FORGET is ignored), entries and attributes are valid for a day, and OPEN,
+ * OPENDIR and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
+ */
+import { EventEmitter } from 'node:events';
+import { closeSync, openSync, realpathSync, statSync, writeSync, writevSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
+import { AwcError } from '../../core/errors.js';
+import {
+  CTRL_BATCH_FORGET,
+  CTRL_FORGET,
+  CTRL_INTERRUPT,
+  CTRL_SLOTS,
+  CTRL_STOP,
+  type ReaderWorkerData,
+  type ReaderWorkerMessage,
+} from './control.js';
+import { abortFuseConnection, ensureFusectl, mountsAt, runCommand } from './mount-util.js';
+import {
+  ATTR_OUT_SIZE,
+  DT_DIR,
+  ENTRY_OUT_SIZE,
+  Errno,
+  FUSE_KERNEL_VERSION,
+  FUSE_MIN_MINOR_VERSION,
+  FUSE_ROOT_ID,
+  IN_HEADER_SIZE,
+  INIT_OUT_SIZE,
+  InitFlag,
+  OUT_HEADER_SIZE,
+  Op,
+  READ_IN_OFFSET,
+  READ_IN_SIZE_FIELD,
+  S_IFDIR,
+  S_IFREG,
+  STATFS_OUT_SIZE,
+  WRITE_IN_SIZE,
+  decodeInitIn,
+  direntSize,
+  encodeAttrOut,
+  encodeDirent,
+  encodeEntryOut,
+  encodeInitOut,
+  encodeOutHeader,
+  encodeStatfsOut,
+  opName,
+  readCString,
+  readU64,
+  type Attr,
+} from './protocol.js';
+
+/** Where the server gets content from. Both calls are made on the main thread. */
+export interface ContentSource {
+  /** Size in bytes of the content object named by 64-hex digest, or undefined when unknown (→ ENOENT). Must be synchronous. */
+  lookup(hex: string): { size: number } | undefined;
+  /** Bytes [offset, offset+length) of that content (clamped at EOF). Return a Buffer synchronously on a cache hit, a Promise on a miss. Errors → EIO. */
+  read(hex: string, offset: number, length: number): Buffer | Promise<Buffer>;
+}
+
+/** Options of {@link ContentFuse}. */
+export interface ContentFuseOptions {
+  /** An existing, empty directory to mount on. */
+  mountpoint: string;
+  /** The content provider. */
+  source: ContentSource;
+  /** Worker threads doing blocking reads of /dev/fuse; default 2. */
+  readers?: number;
+}
+
+/** Counters of a {@link ContentFuse}: requests received per opcode name (`lookup`, `read`, …). */
+export interface ContentFuseStats {
+  ops: Record<string, number>;
+}
+
+/** One day, in seconds: entry and attribute validity (content never changes under a name). */
+const DAY = 86_400;
+/** Generation of every node: node ids are never reused within a mount. */
+const GENERATION = 1;
+/** Node id of directory `00`; directory `xy` is DIR_BASE + 0xxy. */
+const DIR_BASE = 2;
+/** First node id handed to a content file. */
+const FIRST_FILE_ID = DIR_BASE + 256;
+/** Pages per request: 256 × 4 KiB = 1 MiB reads. */
+const MAX_PAGES = 256;
+/** We are read-only: a modest max_write keeps the kernel's read-buffer rule small. */
+const MAX_WRITE = 128 * 1024;
+/**
+ * Device read buffer. The kernel refuses reads shorter than
+ * max(FUSE_MIN_READ_BUFFER, sizeof(fuse_in_header) + sizeof(fuse_write_in) + max_write);
+ * 1 MiB + 4 KiB covers that and any request body the kernel may send.
+ */
+const READ_BUFFER_SIZE = Math.max(MAX_PAGES * 4096, IN_HEADER_SIZE + WRITE_IN_SIZE + MAX_WRITE) + 4096;
+/** Background requests (async reads, readahead) the kernel keeps in flight. */
+const MAX_BACKGROUND = 64;
+const CONGESTION_THRESHOLD = 48;
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const DIR_NAMES: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+/** errno codes that mean "the kernel no longer waits for this reply" when writing one. */
+const STALE_REPLY_CODES = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN', 'EBADF']);
+
+type State = 'new' | 'mounting' | 'mounted' | 'unmounting' | 'closed';
+
+/** Servers with a live connection, for the process 'exit' hook. */
+const live = new Set<ContentFuse>();
+let exitHookInstalled = false;
+
+function installExitHook(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => ContentFuse.abortAllSync());
+}
+
+/**
+ * A FUSE server for the content namespace. Emits `'op'` (opcode name) for every request and
+ * `'error'` (an Error) for failures it cannot report to the kernel; it never prints.
+ *
+ * @example
+ *   const fuse = new ContentFuse({ mountpoint: '/var/lib/awc/content', source });
+ *   await fuse.mount();
+ *   // … mount overlays with lowerdir=LAYER::/var/lib/awc/content …
+ *   await fuse.unmount();
+ */
+export class ContentFuse extends EventEmitter {
+  private readonly mountpoint: string;
+  private readonly source: ContentSource;
+  private readonly readerCount: number;
+
+  private state: State = 'new';
+  private fd = -1;
+  private workers: Worker[] = [];
+  private readonly ctrl = new Int32Array(new SharedArrayBuffer(CTRL_SLOTS * 4));
+  private connId: number | undefined;
+  private unmountPromise: Promise<void> | undefined;
+  private initWaiter: { resolve: () => void; reject: (e: Error) => void } | undefined;
+  private mountedPath = '';
+
+  /** hex → node id, and node id - FIRST_FILE_ID → hex / size. */
+  private readonly nodeByHex = new Map<string, number>();
+  private readonly nodeHex: string[] = [];
+  private readonly nodeSize: number[] = [];
+  /** Requests waiting on a Promise from the source, by unique id. */
+  private readonly pending = new Set<number>();
+  private readonly opCounts: number[] = [];
+
+  /** Reusable reply buffers (every reply is written synchronously, so one of each suffices). */
+  private readonly hdr = Buffer.alloc(OUT_HEADER_SIZE);
+  private readonly small = Buffer.alloc(OUT_HEADER_SIZE + 256);
+  private readonly dirBuf = Buffer.alloc(OUT_HEADER_SIZE + 64 * 1024);
+  private readonly iov: Buffer[] = [this.hdr, this.hdr];
+  private readonly attrScratch: Attr = { ino: 0, size: 0, mode: 0, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: 0 };
+  private readonly mountTime = Math.floor(Date.now() / 1000);
+
+  /** Creates a server; nothing happens until {@link mount}. */
+  constructor(opts: ContentFuseOptions) {
+    super();
+    this.mountpoint = opts.mountpoint;
+    this.source = opts.source;
+    this.readerCount = Math.max(1, Math.floor(opts.readers ?? 2));
+  }
+
+  /** The FUSE connection id (the minor device number of the mount; /sys/fs/fuse/connections/<id>), once mounted. */
+  get connectionId(): number | undefined {
+    return this.connId;
+  }
+
+  /** Request counters per opcode name, including FORGET/INTERRUPT dropped by the workers. */
+  get stats(): ContentFuseStats {
+    const ops: Record<string, number> = {};
+    for (let i = 0; i < this.opCounts.length; i++) {
+      const n = this.opCounts[i];
+      if (n) ops[opName(i)] = n;
+    }
+    const add = (name: string, n: number): void => {
+      if (n) ops[name] = (ops[name] ?? 0) + n;
+    };
+    add('forget', Atomics.load(this.ctrl, CTRL_FORGET));
+    add('batch_forget', Atomics.load(this.ctrl, CTRL_BATCH_FORGET));
+    add('interrupt', Atomics.load(this.ctrl, CTRL_INTERRUPT));
+    return { ops };
+  }
+
+  /**
+   * Opens /dev/fuse, starts the reader workers, runs util-linux `mount` asynchronously with the
+   * descriptor as the child's fd 3, and resolves once INIT has been answered and the mount shows
+   * in /proc/self/mountinfo. Mounts fusectl on /sys/fs/fuse/connections when missing (needed to
+   * abort the connection later). Throws AwcError E_MOUNT_FAILED / E_TARGET_BUSY / E_PERMISSION.
+   */
+  async mount(): Promise<void> {
+    if (this.state !== 'new') throw new AwcError('E_FUSE', `content FUSE already ${this.state}`);
+    this.state = 'mounting';
+    try {
+      let mp: string;
+      try {
+        mp = realpathSync(this.mountpoint);
+        if (!statSync(mp).isDirectory()) throw new Error('not a directory');
+      } catch (err) {
+        throw new AwcError('E_MOUNT_FAILED', `content FUSE mount point ${this.mountpoint} is not a directory`, { cause: err });
+      }
+      this.mountedPath = mp;
+      if (mountsAt(mp, 'fuse.awc').length > 0) {
+        throw new AwcError('E_TARGET_BUSY', `a content FUSE is already mounted on ${mp}`, {
+          hint: `Unmount it first (umount -l ${mp}); a stale one is left by a daemon that died.`,
+        });
+      }
+      ensureFusectl();
+      try {
+        this.fd = openSync('/dev/fuse', 'r+');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        throw new AwcError(code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED', `cannot open /dev/fuse: ${String(err)}`, { cause: err });
+      }
+      live.add(this);
+      installExitHook();
+      this.startWorkers();
+
+      const initDone = new Promise<void>((resolve, reject) => (this.initWaiter = { resolve, reject }));
+      initDone.catch(() => undefined);
+      const args = ['-i', '-t', 'fuse.awc', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0,allow_other,ro', 'awc', mp];
+      const r = await runCommand('mount', args, [this.fd]);
+      if (r.code !== 0) {
+        throw new AwcError('E_MOUNT_FAILED', `mount of content FUSE on ${mp} failed: ${(r.stderr || r.stdout).trim() || `exit ${r.code ?? r.signal}`}`);
+      }
+      const m = mountsAt(mp, 'fuse.awc').at(-1);
+      if (m) this.connId = m.minor;
+      await withTimeout(initDone, 10_000, () => new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp}: the kernel sent no INIT within 10 s`));
+      if (this.connId === undefined) {
+        const m2 = mountsAt(mp, 'fuse.awc').at(-1);
+        if (!m2) throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} does not show in /proc/self/mountinfo`);
+        this.connId = m2.minor;
+      }
+      if (this.state !== 'mounting') throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} was unmounted while mounting`);
+      this.state = 'mounted';
+    } catch (err) {
+      await (this.unmountPromise ??= this.teardown());
+      throw err;
+    }
+  }
+
+  /**
+   * Fails pending requests with EIO, aborts the connection through fusectl, unmounts (lazily if
+   * the mount is busy), stops the workers and closes the descriptor. Safe to call twice and
+   * concurrently; resolves when everything is released.
+   */
+  unmount(): Promise<void> {
+    if (this.state === 'new' || this.state === 'closed') return this.unmountPromise ?? Promise.resolve();
+    this.unmountPromise ??= this.teardown();
+    return this.unmountPromise;
+  }
+
+  /**
+   * The synchronous part of unmounting, for process 'exit' handlers and signal handlers:
+   * aborts the connection of every live server and lazily unmounts it. The daemon should call
+   * this from its SIGTERM/SIGINT handlers before exiting (the 'exit' hook runs it too).
+   */
+  static abortAllSync(): void {
+    for (const fuse of live) fuse.abortSync();
+  }
+
+  // ---- lifecycle internals ------------------------------------------------------------------------
+
+  private startWorkers(): void {
+    const url = new URL('./reader-worker.js', import.meta.url);
+    for (let i = 0; i < this.readerCount; i++) {
+      const data: ReaderWorkerData = { fd: this.fd, bufSize: READ_BUFFER_SIZE, ctrl: this.ctrl.buffer as SharedArrayBuffer };
+      const w = new Worker(url, { workerData: data, name: `awc-fuse-reader-${i}` });
+      w.on('message', (msg: ArrayBuffer | ReaderWorkerMessage) => {
+        if (msg instanceof ArrayBuffer) this.dispatch(Buffer.from(msg));
+        else this.emitError(new AwcError('E_FUSE', `content FUSE reader failed: ${msg.code} ${msg.message}`));
+      });
+      w.on('error', (err) => this.emitError(err));
+      this.workers.push(w);
+    }
+  }
+
+  private abortSync(): void {
+    if (this.connId !== undefined) abortFuseConnection(this.connId);
+    if (this.mountedPath && this.state !== 'new' && mountsAt(this.mountedPath, 'fuse.awc').length > 0) {
+      spawnSync('umount', ['-l', this.mountedPath], { stdio: 'ignore' });
+    }
+    live.delete(this);
+  }
+
+  private async teardown(): Promise<void> {
+    this.state = 'unmounting';
+    this.initWaiter?.reject(new AwcError('E_MOUNT_FAILED', 'content FUSE unmounted during mount'));
+    // 1. Unblock every reader waiting on a miss.
+    for (const unique of this.pending) this.replyError(unique, Errno.EIO);
+    this.pending.clear();
+    // 2. Abort the connection: blocked device reads return ENODEV, callers get ENOTCONN.
+    Atomics.store(this.ctrl, CTRL_STOP, 1);
+    Atomics.notify(this.ctrl, CTRL_STOP);
+    const mp = this.mountedPath;
+    if (mp && this.connId === undefined) {
+      const m = mountsAt(mp, 'fuse.awc').at(-1);
+      if (m) this.connId = m.minor;
+    }
+    if (this.connId !== undefined) abortFuseConnection(this.connId);
+    // 3. Unmount, lazily when busy (or when an overlay still holds it).
+    if (mp && mountsAt(mp, 'fuse.awc').length > 0) {
+      const r = await runCommand('umount', [mp]);
+      if (r.code !== 0 && mountsAt(mp, 'fuse.awc').length > 0) {
+        const r2 = await runCommand('umount', ['-l', mp]);
+        if (r2.code !== 0 && mountsAt(mp, 'fuse.awc').length > 0) {
+          this.emitError(new AwcError('E_FUSE', `cannot unmount content FUSE on ${mp}: ${r2.stderr.trim()}`));
+        }
+      }
+    }
+    // 4. Workers exit on ENODEV (or EPERM + stop flag when the mount never happened).
+    await Promise.all(
+      this.workers.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            if (w.threadId < 0) return resolve();
+            const t = setTimeout(() => {
+              // Still blocked in read(2): the connection survives (e.g. an overlay holds it and
+              // fusectl is missing). Do not keep the process alive for it.
+              w.unref();
+              this.emitError(new AwcError('E_FUSE', 'content FUSE reader did not stop; connection may still be alive'));
+              resolve();
+            }, 5_000);
+            w.once('exit', () => {
+              clearTimeout(t);
+              resolve();
+            });
+          }),
+      ),
+    );
+    this.workers = [];
+    // 5. Close the device.
+    if (this.fd >= 0) {
+      try {
+        closeSync(this.fd);
+      } catch {
+        /* already closed */
+      }
+      this.fd = -1;
+    }
+    live.delete(this);
+    this.state = 'closed';
+  }
+
+  private emitError(err: unknown): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err instanceof Error ? err : new Error(String(err)));
+  }
+
+  // ---- request dispatch ------------------------------------------------------------------------------
+
+  private dispatch(b: Buffer): void {
+    const opcode = b.readUInt32LE(4);
+    const unique = readU64(b, 8);
+    this.opCounts[opcode] = (this.opCounts[opcode] ?? 0) + 1;
+    if (this.listenerCount('op') > 0) this.emit('op', opName(opcode));
+    try {
+      switch (opcode) {
+        case Op.READ:
+          return this.onRead(b, unique);
+        case Op.LOOKUP:
+          return this.onLookup(b, unique);
+        case Op.GETATTR:
+          return this.onGetattr(b, unique);
+        case Op.INIT:
+          return this.onInit(b, unique);
+        case Op.READDIR:
+          return this.onReaddir(b, unique);
+        case Op.STATFS:
+          return this.onStatfs(unique);
+        case Op.RELEASE:
+        case Op.RELEASEDIR:
+        case Op.ACCESS:
+        case Op.DESTROY:
+          return this.replyOk(unique);
+        case Op.FORGET:
+        case Op.BATCH_FORGET:
+        case Op.INTERRUPT:
+          return; // no reply (normally dropped by the workers already)
+        case Op.OPEN:
+        case Op.OPENDIR:
+        // ENOSYS on OPEN/OPENDIR with NO_OPEN(DIR)_SUPPORT: zero-message opens from now on, and the
+        // kernel keeps the page cache across opens.
+        case Op.FLUSH:
+        // ENOSYS on FLUSH: the kernel sets no_flush and stops sending one per close().
+        case Op.GETXATTR:
+        case Op.LISTXATTR:
+        default:
+          return this.replyError(unique, Errno.ENOSYS);
+      }
+    } catch (err) {
+      this.emitError(err);
+      this.replyError(unique, Errno.EIO);
+    }
+  }
+
+  private onInit(b: Buffer, unique: number): void {
+    const len = b.readUInt32LE(0);
+    const init = decodeInitIn(b, IN_HEADER_SIZE, len - IN_HEADER_SIZE);
+    const out = this.small;
+    if (init.major > FUSE_KERNEL_VERSION) {
+      // The kernel will send a new INIT with our major version.
+      encodeOutHeader(out, OUT_HEADER_SIZE + 8, 0, unique);
+      out.fill(0, OUT_HEADER_SIZE, OUT_HEADER_SIZE + 8);
+      out.writeUInt32LE(FUSE_KERNEL_VERSION, OUT_HEADER_SIZE);
+      this.write(out, OUT_HEADER_SIZE + 8);
+      return;
+    }
+    if (init.major < FUSE_KERNEL_VERSION || init.minor < FUSE_MIN_MINOR_VERSION) {
+      this.replyError(unique, 71 /* EPROTO */);
+      this.initWaiter?.reject(
+        new AwcError('E_MOUNT_FAILED', `kernel FUSE protocol ${init.major}.${init.minor} is too old (need 7.${FUSE_MIN_MINOR_VERSION})`),
+      );
+      return;
+    }
+    const want =
+      InitFlag.ASYNC_READ |
+      InitFlag.NO_OPEN_SUPPORT |
+      InitFlag.NO_OPENDIR_SUPPORT |
+      InitFlag.PARALLEL_DIROPS |
+      InitFlag.MAX_PAGES |
+      InitFlag.BIG_WRITES;
+    encodeOutHeader(out, OUT_HEADER_SIZE + INIT_OUT_SIZE, 0, unique);
+    encodeInitOut(out, OUT_HEADER_SIZE, {
+      major: FUSE_KERNEL_VERSION,
+      minor: init.minor,
+      maxReadahead: init.maxReadahead,
+      flags: (want & init.flags) >>> 0,
+      maxBackground: MAX_BACKGROUND,
+      congestionThreshold: CONGESTION_THRESHOLD,
+      maxWrite: MAX_WRITE,
+      timeGran: 1,
+      maxPages: MAX_PAGES,
+      flags2: 0,
+    });
+    this.write(out, OUT_HEADER_SIZE + INIT_OUT_SIZE);
+    this.initWaiter?.resolve();
+    this.initWaiter = undefined;
+  }
+
+  /** Fills attrScratch for a node id; false when the node is unknown. */
+  private attrOf(nodeid: number): boolean {
+    const a = this.attrScratch;
+    a.ino = nodeid;
+    a.time = this.mountTime;
+    if (nodeid === FUSE_ROOT_ID) {
+      a.mode = S_IFDIR | 0o555;
+      a.nlink = 2 + 256;
+      a.size = 0;
+      return true;
+    }
+    if (nodeid >= DIR_BASE && nodeid < FIRST_FILE_ID) {
+      a.mode = S_IFDIR | 0o555;
+      a.nlink = 2;
+      a.size = 0;
+      return true;
+    }
+    const i = nodeid - FIRST_FILE_ID;
+    if (i >= 0 && i < this.nodeHex.length) {
+      a.mode = S_IFREG | 0o444;
+      a.nlink = 1;
+      a.size = this.nodeSize[i]!;
+      return true;
+    }
+    return false;
+  }
+
+  private onLookup(b: Buffer, unique: number): void {
+    const parent = readU64(b, 16);
+    const len = b.readUInt32LE(0);
+    const name = readCString(b, IN_HEADER_SIZE, len);
+    let nodeid: number;
+    if (parent === FUSE_ROOT_ID) {
+      if (name.length !== 2) return this.replyError(unique, Errno.ENOENT);
+      const d = parseInt(name, 16);
+      if (!(d >= 0) || DIR_NAMES[d] !== name) return this.replyError(unique, Errno.ENOENT);
+      nodeid = DIR_BASE + d;
+    } else if (parent >= DIR_BASE && parent < FIRST_FILE_ID) {
+      if (name.length !== 64 || !HEX64.test(name) || !name.startsWith(DIR_NAMES[parent - DIR_BASE]!)) {
+        return this.replyError(unique, Errno.ENOENT);
+      }
+      const info = this.source.lookup(name);
+      if (!info) return this.replyError(unique, Errno.ENOENT);
+      let id = this.nodeByHex.get(name);
+      if (id === undefined) {
+        id = FIRST_FILE_ID + this.nodeHex.length;
+        this.nodeByHex.set(name, id);
+        this.nodeHex.push(name);
+        this.nodeSize.push(info.size);
+      } else {
+        this.nodeSize[id - FIRST_FILE_ID] = info.size;
+      }
+      nodeid = id;
+    } else {
+      return this.replyError(unique, Errno.ENOTDIR);
+    }
+    this.attrOf(nodeid);
+    const out = this.small;
+    const total = OUT_HEADER_SIZE + ENTRY_OUT_SIZE;
+    encodeOutHeader(out, total, 0, unique);
+    encodeEntryOut(out, OUT_HEADER_SIZE, nodeid, GENERATION, DAY, DAY, this.attrScratch);
+    this.write(out, total);
+  }
+
+  private onGetattr(b: Buffer, unique: number): void {
+    const nodeid = readU64(b, 16);
+    if (!this.attrOf(nodeid)) return this.replyError(unique, Errno.ENOENT);
+    const out = this.small;
+    const total = OUT_HEADER_SIZE + ATTR_OUT_SIZE;
+    encodeOutHeader(out, total, 0, unique);
+    encodeAttrOut(out, OUT_HEADER_SIZE, DAY, this.attrScratch);
+    this.write(out, total);
+  }
+
+  private onRead(b: Buffer, unique: number): void {
+    const i = readU64(b, 16) - FIRST_FILE_ID;
+    if (i < 0) return this.replyError(unique, Errno.EISDIR);
+    const hex = this.nodeHex[i];
+    if (hex === undefined) return this.replyError(unique, Errno.ENOENT);
+    const offset = readU64(b, IN_HEADER_SIZE + READ_IN_OFFSET);
+    const size = b.readUInt32LE(IN_HEADER_SIZE + READ_IN_SIZE_FIELD);
+    const fileSize = this.nodeSize[i]!;
+    if (offset >= fileSize || size === 0) return this.replyData(unique, undefined, 0);
+    const r = this.source.read(hex, offset, Math.min(size, fileSize - offset));
+    if (r instanceof Promise) {
+      this.pending.add(unique);
+      r.then(
+        (data) => {
+          if (this.pending.delete(unique)) this.replyData(unique, data, size);
+        },
+        (err) => {
+          if (this.pending.delete(unique)) {
+            this.emitError(err);
+            this.replyError(unique, Errno.EIO);
+          }
+        },
+      );
+      return;
+    }
+    this.replyData(unique, r, size);
+  }
+
+  private onReaddir(b: Buffer, unique: number): void {
+    const nodeid = readU64(b, 16);
+    if (nodeid >= FIRST_FILE_ID) return this.replyError(unique, Errno.ENOTDIR);
+    const start = readU64(b, IN_HEADER_SIZE + READ_IN_OFFSET);
+    const size = Math.min(b.readUInt32LE(IN_HEADER_SIZE + READ_IN_SIZE_FIELD), this.dirBuf.length - OUT_HEADER_SIZE);
+    const count = nodeid === FUSE_ROOT_ID ? 2 + 256 : 2;
+    const out = this.dirBuf;
+    let pos = OUT_HEADER_SIZE;
+    for (let idx = start; idx < count; idx++) {
+      let name: string;
+      let ino: number;
+      if (idx === 0) {
+        name = '.';
+        ino = nodeid;
+      } else if (idx === 1) {
+        name = '..';
+        ino = FUSE_ROOT_ID;
+      } else {
+        name = DIR_NAMES[idx - 2]!;
+        ino = DIR_BASE + idx - 2;
+      }
+      if (pos - OUT_HEADER_SIZE + direntSize(name.length) > size) break;
+      pos = encodeDirent(out, pos, ino, idx + 1, name, DT_DIR);
+    }
+    encodeOutHeader(out, pos, 0, unique);
+    this.write(out, pos);
+  }
+
+  private onStatfs(unique: number): void {
+    const out = this.small;
+    const total = OUT_HEADER_SIZE + STATFS_OUT_SIZE;
+    encodeOutHeader(out, total, 0, unique);
+    encodeStatfsOut(out, OUT_HEADER_SIZE, {
+      blocks: 0,
+      bfree: 0,
+      bavail: 0,
+      files: 1 + 256 + this.nodeHex.length,
+      ffree: 0,
+      bsize: 4096,
+      namelen: 255,
+      frsize: 4096,
+    });
+    this.write(out, total);
+  }
+
+  // ---- replies ---------------------------------------------------------------------------------------
+
+  private replyOk(unique: number): void {
+    encodeOutHeader(this.hdr, OUT_HEADER_SIZE, 0, unique);
+    this.write(this.hdr, OUT_HEADER_SIZE);
+  }
+
+  private replyError(unique: number, errno: number): void {
+    encodeOutHeader(this.hdr, OUT_HEADER_SIZE, -errno, unique);
+    this.write(this.hdr, OUT_HEADER_SIZE);
+  }
+
+  /** READ reply: header + data (at most `max` bytes) in one writev, no copy. */
+  private replyData(unique: number, data: Buffer | undefined, max: number): void {
+    let n = data ? data.length : 0;
+    if (n > max) {
+      data = data!.subarray(0, max);
+      n = max;
+    }
+    encodeOutHeader(this.hdr, OUT_HEADER_SIZE + n, 0, unique);
+    if (n === 0) return this.write(this.hdr, OUT_HEADER_SIZE);
+    if (this.fd < 0) return;
+    this.iov[1] = data!;
+    try {
+      writevSync(this.fd, this.iov);
+    } catch (err) {
+      this.onWriteError(err);
+    } finally {
+      this.iov[1] = this.hdr;
+    }
+  }
+
+  private write(buf: Buffer, len: number): void {
+    if (this.fd < 0) return;
+    try {
+      writeSync(this.fd, buf, 0, len);
+    } catch (err) {
+      this.onWriteError(err);
+    }
+  }
+
+  private onWriteError(err: unknown): void {
+    // ENOENT: the request was interrupted and is gone; ENODEV & co: the connection is aborted.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code && STALE_REPLY_CODES.has(code)) return;
+    this.emitError(err);
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(onTimeout()), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}

@@ -1,0 +1,197 @@
+import { mkdir, rename, rm, writeFile, readFile, stat } from 'node:fs/promises';
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import * as xattr from 'fs-xattr';
+import { digestHex, type Digest } from '../core/digest.js';
+import type { ChunkRef, Entry, FileEntry } from '../core/tree.js';
+import { nsToUtimeSeconds } from '../core/time.js';
+import { AwcError } from '../core/errors.js';
+import type { TreeSource } from '../store/tree-source.js';
+
+/** What a layer directory knows about the content objects its placeholders redirect to. */
+export interface LayerContent {
+  size: number;
+  chunks: ChunkRef[];
+}
+
+/** Metadata kept next to a layer directory (`meta.json`, host-local, not a durable format). */
+export interface LayerMeta {
+  v: 1;
+  root: Digest;
+  files: number;
+  dirs: number;
+  /** content hex digest → size and chunks, for the content FUSE server. */
+  contents: Record<string, [number, [Digest, number][]]>;
+  /** Hardlink groups: path of the file entry → further names (paths from the root). */
+  hardlinks: Record<string, string[]>;
+}
+
+/** A built layer: its directory (the overlay lower) and its metadata. */
+export interface Layer {
+  dir: string;
+  meta: LayerMeta;
+}
+
+/** The overlay redirect that points a placeholder at its content object in the data-only lower. */
+export function contentRedirect(digest: Digest): string {
+  const hex = digestHex(digest);
+  return `/${hex.slice(0, 2)}/${hex}`;
+}
+
+/**
+ * Builds (once per snapshot per host) the layer directory of a snapshot: real directories,
+ * symlinks, fifos and device nodes, and for each regular file an empty sparse placeholder
+ * with the file's size, mode, owner and mtime plus `trusted.overlay.metacopy` and
+ * `trusted.overlay.redirect=/<aa>/<hex>` pointing into the content FUSE mount (DESIGN §2).
+ * Hardlinked files share one placeholder inode; empty files are plain empty files.
+ *
+ * Layout: `<layersDir>/<root hex>/tree` (the overlay lower) and `meta.json`. Built in a
+ * temporary directory and renamed into place, so a crash never leaves a half layer.
+ * Returns the existing layer when present. Cost: O(files), synchronous file system calls.
+ *
+ * @throws E_PERMISSION without root (trusted.* xattrs), E_FORMAT on a corrupt tree.
+ */
+export async function buildLayer(src: TreeSource, root: Digest, layersDir: string): Promise<Layer> {
+  const base = join(layersDir, digestHex(root));
+  const metaPath = join(base, 'meta.json');
+  try {
+    const meta = JSON.parse(await readFile(metaPath, 'utf8')) as LayerMeta;
+    return { dir: join(base, 'tree'), meta };
+  } catch {
+    // not built yet
+  }
+  await mkdir(layersDir, { recursive: true });
+  const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
+  await rm(tmp, { recursive: true, force: true });
+  const treeDir = join(tmp, 'tree');
+  await mkdir(treeDir, { recursive: true });
+  const meta: LayerMeta = { v: 1, root, files: 0, dirs: 0, contents: {}, hardlinks: {} };
+  const dirTimes: [string, string][] = [];
+  try {
+    const r = await src.readRoot(root);
+    await buildDir(src, r.tree, treeDir, '', meta, dirTimes);
+    applyAttrs(treeDir, r);
+    dirTimes.push([treeDir, r.mtimeNs]);
+    // directory mtimes last, deepest first, since creating children changed them
+    for (let i = dirTimes.length - 1; i >= 0; i--) {
+      const [p, ns] = dirTimes[i];
+      const t = nsToUtimeSeconds(ns);
+      fs.utimesSync(p, t, t);
+    }
+    await writeFile(join(tmp, 'meta.json'), JSON.stringify(meta));
+    try {
+      await rename(tmp, base);
+    } catch (err) {
+      // another builder won the race: use its layer
+      if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY' && (err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      await rm(tmp, { recursive: true, force: true });
+      const m = JSON.parse(await readFile(metaPath, 'utf8')) as LayerMeta;
+      return { dir: join(base, 'tree'), meta: m };
+    }
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true });
+    if ((err as NodeJS.ErrnoException).code === 'EPERM' || (err as NodeJS.ErrnoException).code === 'ENOTSUP') {
+      throw new AwcError('E_PERMISSION', `cannot build the layer directory: ${(err as Error).message}`, { cause: err });
+    }
+    throw err;
+  }
+  return { dir: join(base, 'tree'), meta };
+}
+
+function applyAttrs(p: string, e: { mode: number; uid: number; gid: number; xattrs?: Record<string, string> }): void {
+  fs.lchownSync(p, e.uid, e.gid);
+  fs.chmodSync(p, e.mode);
+  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr.setAttributeSync(p, k, Buffer.from(v, 'base64'));
+}
+
+async function buildDir(src: TreeSource, tree: Digest, dir: string, rel: string, meta: LayerMeta, dirTimes: [string, string][]): Promise<void> {
+  const t = await src.readTree(tree);
+  for (const e of t.entries) {
+    const p = join(dir, e.name);
+    const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
+    await buildEntry(src, e, p, relPath, meta, dirTimes);
+  }
+}
+
+async function buildEntry(src: TreeSource, e: Entry, p: string, relPath: string, meta: LayerMeta, dirTimes: [string, string][]): Promise<void> {
+  switch (e.type) {
+    case 'dir':
+      fs.mkdirSync(p);
+      meta.dirs++;
+      await buildDir(src, e.tree, p, relPath, meta, dirTimes);
+      applyAttrs(p, e);
+      dirTimes.push([p, e.mtimeNs]);
+      return;
+    case 'file':
+      writePlaceholder(p, e);
+      meta.files++;
+      if (e.size > 0) meta.contents[digestHex(e.digest)] = [e.size, e.chunks.map((c) => [c.digest, c.size])];
+      return;
+    case 'hardlink': {
+      fs.linkSync(join(layerRootOf(p, relPath), e.target), p);
+      (meta.hardlinks[e.target] ??= []).push(relPath);
+      return;
+    }
+    case 'symlink': {
+      fs.symlinkSync(e.target, p);
+      fs.lchownSync(p, e.uid, e.gid);
+      const t = nsToUtimeSeconds(e.mtimeNs);
+      fs.lutimesSync(p, t, t);
+      return;
+    }
+    case 'fifo':
+    case 'chardev':
+    case 'blockdev': {
+      const kind = e.type === 'fifo' ? 'p' : e.type === 'chardev' ? 'c' : 'b';
+      const args = kind === 'p' ? [p, 'p'] : [p, kind, String(major(e.rdev)), String(minor(e.rdev))];
+      execFileSync('mknod', args, { stdio: 'ignore' });
+      applyAttrs(p, e);
+      const t = nsToUtimeSeconds(e.mtimeNs);
+      fs.utimesSync(p, t, t);
+      return;
+    }
+  }
+}
+
+function layerRootOf(p: string, relPath: string): string {
+  return p.slice(0, p.length - relPath.length - 1);
+}
+
+function writePlaceholder(p: string, e: FileEntry): void {
+  const fd = fs.openSync(p, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, 0o600);
+  try {
+    if (e.size > 0) fs.ftruncateSync(fd, e.size);
+    fs.fchownSync(fd, e.uid, e.gid);
+    fs.fchmodSync(fd, e.mode);
+    const t = nsToUtimeSeconds(e.mtimeNs);
+    fs.futimesSync(fd, t, t);
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr.setAttributeSync(p, k, Buffer.from(v, 'base64'));
+  if (e.size > 0) {
+    xattr.setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
+    xattr.setAttributeSync(p, 'trusted.overlay.redirect', Buffer.from(contentRedirect(e.digest)));
+  }
+}
+
+/** Linux dev_t major number (glibc encoding). */
+export function major(dev: number): number {
+  return ((dev >>> 8) & 0xfff) | (Math.floor(dev / 2 ** 32) & ~0xfff);
+}
+
+/** Linux dev_t minor number (glibc encoding). */
+export function minor(dev: number): number {
+  return (dev & 0xff) | ((dev >>> 12) & 0xfff00);
+}
+
+/** True when the layer of `root` is already built under `layersDir`. */
+export async function hasLayer(root: Digest, layersDir: string): Promise<boolean> {
+  try {
+    await stat(join(layersDir, digestHex(root), 'meta.json'));
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,330 @@
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import * as xattr from 'fs-xattr';
+import { isDigest, type Digest } from '../core/digest.js';
+import { AwcError } from '../core/errors.js';
+import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
+import type { TreeSource } from '../store/tree-source.js';
+
+/** The content writer's part the merge needs (see src/store/content-writer.ts). */
+export interface MergeWriter {
+  writeFile(path: string): Promise<{ digest: Digest; size: number; chunks: ChunkRef[] }>;
+  writeTree(entries: readonly Entry[]): Promise<Digest>;
+  writeRoot(root: Omit<EntryAttrs, never> & { tree: Digest }): Promise<Digest>;
+}
+
+/** A directory of the merged view held in memory; untouched subtrees stay as their DirEntry. */
+interface MDir {
+  type: 'mdir';
+  name: string;
+  attrs: EntryAttrs;
+  children: Map<string, MEntry>;
+}
+type MEntry = Entry | MDir;
+
+/** Result of a merge: the new root digest and what the upper held. */
+export interface MergeResult {
+  root: Digest;
+  /** Files whose data was read from the upper (full copies) and their bytes. */
+  filesRead: number;
+  bytesRead: number;
+  /** Entries skipped (sockets) with the reason. */
+  skipped: { path: string; reason: string }[];
+}
+
+const CONTENT_REDIRECT = /^\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
+
+/**
+ * Merges a snapshot's tree (the overlay lower) with an overlayfs upper directory, by the
+ * kernel's rules (Documentation/filesystems/overlayfs.rst): a char 0/0 device is a
+ * whiteout; `trusted.overlay.opaque=y` hides the lower directory; a directory's
+ * `trusted.overlay.redirect` names its lower directory (relative to the parent's lower
+ * directory, or absolute from the root); a file with `trusted.overlay.metacopy` has only
+ * its metadata in the upper and its data in the lower (at its redirect if any, or at the
+ * same path; a redirect into the content lower names the data's digest directly); any
+ * other upper file is a full copy and is chunked. `trusted.overlay.*` xattrs are dropped.
+ * Reads the upper directly, never the merged mount (that could deadlock on our own FUSE).
+ *
+ * Hardlink groups of the base (`hardlinks`: first path → further names) whose first name
+ * was changed are re-rooted on their first surviving name, as overlayfs shows them.
+ *
+ * @param contents content hex → chunks of the base's files (the layer's meta), for redirects into the content lower
+ * @throws E_CHANGED_DURING_READ when a file changes while it is read (retryable); E_INTEGRITY when a metacopy file's lower is missing
+ */
+export async function mergeUpper(opts: {
+  src: TreeSource;
+  base: Digest;
+  upper: string;
+  writer: MergeWriter;
+  hardlinks?: Record<string, string[]>;
+  contents?: Record<string, [number, [Digest, number][]]>;
+}): Promise<MergeResult> {
+  const m = new Merger(opts.src, opts.writer, opts.contents ?? {});
+  const baseRoot = await opts.src.readRoot(opts.base);
+  m.baseRootTree = baseRoot.tree;
+  const children = await m.loadChildren(baseRoot.tree);
+  await m.mergeDir(opts.upper, '', children, '');
+  await m.fixHardlinks(children, opts.hardlinks ?? {});
+  const st = fs.lstatSync(opts.upper, { bigint: true });
+  const rootAttrs = keepBaseTime(attrsFromStat(st, readUserXattrs(opts.upper)), baseRoot);
+  const tree = await m.writeDir(children);
+  const root = await opts.writer.writeRoot({ ...rootAttrs, tree });
+  return { root, filesRead: m.filesRead, bytesRead: m.bytesRead, skipped: m.skipped };
+}
+
+class Merger {
+  baseRootTree!: Digest;
+  filesRead = 0;
+  bytesRead = 0;
+  skipped: { path: string; reason: string }[] = [];
+  private inodes = new Map<bigint, string>();
+
+  constructor(
+    private src: TreeSource,
+    private writer: MergeWriter,
+    private contents: Record<string, [number, [Digest, number][]]>,
+  ) {}
+
+  async loadChildren(tree: Digest): Promise<Map<string, MEntry>> {
+    const t = await this.src.readTree(tree);
+    return new Map(t.entries.map((e) => [e.name, e as MEntry]));
+  }
+
+  /** The base entry at a slash path ('' = root dir as a DirEntry-like), hardlinks resolved to their file. */
+  async lookupBase(path: string): Promise<Entry | undefined> {
+    let tree = this.baseRootTree;
+    const parts = path.split('/').filter((p) => p !== '');
+    let entry: Entry | undefined;
+    for (let i = 0; i < parts.length; i++) {
+      const t = await this.src.readTree(tree);
+      entry = t.entries.find((e) => e.name === parts[i]);
+      if (!entry) return undefined;
+      if (i < parts.length - 1) {
+        if (entry.type !== 'dir') return undefined;
+        tree = entry.tree;
+      }
+    }
+    if (entry?.type === 'hardlink') {
+      const target = await this.lookupBase(entry.target);
+      return target ? { ...target, name: entry.name } : undefined;
+    }
+    return entry;
+  }
+
+  async mergeDir(upperDir: string, rel: string, children: Map<string, MEntry>, lowerPath: string | null): Promise<void> {
+    const names = fs.readdirSync(upperDir).sort(compareNames);
+    for (const name of names) {
+      const p = join(upperDir, name);
+      const relPath = rel === '' ? name : `${rel}/${name}`;
+      const st = fs.lstatSync(p, { bigint: true });
+      const base = children.get(name);
+      if (st.isCharacterDevice() && st.rdev === 0n) {
+        children.delete(name); // whiteout
+        continue;
+      }
+      if (st.isDirectory()) {
+        const ov = overlayXattrs(p);
+        let lowerChild: string | null = null;
+        if (ov.opaque !== 'y') {
+          if (ov.redirect !== undefined) {
+            lowerChild = ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect);
+          } else if (lowerPath !== null) {
+            lowerChild = joinRel(lowerPath, name);
+          }
+        }
+        let kids = new Map<string, MEntry>();
+        let baseDir: Entry | undefined;
+        if (lowerChild !== null) {
+          // the same path without a redirect is the entry we already hold
+          baseDir = ov.redirect === undefined && base && base.type !== 'mdir' ? base : await this.lookupBase(lowerChild);
+          if (baseDir?.type === 'dir') kids = await this.loadChildren(baseDir.tree);
+          else if (base?.type === 'mdir' && ov.redirect === undefined) kids = base.children;
+          else lowerChild = null;
+        }
+        await this.mergeDir(p, relPath, kids, lowerChild);
+        const attrs = keepBaseTime(attrsFromStat(st, readUserXattrs(p)), baseDir);
+        children.set(name, { type: 'mdir', name, attrs, children: kids });
+        continue;
+      }
+      if (st.isFile()) {
+        children.set(name, await this.mergeFile(p, relPath, name, st, lowerPath));
+        continue;
+      }
+      if (st.isSymbolicLink()) {
+        const target = fs.readlinkSync(p);
+        children.set(name, { type: 'symlink', name, ...keepBaseTime(attrsFromStat(st, undefined), base), target });
+        continue;
+      }
+      if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
+        const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
+        children.set(name, { type, name, ...attrsFromStat(st, undefined), rdev: st.isFIFO() ? 0 : Number(st.rdev) });
+        continue;
+      }
+      this.skipped.push({ path: relPath, reason: 'socket' });
+      children.delete(name);
+    }
+  }
+
+  private async mergeFile(p: string, relPath: string, name: string, st: fs.BigIntStats, lowerPath: string | null): Promise<Entry> {
+    if (st.nlink > 1n) {
+      const first = this.inodes.get(st.ino);
+      if (first !== undefined) return { type: 'hardlink', name, target: first };
+      this.inodes.set(st.ino, relPath);
+    }
+    const ov = overlayXattrs(p);
+    const attrs0 = attrsFromStat(st, readUserXattrs(p));
+    if (ov.metacopy) {
+      let data: { digest: Digest; size: number; chunks: ChunkRef[] } | undefined;
+      let baseFile: Entry | undefined;
+      const cm = ov.redirect !== undefined ? CONTENT_REDIRECT.exec(ov.redirect) : null;
+      if (cm) {
+        const digest = `sha256:${cm[2]}` as Digest;
+        const known = this.contents[cm[2]];
+        if (known && isDigest(digest)) data = { digest, size: known[0], chunks: known[1].map(([d, s]) => ({ digest: d, size: s })) };
+      } else {
+        const from = ov.redirect !== undefined ? (ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect)) : lowerPath === null ? null : joinRel(lowerPath, name);
+        baseFile = from === null ? undefined : await this.lookupBase(from);
+        if (baseFile?.type === 'file') data = { digest: baseFile.digest, size: baseFile.size, chunks: baseFile.chunks };
+      }
+      if (!data) throw new AwcError('E_INTEGRITY', `metadata-only copy-up ${relPath} has no lower data (redirect ${ov.redirect ?? 'none'})`);
+      return { type: 'file', name, ...keepBaseTime(attrs0, baseFile), size: data.size, digest: data.digest, chunks: data.chunks };
+    }
+    const c = await this.writer.writeFile(p);
+    this.filesRead++;
+    this.bytesRead += c.size;
+    const after = fs.lstatSync(p, { bigint: true });
+    return { type: 'file', name, ...attrsFromStat(after, readUserXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
+  }
+
+  /** Re-roots base hardlink groups whose first name no longer holds the shared inode. */
+  async fixHardlinks(root: Map<string, MEntry>, groups: Record<string, string[]>): Promise<void> {
+    for (const [first, others] of Object.entries(groups)) {
+      const baseFirst = await this.lookupBase(first);
+      if (!baseFirst || baseFirst.type !== 'file') continue;
+      const now = await this.getM(root, first);
+      if (now && now.type === 'file' && JSON.stringify(now) === JSON.stringify(baseFirst)) continue;
+      const survivors: string[] = [];
+      for (const o of others) {
+        const e = await this.getM(root, o);
+        if (e && e.type === 'hardlink' && e.target === first) survivors.push(o);
+      }
+      if (survivors.length === 0) continue;
+      survivors.sort(comparePaths);
+      const [head, ...rest] = survivors;
+      await this.setM(root, head, { ...baseFirst, name: basename(head) });
+      for (const o of rest) await this.setM(root, o, { type: 'hardlink', name: basename(o), target: head });
+    }
+  }
+
+  private async getM(root: Map<string, MEntry>, path: string): Promise<MEntry | undefined> {
+    const parts = path.split('/');
+    let dir = root;
+    for (let i = 0; i < parts.length - 1; i++) {
+      const e = dir.get(parts[i]);
+      if (!e) return undefined;
+      if (e.type === 'mdir') dir = e.children;
+      else if (e.type === 'dir') dir = await this.loadChildren(e.tree);
+      else return undefined;
+    }
+    return dir.get(parts[parts.length - 1]);
+  }
+
+  private async setM(root: Map<string, MEntry>, path: string, entry: Entry): Promise<void> {
+    const parts = path.split('/');
+    let dir = root;
+    for (let i = 0; i < parts.length - 1; i++) {
+      const e = dir.get(parts[i]);
+      if (!e) return;
+      if (e.type === 'dir') {
+        const { tree: _tree, type: _type, name, ...attrs } = e;
+        const m: MDir = { type: 'mdir', name, attrs, children: await this.loadChildren(e.tree) };
+        dir.set(parts[i], m);
+        dir = m.children;
+      } else if (e.type === 'mdir') dir = e.children;
+      else return;
+    }
+    dir.set(parts[parts.length - 1], entry);
+  }
+
+  async writeDir(children: Map<string, MEntry>): Promise<Digest> {
+    const entries: Entry[] = [];
+    for (const e of children.values()) {
+      if (e.type === 'mdir') {
+        const tree = await this.writeDir(e.children);
+        const d: DirEntry = { type: 'dir', name: e.name, ...e.attrs, tree };
+        entries.push(d);
+      } else entries.push(e);
+    }
+    return this.writer.writeTree(entries);
+  }
+}
+
+function joinRel(a: string, b: string): string {
+  return a === '' ? b : `${a}/${b}`;
+}
+
+function basename(p: string): string {
+  return p.slice(p.lastIndexOf('/') + 1);
+}
+
+/** Orders slash paths as a depth-first, name-sorted walk visits them. */
+export function comparePaths(a: string, b: string): number {
+  const pa = a.split('/');
+  const pb = b.split('/');
+  for (let i = 0; i < Math.min(pa.length, pb.length); i++) {
+    const c = compareNames(pa[i], pb[i]);
+    if (c !== 0) return c;
+  }
+  return pa.length - pb.length;
+}
+
+function overlayXattrs(p: string): { opaque?: string; redirect?: string; metacopy: boolean } {
+  let names: string[];
+  try {
+    names = xattr.listAttributesSync(p);
+  } catch {
+    return { metacopy: false };
+  }
+  const out: { opaque?: string; redirect?: string; metacopy: boolean } = { metacopy: false };
+  for (const n of names) {
+    if (n === 'trusted.overlay.opaque') out.opaque = xattr.getAttributeSync(p, n).toString();
+    else if (n === 'trusted.overlay.redirect') out.redirect = xattr.getAttributeSync(p, n).toString();
+    else if (n === 'trusted.overlay.metacopy') out.metacopy = true;
+  }
+  return out;
+}
+
+/** user.* xattrs of a file or directory as base64 values (undefined when none). */
+export function readUserXattrs(p: string): Record<string, string> | undefined {
+  let names: string[];
+  try {
+    names = xattr.listAttributesSync(p);
+  } catch {
+    return undefined;
+  }
+  let out: Record<string, string> | undefined;
+  for (const n of names) {
+    if (!n.startsWith('user.')) continue;
+    (out ??= {})[n] = xattr.getAttributeSync(p, n).toString('base64');
+  }
+  return out;
+}
+
+/** Entry attributes from an lstat (bigint) result. */
+export function attrsFromStat(st: fs.BigIntStats, xattrs: Record<string, string> | undefined): EntryAttrs {
+  const a: EntryAttrs = { mode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid), mtimeNs: st.mtimeNs.toString() };
+  if (xattrs) a.xattrs = xattrs;
+  return a;
+}
+
+/**
+ * Keeps the base's exact nanosecond mtime when the upper's differs by less than 1 µs:
+ * layer placeholders get their mtime through utimes (a double, ~240 ns precision), so a
+ * copy-up that did not touch the time must not record a spurious change.
+ */
+function keepBaseTime(a: EntryAttrs, base: MEntry | { mtimeNs: string } | undefined): EntryAttrs {
+  if (!base || !('mtimeNs' in base)) return a;
+  const d = BigInt(a.mtimeNs) - BigInt(base.mtimeNs);
+  if (d !== 0n && d > -1000n && d < 1000n) return { ...a, mtimeNs: base.mtimeNs };
+  return a;
+}

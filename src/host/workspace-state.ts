@@ -1,0 +1,52 @@
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Digest } from '../core/digest.js';
+
+/**
+ * Host-local state of a workspace that has (or had) a mount on this host, kept in
+ * `<workspaces>/<id>/state.json`. It says which snapshot the private changes sit on
+ * (`layerSnapshotId`): a checkpoint does not remount, so the upper keeps growing on the
+ * same layer until the workspace is unmounted clean.
+ */
+export interface WorkspaceHostState {
+  v: 1;
+  workspaceId: string;
+  namespace: string;
+  driver: 'overlay' | 'copy';
+  /** Absolute mount target (copy driver: the materialised directory). */
+  target: string;
+  layerSnapshotId: string;
+  layerRoot: Digest;
+  /** Copy driver: the stat of every materialised path (relative) when it was written, to skip unchanged files. */
+  statCache?: Record<string, [string, string, string, string]>;
+}
+
+/** Directory layout of one workspace on this host. */
+export function workspaceDirs(workspacesDir: string, id: string): { dir: string; upper: string; work: string; state: string } {
+  const dir = join(workspacesDir, id);
+  return { dir, upper: join(dir, 'upper'), work: join(dir, 'work'), state: join(dir, 'state.json') };
+}
+
+/** Reads the state, or undefined when the workspace has none on this host. */
+export async function readHostState(workspacesDir: string, id: string): Promise<WorkspaceHostState | undefined> {
+  try {
+    return JSON.parse(await readFile(workspaceDirs(workspacesDir, id).state, 'utf8')) as WorkspaceHostState;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/** Writes the state atomically (temp file + rename). */
+export async function writeHostState(workspacesDir: string, s: WorkspaceHostState): Promise<void> {
+  const d = workspaceDirs(workspacesDir, s.workspaceId);
+  await mkdir(d.dir, { recursive: true });
+  const tmp = `${d.state}.tmp`;
+  await writeFile(tmp, JSON.stringify(s));
+  await rename(tmp, d.state);
+}
+
+/** Removes all host state of a workspace (upper, work dir, state file). */
+export async function removeHostState(workspacesDir: string, id: string): Promise<void> {
+  await rm(workspaceDirs(workspacesDir, id).dir, { recursive: true, force: true });
+}

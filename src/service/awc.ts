@@ -1,0 +1,432 @@
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import * as fs from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { AwcError } from '../core/errors.js';
+import type { Digest } from '../core/digest.js';
+import type { Entry } from '../core/tree.js';
+import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
+import { SqlCatalog } from '../catalog/sql-catalog.js';
+import { FsObjectStore } from '../store/fs-object-store.js';
+import { ContentReader } from '../store/content-reader.js';
+import { ContentWriter } from '../store/content-writer.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { walkTree } from '../store/tree-source.js';
+import { buildLayer } from '../host/layer-builder.js';
+import { mergeUpper } from '../host/upper-merge.js';
+import { detectDriver, type DriverReport } from '../host/doctor.js';
+import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
+import { isMounted } from '../host/mount-util.js';
+import { DaemonClient } from '../daemon/client.js';
+import { loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
+import { importDir } from './import-dir.js';
+import { importTar } from './import-tar.js';
+import { exportDir } from './export-dir.js';
+import { exportTar } from './export-tar.js';
+import { diffSnapshots, type Change } from './diff.js';
+import { renderPatch } from './patch.js';
+import { countRoot } from './tree-stats.js';
+
+/** Result of an import: the new snapshot and what was stored. */
+export interface ImportResult {
+  id: string;
+  name: string | null;
+  root: Digest;
+  files: number;
+  bytes: number;
+  newBytes: number;
+  storedBytes: number;
+  skipped: { path: string; reason: string }[];
+}
+
+/** Result of a checkpoint. `changed` is false when the workspace equals its head (no snapshot made). */
+export interface CheckpointResult {
+  id: string;
+  root: Digest;
+  changed: boolean;
+  parent: string;
+  files: number;
+  bytes: number;
+  filesRead: number;
+  newBytes: number;
+}
+
+/** Result of a mount. */
+export interface MountResult {
+  workspace: string;
+  path: string;
+  driver: 'overlay' | 'copy';
+  /** True when the mount resumed private changes kept from an earlier mount. */
+  resumed: boolean;
+}
+
+/** Progress callback for long work (files and bytes done so far). */
+export type Progress = (p: { files: number; bytes: number }) => void;
+
+/**
+ * The workspace service: the five primitives (snapshot, fork, mount, checkpoint,
+ * diff/export) plus listing, on one catalog and one object store. Overlay mounts go
+ * through the host daemon (it owns the content FUSE server); the copy driver runs here.
+ */
+export class Awc {
+  readonly paths: AwcPaths;
+
+  private constructor(
+    readonly config: AwcConfig,
+    readonly catalog: Catalog,
+    readonly store: ObjectStore,
+  ) {
+    this.paths = pathsOf(config.home);
+  }
+
+  /** Opens the catalog and object store under the configured home (created on first use). */
+  static async open(overrides: Partial<AwcConfig> = {}): Promise<Awc> {
+    const config = loadConfig(overrides);
+    const paths = pathsOf(config.home);
+    await mkdir(paths.objects, { recursive: true });
+    const catalog = await SqlCatalog.openSqlite(paths.catalog);
+    return new Awc(config, catalog, new FsObjectStore(paths.objects));
+  }
+
+  async close(): Promise<void> {
+    await this.catalog.close();
+  }
+
+  get namespace(): string {
+    return this.config.namespace;
+  }
+
+  /** A reader of this namespace's content; `extra` serves blobs of an unflushed writer session. */
+  reader(extra?: (d: Digest) => Buffer | undefined): ContentReader {
+    return new ContentReader({ store: this.store, index: this.catalog.blobIndex(this.namespace), extra });
+  }
+
+  private writer(dryRun = false): ContentWriter {
+    return new ContentWriter({ store: this.store, index: this.catalog.blobIndex(this.namespace), packBytes: this.config.packBytes, dryRun });
+  }
+
+  /**
+   * Imports a directory or a tar file as a new snapshot.
+   * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
+   */
+  async importSnapshot(source: string, opts: { name?: string; message?: string; onProgress?: Progress; onWarning?: (w: { code: string; path: string; message: string }) => void } = {}): Promise<ImportResult> {
+    const src = resolve(source);
+    let st: fs.Stats;
+    try {
+      st = await stat(src);
+    } catch {
+      throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
+    }
+    if (opts.name !== undefined) await this.assertSnapshotNameFree(opts.name);
+    const writer = this.writer();
+    const r = st.isDirectory()
+      ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning })
+      : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
+    const packs = await writer.flush();
+    const snap = await this.catalog.createSnapshot({
+      namespace: this.namespace,
+      root: r.root,
+      name: opts.name ?? null,
+      message: opts.message ?? `import ${src}`,
+      fileCount: r.fileCount,
+      byteCount: r.byteCount,
+      packs,
+    });
+    return { id: snap.id, name: snap.name, root: snap.root, files: r.fileCount, bytes: r.byteCount, newBytes: writer.stats.newBytes, storedBytes: writer.stats.storedBytes, skipped: r.skipped };
+  }
+
+  private async assertSnapshotNameFree(name: string): Promise<void> {
+    const existing = await this.catalog.listSnapshots(this.namespace);
+    if (existing.some((s) => s.name === name)) throw new AwcError('E_NAME_TAKEN', `a snapshot named ${JSON.stringify(name)} already exists`);
+  }
+
+  listSnapshots(): Promise<SnapshotRow[]> {
+    return this.catalog.listSnapshots(this.namespace);
+  }
+
+  listWorkspaces(): Promise<WorkspaceRow[]> {
+    return this.catalog.listWorkspaces(this.namespace);
+  }
+
+  getSnapshot(ref: string): Promise<SnapshotRow> {
+    return this.catalog.getSnapshot(this.namespace, ref);
+  }
+
+  getWorkspace(ref: string): Promise<WorkspaceRow> {
+    return this.catalog.getWorkspace(this.namespace, ref);
+  }
+
+  /** Resolves a ref as a snapshot first, then as a workspace. @throws E_NOT_FOUND, E_AMBIGUOUS */
+  async resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }> {
+    try {
+      return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
+    } catch (err) {
+      if (!(err instanceof AwcError) || err.code !== 'E_NOT_FOUND') throw err;
+    }
+    try {
+      return { kind: 'workspace', workspace: await this.getWorkspace(ref) };
+    } catch (err) {
+      if (err instanceof AwcError && err.code === 'E_NOT_FOUND') throw new AwcError('E_NOT_FOUND', `no snapshot or workspace ${JSON.stringify(ref)}`);
+      throw err;
+    }
+  }
+
+  /**
+   * Forks `count` workspaces from a snapshot: catalog rows only, one transaction.
+   * With a name and count > 1, names are `<name>-1` … `<name>-K`.
+   * @throws E_NOT_FOUND, E_NAME_TAKEN, E_USAGE (count out of range)
+   */
+  async fork(snapshotRef: string, opts: { name?: string; count?: number } = {}): Promise<WorkspaceRow[]> {
+    const count = opts.count ?? 1;
+    if (!Number.isInteger(count) || count < 1 || count > 100_000) throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${opts.count}`);
+    const snap = await this.getSnapshot(snapshotRef);
+    const names = Array.from({ length: count }, (_, i) => (opts.name === undefined ? null : count === 1 ? opts.name : `${opts.name}-${i + 1}`));
+    return this.catalog.forkWorkspaces(this.namespace, snap.id, names);
+  }
+
+  /** The mount driver this host uses (see `awc doctor`). */
+  doctor(): DriverReport {
+    return detectDriver(this.config.mountDriver);
+  }
+
+  /**
+   * Mounts a workspace at `dir` (created when missing; must be empty). Overlay driver via
+   * the host daemon (started on demand), else the copy driver.
+   * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root)
+   */
+  async mount(wsRef: string, dir: string, opts: { onProgress?: Progress } = {}): Promise<MountResult> {
+    const ws = await this.getWorkspace(wsRef);
+    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    const target = resolve(dir);
+    await prepareTarget(target);
+    const report = this.doctor();
+    if (this.config.mountDriver === 'overlay' && report.driver !== 'overlay') {
+      throw new AwcError('E_PERMISSION', `the overlay driver was asked for but ${report.reason}`);
+    }
+    const pending = await readHostState(this.paths.workspaces, ws.id);
+    if (pending && pending.driver !== report.driver) {
+      throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes from a ${pending.driver} mount on this host`, { hint: `Mount it with AWC_MOUNT_DRIVER=${pending.driver}, or discard them with \`awc unmount ${ws.id} --discard\`.` });
+    }
+    if (report.driver === 'overlay') {
+      const client = new DaemonClient(this.config);
+      const r = (await client.call('POST', '/v1/mount', { namespace: this.namespace, workspace: ws.id, target })) as MountResult;
+      return r;
+    }
+    return this.mountCopy(ws, target, pending, opts.onProgress);
+  }
+
+  private async mountCopy(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, onProgress?: Progress): Promise<MountResult> {
+    if (pending) throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, { hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.` });
+    const head = await this.getSnapshot(ws.headSnapshotId);
+    await exportDir(this.reader(), head.root, target, { onProgress });
+    const statCache: Record<string, [string, string, string, string]> = {};
+    await recordStats(target, '', statCache);
+    await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: this.namespace, driver: 'copy', target, layerSnapshotId: head.id, layerRoot: head.root, statCache });
+    await this.catalog.setMount(ws.id, { path: target, driver: 'copy', host: this.config.host });
+    return { workspace: ws.id, path: target, driver: 'copy', resumed: false };
+  }
+
+  /**
+   * Unmounts a workspace (by ref or mount path). Overlay: the upper is kept when it holds
+   * uncheckpointed changes (the next mount resumes them) unless `discard`. Copy driver: the
+   * materialised directory is removed; uncheckpointed changes are refused unless `discard`.
+   * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes)
+   */
+  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<{ workspace: string; path: string; pending: boolean }> {
+    const ws = await this.workspaceByRefOrPath(refOrPath);
+    const state = await readHostState(this.paths.workspaces, ws.id);
+    if (ws.mountState !== 'mounted') {
+      if (state && opts.discard) {
+        await removeHostState(this.paths.workspaces, ws.id);
+        return { workspace: ws.id, path: state.target, pending: false };
+      }
+      throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
+    }
+    const path = ws.mountPath!;
+    if (ws.mountDriver === 'copy') {
+      const live = state ? await this.liveRoot(ws, state) : undefined;
+      const head = await this.getSnapshot(ws.headSnapshotId);
+      const dirty = live !== undefined && live !== head.root;
+      if (dirty && !opts.discard) throw new AwcError('E_IN_USE', `workspace ${ws.id} has changes that are not checkpointed`, { hint: `Run \`awc checkpoint ${ws.id}\` first, or pass --discard to drop them.` });
+      await rm(path, { recursive: true, force: true });
+      await mkdir(path, { recursive: true });
+      await removeHostState(this.paths.workspaces, ws.id);
+      await this.catalog.setMount(ws.id, null);
+      return { workspace: ws.id, path, pending: false };
+    }
+    const client = new DaemonClient(this.config);
+    await client.call('POST', '/v1/unmount', { namespace: this.namespace, workspace: ws.id, force: opts.force ?? false }, { start: false }).catch(async (err: unknown) => {
+      // daemon gone: the mount is dead anyway; detach it and clear the record
+      if (err instanceof AwcError && err.code === 'E_DAEMON_UNAVAILABLE') {
+        const { unmount } = await import('../host/mount-util.js');
+        await unmount(path, true);
+        await this.catalog.setMount(ws.id, null);
+        return;
+      }
+      throw err;
+    });
+    let pending = false;
+    if (state) {
+      const head = await this.getSnapshot(ws.headSnapshotId);
+      pending = opts.discard ? false : (await this.liveRoot(ws, state)) !== head.root;
+      if (!pending) await removeHostState(this.paths.workspaces, ws.id);
+    }
+    return { workspace: ws.id, path, pending };
+  }
+
+  private async workspaceByRefOrPath(refOrPath: string): Promise<WorkspaceRow> {
+    if (refOrPath.includes('/') || refOrPath === '.') {
+      const ws = await this.catalog.findWorkspaceByMountPath(resolve(refOrPath));
+      if (ws) return ws;
+    }
+    return this.getWorkspace(refOrPath);
+  }
+
+  /** Root digest of a workspace's current state: its live state when it has host state here, else its head. */
+  private async liveRoot(ws: WorkspaceRow, state: WorkspaceHostState | undefined, writer?: ContentWriter): Promise<Digest> {
+    if (!state) return (await this.getSnapshot(ws.headSnapshotId)).root;
+    const w = writer ?? this.writer(true);
+    return (await this.scanState(state, w)).root;
+  }
+
+  private async scanState(state: WorkspaceHostState, writer: ContentWriter): Promise<{ root: Digest; filesRead: number }> {
+    if (state.driver === 'copy') {
+      const base = new Map<string, Entry>();
+      const reader = this.reader();
+      for await (const { path, entry } of walkTree(reader, state.layerRoot)) base.set(path, entry);
+      const cache = state.statCache ?? {};
+      const r = await importDir(state.target, writer, {
+        // stat cache: a file or symlink whose inode, size, mtime and ctime are as materialised is the base entry
+        reuse: (rel: string, st: fs.BigIntStats) => {
+          const c = cache[rel];
+          if (!c || c[0] !== st.ino.toString() || c[1] !== st.size.toString() || c[2] !== st.mtimeNs.toString() || c[3] !== st.ctimeNs.toString()) return undefined;
+          const e = base.get(rel);
+          return e && (e.type === 'file' || e.type === 'symlink') ? e : undefined;
+        },
+      });
+      return { root: r.root, filesRead: writer.stats.files };
+    }
+    const dirs = workspaceDirs(this.paths.workspaces, state.workspaceId);
+    const layer = await buildLayer(this.reader(), state.layerRoot, this.paths.layers);
+    const r = await mergeUpper({ src: this.reader(writer.sessionBlob.bind(writer)), base: state.layerRoot, upper: dirs.upper, writer, hardlinks: layer.meta.hardlinks, contents: layer.meta.contents });
+    return { root: r.root, filesRead: r.filesRead };
+  }
+
+  /**
+   * Checkpoints a workspace: its current state becomes a new immutable snapshot (only what
+   * changed is chunked and stored; packs and trees are uploaded before one catalog
+   * transaction moves the head). Returns the head unchanged when nothing changed.
+   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable), E_NOT_MOUNTED (nothing to checkpoint from)
+   */
+  async checkpoint(wsRef: string, opts: { message?: string } = {}): Promise<CheckpointResult> {
+    const ws = await this.getWorkspace(wsRef);
+    const head = await this.getSnapshot(ws.headSnapshotId);
+    const state = await readHostState(this.paths.workspaces, ws.id);
+    if (!state) {
+      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: 0, newBytes: 0 };
+    }
+    const writer = this.writer();
+    const scan = await this.scanState(state, writer);
+    if (scan.root === head.root) {
+      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0 };
+    }
+    const packs = await writer.flush();
+    const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
+    const snap = await this.catalog.commitCheckpoint({
+      workspaceId: ws.id,
+      expectedHeadId: head.id,
+      snapshot: { namespace: this.namespace, root: scan.root, parentId: head.id, message: opts.message ?? null, fileCount: counts.files, byteCount: counts.bytes, packs },
+    });
+    if (state.driver === 'copy') {
+      // the materialised directory now equals the new head: refresh the stat cache against it
+      const statCache: Record<string, [string, string, string, string]> = {};
+      await recordStats(state.target, '', statCache);
+      await writeHostState(this.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
+    }
+    return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes };
+  }
+
+  /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here) or head. */
+  private async rootOf(ref: string, writer: ContentWriter): Promise<{ root: Digest; label: string }> {
+    const r = await this.resolve(ref);
+    if (r.kind === 'snapshot') return { root: r.snapshot.root, label: r.snapshot.id };
+    const state = await readHostState(this.paths.workspaces, r.workspace.id);
+    return { root: await this.liveRoot(r.workspace, state, writer), label: r.workspace.id };
+  }
+
+  /**
+   * Diffs two refs. One ref: a workspace's head against its live state, or a snapshot's
+   * parent against it. Returns the changes and, with `patch`, a git-style patch.
+   */
+  async diff(fromRef: string, toRef?: string, opts: { patch?: boolean } = {}): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
+    const writer = this.writer(true);
+    let from: Digest;
+    let to: Digest;
+    if (toRef === undefined) {
+      const r = await this.resolve(fromRef);
+      if (r.kind === 'workspace') {
+        from = (await this.getSnapshot(r.workspace.headSnapshotId)).root;
+        to = (await this.rootOf(fromRef, writer)).root;
+      } else {
+        to = r.snapshot.root;
+        from = r.snapshot.parentId ? (await this.getSnapshot(r.snapshot.parentId)).root : await this.emptyRoot(writer);
+      }
+    } else {
+      from = (await this.rootOf(fromRef, writer)).root;
+      to = (await this.rootOf(toRef, writer)).root;
+    }
+    const src = this.reader(writer.sessionBlob.bind(writer));
+    const changes = await diffSnapshots(src, from, to);
+    const out: { from: Digest; to: Digest; changes: Change[]; patch?: string } = { from, to, changes };
+    if (opts.patch) {
+      out.patch = await renderPatch(src, (f) => this.readLive(f), changes, from, to);
+    }
+    return out;
+  }
+
+  /** Reads a file's bytes for a patch: from the store, or (live state) from the upper when not stored. */
+  private async readLive(f: { size: number; chunks: { digest: Digest; size: number }[]; digest: Digest }): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    for await (const b of this.reader().readFile(f)) parts.push(b);
+    return Buffer.concat(parts);
+  }
+
+  private async emptyRoot(writer: ContentWriter): Promise<Digest> {
+    const tree = await writer.writeTree([]);
+    return writer.writeRoot({ mode: 0o755, uid: 0, gid: 0, mtimeNs: '0', tree });
+  }
+
+  /**
+   * Exports a snapshot (or a workspace's head) as a tar file or into a new/empty directory.
+   * @throws E_NOT_FOUND, E_TARGET_BUSY (directory not empty), E_PATH_TRAVERSAL
+   */
+  async export(ref: string, opts: { tar?: string; dir?: string; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number }> {
+    if ((opts.tar === undefined) === (opts.dir === undefined)) throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
+    const r = await this.resolve(ref);
+    const snap = r.kind === 'snapshot' ? r.snapshot : await this.getSnapshot(r.workspace.headSnapshotId);
+    const res = opts.tar !== undefined
+      ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
+      : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress });
+    return { id: snap.id, root: snap.root, files: res.files, bytes: res.bytes };
+  }
+}
+
+/** Creates the target when missing; refuses a non-empty directory, a file, or a mount point. */
+async function prepareTarget(target: string): Promise<void> {
+  if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
+  await mkdir(target, { recursive: true });
+  const st = await stat(target);
+  if (!st.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);
+  if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${target} is not empty`);
+  if (isMounted(target)) throw new AwcError('E_TARGET_BUSY', `${target} is already a mount point`);
+}
+
+/** Records ino, size, mtime and ctime (ns) of every path under `dir` for the copy driver's stat cache. */
+async function recordStats(dir: string, rel: string, out: Record<string, [string, string, string, string]>): Promise<void> {
+  for (const name of await readdir(dir)) {
+    const p = join(dir, name);
+    const r = rel === '' ? name : `${rel}/${name}`;
+    const st = fs.lstatSync(p, { bigint: true });
+    out[r] = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()];
+    if (st.isDirectory()) await recordStats(p, r, out);
+  }
+}

@@ -1,0 +1,85 @@
+import { readFileSync } from 'node:fs';
+import { homedir, hostname } from 'node:os';
+import { join, resolve } from 'node:path';
+import { AwcError } from '../core/errors.js';
+
+/** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
+export type MountDriverChoice = 'auto' | 'overlay' | 'copy';
+
+/** Validated configuration (from `<home>/config.json`, then `AWC_*` variables, then flags). */
+export interface AwcConfig {
+  /** Data directory: catalog, object store, host state. */
+  home: string;
+  /** Tenant namespace used by commands. */
+  namespace: string;
+  mountDriver: MountDriverChoice;
+  /** Target pack size in bytes. */
+  packBytes: number;
+  /** This host's name in the catalog (mount records). */
+  host: string;
+}
+
+/** Paths derived from the home directory. */
+export interface AwcPaths {
+  catalog: string;
+  objects: string;
+  hostDir: string;
+  socket: string;
+  pidFile: string;
+  logFile: string;
+  content: string;
+  layers: string;
+  workspaces: string;
+}
+
+/** The default home: `/var/lib/awc` for root, else `~/.local/share/awc`. */
+export function defaultHome(): string {
+  return process.getuid?.() === 0 ? '/var/lib/awc' : join(homedir(), '.local', 'share', 'awc');
+}
+
+/**
+ * Loads and validates the configuration once. Order: defaults, `<home>/config.json`,
+ * `AWC_NAMESPACE`, `AWC_MOUNT_DRIVER`, `AWC_PACK_BYTES`, `AWC_HOST`, then `overrides`.
+ * The home comes from `overrides.home`, else `AWC_HOME`, else `defaultHome()`.
+ * @throws E_CONFIG on an unreadable file or invalid value (with the offending key).
+ */
+export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.ProcessEnv = process.env): AwcConfig {
+  const home = resolve(overrides.home ?? env.AWC_HOME ?? defaultHome());
+  let file: Partial<AwcConfig> = {};
+  try {
+    file = JSON.parse(readFileSync(join(home, 'config.json'), 'utf8'));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
+      throw new AwcError('E_CONFIG', `cannot read ${join(home, 'config.json')}: ${(err as Error).message}`);
+    }
+  }
+  const merged: Record<string, unknown> = { namespace: 'default', mountDriver: 'auto', packBytes: 32 * 1024 * 1024, host: hostname(), ...file };
+  if (env.AWC_NAMESPACE) merged.namespace = env.AWC_NAMESPACE;
+  if (env.AWC_MOUNT_DRIVER) merged.mountDriver = env.AWC_MOUNT_DRIVER;
+  if (env.AWC_PACK_BYTES) merged.packBytes = Number(env.AWC_PACK_BYTES);
+  if (env.AWC_HOST) merged.host = env.AWC_HOST;
+  for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
+  const ns = merged.namespace;
+  if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns)) throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
+  if (!['auto', 'overlay', 'copy'].includes(merged.mountDriver as string)) throw new AwcError('E_CONFIG', `invalid mountDriver ${JSON.stringify(merged.mountDriver)}`, { hint: 'Use auto, overlay or copy.' });
+  const pb = merged.packBytes as number;
+  if (!Number.isInteger(pb) || pb < 1024 * 1024 || pb > 1024 * 1024 * 1024) throw new AwcError('E_CONFIG', `invalid packBytes ${JSON.stringify(merged.packBytes)}`, { hint: 'Use a whole number of bytes between 1 MiB and 1 GiB.' });
+  if (typeof merged.host !== 'string' || merged.host === '') throw new AwcError('E_CONFIG', 'invalid host name');
+  return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, host: merged.host };
+}
+
+/** Paths under the home directory. */
+export function pathsOf(home: string): AwcPaths {
+  const hostDir = join(home, 'host');
+  return {
+    catalog: join(home, 'catalog.sqlite'),
+    objects: join(home, 'objects'),
+    hostDir,
+    socket: join(hostDir, 'awcd.sock'),
+    pidFile: join(hostDir, 'awcd.pid'),
+    logFile: join(hostDir, 'awcd.log'),
+    content: join(hostDir, 'content'),
+    layers: join(hostDir, 'layers'),
+    workspaces: join(hostDir, 'workspaces'),
+  };
+}

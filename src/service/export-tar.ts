@@ -1,0 +1,250 @@
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import tarStream from 'tar-stream';
+import type { Digest } from '../core/digest.js';
+import { AwcError, toAwcError } from '../core/errors.js';
+import type { Entry, EntryAttrs, FileEntry, TreeObject } from '../core/tree.js';
+import type { ContentReader } from '../store/content-reader.js';
+
+/**
+ * Exporting a snapshot as a pax tar archive (POSIX.1-2001), readable by GNU tar, bsdtar
+ * and `importTar`.
+ *
+ * Layout: the root is the entry `./`, every other entry `./<path>` (directories with a
+ * trailing `/`), in depth-first, name-sorted order (a directory before its contents, a
+ * hardlinked file's first name before its other names). Every entry has a pax extended
+ * header with `path` (and `linkpath`), `mtime=<sec>.<9-digit ns>` exactly, `uid`, `gid`,
+ * `size` for files of 8 GiB and more, and one `SCHILY.xattr.<name>=<value>` record per
+ * xattr whose value is UTF-8 (GNU tar restores them with `--xattrs --xattrs-include='*'`);
+ * a value that is not UTF-8 (or a name containing `=`) is written as
+ * `LIBARCHIVE.xattr.<url-encoded name>=<base64 value>` (bsdtar's form; GNU tar ignores it with a warning).
+ * The ustar header carries mode (07777 incl. setuid/setgid/sticky), type, size, the
+ * hardlink/symlink target and device numbers; its own name, uid/gid and whole-second mtime are
+ * only a fallback for readers without pax support.
+ * Hardlinks are type `link` with the first name (`./<target>`) as target; fifos and
+ * devices are recorded with their major/minor numbers.
+ */
+
+/** Counts of an export: regular files (each hardlinked inode once) and their bytes. */
+export interface ExportCounts {
+  files: number;
+  bytes: number;
+}
+
+const S_IF: Record<Exclude<Entry['type'], 'hardlink'>, number> = {
+  file: 0o100000,
+  dir: 0o040000,
+  symlink: 0o120000,
+  fifo: 0o010000,
+  chardev: 0o020000,
+  blockdev: 0o060000,
+};
+const TAR_TYPE = {
+  file: 'file',
+  dir: 'directory',
+  symlink: 'symlink',
+  fifo: 'fifo',
+  chardev: 'character-device',
+  blockdev: 'block-device',
+} as const;
+/** What we pass to tar-stream's `pack.entry`: its header plus our pax records (tar-stream types `pax` as unknown). */
+type TarHeader = Partial<tarStream.Header> & { name: string; pax: Record<string, string> };
+
+const USTAR_MAX_ID = 0o7777777;
+const USTAR_MAX_DEV = 0o777777;
+const USTAR_MAX_SIZE = 0o77777777777;
+
+/** Linux dev_t → major and minor numbers (the inverse of `makedev`). */
+export function splitDev(rdev: number): { major: number; minor: number } {
+  const d = BigInt(rdev);
+  return { major: Number(((d >> 8n) & 0xfffn) | ((d >> 32n) & ~0xfffn)), minor: Number((d & 0xffn) | ((d >> 12n) & ~0xffn)) };
+}
+
+/** Nanoseconds since the epoch (decimal string) as a pax time: `[-]<sec>.<9 digits>`, exact. */
+export function nsToPaxTime(ns: string): string {
+  const n = BigInt(ns);
+  const abs = n < 0n ? -n : n;
+  return `${n < 0n ? '-' : ''}${abs / 1_000_000_000n}.${(abs % 1_000_000_000n).toString().padStart(9, '0')}`;
+}
+
+/** An ASCII stand-in for a name in the ustar header (the pax `path`/`linkpath` records hold the real one). */
+function ustarName(name: string, max: number): string {
+  const ascii = name.replace(/[^\x20-\x7e]/g, '_');
+  if (ascii.length <= max) return ascii;
+  const dir = name.endsWith('/');
+  return ascii.slice(ascii.length - max + 1).replace(/^[^/]*\//, '') || (dir ? '_/' : '_');
+}
+
+/** ustar header fallback mtime: whole seconds, clamped to what tar-stream can encode. */
+function ustarMtime(ns: string): Date {
+  const sec = Number(BigInt(ns) / 1_000_000_000n);
+  return new Date(Math.min(Math.max(sec, 0), 2 ** 31 - 1) * 1000);
+}
+
+/** pax records of one entry's attributes. */
+function paxRecords(a: EntryAttrs): Record<string, string> {
+  const pax: Record<string, string> = { mtime: nsToPaxTime(a.mtimeNs), uid: String(a.uid), gid: String(a.gid) };
+  for (const [name, b64] of Object.entries(a.xattrs ?? {})) {
+    const value = Buffer.from(b64, 'base64');
+    const text = value.toString('utf8');
+    if (!name.includes('=') && Buffer.from(text, 'utf8').equals(value)) pax[`SCHILY.xattr.${name}`] = text;
+    else pax[`LIBARCHIVE.xattr.${encodeURIComponent(name)}`] = b64;
+  }
+  return pax;
+}
+
+/**
+ * Writes the snapshot `root` as a pax tar archive to `out` (a file path, created or
+ * truncated, or a writable stream, which is ended). File contents are streamed from
+ * `reader.readFile`, never held whole.
+ *
+ * @returns regular files (each hardlinked inode once) and their bytes.
+ * @throws AwcError E_OBJECT_NOT_FOUND / E_INTEGRITY from the reader, E_FORMAT for a
+ *   hardlink whose target is not an earlier regular file, E_UNSUPPORTED for device numbers
+ *   beyond the ustar fields, E_PERMISSION/E_INTERNAL on write errors.
+ */
+export async function exportTar(reader: ContentReader, root: Digest, out: string | NodeJS.WritableStream): Promise<ExportCounts> {
+  const pack = tarStream.pack();
+  const dest: NodeJS.WritableStream = typeof out === 'string' ? createWriteStream(out) : out;
+  const counts: ExportCounts = { files: 0, bytes: 0 };
+
+  const piped = new Promise<void>((resolve, reject) => {
+    dest.on('error', (err: Error) => {
+      pack.destroy(err);
+      reject(err);
+    });
+    pack.on('error', (err: Error) => reject(err));
+    dest.on('finish', () => resolve());
+    pack.pipe(dest);
+  });
+  piped.catch(() => undefined);
+
+  const addEntry = (header: TarHeader, body?: AsyncIterable<Buffer>): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()));
+      if (header.type !== 'file') return;
+      (async () => {
+        if (body) {
+          for await (const buf of body) {
+            if (!sink.write(buf)) await once(sink, 'drain');
+          }
+        }
+        sink.end(undefined);
+      })().catch((err) => {
+        sink.destroy(err);
+        reject(err);
+      });
+    });
+
+  const header = (path: string, e: Exclude<Entry, { type: 'hardlink' }> | (EntryAttrs & { type: 'file' })): TarHeader => {
+    const name = e.type === 'dir' ? `${path}/` : path;
+    return {
+      name: ustarName(name, 100),
+      type: TAR_TYPE[e.type],
+      // tar-stream replaces a falsy mode by a default: pass the type bits too (it masks 07777).
+      mode: S_IF[e.type] | e.mode,
+      uid: Math.min(e.uid, USTAR_MAX_ID),
+      gid: Math.min(e.gid, USTAR_MAX_ID),
+      mtime: ustarMtime(e.mtimeNs),
+      size: 0,
+      pax: { path: name, ...paxRecords(e) },
+    };
+  };
+
+  const trees = new Map<Digest, TreeObject>();
+  const readTree = async (d: Digest): Promise<TreeObject> => {
+    let t = trees.get(d);
+    if (!t) {
+      t = await reader.readTree(d);
+      trees.set(d, t);
+    }
+    return t;
+  };
+  let rootTree: Digest;
+  /** The file entry a hardlink names (path from the root), or undefined. */
+  const resolveLink = async (target: string): Promise<FileEntry | undefined> => {
+    let tree = rootTree;
+    const parts = target.split('/');
+    for (let i = 0; i < parts.length; i++) {
+      const e = (await readTree(tree)).entries.find((x) => x.name === parts[i]);
+      if (i === parts.length - 1) return e?.type === 'file' ? e : undefined;
+      if (e?.type !== 'dir') return undefined;
+      tree = e.tree;
+    }
+    return undefined;
+  };
+
+  const emitted = new Set<string>(); // paths of files already written (hardlink targets must precede)
+  const walk = async (tree: Digest, prefix: string): Promise<void> => {
+    const t = await reader.readTree(tree);
+    for (const e of t.entries) {
+      const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
+      const path = `./${rel}`;
+      switch (e.type) {
+        case 'dir':
+          await addEntry(header(path, e));
+          await walk(e.tree, rel);
+          break;
+        case 'file': {
+          const h = header(path, e);
+          h.size = e.size;
+          if (e.size > USTAR_MAX_SIZE) h.pax.size = String(e.size);
+          await addEntry(h, reader.readFile(e));
+          counts.files++;
+          counts.bytes += e.size;
+          emitted.add(rel);
+          break;
+        }
+        case 'hardlink': {
+          const target = emitted.has(e.target) ? await resolveLink(e.target) : undefined;
+          if (!target) throw new AwcError('E_FORMAT', `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`);
+          const h = header(path, target);
+          h.type = 'link';
+          h.linkname = ustarName(`./${e.target}`, 100);
+          h.pax.linkpath = `./${e.target}`;
+          await addEntry(h);
+          break;
+        }
+        case 'symlink': {
+          const h = header(path, e);
+          h.linkname = ustarName(e.target, 100);
+          h.pax.linkpath = e.target;
+          await addEntry(h);
+          break;
+        }
+        case 'fifo':
+          await addEntry(header(path, e));
+          break;
+        case 'chardev':
+        case 'blockdev': {
+          const { major, minor } = splitDev(e.rdev);
+          if (major > USTAR_MAX_DEV || minor > USTAR_MAX_DEV) throw new AwcError('E_UNSUPPORTED', `${rel}: device ${major}:${minor} does not fit a ustar header`);
+          const h = header(path, e);
+          h.devmajor = major;
+          h.devminor = minor;
+          await addEntry(h);
+          break;
+        }
+        default:
+          throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
+      }
+    }
+  };
+
+  try {
+    const r = await reader.readRoot(root);
+    rootTree = r.tree;
+    const rootHeader = header('.', { ...r, type: 'dir', name: '.' });
+    rootHeader.name = './';
+    rootHeader.pax.path = './';
+    await addEntry(rootHeader);
+    await walk(r.tree, '');
+    pack.finalize();
+    await piped;
+    return counts;
+  } catch (err) {
+    pack.destroy(err as Error);
+    if (typeof out === 'string') (dest as ReturnType<typeof createWriteStream>).destroy();
+    throw toAwcError(err);
+  }
+}

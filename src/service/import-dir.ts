@@ -1,0 +1,331 @@
+import type { BigIntStats } from 'node:fs';
+import { lstat, readdir, readlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { getAttributeSync, listAttributesSync } from 'fs-xattr';
+import type { Digest } from '../core/digest.js';
+import { AwcError, toAwcError } from '../core/errors.js';
+import type { Entry, EntryAttrs } from '../core/tree.js';
+import type { ContentWriter, FileContent } from '../store/content-writer.js';
+
+/**
+ * Importing a directory tree as a snapshot (DESIGN.md §3 "Full fidelity").
+ *
+ * What is recorded, per entry type (see src/core/tree.ts for the format):
+ * - regular files: content via `ContentWriter.writeFile` (chunked, deduplicated), size,
+ *   mode (07777 incl. setuid/setgid/sticky), uid, gid, mtime in ns, user xattrs;
+ * - directories (including empty ones) with the same attributes, written bottom-up;
+ * - symlinks: target verbatim (relative, absolute, dangling), attributes, no xattrs;
+ * - hardlinks: a regular file with nlink > 1 seen again under another name (same dev+ino)
+ *   becomes `{type:'hardlink', target}`; the first name in depth-first, name-sorted
+ *   (UTF-8 byte) order carries the file entry;
+ * - fifos, character and block devices with their `rdev`;
+ * - sockets are skipped with warning `W_SOCKET_SKIPPED` and listed in `skipped`.
+ * Xattrs: `user.*` are recorded (values base64); `trusted.overlay.*` are never recorded
+ * (silently: they are overlayfs bookkeeping); any other namespace (`security.*`,
+ * `system.*`, other `trusted.*`) is skipped with warning `W_XATTR_SKIPPED`.
+ *
+ * The resulting digests depend only on the tree's content and metadata, never on the
+ * timing of the concurrent file reads.
+ */
+
+/** A non-fatal problem found while importing (`code` is a `W_*` code). */
+export interface ImportWarning {
+  code: string;
+  path: string;
+  message: string;
+}
+
+/** Progress so far: regular files (each inode once) and their bytes. */
+export interface ImportProgress {
+  files: number;
+  bytes: number;
+}
+
+/** Result of an import: the snapshot root digest plus counts. */
+export interface ImportResult {
+  /** Digest of the root object (written through the writer; call `writer.flush()` to persist). */
+  root: Digest;
+  /** Regular files, each hardlinked inode counted once. */
+  fileCount: number;
+  /** Sum of those files' sizes in bytes. */
+  byteCount: number;
+  /** Entries not recorded (sockets), by slash-separated path from the root. */
+  skipped: { path: string; reason: string }[];
+}
+
+/** Options of `importDir`. */
+export interface ImportDirOptions {
+  /**
+   * Stat cache: called for every regular file (first name of an inode) with its
+   * slash-separated path from the root and its lstat (bigint). Return a previous `file`
+   * entry to reuse its content (`digest`, `size`, `chunks`) without reading the file; the
+   * attributes are always taken from the current lstat/xattrs. A returned entry whose
+   * size differs from `st.size`, or that is not a `file`, is ignored.
+   */
+  reuse?: (relPath: string, st: BigIntStats) => Entry | undefined;
+  /** Called after each regular file with cumulative counts. */
+  onProgress?: (p: ImportProgress) => void;
+  /** Called for each non-fatal problem (skipped socket, skipped xattr namespace, …). */
+  onWarning?: (w: ImportWarning) => void;
+  /** Regular files read at the same time (default 8). */
+  concurrency?: number;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Decodes a file name (or symlink target) read as raw bytes.
+ * @throws AwcError E_UNSUPPORTED_NAME when the bytes are not valid UTF-8.
+ */
+export function decodeUtf8Name(raw: Uint8Array, where: string): string {
+  try {
+    return utf8.decode(raw);
+  } catch {
+    throw new AwcError('E_UNSUPPORTED_NAME', `${where}: name is not valid UTF-8: ${JSON.stringify(Buffer.from(raw).toString('latin1'))}`, {
+      details: { path: where, bytesHex: Buffer.from(raw).toString('hex') },
+    });
+  }
+}
+
+/** What to do with an xattr by name: record it (`user.*`), drop it silently (`trusted.overlay.*`), or skip it with a warning. */
+export function classifyXattr(name: string): 'keep' | 'drop' | 'warn' {
+  if (name.startsWith('user.')) return 'keep';
+  if (name.startsWith('trusted.overlay.')) return 'drop';
+  return 'warn';
+}
+
+/** Reads the recordable xattrs of a file or directory (not a symlink): name → base64 value, or undefined when none. */
+function readXattrs(abs: string, rel: string, warn: (w: ImportWarning) => void): Record<string, string> | undefined {
+  let names: string[];
+  try {
+    names = listAttributesSync(abs);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') return undefined; // file system without xattrs: nothing to lose
+    throw toAwcError(err);
+  }
+  let out: Record<string, string> | undefined;
+  for (const name of names) {
+    const what = classifyXattr(name);
+    if (what === 'drop') continue;
+    if (what === 'warn') {
+      warn({ code: 'W_XATTR_SKIPPED', path: rel, message: `xattr ${name} is not recorded (only user.* xattrs are)` });
+      continue;
+    }
+    let value: Buffer;
+    try {
+      value = getAttributeSync(abs, name);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENODATA') continue; // removed between list and get
+      throw toAwcError(err);
+    }
+    (out ??= {})[name] = value.toString('base64');
+  }
+  return out;
+}
+
+function attrsOf(st: BigIntStats, xattrs?: Record<string, string>): EntryAttrs {
+  const a: EntryAttrs = { mode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid), mtimeNs: st.mtimeNs.toString() };
+  if (xattrs) a.xattrs = xattrs;
+  return a;
+}
+
+/** A bounded pool of concurrent jobs; the first failure stops further submissions. */
+class Pool {
+  private running = 0;
+  private readonly waiters: (() => void)[] = [];
+  private readonly inflight = new Set<Promise<unknown>>();
+  error: unknown;
+
+  constructor(private readonly limit: number) {}
+
+  /** Waits for a free slot, starts `fn`, and returns its promise boxed (so that awaiting this call does not await the job). */
+  async submit<T>(fn: () => Promise<T>): Promise<{ job: Promise<T> }> {
+    while (this.running >= this.limit) await new Promise<void>((r) => this.waiters.push(r));
+    if (this.error !== undefined) throw this.error;
+    this.running++;
+    const job = fn().finally(() => {
+      this.running--;
+      this.inflight.delete(job);
+      this.waiters.shift()?.();
+    });
+    this.inflight.add(job);
+    job.catch((err) => {
+      this.error ??= err;
+    });
+    return { job };
+  }
+
+  /** Waits until no job runs (failures ignored: they are reported through `error`). */
+  async drain(): Promise<void> {
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+  }
+}
+
+/**
+ * Imports the directory `dir` as a snapshot through `writer` and returns its root digest.
+ *
+ * Walks with lstat (bigint, exact ns mtimes), readdir (names as bytes) and readlink, in
+ * depth-first order with names sorted by their UTF-8 bytes; reads up to `concurrency`
+ * regular files at the same time. The root object carries `dir`'s own attributes.
+ * Nothing is persisted until the caller runs `writer.flush()`.
+ *
+ * @throws AwcError E_SOURCE_NOT_FOUND when `dir` does not exist or is not a directory;
+ *   E_UNSUPPORTED_NAME for a name or symlink target that is not valid UTF-8;
+ *   E_CHANGED_DURING_READ (retryable) when a file changes or disappears while it is read;
+ *   E_PERMISSION when something cannot be read.
+ */
+export async function importDir(dir: string, writer: ContentWriter, opts: ImportDirOptions = {}): Promise<ImportResult> {
+  let rootSt: BigIntStats;
+  try {
+    rootSt = await lstat(dir, { bigint: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') {
+      throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+    }
+    throw toAwcError(err);
+  }
+  if (!rootSt.isDirectory()) throw new AwcError('E_SOURCE_NOT_FOUND', `not a directory: ${dir}`);
+
+  const warn = (w: ImportWarning): void => opts.onWarning?.(w);
+  const pool = new Pool(Math.max(1, opts.concurrency ?? 8));
+  const firstNames = new Map<string, string>(); // "dev:ino" → path of the inode's first name
+  const skipped: { path: string; reason: string }[] = [];
+  const progress: ImportProgress = { files: 0, bytes: 0 };
+
+  const countFile = (size: number): void => {
+    progress.files++;
+    progress.bytes += size;
+    opts.onProgress?.({ ...progress });
+  };
+
+  /** Reads one regular file's content (or reuses it) and returns its entry. */
+  const fileEntry = async (abs: string, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> => {
+    const prev = opts.reuse?.(rel, st);
+    if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
+      countFile(prev.size);
+      return { type: 'file', name, ...attrsOf(st, xattrs), size: prev.size, digest: prev.digest, chunks: prev.chunks };
+    }
+    // The writer checks that the file is stable while it reads it; here we also check that
+    // it is still what was lstat'ed during the scan (else its attributes would be stale):
+    // one retry with the new attributes, then E_CHANGED_DURING_READ.
+    let cur = st;
+    for (let attempt = 0; ; attempt++) {
+      let content: FileContent;
+      try {
+        content = await writer.writeFile(abs);
+      } catch (err) {
+        if (err instanceof AwcError && (err.code === 'E_SOURCE_NOT_FOUND' || err.code === 'E_UNSUPPORTED')) throw changed(rel, err);
+        throw err;
+      }
+      let after: BigIntStats;
+      try {
+        after = await lstat(abs, { bigint: true });
+      } catch (err) {
+        throw changed(rel, err);
+      }
+      const same = after.ino === cur.ino && after.size === cur.size && after.mtimeNs === cur.mtimeNs && after.ctimeNs === cur.ctimeNs;
+      if (same && BigInt(content.size) === cur.size) {
+        countFile(content.size);
+        return { type: 'file', name, ...attrsOf(cur, xattrs), size: content.size, digest: content.digest, chunks: content.chunks };
+      }
+      if (attempt >= 1 || !after.isFile() || after.ino !== st.ino) throw changed(rel);
+      cur = after;
+      xattrs = readXattrs(abs, rel, warn);
+    }
+  };
+
+  /**
+   * Scans one directory: metadata sequentially in tree order (so hardlink roles are
+   * deterministic), file contents through the pool. Returns (boxed) a promise of the
+   * directory's tree digest, resolved once all its entries are written.
+   */
+  const scanDir = async (abs: string, rel: string): Promise<{ tree: Promise<Digest> }> => {
+    let raw: Buffer[];
+    try {
+      raw = await readdir(abs, { encoding: 'buffer' });
+    } catch (err) {
+      throw vanished(rel, err);
+    }
+    raw.sort(Buffer.compare);
+    const names = raw.map((b) => decodeUtf8Name(b, rel === '' ? '.' : rel));
+    const stats = await Promise.all(
+      names.map((n) =>
+        lstat(join(abs, n), { bigint: true }).catch((err) => {
+          throw vanished(rel === '' ? n : `${rel}/${n}`, err);
+        }),
+      ),
+    );
+    const pending: Promise<Entry>[] = [];
+    const add = (p: Promise<Entry>): void => {
+      p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
+      pending.push(p);
+    };
+    for (let i = 0; i < names.length; i++) {
+      const name = names[i];
+      const st = stats[i];
+      const childAbs = join(abs, name);
+      const childRel = rel === '' ? name : `${rel}/${name}`;
+      if (st.isDirectory()) {
+        const xattrs = readXattrs(childAbs, childRel, warn);
+        const sub = await scanDir(childAbs, childRel);
+        add(sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })));
+      } else if (st.isFile()) {
+        if (st.nlink > 1n) {
+          const key = `${st.dev}:${st.ino}`;
+          const first = firstNames.get(key);
+          if (first !== undefined) {
+            add(Promise.resolve({ type: 'hardlink', name, target: first }));
+            continue;
+          }
+          firstNames.set(key, childRel);
+        }
+        const xattrs = readXattrs(childAbs, childRel, warn);
+        const { job } = await pool.submit(() => fileEntry(childAbs, childRel, name, st, xattrs));
+        add(job);
+      } else if (st.isSymbolicLink()) {
+        let target: Buffer;
+        try {
+          target = await readlink(childAbs, { encoding: 'buffer' });
+        } catch (err) {
+          throw vanished(childRel, err);
+        }
+        if (st.nlink > 1n) warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
+        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: decodeUtf8Name(target, childRel) }));
+      } else if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
+        const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
+        if (st.nlink > 1n) warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
+        add(Promise.resolve({ type, name, ...attrsOf(st), rdev: Number(st.rdev) }));
+      } else if (st.isSocket()) {
+        skipped.push({ path: childRel, reason: 'socket' });
+        warn({ code: 'W_SOCKET_SKIPPED', path: childRel, message: 'sockets cannot be recorded; skipped' });
+      } else {
+        throw new AwcError('E_UNSUPPORTED', `${childRel}: unknown file type (mode ${st.mode.toString(8)})`);
+      }
+    }
+    const tree = Promise.all(pending).then((entries) => writer.writeTree(entries));
+    return { tree };
+  };
+
+  try {
+    const rootXattrs = readXattrs(dir, '.', warn);
+    const scanned = await scanDir(dir, '');
+    const tree = await scanned.tree;
+    const root = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
+    return { root, fileCount: progress.files, byteCount: progress.bytes, skipped };
+  } catch (err) {
+    await pool.drain();
+    throw toAwcError(err);
+  }
+}
+
+function changed(rel: string, cause?: unknown): AwcError {
+  return new AwcError('E_CHANGED_DURING_READ', `${rel} changed while it was read`, { details: { path: rel }, cause });
+}
+
+/** An entry that disappeared between readdir and lstat/readlink is a concurrent change; other errors keep their meaning. */
+function vanished(rel: string, err: unknown): AwcError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ENOENT' || code === 'ENOTDIR') return changed(rel, err);
+  return toAwcError(err);
+}

@@ -1,0 +1,369 @@
+import { createReadStream } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
+import { createGunzip } from 'node:zlib';
+import tarStream from 'tar-stream';
+import type { Digest } from '../core/digest.js';
+import { AwcError, toAwcError } from '../core/errors.js';
+import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
+import type { ContentWriter, FileContent } from '../store/content-writer.js';
+import { classifyXattr, decodeUtf8Name, type ImportProgress, type ImportResult, type ImportWarning } from './import-dir.js';
+
+/**
+ * Importing a tar archive as a snapshot.
+ *
+ * Reads ustar, GNU and pax archives (tar-stream), plain or (for a path) gzip-compressed.
+ * The whole tree is built in memory (metadata only; file contents are streamed into the
+ * writer as they arrive, never buffered whole) and written bottom-up at the end.
+ *
+ * - Paths: a leading `./` and `.` components are ignored; `..` components and absolute
+ *   names are refused (E_PATH_TRAVERSAL), for entries and hardlink targets alike. Names
+ *   must be valid UTF-8 (E_UNSUPPORTED_NAME). The entry `./` (or `.`) gives the root's
+ *   attributes; directories that are only implied by deeper entries get mode 0755,
+ *   uid/gid 0, mtime 0. A later entry for the same path replaces the earlier one (as tar
+ *   extraction does), except that a directory cannot be replaced by a non-directory
+ *   (E_FORMAT).
+ * - Times: the pax `mtime` record (`<sec>[.<fraction>]`, possibly negative) is converted to
+ *   nanoseconds with string arithmetic (exact to 1 ns); without it, the header's whole seconds.
+ *   pax `uid`/`gid` override the header's.
+ * - Xattrs: pax `SCHILY.xattr.<name>=<raw bytes>` (GNU tar, star, AWC) and
+ *   `LIBARCHIVE.xattr.<url-encoded name>=<base64>` (bsdtar, and AWC for values that are not
+ *   UTF-8); `user.*` recorded, `trusted.overlay.*` dropped, others skipped with `W_XATTR_SKIPPED`.
+ * - Hardlinks must name an entry seen earlier in the archive (else E_FORMAT). All names of
+ *   one file are resolved as in `importDir`: the first in depth-first, name-sorted order is
+ *   the `file` entry, the others `hardlink`s to it, whatever the archive's order. A
+ *   hardlink to a symlink, fifo or device is recorded as a copy (`W_HARDLINK_COPIED`).
+ * - Unsupported (E_UNSUPPORTED): GNU sparse members, multi-volume and other vendor types.
+ */
+
+/** Options of `importTar`. */
+export interface ImportTarOptions {
+  /** Called after each regular file's content is stored, with cumulative counts (files, bytes). */
+  onProgress?: (p: ImportProgress) => void;
+  /** Called for each non-fatal problem (`W_XATTR_SKIPPED`, `W_HARDLINK_COPIED`). */
+  onWarning?: (w: ImportWarning) => void;
+}
+
+interface Inode {
+  attrs: EntryAttrs;
+  content: FileContent;
+}
+
+type Node =
+  | { kind: 'dir'; attrs: EntryAttrs; children: Map<string, Node> }
+  | { kind: 'file'; inode: Inode }
+  | { kind: 'leaf'; entry: Entry };
+
+type DirNode = Extract<Node, { kind: 'dir' }>;
+
+const DEFAULT_DIR_ATTRS: EntryAttrs = { mode: 0o755, uid: 0, gid: 0, mtimeNs: '0' };
+
+/** Parses raw pax extended-header records (`<len> <key>=<value>\n`): key → raw value bytes. @throws E_FORMAT when malformed. */
+export function parsePaxRecords(buf: Buffer): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  let pos = 0;
+  while (pos < buf.length) {
+    if (buf[pos] === 0) break; // padding
+    const sp = buf.indexOf(0x20, pos);
+    const len = sp < 0 ? NaN : Number(buf.toString('latin1', pos, sp));
+    if (!Number.isInteger(len) || len <= sp - pos + 1 || pos + len > buf.length || buf[pos + len - 1] !== 0x0a) {
+      throw new AwcError('E_FORMAT', `malformed pax extended header at byte ${pos}`);
+    }
+    const rec = buf.subarray(sp + 1, pos + len - 1);
+    const eq = rec.indexOf(0x3d);
+    if (eq <= 0) throw new AwcError('E_FORMAT', `malformed pax record at byte ${pos}`);
+    out.set(rec.toString('utf8', 0, eq), rec.subarray(eq + 1));
+    pos += len;
+  }
+  return out;
+}
+
+/**
+ * Converts a pax time (`[-]<sec>[.<fraction>]`, seconds since the epoch) to nanoseconds as a
+ * decimal string, exactly (digits beyond 9 are truncated). `-1.5` is -1.5 s.
+ * @throws E_FORMAT when it is not such a number.
+ */
+export function paxTimeToNs(s: string): string {
+  const m = /^(-?)(\d+)(?:\.(\d*))?$/.exec(s.trim());
+  if (!m) throw new AwcError('E_FORMAT', `malformed pax time ${JSON.stringify(s)}`);
+  const ns = BigInt(m[2]) * 1_000_000_000n + BigInt((m[3] ?? '').padEnd(9, '0').slice(0, 9));
+  return (m[1] ? -ns : ns).toString();
+}
+
+/** Linux `makedev`: the kernel's dev_t encoding of a device's major and minor numbers. */
+export function makeDev(major: number, minor: number): number {
+  const ma = BigInt(major);
+  const mi = BigInt(minor);
+  return Number((mi & 0xffn) | ((ma & 0xfffn) << 8n) | ((mi & ~0xffn) << 12n) | ((ma & ~0xfffn) << 32n));
+}
+
+/** Splits a tar path into checked components; an empty array is the root. */
+function splitPath(raw: string): string[] {
+  if (raw.startsWith('/')) throw new AwcError('E_PATH_TRAVERSAL', `tar entry has an absolute name: ${JSON.stringify(raw)}`);
+  const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
+  for (const p of parts) {
+    if (p === '..') throw new AwcError('E_PATH_TRAVERSAL', `tar entry name leaves the archive root: ${JSON.stringify(raw)}`);
+    checkName(p);
+  }
+  return parts;
+}
+
+type TarHeader = tarStream.Header & { pax?: Record<string, string> | null };
+
+/**
+ * Imports a tar archive (a file path, or a readable stream of an uncompressed tar) as a
+ * snapshot through `writer` and returns its root digest and counts (`fileCount`: regular
+ * files, each hardlinked inode once; `byteCount`: their bytes; `skipped` is always empty:
+ * tar has no sockets). Nothing is persisted until the caller runs `writer.flush()`.
+ *
+ * @throws AwcError E_SOURCE_NOT_FOUND (no such file), E_PATH_TRAVERSAL (`..` or absolute
+ *   names), E_UNSUPPORTED_NAME (names not valid UTF-8), E_FORMAT (corrupt or truncated
+ *   archive, hardlink to an unknown entry), E_UNSUPPORTED (sparse or vendor entry types).
+ */
+export async function importTar(tarPath: string | NodeJS.ReadableStream, writer: ContentWriter, opts: ImportTarOptions = {}): Promise<ImportResult> {
+  const warn = (w: ImportWarning): void => opts.onWarning?.(w);
+  const source = typeof tarPath === 'string' ? await openTarFile(tarPath) : tarPath;
+  const ex = tarStream.extract({ filenameEncoding: 'latin1' } as Parameters<typeof tarStream.extract>[0]);
+
+  // tar-stream decodes pax values as UTF-8 strings, which loses raw bytes (binary xattr
+  // values, non-UTF-8 names). Capture each extended header's raw bytes as it is decoded.
+  let rawLocal: Map<string, Buffer> | null = null;
+  let rawGlobal: Map<string, Buffer> | null = null;
+  const hooked = ex as unknown as { _decodeLongHeader?: (buf: Buffer) => unknown; _header?: { type?: string } };
+  const original = hooked._decodeLongHeader;
+  const capturing = typeof original === 'function';
+  if (capturing) {
+    hooked._decodeLongHeader = function (this: typeof hooked, buf: Buffer) {
+      const t = this._header?.type;
+      if (t === 'pax-header') rawLocal = parsePaxRecords(buf);
+      else if (t === 'pax-global-header') rawGlobal = parsePaxRecords(buf);
+      return original!.call(this, buf);
+    };
+  }
+  const paxOf = (header: TarHeader): Map<string, Buffer> => {
+    if (capturing) {
+      const m = new Map(rawGlobal ?? []);
+      if (header.pax && rawLocal) for (const [k, v] of rawLocal) m.set(k, v);
+      rawLocal = null;
+      return m;
+    }
+    return new Map(Object.entries(header.pax ?? {}).map(([k, v]) => [k, Buffer.from(String(v), 'utf8')]));
+  };
+
+  source.on('error', (err: Error) => ex.destroy(err));
+  source.pipe(ex as unknown as NodeJS.WritableStream);
+
+  const root: DirNode = { kind: 'dir', attrs: { ...DEFAULT_DIR_ATTRS }, children: new Map() };
+  const progress: ImportProgress = { files: 0, bytes: 0 };
+
+  /** The directory holding `parts` (created with default attributes where missing). */
+  const parentOf = (parts: string[], raw: string): DirNode => {
+    let dir = root;
+    for (let i = 0; i < parts.length - 1; i++) {
+      let next = dir.children.get(parts[i]);
+      if (!next) {
+        next = { kind: 'dir', attrs: { ...DEFAULT_DIR_ATTRS }, children: new Map() };
+        dir.children.set(parts[i], next);
+      }
+      if (next.kind !== 'dir') {
+        const viaSymlink = next.kind === 'leaf' && next.entry.type === 'symlink';
+        throw new AwcError(viaSymlink ? 'E_PATH_TRAVERSAL' : 'E_FORMAT', `tar entry ${JSON.stringify(raw)} lies under a ${viaSymlink ? 'symlink' : 'non-directory'}`);
+      }
+      dir = next;
+    }
+    return dir;
+  };
+  const lookup = (parts: string[]): Node | undefined => {
+    let node: Node | undefined = root;
+    for (const p of parts) {
+      if (!node || node.kind !== 'dir') return undefined;
+      node = node.children.get(p);
+    }
+    return node;
+  };
+  const place = (parts: string[], raw: string, node: Node): void => {
+    const parent = parentOf(parts, raw);
+    const name = parts[parts.length - 1];
+    const old = parent.children.get(name);
+    if (old?.kind === 'dir') {
+      if (node.kind !== 'dir') throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(raw)} replaces a directory with a non-directory`);
+      old.attrs = node.attrs; // a directory entry seen again (or after its contents): keep the contents
+      return;
+    }
+    parent.children.set(name, node);
+  };
+
+  try {
+    for await (const entry of ex) {
+      const header = entry.header as TarHeader;
+      const pax = paxOf(header);
+      const text = (key: string): string | undefined => {
+        const v = pax.get(key);
+        return v && v.length > 0 ? v.toString('utf8') : undefined;
+      };
+      const rawName = pax.get('path')?.length ? decodeUtf8Name(pax.get('path')!, 'tar entry') : decodeUtf8Name(Buffer.from(header.name, 'latin1'), 'tar entry');
+      const parts = splitPath(rawName);
+      const attrs = paxAttrs(header, pax, text, rawName, warn);
+      const type = header.type;
+      if ([...pax.keys()].some((k) => k.startsWith('GNU.sparse.'))) {
+        throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(rawName)} is a GNU sparse file; repack it without --sparse`);
+      }
+
+      if (type === 'file' || type === 'contiguous-file') {
+        if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
+        const content = await writer.writeStream(entry as AsyncIterable<Buffer>);
+        if (content.size !== header.size) throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
+        place(parts, rawName, { kind: 'file', inode: { attrs, content } });
+        progress.files++;
+        progress.bytes += content.size;
+        opts.onProgress?.({ ...progress });
+        continue;
+      }
+      await drain(entry as AsyncIterable<unknown>);
+      if (type === 'directory') {
+        if (parts.length === 0) root.attrs = attrs;
+        else place(parts, rawName, { kind: 'dir', attrs, children: new Map() });
+        continue;
+      }
+      if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
+      const name = parts[parts.length - 1];
+      const rawLink = pax.get('linkpath')?.length ? pax.get('linkpath')! : header.linkname ? Buffer.from(header.linkname, 'latin1') : undefined;
+      if (type === 'link') {
+        if (!rawLink) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} has no target`);
+        const targetName = decodeUtf8Name(rawLink, rawName);
+        const target = lookup(splitPath(targetName));
+        if (!target) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names an unknown entry ${JSON.stringify(targetName)}`);
+        if (target.kind === 'dir') throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names a directory`);
+        if (target.kind === 'file') {
+          place(parts, rawName, { kind: 'file', inode: target.inode });
+        } else {
+          warn({ code: 'W_HARDLINK_COPIED', path: parts.join('/'), message: `a hardlink to a ${target.entry.type} is recorded as an independent copy` });
+          place(parts, rawName, { kind: 'leaf', entry: { ...target.entry, name } });
+        }
+      } else if (type === 'symlink') {
+        const target = rawLink ? decodeUtf8Name(rawLink, rawName) : '';
+        place(parts, rawName, { kind: 'leaf', entry: { type: 'symlink', name, ...attrs, target } });
+      } else if (type === 'fifo') {
+        place(parts, rawName, { kind: 'leaf', entry: { type: 'fifo', name, ...attrs, rdev: 0 } });
+      } else if (type === 'character-device' || type === 'block-device') {
+        const rdev = makeDev(header.devmajor ?? 0, header.devminor ?? 0);
+        place(parts, rawName, { kind: 'leaf', entry: { type: type === 'character-device' ? 'chardev' : 'blockdev', name, ...attrs, rdev } });
+      } else {
+        throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(rawName)} has an unsupported type (${String(type)})`);
+      }
+    }
+  } catch (err) {
+    ex.destroy();
+    if (typeof tarPath === 'string') (source as NodeJS.ReadableStream & { destroy(): void }).destroy();
+    else source.unpipe(ex as unknown as NodeJS.WritableStream);
+    throw tarError(err);
+  }
+
+  // Write bottom-up; visiting entries in depth-first sorted order makes the first name of a
+  // hardlinked file the `file` entry whatever the archive's order was.
+  const firstPath = new Map<Inode, string>();
+  let fileCount = 0;
+  let byteCount = 0;
+  const writeDir = async (dir: DirNode, rel: string): Promise<Digest> => {
+    const entries: Entry[] = [];
+    for (const name of [...dir.children.keys()].sort(compareNames)) {
+      const node = dir.children.get(name)!;
+      const path = rel === '' ? name : `${rel}/${name}`;
+      if (node.kind === 'dir') {
+        entries.push({ type: 'dir', name, ...node.attrs, tree: await writeDir(node, path) });
+      } else if (node.kind === 'file') {
+        const first = firstPath.get(node.inode);
+        if (first !== undefined) {
+          entries.push({ type: 'hardlink', name, target: first });
+        } else {
+          firstPath.set(node.inode, path);
+          const c = node.inode.content;
+          fileCount++;
+          byteCount += c.size;
+          entries.push({ type: 'file', name, ...node.inode.attrs, size: c.size, digest: c.digest, chunks: c.chunks });
+        }
+      } else {
+        entries.push(node.entry);
+      }
+    }
+    return writer.writeTree(entries);
+  };
+  const tree = await writeDir(root, '');
+  const rootDigest = await writer.writeRoot({ ...root.attrs, tree });
+  return { root: rootDigest, fileCount, byteCount, skipped: [] };
+}
+
+/** Attributes of an entry from its header and pax records. */
+function paxAttrs(
+  header: TarHeader,
+  pax: Map<string, Buffer>,
+  text: (key: string) => string | undefined,
+  rawName: string,
+  warn: (w: ImportWarning) => void,
+): EntryAttrs {
+  const int = (key: string, fallback: number | undefined): number => {
+    const v = text(key);
+    if (v === undefined) return fallback ?? 0;
+    if (!/^\d+$/.test(v)) throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)}: malformed pax ${key} ${JSON.stringify(v)}`);
+    return Number(v);
+  };
+  const paxMtime = text('mtime');
+  const mtimeNs = paxMtime !== undefined ? paxTimeToNs(paxMtime) : (BigInt(Math.round((header.mtime?.getTime() ?? 0) / 1000)) * 1_000_000_000n).toString();
+  const attrs: EntryAttrs = { mode: (header.mode ?? 0) & 0o7777, uid: int('uid', header.uid), gid: int('gid', header.gid), mtimeNs };
+  let xattrs: Record<string, string> | undefined;
+  const record = (name: string, value: Buffer): void => {
+    const what = classifyXattr(name);
+    if (what === 'keep') (xattrs ??= {})[name] = value.toString('base64');
+    else if (what === 'warn') warn({ code: 'W_XATTR_SKIPPED', path: rawName, message: `xattr ${name} is not recorded (only user.* xattrs are)` });
+  };
+  for (const [key, value] of pax) {
+    if (key.startsWith('LIBARCHIVE.xattr.')) {
+      const name = decodeURIComponent(key.slice('LIBARCHIVE.xattr.'.length));
+      if (!pax.has(`SCHILY.xattr.${name}`)) record(name, Buffer.from(value.toString('latin1'), 'base64'));
+    } else if (key.startsWith('SCHILY.xattr.')) {
+      record(key.slice('SCHILY.xattr.'.length), value);
+    }
+  }
+  if (xattrs) attrs.xattrs = xattrs;
+  return attrs;
+}
+
+/** Opens a tar file for reading, gunzipping it when it starts with the gzip magic. */
+async function openTarFile(path: string): Promise<NodeJS.ReadableStream> {
+  try {
+    const st = await stat(path);
+    if (!st.isFile() && !st.isFIFO()) throw new AwcError('E_SOURCE_NOT_FOUND', `not a tar file: ${path}`);
+    let gzip = false;
+    if (st.isFile()) {
+      const fh = await open(path, 'r');
+      try {
+        const { bytesRead, buffer } = await fh.read(Buffer.alloc(2), 0, 2, 0);
+        gzip = bytesRead === 2 && buffer[0] === 0x1f && buffer[1] === 0x8b;
+      } finally {
+        await fh.close();
+      }
+    }
+    const file = createReadStream(path);
+    if (!gzip) return file;
+    const gunzip = createGunzip();
+    file.on('error', (err) => gunzip.destroy(err));
+    return file.pipe(gunzip);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new AwcError('E_SOURCE_NOT_FOUND', `no such file: ${path}`);
+    throw toAwcError(err);
+  }
+}
+
+async function drain(entry: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of entry) {
+    // discard
+  }
+}
+
+/** tar-stream and zlib report corrupt input as plain Errors: give them a code. */
+function tarError(err: unknown): AwcError {
+  if (err instanceof AwcError) return err;
+  const e = err as NodeJS.ErrnoException;
+  if (e && !e.code && typeof e.message === 'string' && /tar|header|unexpected end|size mismatch/i.test(e.message)) return new AwcError('E_FORMAT', `not a readable tar archive: ${e.message}`, { cause: err });
+  if (e?.code?.startsWith('Z_')) return new AwcError('E_FORMAT', `corrupt gzip stream: ${e.message}`, { cause: err });
+  return toAwcError(err);
+}

@@ -1,0 +1,470 @@
+import { strict as assert } from 'node:assert';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import BetterSqlite3 from 'better-sqlite3';
+import { sql } from 'kysely';
+import { sha256, type Digest } from '../src/core/digest.js';
+import { AwcError, type ErrorCode } from '../src/core/errors.js';
+import type { NewSnapshot } from '../src/catalog/catalog.js';
+import { idTime, isId, newId, newIds } from '../src/catalog/ids.js';
+import { MIGRATIONS } from '../src/catalog/migrations.js';
+import { SqlCatalog, toNum } from '../src/catalog/sql-catalog.js';
+import type { WrittenPack } from '../src/store/pack-types.js';
+
+const NS = 'default';
+let dir: string;
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'awc-catalog-'));
+});
+after(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+let dbCounter = 0;
+async function openFresh(): Promise<{ cat: SqlCatalog; path: string }> {
+  const path = join(dir, `db${dbCounter++}`, 'sub', 'catalog.db');
+  return { cat: await SqlCatalog.openSqlite(path), path };
+}
+
+/** A pack with `n` chunk blobs whose digests derive from `seed`; offsets beyond 2^32 to exercise bigint. */
+function mkPack(key: string, n: number, seed: string): WrittenPack {
+  const blobs = Array.from({ length: n }, (_, i) => ({
+    digest: sha256(`${seed}/${i}`),
+    kind: 'chunk' as const,
+    codec: 'lz4' as const,
+    offset: 5_000_000_000 + i * 100,
+    storedLength: 90,
+    rawLength: 100,
+    pack: key,
+  }));
+  return { key, size: 5_000_000_000 + n * 100, blobs };
+}
+
+function snap(over: Partial<NewSnapshot> = {}): NewSnapshot {
+  return { namespace: NS, root: sha256(`root-${Math.random()}`), fileCount: 3, byteCount: 6_000_000_000, packs: [], ...over };
+}
+
+async function rejectsWith(p: Promise<unknown>, code: ErrorCode): Promise<AwcError> {
+  try {
+    await p;
+  } catch (err) {
+    assert.ok(err instanceof AwcError, `expected AwcError ${code}, got ${String(err)}`);
+    assert.equal(err.code, code, `expected ${code}, got ${err.code}: ${err.message}`);
+    return err;
+  }
+  assert.fail(`expected ${code}, but it resolved`);
+}
+
+async function count(cat: SqlCatalog, table: 'snapshots' | 'workspaces' | 'packs' | 'blobs' | 'namespaces'): Promise<number> {
+  const r = await cat.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow();
+  return toNum(r.n as number | string);
+}
+
+describe('ids', () => {
+  it('are prefixed, lowercase, time-sortable and monotonic', () => {
+    const ids = newIds('ws', 2000);
+    assert.equal(new Set(ids).size, 2000);
+    for (const id of ids) assert.ok(isId(id, 'ws'), id);
+    const sorted = [...ids].sort();
+    assert.deepEqual(sorted, ids);
+    const t = idTime(newId('sn'));
+    assert.ok(Math.abs(t - Date.now()) < 5000);
+    assert.match(newId('sn'), /^sn_[0-9a-z]{20}$/);
+  });
+  it('toNum converts pg bigint strings', () => {
+    assert.equal(toNum('5000000000'), 5_000_000_000);
+    assert.equal(toNum(7), 7);
+    assert.equal(toNum(null), 0);
+  });
+});
+
+describe('SqlCatalog (SQLite)', () => {
+  it('creates the parent dir, uses WAL, and migrations are idempotent on reopen', async () => {
+    const { cat, path } = await openFresh();
+    const s = await cat.createSnapshot(snap({ name: 'keep' }));
+    assert.deepEqual(await cat.migrate(), []);
+    await cat.close();
+
+    const again = await SqlCatalog.openSqlite(path);
+    assert.deepEqual(await again.migrate(), []);
+    const applied = await again.db.selectFrom('awc_migration' as never).selectAll().execute();
+    assert.equal(applied.length, Object.keys(MIGRATIONS).length);
+    assert.equal((await again.getSnapshot(NS, 'keep')).id, s.id);
+    const raw = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(again.db);
+    assert.equal(raw.rows[0]!.journal_mode, 'wal');
+    await again.close();
+  });
+
+  it('creates a snapshot and gets it by id, name and id prefix', async () => {
+    const { cat } = await openFresh();
+    try {
+      const s = await cat.createSnapshot(snap({ name: 'base', message: 'hello', packs: [mkPack('packs/p1', 3, 'a')] }));
+      assert.match(s.id, /^sn_/);
+      assert.equal(s.namespace, NS);
+      assert.equal(s.name, 'base');
+      assert.equal(s.message, 'hello');
+      assert.equal(s.parentId, null);
+      assert.equal(s.fileCount, 3);
+      assert.equal(s.byteCount, 6_000_000_000);
+      assert.deepEqual(await cat.getSnapshot(NS, s.id), s);
+      assert.deepEqual(await cat.getSnapshot(NS, 'base'), s);
+      assert.deepEqual(await cat.getSnapshot(NS, s.id.slice(0, 12)), s);
+      assert.deepEqual(await cat.getSnapshot(NS, s.id.slice(3, 12)), s, 'prefix without sn_');
+      assert.deepEqual(await cat.getSnapshot(NS, s.id.slice(0, 12).toUpperCase()), s, 'case-insensitive prefix');
+      assert.equal(typeof (await cat.listSnapshots(NS))[0]!.byteCount, 'number');
+
+      const child = await cat.createSnapshot(snap({ parentId: s.id }));
+      assert.equal(child.parentId, s.id);
+      const list = await cat.listSnapshots(NS);
+      assert.deepEqual(list.map((x) => x.id), [child.id, s.id], 'newest first');
+      await rejectsWith(cat.createSnapshot(snap({ parentId: 'sn_nope' })), 'E_NOT_FOUND');
+      await rejectsWith(cat.createSnapshot(snap({ name: '' })), 'E_USAGE');
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('reports not-found (with a hint) and ambiguous refs by code', async () => {
+    const { cat } = await openFresh();
+    try {
+      const made = [];
+      for (let i = 0; i < 5; i++) made.push(await cat.createSnapshot(snap()));
+      const e1 = await rejectsWith(cat.getSnapshot(NS, 'nope'), 'E_NOT_FOUND');
+      assert.match(e1.hint, /awc snapshot ls/);
+      await rejectsWith(cat.getSnapshot(NS, 'zzzzzzzzzz'), 'E_NOT_FOUND');
+      await rejectsWith(cat.getSnapshot('other-ns', made[0]!.id), 'E_NOT_FOUND');
+      await rejectsWith(cat.getSnapshot(NS, made[0]!.id.slice(0, 6)), 'E_NOT_FOUND'); // < 4 chars after sn_
+      // Ids made within a few ms share their time prefix.
+      const amb = await rejectsWith(cat.getSnapshot(NS, made[0]!.id.slice(0, 10)), 'E_AMBIGUOUS');
+      assert.ok(Array.isArray(amb.details?.candidates));
+      assert.equal(amb.exitCode, 2);
+      await rejectsWith(cat.getSnapshot(NS, 'sn_%'), 'E_NOT_FOUND');
+      await rejectsWith(cat.getSnapshot(NS, 'sn______'), 'E_NOT_FOUND'); // LIKE wildcards are not wildcards
+
+      const ws = await cat.forkWorkspaces(NS, made[0]!.id, [null, null, 'w']);
+      await rejectsWith(cat.getWorkspace(NS, ws[0]!.id.slice(0, 10)), 'E_AMBIGUOUS');
+      const e2 = await rejectsWith(cat.getWorkspace(NS, 'nope'), 'E_NOT_FOUND');
+      assert.match(e2.hint, /awc ls/);
+      assert.equal((await cat.getWorkspace(NS, 'w')).id, ws[2]!.id);
+      assert.equal((await cat.getWorkspace(NS, ws[1]!.id)).id, ws[1]!.id);
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('refuses a taken snapshot name and writes nothing of that snapshot', async () => {
+    const { cat } = await openFresh();
+    try {
+      await cat.createSnapshot(snap({ name: 'v1', packs: [mkPack('packs/a', 10, 'a')] }));
+      const before = { s: await count(cat, 'snapshots'), p: await count(cat, 'packs'), b: await count(cat, 'blobs') };
+      const e = await rejectsWith(cat.createSnapshot(snap({ name: 'v1', packs: [mkPack('packs/b', 10, 'b')] })), 'E_NAME_TAKEN');
+      assert.equal(e.retryable, false);
+      assert.deepEqual({ s: await count(cat, 'snapshots'), p: await count(cat, 'packs'), b: await count(cat, 'blobs') }, before);
+      // Same name in another namespace is fine; unnamed snapshots never clash.
+      await cat.createSnapshot(snap({ namespace: 'team-b', name: 'v1' }));
+      await cat.createSnapshot(snap());
+      await cat.createSnapshot(snap());
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('forks 1000 workspaces in one call', async () => {
+    const { cat } = await openFresh();
+    try {
+      const s = await cat.createSnapshot(snap({ name: 'base' }));
+      const names = Array.from({ length: 1000 }, (_, i) => (i % 2 === 0 ? `agent-${i}` : null));
+      const t0 = performance.now();
+      const ws = await cat.forkWorkspaces(NS, s.id, names);
+      const ms = performance.now() - t0;
+      console.log(`fork of 1000 workspaces: ${ms.toFixed(1)} ms`);
+      assert.equal(ws.length, 1000);
+      assert.equal(new Set(ws.map((w) => w.id)).size, 1000);
+      assert.deepEqual(ws.map((w) => w.name), names);
+      assert.ok(ws.every((w) => w.baseSnapshotId === s.id && w.headSnapshotId === s.id && w.mountState === 'unmounted'));
+      assert.equal(await count(cat, 'workspaces'), 1000);
+      const listed = await cat.listWorkspaces(NS);
+      assert.deepEqual(listed.map((w) => w.id), ws.map((w) => w.id), 'oldest first, in fork order');
+      assert.deepEqual(await cat.getWorkspace(NS, 'agent-998'), ws[998]);
+      // A fork of 1 right after also works, and an empty fork is a no-op.
+      assert.equal((await cat.forkWorkspaces(NS, s.id, ['one'])).length, 1);
+      assert.deepEqual(await cat.forkWorkspaces(NS, s.id, []), []);
+      await rejectsWith(cat.forkWorkspaces(NS, 'sn_unknown', [null]), 'E_NOT_FOUND');
+      await rejectsWith(cat.forkWorkspaces('nobody', s.id, [null]), 'E_NOT_FOUND');
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('a fork with a taken or repeated name creates none', async () => {
+    const { cat } = await openFresh();
+    try {
+      const s = await cat.createSnapshot(snap());
+      await cat.forkWorkspaces(NS, s.id, ['taken']);
+      const names = Array.from({ length: 600 }, (_, i) => `n${i}`);
+      names[599] = 'taken';
+      const e = await rejectsWith(cat.forkWorkspaces(NS, s.id, names), 'E_NAME_TAKEN');
+      assert.deepEqual(e.details?.names, ['taken']);
+      assert.equal(await count(cat, 'workspaces'), 1);
+      await rejectsWith(cat.forkWorkspaces(NS, s.id, ['x', null, 'x']), 'E_NAME_TAKEN');
+      assert.equal(await count(cat, 'workspaces'), 1);
+      await rejectsWith(cat.forkWorkspaces(NS, s.id, ['ws_0123456789abcdefghjk']), 'E_USAGE');
+      assert.equal(await count(cat, 'workspaces'), 1);
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('commits a checkpoint: moves the head, sets the parent, inserts packs and blobs', async () => {
+    const { cat } = await openFresh();
+    try {
+      const base = await cat.createSnapshot(snap({ name: 'base', packs: [mkPack('packs/base', 5, 'x')] }));
+      const [w] = await cat.forkWorkspaces(NS, base.id, ['w']);
+      // The new pack repeats 5 blobs of the base pack: they keep their first location.
+      const p = mkPack('packs/cp1', 8, 'x');
+      const c1 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap({ message: 'cp1', packs: [p] }) });
+      assert.equal(c1.parentId, base.id);
+      assert.equal(c1.message, 'cp1');
+      const after1 = await cat.getWorkspace(NS, 'w');
+      assert.equal(after1.headSnapshotId, c1.id);
+      assert.equal(after1.baseSnapshotId, base.id);
+      assert.ok(after1.updatedAt >= after1.createdAt);
+      assert.equal(await count(cat, 'packs'), 2);
+      assert.equal(await count(cat, 'blobs'), 8);
+      const loc = await cat.blobIndex(NS).lookup([sha256('x/0'), sha256('x/7')]);
+      assert.equal(loc.get(sha256('x/0'))!.pack, 'packs/base');
+      assert.equal(loc.get(sha256('x/7'))!.pack, 'packs/cp1');
+
+      const c2 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: c1.id, snapshot: snap({ name: 'second', parentId: 'ignored' }) });
+      assert.equal(c2.parentId, c1.id);
+      assert.equal((await cat.getWorkspace(NS, w!.id)).headSnapshotId, c2.id);
+      await rejectsWith(
+        cat.commitCheckpoint({ workspaceId: 'ws_nope', expectedHeadId: c2.id, snapshot: snap() }),
+        'E_NOT_FOUND',
+      );
+      await rejectsWith(
+        cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: c2.id, snapshot: snap({ name: 'base' }) }),
+        'E_NAME_TAKEN',
+      );
+      assert.equal((await cat.getWorkspace(NS, w!.id)).headSnapshotId, c2.id);
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('refuses a checkpoint with a stale expected head and writes nothing', async () => {
+    const { cat } = await openFresh();
+    try {
+      const base = await cat.createSnapshot(snap());
+      const [w] = await cat.forkWorkspaces(NS, base.id, [null]);
+      const c1 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap() });
+      const before = { s: await count(cat, 'snapshots'), p: await count(cat, 'packs'), b: await count(cat, 'blobs') };
+      const e = await rejectsWith(
+        cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap({ name: 'stale', packs: [mkPack('packs/stale', 50, 's')] }) }),
+        'E_CHANGED_DURING_READ',
+      );
+      assert.equal(e.retryable, true);
+      assert.match(e.hint, /head moved; run checkpoint again/);
+      assert.deepEqual({ s: await count(cat, 'snapshots'), p: await count(cat, 'packs'), b: await count(cat, 'blobs') }, before);
+      assert.equal((await cat.getWorkspace(NS, w!.id)).headSnapshotId, c1.id);
+      await rejectsWith(cat.getSnapshot(NS, 'stale'), 'E_NOT_FOUND');
+
+      // Two concurrent commits from the same head: exactly one wins.
+      const results = await Promise.allSettled([
+        cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: c1.id, snapshot: snap() }),
+        cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: c1.id, snapshot: snap() }),
+      ]);
+      assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
+      const rejected = results.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      assert.equal((rejected.reason as AwcError).code, 'E_CHANGED_DURING_READ');
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('indexes tens of thousands of blobs and looks up more than 500 digests', async () => {
+    const { cat } = await openFresh();
+    try {
+      const packs = [mkPack('packs/big1', 20_000, 'big1'), mkPack('packs/big2', 15_000, 'big2')];
+      const t0 = performance.now();
+      await cat.createSnapshot(snap({ packs }));
+      console.log(`snapshot with 35000 blob rows: ${(performance.now() - t0).toFixed(0)} ms`);
+      assert.equal(await cat.countBlobs(NS), 35_000);
+      assert.deepEqual(await cat.packStats(NS), { packs: 2, bytes: 10_000_000_000 + 35_000 * 100, blobs: 35_000 });
+
+      const wanted: Digest[] = [];
+      for (let i = 0; i < 1200; i++) wanted.push(sha256(`big1/${i * 7}`));
+      for (let i = 0; i < 100; i++) wanted.push(sha256(`missing/${i}`));
+      wanted.push(sha256('big2/14999'), sha256('big2/14999')); // duplicate input
+      const t1 = performance.now();
+      const found = await cat.blobIndex(NS).lookup(wanted);
+      console.log(`lookup of ${wanted.length} digests: ${(performance.now() - t1).toFixed(1)} ms`);
+      assert.equal(found.size, 1201);
+      const loc = found.get(sha256('big1/7'))!;
+      assert.deepEqual(loc, {
+        digest: sha256('big1/7'),
+        kind: 'chunk',
+        codec: 'lz4',
+        pack: 'packs/big1',
+        offset: 5_000_000_700,
+        storedLength: 90,
+        rawLength: 100,
+      });
+      assert.equal(typeof loc.offset, 'number');
+      assert.equal(found.get(sha256('big2/14999'))!.pack, 'packs/big2');
+      assert.equal(found.has(sha256('missing/1')), false);
+      // Dedup stops at the namespace.
+      assert.equal((await cat.blobIndex('elsewhere').lookup(wanted)).size, 0);
+      assert.equal((await cat.blobIndex(NS).lookup([])).size, 0);
+      // A blob listed under the wrong pack is a caller bug.
+      const bad = mkPack('packs/bad', 1, 'bad');
+      bad.blobs[0]!.pack = 'packs/other';
+      await rejectsWith(cat.createSnapshot(snap({ packs: [bad] })), 'E_INTERNAL');
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('records mount state, finds by path and host, and clears it', async () => {
+    const { cat } = await openFresh();
+    try {
+      const s = await cat.createSnapshot(snap());
+      const [a, b] = await cat.forkWorkspaces(NS, s.id, ['a', 'b']);
+      const m = await cat.setMount(a!.id, { path: '/mnt/a', driver: 'overlay', host: 'h1' });
+      assert.equal(m.mountState, 'mounted');
+      assert.equal(m.mountPath, '/mnt/a');
+      assert.equal(m.mountDriver, 'overlay');
+      assert.equal(m.mountHost, 'h1');
+      assert.deepEqual(await cat.getWorkspace(NS, 'a'), m);
+      assert.deepEqual(await cat.findWorkspaceByMountPath('/mnt/a'), m);
+      assert.equal(await cat.findWorkspaceByMountPath('/mnt/none'), undefined);
+      assert.deepEqual((await cat.listMountedOnHost('h1')).map((w) => w.id), [a!.id]);
+      assert.deepEqual(await cat.listMountedOnHost('h2'), []);
+      // Re-recording the same mount is idempotent; another target is refused.
+      await cat.setMount(a!.id, { path: '/mnt/a', driver: 'overlay', host: 'h1' });
+      await rejectsWith(cat.setMount(a!.id, { path: '/mnt/elsewhere', driver: 'copy', host: 'h1' }), 'E_ALREADY_MOUNTED');
+      await rejectsWith(cat.setMount(b!.id, { path: '/mnt/a', driver: 'copy', host: 'h1' }), 'E_TARGET_BUSY');
+      await rejectsWith(cat.setMount(b!.id, { path: 'relative', driver: 'copy', host: 'h1' }), 'E_USAGE');
+      await rejectsWith(cat.setMount('ws_nope', null), 'E_NOT_FOUND');
+      // Same path on another host is another target.
+      await cat.setMount(b!.id, { path: '/mnt/a', driver: 'copy', host: 'h2' });
+      assert.deepEqual((await cat.listMountedOnHost('h2')).map((w) => w.id), [b!.id]);
+      // Mounted workspaces cannot be deleted.
+      await rejectsWith(cat.deleteWorkspace(NS, a!.id), 'E_ALREADY_MOUNTED');
+
+      const u = await cat.setMount(a!.id, null);
+      assert.equal(u.mountState, 'unmounted');
+      assert.equal(u.mountPath, null);
+      assert.equal(u.mountDriver, null);
+      assert.equal(u.mountHost, null);
+      assert.deepEqual(await cat.getWorkspace(NS, 'a'), u);
+      assert.deepEqual(await cat.listMountedOnHost('h1'), []);
+      assert.equal((await cat.findWorkspaceByMountPath('/mnt/a'))?.id, b!.id);
+      await cat.setMount(a!.id, null); // idempotent
+      await cat.deleteWorkspace(NS, a!.id);
+      await rejectsWith(cat.getWorkspace(NS, a!.id), 'E_NOT_FOUND');
+      await rejectsWith(cat.deleteWorkspace(NS, a!.id), 'E_NOT_FOUND');
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('refuses to delete a snapshot in use and deletes an unused one', async () => {
+    const { cat } = await openFresh();
+    try {
+      const base = await cat.createSnapshot(snap({ name: 'base' }));
+      const [w] = await cat.forkWorkspaces(NS, base.id, ['w']);
+      const e = await rejectsWith(cat.deleteSnapshot(NS, base.id), 'E_IN_USE');
+      assert.deepEqual(e.details?.workspaces, [w!.id]);
+      const c1 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap() });
+      await cat.deleteWorkspace(NS, w!.id);
+      // base is still c1's parent.
+      const e2 = await rejectsWith(cat.deleteSnapshot(NS, base.id), 'E_IN_USE');
+      assert.deepEqual(e2.details?.snapshots, [c1.id]);
+      await cat.deleteSnapshot(NS, c1.id);
+      await cat.deleteSnapshot(NS, base.id);
+      assert.deepEqual(await cat.listSnapshots(NS), []);
+      await rejectsWith(cat.deleteSnapshot(NS, base.id), 'E_NOT_FOUND');
+      await rejectsWith(cat.deleteSnapshot('nobody', base.id), 'E_NOT_FOUND');
+    } finally {
+      await cat.close();
+    }
+  });
+
+  it('two instances on the same file (CLI + daemon) both read and write', async () => {
+    const { cat: a, path } = await openFresh();
+    const b = await SqlCatalog.openSqlite(path);
+    try {
+      const s = await a.createSnapshot(snap({ name: 'shared', packs: [mkPack('packs/s', 10, 's')] }));
+      assert.equal((await b.getSnapshot(NS, 'shared')).id, s.id);
+      const ws = await b.forkWorkspaces(NS, s.id, ['from-b']);
+      assert.equal((await a.getWorkspace(NS, 'from-b')).id, ws[0]!.id);
+      await a.setMount(ws[0]!.id, { path: '/mnt/x', driver: 'copy', host: 'h' });
+      assert.equal((await b.findWorkspaceByMountPath('/mnt/x'))?.id, ws[0]!.id);
+      const c = await b.commitCheckpoint({ workspaceId: ws[0]!.id, expectedHeadId: s.id, snapshot: snap() });
+      // a's view of the head is stale now: refused.
+      await rejectsWith(a.commitCheckpoint({ workspaceId: ws[0]!.id, expectedHeadId: s.id, snapshot: snap() }), 'E_CHANGED_DURING_READ');
+      assert.equal((await a.getWorkspace(NS, 'from-b')).headSnapshotId, c.id);
+      assert.equal((await b.blobIndex(NS).lookup([sha256('s/3')])).size, 1);
+      await rejectsWith(b.createSnapshot(snap({ name: 'shared' })), 'E_NAME_TAKEN');
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('a write blocked by another connection past the busy timeout is E_CATALOG_BUSY', async () => {
+    const { cat: first, path } = await openFresh();
+    await first.close();
+    const cat = await SqlCatalog.openSqlite(path, { busyTimeoutMs: 100 });
+    const holder = new BetterSqlite3(path);
+    try {
+      holder.exec('begin immediate');
+      const e = await rejectsWith(cat.createSnapshot(snap()), 'E_CATALOG_BUSY');
+      assert.equal(e.retryable, true);
+      holder.exec('rollback');
+      await cat.createSnapshot(snap());
+    } finally {
+      holder.close();
+      await cat.close();
+    }
+  });
+
+  it('another process writing the same file concurrently (busy timeout + BEGIN IMMEDIATE)', async () => {
+    const { cat, path } = await openFresh();
+    try {
+      const base = await cat.createSnapshot(snap({ name: 'base' }));
+      const moduleUrl = pathToFileURL(join(fileURLToPath(new URL('.', import.meta.url)), '../src/catalog/sql-catalog.js')).href;
+      const script = join(dir, `child-${dbCounter}.mjs`);
+      await writeFile(
+        script,
+        `import { SqlCatalog } from ${JSON.stringify(moduleUrl)};
+const cat = await SqlCatalog.openSqlite(process.argv[2]);
+for (let i = 0; i < 30; i++) await cat.forkWorkspaces('default', process.argv[3], Array.from({ length: 20 }, (_, j) => 'child-' + i + '-' + j));
+await cat.close();
+`,
+      );
+      const child = spawn(process.execPath, [script, path, base.id], { stdio: ['ignore', 'inherit', 'pipe'] });
+      let stderr = '';
+      child.stderr.on('data', (d) => (stderr += d));
+      const done = new Promise<number>((res) => child.on('exit', (code) => res(code ?? -1)));
+      let head = base.id;
+      const [w] = await cat.forkWorkspaces(NS, base.id, ['parent-w']);
+      for (let i = 0; i < 30; i++) {
+        const c = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: head, snapshot: snap({ packs: [mkPack(`packs/par${i}`, 200, `par${i}`)] }) });
+        head = c.id;
+      }
+      assert.equal(await done, 0, stderr);
+      assert.equal((await cat.listWorkspaces(NS)).length, 1 + 30 * 20);
+      assert.equal((await cat.getWorkspace(NS, 'parent-w')).headSnapshotId, head);
+      assert.equal(await cat.countBlobs(NS), 30 * 200);
+    } finally {
+      await cat.close();
+    }
+  });
+});
