@@ -1,7 +1,8 @@
 /**
  * Nanosecond timestamps. AWC keeps mtimes as decimal strings of nanoseconds since the
- * epoch (they exceed 2^53). Node's utimes takes seconds as a double, which at today's
- * epoch rounds to about 240 ns; `nsToUtimeSeconds` gives the closest double.
+ * epoch (they exceed 2^53). Node 20's utimes takes seconds as a double and libuv then
+ * truncates to whole microseconds (`uv__fs_to_timespec`), so from Node the best is the
+ * exact microsecond; `src/service/export-dir.ts` sets exact nanoseconds through python3.
  */
 
 /** Nanoseconds (bigint) as the decimal string used in trees. */
@@ -9,10 +10,14 @@ export function nsToString(ns: bigint): string {
   return ns.toString();
 }
 
-/** Seconds as a double for fs.utimes/lutimes (precision ≈ 2^-22 s at today's epoch). */
+/**
+ * Seconds as a double for fs.utimes/lutimes that lands on the exact microsecond of `ns`
+ * after libuv's truncation: half a microsecond is added so the double's rounding error
+ * (≈ 240 ns at today's epoch) cannot fall below the intended microsecond.
+ */
 export function nsToUtimeSeconds(ns: string): number {
   const n = BigInt(ns);
   const sec = n / 1_000_000_000n;
-  const rem = n % 1_000_000_000n;
-  return Number(sec) + Number(rem) / 1e9;
+  const us = (n % 1_000_000_000n) / 1000n;
+  return Number(sec) + (Number(us) + 0.5) / 1e6;
 }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { constants as fsc } from 'node:fs';
-import { chmod, lchown, link, lstat, lutimes, mkdir, open, readdir, realpath, symlink, type FileHandle } from 'node:fs/promises';
+import { chmod, lchown, link, lstat, lutimes, mkdir, open, readdir, realpath, stat, symlink, type FileHandle } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { setAttributeSync } from 'fs-xattr';
@@ -38,7 +38,10 @@ import { splitDev, type ExportCounts } from './export-tar.js';
  * follow_symlinks=False)` (utimensat with nanoseconds; ~0.15 s for 5,000 files); when
  * python3 is absent, or with `mtimes: 'node'`, they are set with `lutimes` to the exact
  * microsecond (the ns remainder is truncated; the double is biased by +0.5 µs so that it
- * never rounds down a microsecond). The result says which precision was reached.
+ * never rounds down a microsecond; times before 1970 may be off by up to 1 µs there). The result
+ * says which precision was reached.
+ *
+ * On failure the target directory is left partially written (it was new or empty: remove it).
  */
 
 /** Options of `exportDir`. */
@@ -147,13 +150,15 @@ async function createError(path: string, err: unknown): Promise<AwcError> {
  */
 export async function exportDir(reader: ContentReader, root: Digest, dir: string, opts: ExportDirOptions = {}): Promise<ExportDirResult> {
   const target = resolve(dir);
-  if (await exists(target)) {
-    const st = await lstat(await realpath(target));
+  try {
+    const st = await stat(target);
     if (!st.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${dir} exists and is not a directory`);
     if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${dir} is not empty`);
-  } else {
-    await mkdir(target, { recursive: true }).catch((err) => {
-      throw toAwcError(err);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw toAwcError(err);
+    if (await exists(target)) throw new AwcError('E_TARGET_BUSY', `${dir} is a dangling symlink`);
+    await mkdir(target, { recursive: true }).catch((e) => {
+      throw toAwcError(e);
     });
   }
   const top = await realpath(target);

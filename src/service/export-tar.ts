@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import tarStream from 'tar-stream';
 import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -18,9 +19,9 @@ import type { ContentReader } from '../store/content-reader.js';
  * xattr whose value is UTF-8 (GNU tar restores them with `--xattrs --xattrs-include='*'`);
  * a value that is not UTF-8 (or a name containing `=`) is written as
  * `LIBARCHIVE.xattr.<url-encoded name>=<base64 value>` (bsdtar's form; GNU tar ignores it with a warning).
- * The ustar header carries mode (07777 incl. setuid/setgid/sticky), type, size, the
- * hardlink/symlink target and device numbers; its own name, uid/gid and whole-second mtime are
- * only a fallback for readers without pax support.
+ * The ustar header carries mode (07777 incl. setuid/setgid/sticky), type, size and device
+ * numbers (its name field is tar-stream's placeholder `PaxHeader`: readers without pax
+ * support cannot use these archives).
  * Hardlinks are type `link` with the first name (`./<target>`) as target; fifos and
  * devices are recorded with their major/minor numbers.
  */
@@ -67,14 +68,6 @@ export function nsToPaxTime(ns: string): string {
   return `${n < 0n ? '-' : ''}${abs / 1_000_000_000n}.${(abs % 1_000_000_000n).toString().padStart(9, '0')}`;
 }
 
-/** An ASCII stand-in for a name in the ustar header (the pax `path`/`linkpath` records hold the real one). */
-function ustarName(name: string, max: number): string {
-  const ascii = name.replace(/[^\x20-\x7e]/g, '_');
-  if (ascii.length <= max) return ascii;
-  const dir = name.endsWith('/');
-  return ascii.slice(ascii.length - max + 1).replace(/^[^/]*\//, '') || (dir ? '_/' : '_');
-}
-
 /** ustar header fallback mtime: whole seconds, clamped to what tar-stream can encode. */
 function ustarMtime(ns: string): Date {
   const sec = Number(BigInt(ns) / 1_000_000_000n);
@@ -95,7 +88,7 @@ function paxRecords(a: EntryAttrs): Record<string, string> {
 
 /**
  * Writes the snapshot `root` as a pax tar archive to `out` (a file path, created or
- * truncated, or a writable stream, which is ended). File contents are streamed from
+ * truncated, and removed again on failure; or a writable stream, which is ended). File contents are streamed from
  * `reader.readFile`, never held whole.
  *
  * @returns regular files (each hardlinked inode once) and their bytes.
@@ -139,7 +132,7 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
   const header = (path: string, e: Exclude<Entry, { type: 'hardlink' }> | (EntryAttrs & { type: 'file' })): TarHeader => {
     const name = e.type === 'dir' ? `${path}/` : path;
     return {
-      name: ustarName(name, 100),
+      name, // tar-stream writes it as the pax `path` record
       type: TAR_TYPE[e.type],
       // tar-stream replaces a falsy mode by a default: pass the type bits too (it masks 07777).
       mode: S_IF[e.type] | e.mode,
@@ -147,7 +140,7 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
       gid: Math.min(e.gid, USTAR_MAX_ID),
       mtime: ustarMtime(e.mtimeNs),
       size: 0,
-      pax: { path: name, ...paxRecords(e) },
+      pax: paxRecords(e),
     };
   };
 
@@ -200,15 +193,13 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
           if (!target) throw new AwcError('E_FORMAT', `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`);
           const h = header(path, target);
           h.type = 'link';
-          h.linkname = ustarName(`./${e.target}`, 100);
-          h.pax.linkpath = `./${e.target}`;
+          h.linkname = `./${e.target}`; // written as the pax `linkpath` record
           await addEntry(h);
           break;
         }
         case 'symlink': {
           const h = header(path, e);
-          h.linkname = ustarName(e.target, 100);
-          h.pax.linkpath = e.target;
+          h.linkname = e.target;
           await addEntry(h);
           break;
         }
@@ -235,8 +226,6 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
     const r = await reader.readRoot(root);
     rootTree = r.tree;
     const rootHeader = header('.', { ...r, type: 'dir', name: '.' });
-    rootHeader.name = './';
-    rootHeader.pax.path = './';
     await addEntry(rootHeader);
     await walk(r.tree, '');
     pack.finalize();
@@ -244,7 +233,10 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
     return counts;
   } catch (err) {
     pack.destroy(err as Error);
-    if (typeof out === 'string') (dest as ReturnType<typeof createWriteStream>).destroy();
+    if (typeof out === 'string') {
+      (dest as ReturnType<typeof createWriteStream>).destroy();
+      await rm(out, { force: true }).catch(() => undefined); // no partial archive left behind
+    }
     throw toAwcError(err);
   }
 }
