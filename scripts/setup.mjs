@@ -16,6 +16,7 @@ const wanted = [
   ['make', 'make'],
   ['g++', 'g++'],
   ['python3', 'python3'],
+  ['setfattr', 'attr'],
 ];
 const missing = wanted.filter(([cmd]) => !has(cmd)).map(([, pkg]) => pkg);
 if (missing.length > 0) {

@@ -110,7 +110,7 @@ async function withFuse(src: ContentSource, fn: (mnt: string, fuse: ContentFuse,
   assert.deepEqual(errors, []);
 }
 
-describe('content FUSE', { skip }, () => {
+describe('content FUSE', { skip, timeout: 120_000 }, () => {
   it('serves stat, whole and ranged reads, ENOENT, large files and concurrent reads', async () => {
     const src = new MemSource();
     const small = Buffer.from('hello, content-addressed world\n');

@@ -71,7 +71,7 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
       say('  renamed docs/ -> documentation/');
     }
     if (existsSync(join(ws, '.git'))) {
-      const st = execFileSync('git', ['status', '--short'], { cwd: ws, encoding: 'utf8' });
+      const st = execFileSync('git', ['--no-optional-locks', 'status', '--short'], { cwd: ws, encoding: 'utf8' });
       say(`  $ git status --short\n${st.trimEnd().split('\n').map((l) => `    ${l}`).join('\n')}`);
     }
     const nodeOut = execFileSync(process.execPath, ['-e', 'console.log(require("./package.json").name)'], { cwd: ws, encoding: 'utf8' }).trim();

@@ -19,6 +19,7 @@
 import { EventEmitter } from 'node:events';
 import { closeSync, openSync, realpathSync, statSync, writeSync, writevSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
 import {
@@ -205,18 +206,23 @@ export class ContentFuse extends EventEmitter {
     if (this.state !== 'new') throw new AwcError('E_FUSE', `content FUSE already ${this.state}`);
     this.state = 'mounting';
     try {
-      let mp: string;
+      // Never stat/realpath the mount point itself before knowing it is not one of our FUSE mounts:
+      // a synchronous stat of a content FUSE served by this event loop deadlocks.
+      let mp = resolve(this.mountpoint);
       try {
-        mp = realpathSync(this.mountpoint);
-        if (!statSync(mp).isDirectory()) throw new Error('not a directory');
-      } catch (err) {
-        throw new AwcError('E_MOUNT_FAILED', `content FUSE mount point ${this.mountpoint} is not a directory`, { cause: err });
+        mp = join(realpathSync(dirname(mp)), basename(mp));
+      } catch {
+        /* reported below */
       }
-      this.mountedPath = mp;
       if (mountsAt(mp, 'fuse.awc').length > 0) {
         throw new AwcError('E_TARGET_BUSY', `a content FUSE is already mounted on ${mp}`, {
           hint: `Unmount it first (umount -l ${mp}); a stale one is left by a daemon that died.`,
         });
+      }
+      try {
+        if (!statSync(mp).isDirectory()) throw new Error('not a directory');
+      } catch (err) {
+        throw new AwcError('E_MOUNT_FAILED', `content FUSE mount point ${this.mountpoint} is not a directory`, { cause: err });
       }
       ensureFusectl();
       try {
@@ -229,6 +235,7 @@ export class ContentFuse extends EventEmitter {
       installExitHook();
       this.startWorkers();
 
+      this.mountedPath = mp;
       const initDone = new Promise<void>((resolve, reject) => (this.initWaiter = { resolve, reject }));
       initDone.catch(() => undefined);
       const args = ['-i', '-t', 'fuse.awc', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0,allow_other,ro', 'awc', mp];
