@@ -32,6 +32,7 @@ class MemSource implements ContentSource {
   readonly asyncHex = new Set<string>();
   readonly neverHex = new Set<string>();
   reads = 0;
+  maxLength = 0;
   add(data: Buffer, mode: 'sync' | 'async' | 'never' = 'sync'): string {
     const hex = hexOf(data);
     this.objects.set(hex, data);
@@ -45,6 +46,7 @@ class MemSource implements ContentSource {
   }
   read(hex: string, offset: number, length: number): Buffer | Promise<Buffer> {
     this.reads++;
+    this.maxLength = Math.max(this.maxLength, length);
     const b = this.objects.get(hex);
     if (!b) throw new Error(`no object ${hex}`);
     const slice = b.subarray(offset, Math.min(b.length, offset + length));
@@ -128,6 +130,7 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
 
     await withFuse(src, async (mnt, fuse) => {
       assert.ok(fuse.connectionId !== undefined && fuse.connectionId > 0);
+      assert.match(fuse.protocolVersion ?? '', /^7\.\d+$/);
       assert.ok(existsSync(`/sys/fs/fuse/connections/${fuse.connectionId}`));
       const info = mountsAt(mnt, 'fuse.awc');
       assert.equal(info.length, 1);
@@ -171,8 +174,10 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
         await fh.close();
       }
 
-      // large files, sync and async
+      // large files, sync and async; readahead raised to 1 MiB so sequential READs are 1 MiB
+      assert.equal(readFileSync(`/sys/class/bdi/0:${fuse.connectionId}/read_ahead_kb`, 'utf8').trim(), '1024');
       assert.ok((await fsp.readFile(pathOf(mnt, hBig))).equals(big));
+      assert.equal(src.maxLength, 1024 * 1024, 'max_pages 256 → 1 MiB READ requests');
       assert.ok((await fsp.readFile(pathOf(mnt, hBigAsync))).equals(bigAsync));
       const fh2 = await fsp.open(pathOf(mnt, hBig), 'r');
       try {
@@ -329,13 +334,23 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
     assert.ok(!readFileSync('/proc/self/mountinfo', 'latin1').includes(mnt));
   });
 
-  it('refuses a second mount on the same mount point and cleans up after a failed mount', async () => {
+  it('refuses a second mount on the same mount point, handles unmount during mount and failed mounts', async () => {
     const src = new MemSource();
     await withFuse(src, async (mnt) => {
       const second = new ContentFuse({ mountpoint: mnt, source: src });
       await assert.rejects(second.mount(), { code: 'E_TARGET_BUSY' });
       await second.unmount();
     });
+    // unmount() while mount() is still running waits for it, then tears down
+    const mnt2 = join(tempRoot(), 'content');
+    mkdirSync(mnt2);
+    const racing = new ContentFuse({ mountpoint: mnt2, source: src });
+    const mounting = racing.mount();
+    await racing.unmount();
+    await mounting;
+    assert.equal(mountsAt(mnt2).length, 0);
+    await racing.unmount();
+
     const bad = new ContentFuse({ mountpoint: join(tempRoot(), 'missing'), source: src });
     await assert.rejects(bad.mount(), { code: 'E_MOUNT_FAILED' });
     await bad.unmount();

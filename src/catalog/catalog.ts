@@ -95,6 +95,9 @@ export interface Catalog {
   /** Deletes a workspace row. @throws E_NOT_FOUND, E_ALREADY_MOUNTED */
   deleteWorkspace(namespace: string, id: string): Promise<void>;
 
+  /** Pack totals of a namespace: pack count, stored bytes (sum of pack object sizes), blob count (0s for an unknown namespace). */
+  packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }>;
+
   /** Closes the connection. */
   close(): Promise<void>;
 }

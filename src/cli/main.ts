@@ -8,6 +8,10 @@ import { DaemonClient } from '../daemon/client.js';
 import { HostDaemon } from '../daemon/host-daemon.js';
 import { Output, formatBytes } from './output.js';
 import { runMainDemo } from './demo-main.js';
+import { runFanoutDemo } from './demo-fanout.js';
+import { fetchDaemonText, flattenMetrics } from '../daemon/metrics.js';
+import { computeUsage, formatUsage } from '../service/usage.js';
+import { pathsOf } from '../service/config.js';
 
 interface Globals {
   home?: string;
@@ -237,12 +241,52 @@ daemon
     await new Promise(() => undefined);
   });
 
+program
+  .command('usage')
+  .description('what the current namespace costs: logical bytes, unique stored bytes, bytes materialised on this host')
+  .action(() =>
+    withAwc(async (awc, o) => {
+      const u = await computeUsage(awc);
+      o.result(u, () => formatUsage(u));
+    }),
+  );
+
+program
+  .command('metrics')
+  .description("print the host daemon's Prometheus metrics (never starts the daemon)")
+  .action(async () => {
+    // --json: {running: false} | {running: true, metrics: {<sample name>: number | [{labels, value}]}}
+    const o = out();
+    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
+    const client = new DaemonClient(config);
+    if (!(await client.running())) {
+      o.result({ running: false }, () => 'awcd is not running: metrics live in the host daemon (start it with `awc daemon start`)');
+      return;
+    }
+    if (o.json) {
+      const json = (await client.call('GET', '/v1/metrics.json', undefined, { start: false, timeoutMs: 10_000 })) as Parameters<typeof flattenMetrics>[0];
+      o.result({ running: true, metrics: flattenMetrics(json) }, () => '');
+    } else {
+      process.stdout.write((await fetchDaemonText(pathsOf(config.home).socket, '/metrics')).text);
+    }
+  });
+
 const demo = program.command('demo').description('guided demonstrations');
 demo
   .command('main')
   .description('the main job end to end on a real tree: import, fork, mount, edit, checkpoint, diff, export')
   .option('--source <dir>', 'tree to import (default: this project checkout with its node_modules)')
   .action((opts: { source?: string }) => runMainDemo({ home: globals().home, source: opts.source, json: globals().json === true }));
+demo
+  .command('fanout')
+  .description('N workspaces of one snapshot read the same files at once: backend reads, cache, host disk and daemon memory against N copies')
+  .option('--workspaces <n>', 'workspaces to fork and mount', '100')
+  .option('--files <f>', 'read only the first F regular files (default: all)')
+  .option('--source <dir>', 'tree to import (default: this project checkout with its node_modules)')
+  .option('--concurrency <c>', 'reads in flight at once across all mounts', '32')
+  .action(async (opts: { workspaces: string; files?: string; source?: string; concurrency: string }) => {
+    await runFanoutDemo({ home: globals().home, source: opts.source, workspaces: Number(opts.workspaces), files: opts.files === undefined ? undefined : Number(opts.files), concurrency: Number(opts.concurrency), json: globals().json === true });
+  });
 
 async function main(): Promise<void> {
   try {

@@ -73,6 +73,10 @@ export class DaemonClient {
         res.on('data', (d) => parts.push(d));
         res.on('end', () => {
           const text = Buffer.concat(parts).toString('utf8');
+          if (path === '/metrics' && res.statusCode === 200) {
+            resolve(text);
+            return;
+          }
           let json: { error?: ErrorJson } & Record<string, unknown>;
           try {
             json = text === '' ? {} : JSON.parse(text);
@@ -81,7 +85,6 @@ export class DaemonClient {
             return;
           }
           if (res.statusCode && res.statusCode >= 400) reject(AwcError.fromJSON(json.error ?? {}));
-          else if (path === '/metrics') resolve(text);
           else resolve(json);
         });
       });

@@ -10,11 +10,15 @@ import { SqlCatalog } from '../catalog/sql-catalog.js';
 import { FsObjectStore } from '../store/fs-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
-import { StoreContentSource } from '../host/store-content-source.js';
+import { ChunkCache } from '../host/chunk-cache.js';
+import { ChunkFetcher } from '../host/chunk-fetcher.js';
+import { CachedContentSource } from '../host/cached-content-source.js';
+import type { BlobIndex } from '../store/pack-types.js';
 import { buildLayer } from '../host/layer-builder.js';
 import { isMounted, mountOverlay, unmount } from '../host/mount-util.js';
 import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
+import { DaemonMetrics } from './metrics.js';
 
 /** Status answered on `GET /v1/status`. */
 export interface DaemonStatus {
@@ -36,6 +40,10 @@ export interface DaemonStatus {
  * - `POST /v1/mount {namespace, workspace, target}` → `{workspace, path, driver, resumed}`
  * - `POST /v1/unmount {namespace, workspace, force}` → `{workspace, path}`
  * - `POST /v1/stop` → unmounts everything (uppers are kept) and exits
+ * - `GET /metrics` → Prometheus text exposition (content type from the registry; see metrics.ts)
+ * - `GET /v1/metrics.json` → prom-client registry JSON `[{name, help, type, values: [{value, labels, metricName?}]}]`
+ * - `POST /v1/checkpoint-report {driver, durationMs, newBytes}` → `{ok: true}`: counts a
+ *   checkpoint the CLI ran (E_USAGE on invalid values)
  *
  * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Emits 'log'
  * events (`{level, msg, ...}`); never prints.
@@ -45,12 +53,17 @@ export class HostDaemon extends EventEmitter {
   private catalog!: Catalog;
   private store!: FsObjectStore;
   private readers = new Map<string, ContentReader>();
-  private source = new StoreContentSource();
+  private cache!: ChunkCache;
+  private fetcher!: ChunkFetcher;
+  private source!: CachedContentSource;
+  private indexes = new Map<string, BlobIndex>();
   private fuse?: ContentFuse;
   private server?: Server;
   private mounts = new Map<string, { namespace: string; path: string }>();
   private startedAt = new Date().toISOString();
   private stopping?: Promise<void>;
+  /** Prometheus metrics of this daemon (served on `GET /metrics`). */
+  readonly metrics = new DaemonMetrics();
 
   constructor(readonly config: AwcConfig) {
     super();
@@ -60,7 +73,7 @@ export class HostDaemon extends EventEmitter {
   private reader(ns: string): ContentReader {
     let r = this.readers.get(ns);
     if (!r) {
-      r = new ContentReader({ store: this.store, index: this.catalog.blobIndex(ns) });
+      r = new ContentReader({ store: this.store, index: this.blobIndex(ns) });
       this.readers.set(ns, r);
     }
     return r;
@@ -78,8 +91,20 @@ export class HostDaemon extends EventEmitter {
     this.store = new FsObjectStore(this.paths.objects);
     await mkdir(this.paths.content, { recursive: true });
     if (isMounted(this.paths.content)) await unmount(this.paths.content, true);
+    this.cache = new ChunkCache({ dir: this.paths.cache, budgetBytes: this.config.cacheBytes });
+    await this.cache.open();
+    this.fetcher = new ChunkFetcher({ store: this.store, cache: this.cache });
+    this.source = new CachedContentSource(this.fetcher);
+    this.wireCacheMetrics();
     this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source });
     this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
+    this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
+    this.metrics.addCollector(() => {
+      this.metrics.contentObjects.set(this.source.size);
+      this.metrics.cacheBytes.set(this.cache.bytes);
+      this.metrics.cacheBudgetBytes.set(this.cache.budgetBytes);
+      this.metrics.mountedWorkspaces.set(this.mounts.size);
+    });
     await this.fuse.mount();
     await rm(this.paths.socket, { force: true });
     this.server = createServer((req, res) => void this.handle(req, res));
@@ -100,7 +125,7 @@ export class HostDaemon extends EventEmitter {
       try {
         if (isMounted(ws.mountPath)) await unmount(ws.mountPath, true);
         await this.catalog.setMount(ws.id, null);
-        await this.mount(ws.namespace, ws.id, ws.mountPath);
+        await this.mount(ws.namespace, ws.id, ws.mountPath, 'remount');
         this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
       } catch (err) {
         this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
@@ -114,7 +139,7 @@ export class HostDaemon extends EventEmitter {
    * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
    * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND
    */
-  async mount(ns: string, wsId: string, target: string): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
+  async mount(ns: string, wsId: string, target: string, op: 'mount' | 'remount' = 'mount'): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
     const ws = await this.catalog.getWorkspace(ns, wsId);
     if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const pending = await readHostState(this.paths.workspaces, ws.id);
@@ -130,7 +155,7 @@ export class HostDaemon extends EventEmitter {
     }
     const reader = this.reader(ns);
     const layer = await buildLayer(reader, layerRoot, this.paths.layers);
-    this.source.register(layer.meta.contents, reader);
+    this.source.register(layer.meta.contents, this.blobIndex(ns));
     const dirs = workspaceDirs(this.paths.workspaces, ws.id);
     if (!pending) {
       await rm(dirs.dir, { recursive: true, force: true });
@@ -152,6 +177,8 @@ export class HostDaemon extends EventEmitter {
       throw err;
     }
     this.mounts.set(ws.id, { namespace: ns, path: target });
+    this.metrics.mountOperations.inc({ op, driver: 'overlay' });
+    this.metrics.mountedWorkspaces.set(this.mounts.size);
     return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
   }
 
@@ -165,7 +192,43 @@ export class HostDaemon extends EventEmitter {
     await unmount(ws.mountPath, force);
     await this.catalog.setMount(ws.id, null);
     this.mounts.delete(ws.id);
+    this.metrics.mountOperations.inc({ op: 'unmount', driver: 'overlay' });
+    this.metrics.mountedWorkspaces.set(this.mounts.size);
     return { workspace: ws.id, path: ws.mountPath };
+  }
+
+  /** The blob index of a namespace, one per namespace for the daemon's life. */
+  private blobIndex(ns: string): BlobIndex {
+    let i = this.indexes.get(ns);
+    if (!i) {
+      i = this.catalog.blobIndex(ns);
+      this.indexes.set(ns, i);
+    }
+    return i;
+  }
+
+  /** Maps chunk cache and fetcher events to metrics and log events. */
+  private wireCacheMetrics(): void {
+    const m = this.metrics;
+    this.fetcher.on('backend-read', (e: { bytes: number }) => {
+      m.backendReads.inc();
+      m.backendReadBytes.inc(e.bytes);
+    });
+    this.fetcher.on('join', () => m.singleflightJoins.inc());
+    this.cache.on('hit', () => m.cacheHits.inc());
+    this.cache.on('miss', () => m.cacheMisses.inc());
+    this.cache.on('evict', (e: { bytes: number }) => {
+      m.cacheEvictions.inc();
+      m.cacheEvictedBytes.inc(e.bytes);
+    });
+    this.cache.on('store', (e: { bytes: number }) => m.cacheInsertedBytes.inc(e.bytes));
+    this.cache.on('corrupt', (e: { digest: string; reason: string }) => {
+      m.cacheCorrupt.inc();
+      this.emit('log', { level: 'warn', msg: 'cache corrupt', digest: e.digest, reason: e.reason });
+    });
+    this.fetcher.on('integrity-error', (e: { digest: string; pack: string }) => this.emit('log', { level: 'error', msg: 'integrity', digest: e.digest, pack: e.pack }));
+    this.fetcher.on('refetch', (e: { digest: string; pack: string }) => this.emit('log', { level: 'warn', msg: 'refetch', digest: e.digest, pack: e.pack }));
+    this.fetcher.on('cache-error', (e: { digest: string; error: unknown }) => this.emit('log', { level: 'warn', msg: 'cache write failed', digest: e.digest, err: String(e.error) }));
   }
 
   status(): DaemonStatus {
@@ -193,6 +256,7 @@ export class HostDaemon extends EventEmitter {
       }
       this.mounts.clear();
       await this.fuse?.unmount();
+      await this.fetcher?.idle();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
       await rm(this.paths.socket, { force: true });
       await rm(this.paths.pidFile, { force: true });
@@ -204,6 +268,12 @@ export class HostDaemon extends EventEmitter {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
+      if (req.method === 'GET' && req.url === '/metrics') {
+        const data = Buffer.from(await this.metrics.text());
+        res.writeHead(200, { 'content-type': this.metrics.contentType, 'content-length': data.length });
+        res.end(data);
+        return;
+      }
       const body = req.method === 'POST' ? await readJson(req) : {};
       let out: unknown;
       switch (`${req.method} ${req.url}`) {
@@ -215,6 +285,13 @@ export class HostDaemon extends EventEmitter {
           break;
         case 'POST /v1/unmount':
           out = await this.unmount(str(body, 'namespace'), str(body, 'workspace'), body.force === true);
+          break;
+        case 'GET /v1/metrics.json':
+          out = await this.metrics.json();
+          break;
+        case 'POST /v1/checkpoint-report':
+          this.metrics.recordCheckpoint({ driver: str(body, 'driver'), durationMs: body.durationMs as number, newBytes: body.newBytes as number });
+          out = { ok: true };
           break;
         case 'POST /v1/stop':
           out = { stopping: true };

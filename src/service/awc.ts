@@ -318,6 +318,7 @@ export class Awc {
    * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable), E_NOT_MOUNTED (nothing to checkpoint from)
    */
   async checkpoint(wsRef: string, opts: { message?: string } = {}): Promise<CheckpointResult> {
+    const t0 = performance.now();
     const ws = await this.getWorkspace(wsRef);
     const head = await this.getSnapshot(ws.headSnapshotId);
     const state = await readHostState(this.paths.workspaces, ws.id);
@@ -327,6 +328,7 @@ export class Awc {
     const writer = this.writer();
     const scan = await this.scanState(state, writer);
     if (scan.root === head.root) {
+      await this.reportCheckpoint(state.driver, t0, 0);
       return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0 };
     }
     const packs = await writer.flush();
@@ -342,7 +344,29 @@ export class Awc {
       await recordStats(state.target, '', statCache);
       await writeHostState(this.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
     }
+    await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
     return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes };
+  }
+
+  /**
+   * Best effort: tells a running host daemon about a checkpoint that scanned a workspace
+   * (`POST /v1/checkpoint-report {driver, durationMs, newBytes}`) for its Prometheus
+   * metrics. Never starts the daemon, never throws, and waits at most ~1 s.
+   */
+  private async reportCheckpoint(driver: 'overlay' | 'copy', t0: number, newBytes: number): Promise<void> {
+    const body = { driver, durationMs: performance.now() - t0, newBytes };
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        // a late rejection after the timer won must not become an unhandled rejection
+        new DaemonClient(this.config).call('POST', '/v1/checkpoint-report', body, { start: false, timeoutMs: 1000 }).catch(() => undefined),
+        new Promise((r) => (timer = setTimeout(r, 1000)).unref()),
+      ]);
+    } catch {
+      // no daemon, an older daemon, or a slow one: metrics are not worth failing a checkpoint
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here) or head. */

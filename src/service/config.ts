@@ -15,6 +15,8 @@ export interface AwcConfig {
   mountDriver: MountDriverChoice;
   /** Target pack size in bytes. */
   packBytes: number;
+  /** Byte budget of the host chunk cache (`AWC_CACHE_BYTES`; default 10 GiB). */
+  cacheBytes: number;
   /** This host's name in the catalog (mount records). */
   host: string;
 }
@@ -28,6 +30,7 @@ export interface AwcPaths {
   pidFile: string;
   logFile: string;
   content: string;
+  cache: string;
   layers: string;
   workspaces: string;
 }
@@ -53,10 +56,11 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
       throw new AwcError('E_CONFIG', `cannot read ${join(home, 'config.json')}: ${(err as Error).message}`);
     }
   }
-  const merged: Record<string, unknown> = { namespace: 'default', mountDriver: 'auto', packBytes: 32 * 1024 * 1024, host: hostname(), ...file };
+  const merged: Record<string, unknown> = { namespace: 'default', mountDriver: 'auto', packBytes: 32 * 1024 * 1024, cacheBytes: 10 * 2 ** 30, host: hostname(), ...file };
   if (env.AWC_NAMESPACE) merged.namespace = env.AWC_NAMESPACE;
   if (env.AWC_MOUNT_DRIVER) merged.mountDriver = env.AWC_MOUNT_DRIVER;
   if (env.AWC_PACK_BYTES) merged.packBytes = Number(env.AWC_PACK_BYTES);
+  if (env.AWC_CACHE_BYTES) merged.cacheBytes = Number(env.AWC_CACHE_BYTES);
   if (env.AWC_HOST) merged.host = env.AWC_HOST;
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
   const ns = merged.namespace;
@@ -65,7 +69,9 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const pb = merged.packBytes as number;
   if (!Number.isInteger(pb) || pb < 1024 * 1024 || pb > 1024 * 1024 * 1024) throw new AwcError('E_CONFIG', `invalid packBytes ${JSON.stringify(merged.packBytes)}`, { hint: 'Use a whole number of bytes between 1 MiB and 1 GiB.' });
   if (typeof merged.host !== 'string' || merged.host === '') throw new AwcError('E_CONFIG', 'invalid host name');
-  return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, host: merged.host };
+  const cb = merged.cacheBytes as number;
+  if (!Number.isSafeInteger(cb) || cb < 0) throw new AwcError('E_CONFIG', `invalid cacheBytes ${JSON.stringify(merged.cacheBytes)}`, { hint: 'Use a whole number of bytes (0 disables the disk cache).' });
+  return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, cacheBytes: cb, host: merged.host };
 }
 
 /** Paths under the home directory. */
@@ -79,6 +85,7 @@ export function pathsOf(home: string): AwcPaths {
     pidFile: join(hostDir, 'awcd.pid'),
     logFile: join(hostDir, 'awcd.log'),
     content: join(hostDir, 'content'),
+    cache: join(hostDir, 'cache'),
     layers: join(hostDir, 'layers'),
     workspaces: join(hostDir, 'workspaces'),
   };

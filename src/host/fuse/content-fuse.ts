@@ -17,10 +17,10 @@
  * OPENDIR and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
  */
 import { EventEmitter } from 'node:events';
-import { closeSync, openSync, realpathSync, statSync, writeSync, writevSync } from 'node:fs';
+import { closeSync, openSync, realpathSync, statSync, writeFileSync, writeSync, writevSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
 import {
   CTRL_BATCH_FORGET,
@@ -81,6 +81,23 @@ export interface ContentFuseOptions {
   source: ContentSource;
   /** Worker threads doing blocking reads of /dev/fuse; default 2. */
   readers?: number;
+  /**
+   * After answering a request, keep polling the workers for the next one for this many
+   * microseconds before going back to the event loop (default 0 = off). Waking an idle event
+   * loop costs tens of µs on a VM, and a sequential reader sends its next request (one LOOKUP
+   * then one READ per file) within ~100 µs: on an idle 2-vCPU VM, 100 µs halved the cold
+   * per-file cost (216 → 95 µs). On a loaded host the spinning thread steals CPU from the
+   * readers and made it worse (≈130 → 190 µs/file at load 5 on 2 vCPUs), hence off by default;
+   * enable it on hosts with idle cores. Continuous handling yields to the event loop every 2 ms
+   * so timers, I/O and async misses still progress.
+   */
+  spinUs?: number;
+  /**
+   * Readahead of the mount's backing device in KiB (/sys/class/bdi/0:<id>/read_ahead_kb),
+   * default 1024 = max_pages: the kernel then asks for 1 MiB per READ on sequential reads
+   * instead of 128 KiB (measured 32 MiB: 256 READs → 32, 1.2 → 1.7 GB/s). 0 keeps the kernel default.
+   */
+  readAheadKb?: number;
 }
 
 /** Counters of a {@link ContentFuse}: requests received per opcode name (`lookup`, `read`, …). */
@@ -109,6 +126,8 @@ const READ_BUFFER_SIZE = Math.max(MAX_PAGES * 4096, IN_HEADER_SIZE + WRITE_IN_SI
 /** Background requests (async reads, readahead) the kernel keeps in flight. */
 const MAX_BACKGROUND = 64;
 const CONGESTION_THRESHOLD = 48;
+/** Longest stretch of synchronous request handling before yielding to the event loop (ms). */
+const SPIN_CAP_MS = 2;
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const DIR_NAMES: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
@@ -145,11 +164,16 @@ export class ContentFuse extends EventEmitter {
   private state: State = 'new';
   private fd = -1;
   private workers: Worker[] = [];
+  private ports: MessagePort[] = [];
+  private readonly spinMs: number;
+  private readonly readAheadKb: number;
   private readonly ctrl = new Int32Array(new SharedArrayBuffer(CTRL_SLOTS * 4));
   private connId: number | undefined;
   private unmountPromise: Promise<void> | undefined;
+  private mountPromise: Promise<void> | undefined;
   private initWaiter: { resolve: () => void; reject: (e: Error) => void } | undefined;
   private mountedPath = '';
+  private protoMinor: number | undefined;
 
   /** hex → node id, and node id - FIRST_FILE_ID → hex / size. */
   private readonly nodeByHex = new Map<string, number>();
@@ -173,11 +197,18 @@ export class ContentFuse extends EventEmitter {
     this.mountpoint = opts.mountpoint;
     this.source = opts.source;
     this.readerCount = Math.max(1, Math.floor(opts.readers ?? 2));
+    this.spinMs = Math.max(0, opts.spinUs ?? 0) / 1000;
+    this.readAheadKb = Math.max(0, Math.floor(opts.readAheadKb ?? MAX_PAGES * 4));
   }
 
   /** The FUSE connection id (the minor device number of the mount; /sys/fs/fuse/connections/<id>), once mounted. */
   get connectionId(): number | undefined {
     return this.connId;
+  }
+
+  /** The negotiated protocol version (`7.<minor>`, the kernel's minor), once INIT has been answered. */
+  get protocolVersion(): string | undefined {
+    return this.protoMinor === undefined ? undefined : `${FUSE_KERNEL_VERSION}.${this.protoMinor}`;
   }
 
   /** Request counters per opcode name, including FORGET/INTERRUPT dropped by the workers. */
@@ -202,9 +233,14 @@ export class ContentFuse extends EventEmitter {
    * in /proc/self/mountinfo. Mounts fusectl on /sys/fs/fuse/connections when missing (needed to
    * abort the connection later). Throws AwcError E_MOUNT_FAILED / E_TARGET_BUSY / E_PERMISSION.
    */
-  async mount(): Promise<void> {
-    if (this.state !== 'new') throw new AwcError('E_FUSE', `content FUSE already ${this.state}`);
+  mount(): Promise<void> {
+    if (this.state !== 'new') return Promise.reject(new AwcError('E_FUSE', `content FUSE already ${this.state}`));
     this.state = 'mounting';
+    this.mountPromise = this.doMount();
+    return this.mountPromise;
+  }
+
+  private async doMount(): Promise<void> {
     try {
       // Never stat/realpath the mount point itself before knowing it is not one of our FUSE mounts:
       // a synchronous stat of a content FUSE served by this event loop deadlocks.
@@ -251,7 +287,13 @@ export class ContentFuse extends EventEmitter {
         if (!m2) throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} does not show in /proc/self/mountinfo`);
         this.connId = m2.minor;
       }
-      if (this.state !== 'mounting') throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} was unmounted while mounting`);
+      if (this.readAheadKb > 0) {
+        try {
+          writeFileSync(`/sys/class/bdi/0:${this.connId}/read_ahead_kb`, String(this.readAheadKb));
+        } catch (err) {
+          this.emitError(new AwcError('E_FUSE', `cannot set readahead of content FUSE: ${String(err)}`, { cause: err }));
+        }
+      }
       this.state = 'mounted';
     } catch (err) {
       await (this.unmountPromise ??= this.teardown());
@@ -266,6 +308,14 @@ export class ContentFuse extends EventEmitter {
    */
   unmount(): Promise<void> {
     if (this.state === 'new' || this.state === 'closed') return this.unmountPromise ?? Promise.resolve();
+    if (this.state === 'mounting' && this.mountPromise) {
+      // Let the mount settle first (mount(8) may still be running); a failed mount tears itself down.
+      const after = this.mountPromise.then(
+        () => this.unmount(),
+        () => this.unmountPromise ?? Promise.resolve(),
+      );
+      return after;
+    }
     this.unmountPromise ??= this.teardown();
     return this.unmountPromise;
   }
@@ -284,14 +334,44 @@ export class ContentFuse extends EventEmitter {
   private startWorkers(): void {
     const url = new URL('./reader-worker.js', import.meta.url);
     for (let i = 0; i < this.readerCount; i++) {
-      const data: ReaderWorkerData = { fd: this.fd, bufSize: READ_BUFFER_SIZE, ctrl: this.ctrl.buffer as SharedArrayBuffer };
-      const w = new Worker(url, { workerData: data, name: `awc-fuse-reader-${i}` });
-      w.on('message', (msg: ArrayBuffer | ReaderWorkerMessage) => {
-        if (msg instanceof ArrayBuffer) this.dispatch(Buffer.from(msg));
-        else this.emitError(new AwcError('E_FUSE', `content FUSE reader failed: ${msg.code} ${msg.message}`));
+      const { port1, port2 } = new MessageChannel();
+      const data: ReaderWorkerData = { fd: this.fd, bufSize: READ_BUFFER_SIZE, ctrl: this.ctrl.buffer as SharedArrayBuffer, port: port2 };
+      const w = new Worker(url, { workerData: data, transferList: [port2], name: `awc-fuse-reader-${i}` });
+      port1.on('message', (msg: ArrayBuffer | ReaderWorkerMessage) => {
+        this.onMessage(msg);
+        this.spin();
       });
+      port1.unref(); // the Worker keeps the process alive while mounted, not the port
       w.on('error', (err) => this.emitError(err));
       this.workers.push(w);
+      this.ports.push(port1);
+    }
+  }
+
+  private onMessage(msg: ArrayBuffer | ReaderWorkerMessage): void {
+    if (msg instanceof ArrayBuffer) this.dispatch(Buffer.from(msg));
+    else this.emitError(new AwcError('E_FUSE', `content FUSE reader failed: ${msg.code} ${msg.message}`));
+  }
+
+  /** Busy-polls the worker ports for up to spinMs after the last request (capped at SPIN_CAP_MS). */
+  private spin(): void {
+    if (this.spinMs <= 0) return;
+    const start = performance.now();
+    const cap = start + SPIN_CAP_MS;
+    let deadline = start + this.spinMs;
+    const ports = this.ports;
+    for (;;) {
+      let got = false;
+      for (let i = 0; i < ports.length; i++) {
+        const r = receiveMessageOnPort(ports[i]!);
+        if (r) {
+          this.onMessage(r.message as ArrayBuffer | ReaderWorkerMessage);
+          got = true;
+        }
+      }
+      const now = performance.now();
+      if (got) deadline = now + this.spinMs;
+      if (now >= deadline || now >= cap || this.state === 'closed') return;
     }
   }
 
@@ -349,6 +429,8 @@ export class ContentFuse extends EventEmitter {
       ),
     );
     this.workers = [];
+    for (const p of this.ports) p.close();
+    this.ports = [];
     // 5. Close the device.
     if (this.fd >= 0) {
       try {
@@ -453,6 +535,7 @@ export class ContentFuse extends EventEmitter {
       flags2: 0,
     });
     this.write(out, OUT_HEADER_SIZE + INIT_OUT_SIZE);
+    this.protoMinor = init.minor;
     this.initWaiter?.resolve();
     this.initWaiter = undefined;
   }

@@ -3,8 +3,12 @@
  * the data passed at worker start and the layout of the shared control array.
  */
 
+import type { MessagePort } from 'node:worker_threads';
+
 /** Data passed to a reader worker at start. */
 export interface ReaderWorkerData {
+  /** Where to post requests: the main thread polls the other end with receiveMessageOnPort while it spins. */
+  port: MessagePort;
   /** The open `/dev/fuse` descriptor (shared by all threads of the process). */
   fd: number;
   /** Size of the read buffer: ≥ FUSE_MIN_READ_BUFFER and ≥ in_header + write_in + max_write. */

@@ -8,7 +8,8 @@
  * each request to exactly one reader.
  *
  * The worker copies each request out of its 1 MiB read buffer into an exact-size ArrayBuffer and
- * transfers it to the main thread. FORGET, BATCH_FORGET and INTERRUPT need no reply and no state
+ * transfers it to the main thread through its own MessagePort (not parentPort, so the main thread
+ * can poll it synchronously with receiveMessageOnPort while it busy-waits for the next request). FORGET, BATCH_FORGET and INTERRUPT need no reply and no state
  * here (node ids are never recycled), so they are dropped in the worker and only counted in the
  * shared control array.
  *
@@ -24,9 +25,8 @@ const OP_INTERRUPT = 36;
 const OP_BATCH_FORGET = 42;
 
 function run(): void {
-  const port = parentPort;
-  if (!port) return;
-  const { fd, bufSize, ctrl: ctrlSab } = workerData as ReaderWorkerData;
+  if (!parentPort) return;
+  const { fd, bufSize, ctrl: ctrlSab, port } = workerData as ReaderWorkerData;
   const ctrl = new Int32Array(ctrlSab);
   const buf = Buffer.allocUnsafe(bufSize);
   for (;;) {

@@ -1,0 +1,165 @@
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Awc } from '../src/service/awc.js';
+import { DaemonClient } from '../src/daemon/client.js';
+import { lazyUnmountUnder, type TreeStats } from './util.js';
+
+/** The project checkout (dist/bench/ → two levels up). */
+export const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
+/** The compiled CLI. */
+export const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+
+/** Every figure id the suite produces (per tree; `build` and `test` on tree (a) only). */
+export const FIGURE_IDS = ['fork', 'fork-mount', 'first-mount', 'cli-fork-mount', 'read-warm', 'read-cold', 'build', 'test', 'fanout-backend', 'fanout-disk', 'daemon-rss'] as const;
+export type FigureId = (typeof FIGURE_IDS)[number];
+
+/** One row of the result table. */
+export interface Figure {
+  id: FigureId;
+  tree: 'a' | 'b';
+  name: string;
+  /** AWC's value, in `unit`. */
+  awc: number;
+  unit: string;
+  /** The primary baseline's value (same unit), or null when the figure has none. */
+  baseline: number | null;
+  /** Further baselines by name (same unit). */
+  baselines: Record<string, number | null>;
+  /** AWC against the primary baseline, as the target reads it (e.g. AWC/native time, AWC/native throughput). */
+  ratio: number | null;
+  awcText: string;
+  baselineText: string;
+  ratioText: string;
+  target: string;
+  /** Whether the target is met; null when it could not be measured on this build. */
+  met: boolean | null;
+  notes: string[];
+}
+
+/** Options of a run. */
+export interface RunOptions {
+  quick: boolean;
+  /** Figure ids to run (empty: all). */
+  only: Set<string>;
+  log: (s: string) => void;
+}
+
+/** Iteration counts by mode. */
+export interface Plan {
+  forkIters: number;
+  forkMountIters: number;
+  cliIters: number;
+  cpIters: number;
+  worktreeIters: number;
+  readIters: number;
+  buildIters: number;
+  fanoutWorkspaces: number;
+  fanoutFiles: number | undefined;
+  testFiles: string[];
+  /** Fill the local npm cache (network) before the timed `npm ci --offline` runs. */
+  primeNpmCache: boolean;
+}
+
+/** A tree under test and its AWC home. */
+export interface TreeCtx {
+  label: 'a' | 'b';
+  title: string;
+  /** Native directory (the import source, and the native baseline). */
+  dir: string;
+  stats: TreeStats;
+  /** Git repository for the worktree baseline (a copy of the checkout, or the big tree). */
+  repo: string;
+  home: string;
+  awc: Awc;
+  snapshotId: string;
+  importMs: number;
+  storedBytes: number;
+  /** Scratch space for mounts and copies. */
+  scratch: string;
+  plan: Plan;
+  /** Baseline times (ms) measured once per tree, shared by the fork and fork+mount rows. */
+  baselines?: { cpA: number; worktree: number | null; worktreeError?: string; worktreeMs?: { checkout: number; install: number } };
+}
+
+/** Opens the service on a bench home, forcing the overlay driver (the figures are about it). */
+export function openAwc(home: string): Promise<Awc> {
+  return Awc.open({ home, mountDriver: 'overlay' });
+}
+
+/** Unmounts every workspace mounted on this home (discarding their changes), leaving the daemon up. */
+export async function unmountAll(awc: Awc): Promise<void> {
+  for (const ws of await awc.listWorkspaces()) {
+    if (ws.mountState !== 'mounted') continue;
+    try {
+      await awc.unmount(ws.id, { discard: true, force: true });
+    } catch {
+      // stopDaemon and the lazy fallback handle it
+    }
+  }
+}
+
+/** Stops the home's daemon (it unmounts what is left) and waits until it is gone; kills our own daemon by pid if it hangs. */
+export async function stopDaemon(awc: Awc): Promise<void> {
+  const client = new DaemonClient(awc.config);
+  const pidFile = awc.paths.pidFile;
+  const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : NaN;
+  try {
+    await client.call('POST', '/v1/stop', {}, { start: false, timeoutMs: 30_000 });
+  } catch {
+    // not running
+  }
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline && (await client.running())) await new Promise((r) => setTimeout(r, 100));
+  if (Number.isInteger(pid) && pid > 0 && alive(pid)) {
+    await new Promise((r) => setTimeout(r, 1000));
+    if (alive(pid)) process.kill(pid, 'SIGKILL');
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('daemon');
+  } catch {
+    return false;
+  }
+}
+
+/** Starts the home's daemon (fresh: stopped first), returning how long the start took. */
+export async function restartDaemon(awc: Awc, opts: { clearCache?: boolean } = {}): Promise<number> {
+  await unmountAll(awc);
+  await stopDaemon(awc);
+  if (opts.clearCache) rmSync(join(awc.paths.hostDir, 'cache'), { recursive: true, force: true });
+  const t0 = performance.now();
+  await new DaemonClient(awc.config).start();
+  return performance.now() - t0;
+}
+
+/** Everything a tree context owns: mounts, daemon, catalog. Never throws. */
+export async function closeTree(ctx: TreeCtx): Promise<void> {
+  try {
+    await unmountAll(ctx.awc);
+  } catch {
+    // fall through
+  }
+  try {
+    await stopDaemon(ctx.awc);
+  } catch {
+    // fall through
+  }
+  lazyUnmountUnder(ctx.scratch);
+  lazyUnmountUnder(ctx.home);
+  try {
+    await ctx.awc.close();
+  } catch {
+    // already closed
+  }
+}
+
+/** `x` as "0.12×". */
+export function fmtRatio(x: number | null): string {
+  if (x === null || !Number.isFinite(x)) return '—';
+  if (x < 0.01) return `${x.toExponential(1)}×`;
+  return `${x.toFixed(x < 10 ? 2 : 0)}×`;
+}

@@ -1,0 +1,92 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fmtRatio, unmountAll, type Figure, type TreeCtx } from './common.js';
+import { fmtMs, median, runTimed } from './util.js';
+
+/**
+ * A real build and test inside a mounted workspace against the same on native disk: this
+ * project's own `tsc -p .` (dist/ removed before every run, so each run writes every output:
+ * into the upper in the workspace), then a subset of its node:test files. Runs alternate
+ * between the workspace and the native tree; in the full run one warm-up build each comes
+ * first (reported separately: the workspace's first build also fetches file contents lazily).
+ */
+export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<Figure[]> {
+  const dir = join(ctx.scratch, 'build');
+  const [ws] = await ctx.awc.fork(ctx.snapshotId);
+  await ctx.awc.mount(ws.id, dir);
+  const tsc = [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'];
+  const build = async (cwd: string) => {
+    rmSync(join(cwd, 'dist'), { recursive: true, force: true });
+    return (await runTimed(process.execPath, tsc, { cwd })).ms;
+  };
+  const test = async (cwd: string) => (await runTimed(process.execPath, ['--test', '--test-concurrency=1', ...ctx.plan.testFiles], { cwd })).ms;
+  try {
+    const warm = ctx.plan.buildIters > 1;
+    let firstAwc: number | undefined;
+    let firstNative: number | undefined;
+    if (warm) {
+      firstAwc = await build(dir);
+      firstNative = await build(ctx.dir);
+      log(`  first builds: workspace ${fmtMs(firstAwc)}, native ${fmtMs(firstNative)}`);
+    }
+    const a: number[] = [];
+    const n: number[] = [];
+    for (let i = 0; i < ctx.plan.buildIters; i++) {
+      if (i % 2 === 0) {
+        a.push(await build(dir));
+        n.push(await build(ctx.dir));
+      } else {
+        n.push(await build(ctx.dir));
+        a.push(await build(dir));
+      }
+    }
+    log(`  tsc -p .: workspace ${a.map(fmtMs).join(', ')}; native ${n.map(fmtMs).join(', ')}`);
+    const ta: number[] = [];
+    const tn: number[] = [];
+    for (let i = 0; i < ctx.plan.buildIters; i++) {
+      ta.push(await test(dir));
+      tn.push(await test(ctx.dir));
+    }
+    log(`  node --test (subset): workspace ${ta.map(fmtMs).join(', ')}; native ${tn.map(fmtMs).join(', ')}`);
+    const ma = median(a);
+    const mn = median(n);
+    const sa = median(ta);
+    const sn = median(tn);
+    return [
+      {
+        id: 'build',
+        tree: ctx.label,
+        name: "this project's own build (`tsc -p .`) in a mounted workspace",
+        awc: ma,
+        unit: 'ms',
+        baseline: mn,
+        baselines: { native: mn },
+        ratio: ma / mn,
+        awcText: `${fmtMs(ma)} median of ${a.length}${firstAwc === undefined ? '' : ` (first build ${fmtMs(firstAwc)})`}`,
+        baselineText: `native ${fmtMs(mn)}${firstNative === undefined ? '' : ` (first ${fmtMs(firstNative)})`}`,
+        ratioText: `${fmtRatio(ma / mn)} native time`,
+        target: '≤ 1.10× native time',
+        met: ma / mn <= 1.1,
+        notes: ['dist/ removed before each run; runs alternate between the workspace and the native tree.'],
+      },
+      {
+        id: 'test',
+        tree: ctx.label,
+        name: `a subset of its tests (\`node --test ${ctx.plan.testFiles.map((f) => f.replace('dist/test/', '')).join(' ')}\`)`,
+        awc: sa,
+        unit: 'ms',
+        baseline: sn,
+        baselines: { native: sn },
+        ratio: sa / sn,
+        awcText: `${fmtMs(sa)} median of ${ta.length}`,
+        baselineText: `native ${fmtMs(sn)}`,
+        ratioText: `${fmtRatio(sa / sn)} native time`,
+        target: '≤ 1.10× native time',
+        met: sa / sn <= 1.1,
+        notes: ['Runs the test files the build just compiled, inside the workspace and on the native tree.'],
+      },
+    ];
+  } finally {
+    await unmountAll(ctx.awc);
+  }
+}

@@ -1,0 +1,111 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fmtRatio, restartDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
+import { snapshotMetrics, parseProm, fetchMetrics } from './prom.js';
+import { dropCaches, fmtBytes, fmtMs, median, readAllSync, runTimed } from './util.js';
+
+const MBps = (bytes: number, ms: number) => bytes / 1e6 / (ms / 1000);
+
+/** A fresh workspace of the tree's snapshot, mounted under scratch. */
+async function freshMount(ctx: TreeCtx, name: string): Promise<string> {
+  const dir = join(ctx.scratch, name);
+  const [ws] = await ctx.awc.fork(ctx.snapshotId);
+  await ctx.awc.mount(ws.id, dir);
+  return dir;
+}
+
+/**
+ * Read of every file, warm: every regular file of the tree read once, sequentially with
+ * blocking reads into a 1 MiB buffer (like cat/tar/grep -r), after one warm-up pass; median of
+ * plan.readIters passes through a mounted workspace and on the native tree.
+ */
+export async function figReadWarm(ctx: TreeCtx): Promise<Figure> {
+  const paths = ctx.stats.paths;
+  const dir = await freshMount(ctx, 'read-warm');
+  // diagnostic baseline: overlayfs itself, over the native tree (no AWC, no FUSE)
+  const po = join(ctx.scratch, 'plain-overlay');
+  for (const d of ['upper', 'work', 'mnt']) mkdirSync(join(po, d), { recursive: true });
+  await runTimed('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${ctx.dir},upperdir=${po}/upper,workdir=${po}/work`, `${po}/mnt`]);
+  try {
+    readAllSync(dir, paths);
+    readAllSync(ctx.dir, paths);
+    readAllSync(`${po}/mnt`, paths);
+    const a: number[] = [];
+    const n: number[] = [];
+    const o: number[] = [];
+    for (let i = 0; i < ctx.plan.readIters; i++) {
+      a.push(readAllSync(dir, paths).ms);
+      n.push(readAllSync(ctx.dir, paths).ms);
+      o.push(readAllSync(`${po}/mnt`, paths).ms);
+    }
+    const bytes = ctx.stats.pathBytes;
+    const awc = MBps(bytes, median(a));
+    const native = MBps(bytes, median(n));
+    const plain = MBps(bytes, median(o));
+    return {
+      id: 'read-warm',
+      tree: ctx.label,
+      name: 'read of every file, warm',
+      awc,
+      unit: 'MB/s',
+      baseline: native,
+      baselines: { native: native, 'plain overlayfs over the native tree': plain },
+      ratio: awc / native,
+      awcText: `${awc.toFixed(0)} MB/s (${fmtMs(median(a))} for ${paths.length} files, ${fmtBytes(bytes)})`,
+      baselineText: `native ${native.toFixed(0)} MB/s (${fmtMs(median(n))}); plain overlayfs over the native tree ${plain.toFixed(0)} MB/s (${fmtMs(median(o))})`,
+      ratioText: `${fmtRatio(awc / native)} native; ${fmtRatio(awc / plain)} plain overlayfs`,
+      target: '≥ 0.9× native throughput',
+      met: awc / native >= 0.9,
+      notes: [`Sequential blocking reads (1 MiB buffer), one warm-up pass each, then ${a.length} rounds alternating workspace, native tree and a plain overlayfs (lowerdir = the native tree, no AWC, no FUSE: what overlayfs itself costs); medians.`],
+    };
+  } finally {
+    await unmountAll(ctx.awc);
+    await runTimed('umount', [`${po}/mnt`]).catch(() => runTimed('umount', ['-l', `${po}/mnt`]).catch(() => undefined));
+  }
+}
+
+/**
+ * Read of every file once, cold: a fresh daemon with an empty chunk cache, a fresh mount, then
+ * `sync; echo 3 > /proc/sys/vm/drop_caches` right before reading (page cache, dentries and
+ * inodes gone: layer metadata, catalog and packs of the directory object store all come from
+ * disk). Native: the same read of the native tree after dropping the caches.
+ */
+export async function figReadCold(ctx: TreeCtx): Promise<Figure> {
+  const paths = ctx.stats.paths;
+  await restartDaemon(ctx.awc, { clearCache: true });
+  const dir = await freshMount(ctx, 'read-cold');
+  try {
+    dropCaches();
+    const m0 = await snapshotMetrics(ctx.awc.paths.socket);
+    const a = readAllSync(dir, paths);
+    const later = parseProm(await fetchMetrics(ctx.awc.paths.socket).catch(() => ''));
+    const backendReads = m0.delta(later, 'awc_backend_reads_total');
+    const backendBytes = m0.delta(later, 'awc_backend_read_bytes_total');
+    const fuseReads = m0.delta(later, 'awc_fuse_operations_total', { op: 'read' });
+    const fuseLookups = m0.delta(later, 'awc_fuse_operations_total', { op: 'lookup' });
+    dropCaches();
+    const n = readAllSync(ctx.dir, paths);
+    const ratio = a.ms / n.ms;
+    return {
+      id: 'read-cold',
+      tree: ctx.label,
+      name: 'read of every file once, cold host cache (directory object store)',
+      awc: a.ms,
+      unit: 'ms',
+      baseline: n.ms,
+      baselines: { 'native after drop_caches': n.ms },
+      ratio,
+      awcText: `${fmtMs(a.ms)} (${MBps(a.bytes, a.ms).toFixed(0)} MB/s)`,
+      baselineText: `native ${fmtMs(n.ms)} (${MBps(n.bytes, n.ms).toFixed(0)} MB/s)`,
+      ratioText: `${fmtRatio(ratio)} native time`,
+      target: '≤ 3× native time',
+      met: ratio <= 3,
+      notes: [
+        `${paths.length} files, ${fmtBytes(a.bytes)}; content FUSE: ${fuseLookups} LOOKUPs, ${fuseReads} READs; backend: ${backendReads} reads, ${fmtBytes(backendBytes)}${backendReads === 0 && fuseReads > 0 ? ' (the daemon does not count backend reads yet)' : ''}.`,
+        'Sequential blocking reads (1 MiB buffer), one pass.',
+      ],
+    };
+  } finally {
+    await unmountAll(ctx.awc);
+  }
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env node
+/**
+ * The AWC benchmark suite: every figure of docs/benchmarks.md in one run on one machine, each
+ * next to its baseline from the same run.
+ *
+ *   node dist/bench/run.js [--quick] [--only <group>[,<group>…]] [--out FILE] [--json] [--keep] [--cache-dir DIR]
+ *
+ * Groups: fork, mount (fork-mount, first-mount, cli-fork-mount), read-warm, read-cold,
+ * build (build, test), fanout (fanout-backend, fanout-disk, daemon-rss); a figure id selects
+ * its group. Trees: (a) a copy of this checkout with its node_modules (dist/ left out);
+ * (b) unless --quick, a tree of real npm packages ≥ 10× (a), built once under the cache dir
+ * (default /var/tmp/awc-bench/big-tree) and reused. `--quick`: tree (a) only, few iterations,
+ * 10 workspaces, no network. Without --quick and --only, docs/benchmarks.md is rewritten (or
+ * --out FILE). Needs root, /dev/fuse and Linux ≥ 6.5 (the overlay driver).
+ */
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { detectDriver } from '../src/host/doctor.js';
+import { ensureBigTree } from './big-tree.js';
+import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } from './common.js';
+import { figBuild } from './fig-build.js';
+import { figFanout } from './fig-fanout.js';
+import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
+import { figReadCold, figReadWarm } from './fig-read.js';
+import { renderMarkdown, renderTable, type BenchResult } from './report.js';
+import { fmtBytes, fmtMs, lazyUnmountUnder, machineInfo, mountsUnder, now, runTimed, treeStats } from './util.js';
+
+const GROUPS: Record<string, string[]> = {
+  fork: ['fork'],
+  mount: ['fork-mount', 'first-mount', 'cli-fork-mount'],
+  'read-warm': ['read-warm'],
+  'read-cold': ['read-cold'],
+  build: ['build', 'test'],
+  fanout: ['fanout-backend', 'fanout-disk', 'daemon-rss'],
+};
+
+interface Args {
+  quick: boolean;
+  only: Set<string>;
+  out?: string;
+  json: boolean;
+  keep: boolean;
+  cacheDir: string;
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { quick: false, only: new Set(), json: false, keep: false, cacheDir: '/var/tmp/awc-bench' };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const val = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${k} needs a value`);
+      return v;
+    };
+    if (k === '--quick') a.quick = true;
+    else if (k === '--json') a.json = true;
+    else if (k === '--keep') a.keep = true;
+    else if (k === '--out') a.out = val();
+    else if (k === '--cache-dir') a.cacheDir = resolve(val());
+    else if (k === '--only') {
+      for (const name of val().split(',')) {
+        const g = Object.entries(GROUPS).find(([group, ids]) => group === name || ids.includes(name));
+        if (!g) throw new Error(`--only: unknown figure ${JSON.stringify(name)} (groups: ${Object.keys(GROUPS).join(', ')}; ids: ${Object.values(GROUPS).flat().join(', ')})`);
+        a.only.add(g[0]);
+      }
+    } else if (k === '--help' || k === '-h') {
+      process.stdout.write('usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR]\n');
+      process.exit(0);
+    } else throw new Error(`unknown argument ${k}`);
+  }
+  return a;
+}
+
+function plan(quick: boolean, tree: 'a' | 'b'): Plan {
+  if (quick) {
+    return { forkIters: 5, forkMountIters: 5, cliIters: 2, cpIters: 1, worktreeIters: 1, readIters: 1, buildIters: 1, fanoutWorkspaces: 10, fanoutFiles: 1000, testFiles: ['dist/test/fastcdc.test.js'], primeNpmCache: false };
+  }
+  return {
+    forkIters: 25,
+    forkMountIters: 20,
+    cliIters: 5,
+    cpIters: tree === 'a' ? 3 : 2,
+    worktreeIters: tree === 'a' ? 2 : 1,
+    readIters: 3,
+    buildIters: 3,
+    fanoutWorkspaces: 100,
+    // tree (b): 100 × all 100k+ files would be ~10^7 opens; the first 10 000 files show the same economics
+    fanoutFiles: tree === 'a' ? undefined : 10_000,
+    testFiles: ['dist/test/fastcdc.test.js', 'dist/test/tree.test.js', 'dist/test/pack.test.js', 'dist/test/diff.test.js'],
+    primeNpmCache: true,
+  };
+}
+
+async function main(): Promise<number> {
+  const args = parseArgs(process.argv.slice(2));
+  const log = (s: string) => process.stderr.write(s + '\n');
+  const want = (group: string) => args.only.size === 0 || args.only.has(group);
+  const t0 = now();
+  if (process.getuid?.() !== 0) throw new Error('the benchmark needs root (overlay mounts, drop_caches)');
+  const doc = detectDriver('overlay');
+  if (doc.driver !== 'overlay') throw new Error(`the benchmark needs the overlay driver: ${doc.reason}`);
+  mkdirSync(args.cacheDir, { recursive: true });
+  const runDir = mkdtempSync(join(args.cacheDir, 'run-'));
+  log(`AWC benchmark${args.quick ? ' (quick)' : ''} — scratch ${runDir}`);
+  const machine = machineInfo(runDir);
+  const ctxs: TreeCtx[] = [];
+  const figures: Figure[] = [];
+  const trees: BenchResult['trees'] = [];
+  try {
+    // tree (a): a still copy of this checkout with its node_modules (dist/ is build output and changes)
+    const treeA = join(runDir, 'tree-a');
+    await runTimed('cp', ['-a', PROJECT.replace(/\/$/, ''), treeA]);
+    for (const d of ['dist', '.awc-test']) rmSync(join(treeA, d), { recursive: true, force: true });
+    const sources: { label: 'a' | 'b'; title: string; dir: string }[] = [{ label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA }];
+    if (!args.quick) {
+      const aBytes = treeStats(treeA).bytes;
+      const big = await ensureBigTree({ cacheDir: args.cacheDir, minBytes: 10 * aBytes, log });
+      sources.push({ label: 'b', title: `real npm packages (${big.packages.length} top-level: ${big.packages.slice(0, 8).join(', ')}, …) as a git repo with package.json + lockfile`, dir: big.dir });
+    }
+    for (const s of sources) {
+      log(`\n== tree (${s.label}): ${s.dir}`);
+      const stats = treeStats(s.dir);
+      const home = join(runDir, `home-${s.label}`);
+      const scratch = join(runDir, `scratch-${s.label}`);
+      mkdirSync(scratch, { recursive: true });
+      const awc = await openAwc(home);
+      const ti = now();
+      const snap = await awc.importSnapshot(s.dir, { name: `tree-${s.label}` });
+      const importMs = now() - ti;
+      log(`  ${stats.files} files, ${fmtBytes(stats.bytes)}; imported in ${fmtMs(importMs)} (stored ${fmtBytes(snap.storedBytes)})`);
+      const ctx: TreeCtx = { label: s.label, title: s.title, dir: s.dir, stats, repo: s.dir, home, awc, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes, scratch, plan: plan(args.quick, s.label) };
+      ctxs.push(ctx);
+      trees.push({ label: s.label, title: s.title, dir: s.dir, files: stats.files, bytes: stats.bytes, dirs: stats.dirs, symlinks: stats.symlinks, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes });
+      const prev = (id: string) => (s.label === 'b' ? figures.find((f) => f.id === id && f.tree === 'a') : undefined);
+      const add = (fs: Figure | Figure[]) => {
+        for (const f of Array.isArray(fs) ? fs : [fs]) {
+          figures.push(f);
+          log(`  ${f.id}: ${f.awcText} | ${f.baselineText} | ${f.ratioText} | ${f.met === null ? '—' : f.met ? 'met' : 'NOT MET'}`);
+        }
+      };
+      try {
+        if (want('fork') || want('mount')) {
+          log('  baselines (cp -a; git worktree add + npm ci --offline --ignore-scripts)…');
+          ctx.baselines = await measureBaselines(ctx, log);
+        }
+        if (want('fork')) add(await figFork(ctx, prev('fork')));
+        if (want('mount')) add(await figForkMount(ctx, prev('fork-mount'), log));
+        if (want('read-warm')) add(await figReadWarm(ctx));
+        if (want('read-cold')) add(await figReadCold(ctx));
+        if (want('build') && s.label === 'a') add(await figBuild(ctx, log));
+        if (want('fanout')) add(await figFanout(ctx, log));
+      } finally {
+        await closeTree(ctx);
+      }
+    }
+  } finally {
+    for (const c of ctxs) await closeTree(c);
+    lazyUnmountUnder(runDir);
+    if (mountsUnder(runDir).length > 0) log(`warning: mounts remain under ${runDir}; not removing it`);
+    else if (!args.keep) rmSync(runDir, { recursive: true, force: true });
+  }
+  const result: BenchResult = { quick: args.quick, machine, trees, figures, durationMs: now() - t0, loadAvgEnd: loadavg(), plan: Object.fromEntries(ctxs.map((c) => [c.label, c.plan])) };
+  if (args.json) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+  else process.stdout.write('\n' + renderTable(result) + '\n');
+  const out = args.out ?? (args.quick || args.only.size > 0 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
+  if (out) {
+    const analysisFile = join(PROJECT, 'bench', 'ANALYSIS.md');
+    const analysis = existsSync(analysisFile) ? readFileSync(analysisFile, 'utf8') : undefined;
+    writeFileSync(out, renderMarkdown(result, analysis));
+    log(`\nwrote ${out}`);
+  }
+  log(`done in ${fmtMs(result.durationMs)}`);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`bench: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,290 @@
+import { lstat, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { digestHex } from '../core/digest.js';
+import { readHostState, workspaceDirs } from '../host/workspace-state.js';
+import { formatBytes } from '../core/format-bytes.js';
+import type { Awc } from './awc.js';
+
+/**
+ * `awc usage`: what a namespace costs (DESIGN §6 Economics). All sizes are bytes.
+ *
+ * Three measures:
+ * - **logical**: what the workspaces would occupy as full copies, i.e. the sum over
+ *   workspaces of their head snapshot's `byteCount` (regular-file bytes, hardlinked inodes
+ *   once). Snapshots also carry their own logical size.
+ * - **unique stored**: the sum of the sizes of the namespace's pack objects in the object
+ *   store (catalog pack rows; compressed, deduplicated, trees included).
+ * - **materialised on this host**: ALLOCATED bytes (`st_blocks × 512`, hardlinked inodes
+ *   once, never crossing into another file system, so sparse layer placeholders cost ~0 and
+ *   live mounts are never read through) of the chunk cache (`<home>/host/cache`), the layer
+ *   directories (`<home>/host/layers`), each workspace's host directory
+ *   (`<home>/host/workspaces/<id>`: upper, overlay work dir, state file) and, for
+ *   copy-driver mounts, the materialised target directory. The cache and the layers are
+ *   shared by every namespace on the host; uppers and copy targets are this namespace's.
+ *
+ * JSON shape (`awc usage --json`):
+ *
+ *     {
+ *       namespace: string, hostName: string, home: string,
+ *       totals: {
+ *         workspaces: number, snapshots: number,
+ *         logicalBytes: number,          // Σ over workspaces of head.byteCount
+ *         snapshotLogicalBytes: number,  // Σ over snapshots of their own byteCount
+ *         uniqueStoredBytes: number,     // = stored.bytes
+ *         hostBytes: number,             // = host.totalBytes
+ *         dedupRatio: number | null      // logicalBytes / uniqueStoredBytes (null when nothing is stored)
+ *       },
+ *       stored: { packs: number, blobs: number, bytes: number },
+ *       host: {
+ *         cacheBytes: number,   // <home>/host/cache (host-wide)
+ *         layerBytes: number,   // <home>/host/layers (host-wide)
+ *         upperBytes: number,   // Σ workspaces[].upperBytes
+ *         copyBytes: number,    // Σ workspaces[].copyBytes
+ *         totalBytes: number    // sum of the four
+ *       },
+ *       snapshots: [{
+ *         id, name: string | null, parentId: string | null, createdAt: string, files: number,
+ *         logicalBytes: number,           // the snapshot's own byteCount
+ *         headOf: number,                 // workspaces whose head it is
+ *         workspaceLogicalBytes: number,  // logicalBytes × headOf
+ *         layerBytes: number              // its layer directory on this host (0 when not built)
+ *       }],                               // newest first
+ *       workspaces: [{
+ *         id, name: string | null, headSnapshotId: string,
+ *         mountState: 'mounted' | 'unmounted', mountDriver: 'overlay' | 'copy' | null, mountPath: string | null,
+ *         logicalBytes: number,  // head snapshot's byteCount
+ *         upperBytes: number,    // <home>/host/workspaces/<id> on this host
+ *         copyBytes: number,     // copy driver: the materialised target directory
+ *         hostBytes: number      // upperBytes + copyBytes
+ *       }]                       // oldest first
+ *     }
+ */
+export interface UsageReport {
+  namespace: string;
+  /** This host's name (config `host`). */
+  hostName: string;
+  home: string;
+  totals: {
+    workspaces: number;
+    snapshots: number;
+    logicalBytes: number;
+    snapshotLogicalBytes: number;
+    uniqueStoredBytes: number;
+    hostBytes: number;
+    dedupRatio: number | null;
+  };
+  stored: { packs: number; blobs: number; bytes: number };
+  host: { cacheBytes: number; layerBytes: number; upperBytes: number; copyBytes: number; totalBytes: number };
+  snapshots: SnapshotUsage[];
+  workspaces: WorkspaceUsage[];
+}
+
+/** One snapshot's row in {@link UsageReport}. */
+export interface SnapshotUsage {
+  id: string;
+  name: string | null;
+  parentId: string | null;
+  createdAt: string;
+  files: number;
+  logicalBytes: number;
+  headOf: number;
+  workspaceLogicalBytes: number;
+  layerBytes: number;
+}
+
+/** One workspace's row in {@link UsageReport}. */
+export interface WorkspaceUsage {
+  id: string;
+  name: string | null;
+  headSnapshotId: string;
+  mountState: 'mounted' | 'unmounted';
+  mountDriver: 'overlay' | 'copy' | null;
+  mountPath: string | null;
+  logicalBytes: number;
+  upperBytes: number;
+  copyBytes: number;
+  hostBytes: number;
+}
+
+/**
+ * Computes the usage report of the service's current namespace (shape: see the module
+ * doc above). Reads the catalog and walks host directories with lstat only (never through
+ * a mount, so it is safe while workspaces are mounted); missing directories count 0.
+ * Cost: O(snapshots + workspaces) catalog reads plus O(files) lstat calls on this host.
+ * @throws E_INTERNAL / E_PERMISSION on unexpected file-system errors (ENOENT is never one)
+ */
+export async function computeUsage(awc: Awc): Promise<UsageReport> {
+  const [snapshots, workspaces, stored] = await Promise.all([awc.listSnapshots(), awc.listWorkspaces(), awc.catalog.packStats(awc.namespace)]);
+  const seen = new Set<string>();
+
+  // layer directories: one per snapshot root (<layers>/<root hex>), plus temporaries
+  const layerByHex = new Map<string, number>();
+  let layerBytes = await allocatedOf(awc.paths.layers, seen, { shallow: true });
+  for (const name of await readdirOrEmpty(awc.paths.layers)) {
+    const n = await allocatedOf(join(awc.paths.layers, name), seen);
+    layerBytes += n;
+    if (/^[0-9a-f]{64}$/.test(name)) layerByHex.set(name, n);
+  }
+  const cacheBytes = await allocatedOf(awc.paths.cache, seen);
+
+  const byId = new Map(snapshots.map((s) => [s.id, s]));
+  const headOf = new Map<string, number>();
+  const wsRows: WorkspaceUsage[] = [];
+  for (const w of workspaces) {
+    headOf.set(w.headSnapshotId, (headOf.get(w.headSnapshotId) ?? 0) + 1);
+    const head = byId.get(w.headSnapshotId) ?? (await awc.getSnapshot(w.headSnapshotId));
+    const upperBytes = await allocatedOf(workspaceDirs(awc.paths.workspaces, w.id).dir, seen);
+    const state = await readHostState(awc.paths.workspaces, w.id).catch(() => undefined);
+    const copyBytes = state?.driver === 'copy' ? await allocatedOf(state.target, seen) : 0;
+    wsRows.push({
+      id: w.id,
+      name: w.name,
+      headSnapshotId: w.headSnapshotId,
+      mountState: w.mountState,
+      mountDriver: w.mountDriver,
+      mountPath: w.mountPath,
+      logicalBytes: head.byteCount,
+      upperBytes,
+      copyBytes,
+      hostBytes: upperBytes + copyBytes,
+    });
+  }
+
+  const snapRows: SnapshotUsage[] = snapshots.map((s) => {
+    const n = headOf.get(s.id) ?? 0;
+    return {
+      id: s.id,
+      name: s.name,
+      parentId: s.parentId,
+      createdAt: s.createdAt,
+      files: s.fileCount,
+      logicalBytes: s.byteCount,
+      headOf: n,
+      workspaceLogicalBytes: s.byteCount * n,
+      layerBytes: layerByHex.get(digestHex(s.root)) ?? 0,
+    };
+  });
+
+  const upperBytes = sum(wsRows.map((w) => w.upperBytes));
+  const copyBytes = sum(wsRows.map((w) => w.copyBytes));
+  const totalBytes = cacheBytes + layerBytes + upperBytes + copyBytes;
+  const logicalBytes = sum(wsRows.map((w) => w.logicalBytes));
+  return {
+    namespace: awc.namespace,
+    hostName: awc.config.host,
+    home: awc.config.home,
+    totals: {
+      workspaces: wsRows.length,
+      snapshots: snapRows.length,
+      logicalBytes,
+      snapshotLogicalBytes: sum(snapRows.map((s) => s.logicalBytes)),
+      uniqueStoredBytes: stored.bytes,
+      hostBytes: totalBytes,
+      dedupRatio: stored.bytes > 0 ? logicalBytes / stored.bytes : null,
+    },
+    stored,
+    host: { cacheBytes, layerBytes, upperBytes, copyBytes, totalBytes },
+    snapshots: snapRows,
+    workspaces: wsRows,
+  };
+}
+
+/** Renders a report for people: a summary, then aligned snapshot and workspace tables (binary units). */
+export function formatUsage(u: UsageReport): string {
+  const b = formatBytes;
+  const summary = table(
+    ['', 'BYTES', ''],
+    [
+      [`logical (${u.totals.workspaces} workspaces as full copies)`, b(u.totals.logicalBytes), ''],
+      [`snapshots (${u.totals.snapshots}, their own logical size)`, b(u.totals.snapshotLogicalBytes), ''],
+      [`unique stored (${u.stored.packs} packs, ${u.stored.blobs} blobs)`, b(u.totals.uniqueStoredBytes), u.totals.dedupRatio === null ? '' : `logical/stored ${u.totals.dedupRatio.toFixed(2)}x`],
+      [`materialised on ${u.hostName} (allocated)`, b(u.host.totalBytes), ''],
+      ['  chunk cache (host-wide)', b(u.host.cacheBytes), ''],
+      ['  layer directories (host-wide)', b(u.host.layerBytes), ''],
+      ['  workspace uppers', b(u.host.upperBytes), ''],
+      ['  copy-driver mounts', b(u.host.copyBytes), ''],
+    ],
+    [false, true, false],
+  );
+  const snaps = table(
+    ['SNAPSHOT', 'NAME', 'FILES', 'LOGICAL', 'HEAD OF', 'AS COPIES', 'LAYER'],
+    u.snapshots.map((s) => [s.id, s.name ?? '-', String(s.files), b(s.logicalBytes), String(s.headOf), b(s.workspaceLogicalBytes), b(s.layerBytes)]),
+    [false, false, true, true, true, true, true],
+  );
+  const wss = table(
+    ['WORKSPACE', 'NAME', 'HEAD', 'MOUNT', 'LOGICAL', 'UPPER', 'COPY', 'HOST'],
+    u.workspaces.map((w) => [w.id, w.name ?? '-', w.headSnapshotId, w.mountState === 'mounted' ? (w.mountDriver ?? '?') : '-', b(w.logicalBytes), b(w.upperBytes), b(w.copyBytes), b(w.hostBytes)]),
+    [false, false, false, false, true, true, true, true],
+  );
+  return [`namespace ${u.namespace}`, summary, '', snaps, '', wss].join('\n');
+}
+
+/** Aligned text table; `right[i]` right-aligns column i. Trailing spaces trimmed. */
+function table(head: string[], rows: string[][], right: boolean[]): string {
+  const all = [head, ...rows];
+  const widths = head.map((_, i) => Math.max(...all.map((r) => r[i].length)));
+  return all.map((r) => r.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n');
+}
+
+function sum(xs: number[]): number {
+  return xs.reduce((a, x) => a + x, 0);
+}
+
+async function readdirOrEmpty(dir: string): Promise<string[]> {
+  try {
+    return await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return [];
+    throw err;
+  }
+}
+
+/**
+ * Allocated bytes (`st_blocks × 512`) of `root` and everything below it, without following
+ * symlinks or descending into another file system (a mount point below `root`, e.g. a live
+ * FUSE or overlay mount, is not entered). Inodes with several links are counted once across
+ * all calls sharing `seen`. `shallow` counts `root` itself only. Missing paths (also ones
+ * vanishing during the walk) count 0.
+ */
+async function allocatedOf(root: string, seen: Set<string>, opts: { shallow?: boolean } = {}): Promise<number> {
+  const st = await lstatOrUndefined(root);
+  if (!st) return 0;
+  const dev = st.dev;
+  let total = 0;
+  const count = (s: import('node:fs').BigIntStats): number => {
+    if (s.nlink > 1n && !s.isDirectory()) {
+      const key = `${s.dev}:${s.ino}`;
+      if (seen.has(key)) return 0;
+      seen.add(key);
+    }
+    return Number(s.blocks) * 512;
+  };
+  total += count(st);
+  if (opts.shallow || !st.isDirectory()) return total;
+  const stack = [root];
+  while (stack.length > 0) {
+    const dir = stack.pop()!;
+    const names = await readdirOrEmpty(dir);
+    for (let i = 0; i < names.length; i += 64) {
+      const batch = names.slice(i, i + 64).map((n) => join(dir, n));
+      const stats = await Promise.all(batch.map(lstatOrUndefined));
+      for (let j = 0; j < batch.length; j++) {
+        const s = stats[j];
+        if (!s || s.dev !== dev) continue;
+        total += count(s);
+        if (s.isDirectory()) stack.push(batch[j]);
+      }
+    }
+  }
+  return total;
+}
+
+async function lstatOrUndefined(p: string): Promise<import('node:fs').BigIntStats | undefined> {
+  try {
+    return await lstat(p, { bigint: true });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
+    throw err;
+  }
+}

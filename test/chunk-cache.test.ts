@@ -1,0 +1,577 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sha256, type Digest } from '../src/core/digest.js';
+import type { ChunkRef } from '../src/core/tree.js';
+import { CachedContentSource, type LayerContents } from '../src/host/cached-content-source.js';
+import { ChunkCache } from '../src/host/chunk-cache.js';
+import { ChunkFetcher } from '../src/host/chunk-fetcher.js';
+import { Singleflight } from '../src/host/singleflight.js';
+import { ContentWriter, type FileContent } from '../src/store/content-writer.js';
+import { FsObjectStore } from '../src/store/fs-object-store.js';
+import { MemoryBlobIndex } from '../src/store/memory-blob-index.js';
+import type { ObjectStore } from '../src/store/object-store.js';
+import type { BlobLocation, WrittenPack } from '../src/store/pack-types.js';
+
+const MiB = 1024 * 1024;
+
+function code(err: unknown): string | undefined {
+  return (err as { code?: string }).code;
+}
+
+async function tmp(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'awc-cache-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** One ranged read seen by a store wrapper. */
+interface ReadRecord {
+  key: string;
+  offset: number;
+  length: number;
+  bytes: number;
+}
+
+/**
+ * Wraps a real ObjectStore, counting `get` calls and bytes; everything is delegated. With
+ * `corruptFirstReads = n` the first n gets return a copy with one byte flipped in the middle
+ * (the store itself stays intact, so a second read is good).
+ */
+class CountingStore implements ObjectStore {
+  gets = 0;
+  bytes = 0;
+  reads: ReadRecord[] = [];
+  corruptFirstReads = 0;
+  constructor(private readonly inner: ObjectStore) {}
+  put(key: string, body: Uint8Array) {
+    return this.inner.put(key, body);
+  }
+  async get(key: string, range?: { offset: number; length: number }) {
+    this.gets++;
+    let b = await this.inner.get(key, range);
+    this.bytes += b.length;
+    this.reads.push({ key, offset: range?.offset ?? 0, length: range?.length ?? b.length, bytes: b.length });
+    if (this.corruptFirstReads > 0 && b.length > 0) {
+      this.corruptFirstReads--;
+      b = Buffer.from(b);
+      b[b.length >> 1] ^= 0x20;
+    }
+    return b;
+  }
+  has(key: string) {
+    return this.inner.has(key);
+  }
+  size(key: string) {
+    return this.inner.size(key);
+  }
+  delete(key: string) {
+    return this.inner.delete(key);
+  }
+  list(prefix: string) {
+    return this.inner.list(prefix);
+  }
+}
+
+interface Fixture {
+  dir: string;
+  fsStore: FsObjectStore;
+  store: CountingStore;
+  index: MemoryBlobIndex;
+  packs: WrittenPack[];
+  files: { data: Buffer; fc: FileContent; hex: string }[];
+  contents: LayerContents;
+}
+
+/**
+ * Writes `count` files with the real ContentWriter into a real FsObjectStore (packs of
+ * `packBytes`), and records their blobs in a MemoryBlobIndex. Files alternate between
+ * incompressible data (codec none) and compressible text (lz4), small (one chunk) and large
+ * (several chunks).
+ */
+async function fixture(dir: string, opts: { count: number; packBytes: number; sizes?: (i: number) => number }): Promise<Fixture> {
+  const fsStore = new FsObjectStore(join(dir, 'objects'));
+  const index = new MemoryBlobIndex();
+  const writer = new ContentWriter({ store: fsStore, index, packBytes: opts.packBytes });
+  const sizes = opts.sizes ?? ((i: number) => (i % 3 === 0 ? 600_000 + i * 7919 : 1000 + i * 1543));
+  const files: Fixture['files'] = [];
+  for (let i = 0; i < opts.count; i++) {
+    const n = sizes(i);
+    let data: Buffer;
+    if (i % 4 !== 1) {
+      data = randomBytes(n);
+    } else {
+      const line = Buffer.from(`line ${i} of a compressible file ${randomBytes(4).toString('hex')}\n`);
+      data = Buffer.alloc(n);
+      for (let at = 0; at < n; at += line.length) line.copy(data, at);
+      data[n >> 1] ^= 1;
+    }
+    const fc = await writer.writeBuffer(data);
+    files.push({ data, fc, hex: fc.digest.slice(7) });
+  }
+  const packs = await writer.flush();
+  index.addPacks(packs);
+  const contents: LayerContents = {};
+  for (const f of files) contents[f.hex] = [f.fc.size, f.fc.chunks.map((c) => [c.digest, c.size])];
+  return { dir, fsStore, store: new CountingStore(fsStore), index, packs, files, contents };
+}
+
+/** A fresh (cold) cache, fetcher and source over a fixture's store. */
+async function stack(fx: Fixture, cacheDir: string, budgetBytes = 1 << 30, store: ObjectStore = fx.store) {
+  const cache = new ChunkCache({ dir: cacheDir, budgetBytes });
+  await cache.open();
+  const fetcher = new ChunkFetcher({ store, cache });
+  const source = new CachedContentSource(fetcher);
+  source.register(fx.contents, fx.index);
+  return { cache, fetcher, source };
+}
+
+/**
+ * Expected number of ranged reads for a set of blobs, computed from the pack index alone:
+ * per pack, blobs by offset, a new read whenever the gap exceeds 128 KiB or the span would
+ * exceed 8 MiB.
+ */
+function expectedRanges(locs: BlobLocation[], maxMerge = 8 * MiB, maxGap = 128 * 1024): number {
+  const byPack = new Map<string, BlobLocation[]>();
+  for (const l of locs) byPack.set(l.pack, [...(byPack.get(l.pack) ?? []), l]);
+  let n = 0;
+  for (const list of byPack.values()) {
+    list.sort((a, b) => a.offset - b.offset);
+    let start = -1;
+    let end = -1;
+    for (const l of list) {
+      const e = l.offset + l.storedLength;
+      if (start >= 0 && l.offset - end <= maxGap && Math.max(end, e) - start <= maxMerge) {
+        end = Math.max(end, e);
+      } else {
+        n++;
+        start = l.offset;
+        end = e;
+      }
+    }
+  }
+  return n;
+}
+
+function distinctLocs(fx: Fixture, refs: readonly ChunkRef[]): BlobLocation[] {
+  const m = new Map<Digest, BlobLocation>();
+  for (const r of refs) m.set(r.digest, fx.index.get(r.digest)!);
+  return [...m.values()];
+}
+
+function shuffled<T>(xs: readonly T[]): T[] {
+  const a = xs.slice();
+  for (let i = a.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}
+
+/** Sum of the sizes of every file under `dir` (chunk files and temporary files). */
+function diskBytes(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) n += diskBytes(p);
+    else if (e.isFile()) {
+      try {
+        n += statSync(p).size;
+      } catch {
+        // unlinked meanwhile
+      }
+    }
+  }
+  return n;
+}
+
+async function readWhole(source: CachedContentSource, hex: string, size: number): Promise<Buffer> {
+  return await source.read(hex, 0, size);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Singleflight
+
+test('Singleflight: concurrent callers share one call, the key is released when it settles', async () => {
+  const sf = new Singleflight<string, number>();
+  let calls = 0;
+  let joined = 0;
+  sf.on('join', () => joined++);
+  let release!: (v: number) => void;
+  const fn = () => {
+    calls++;
+    return new Promise<number>((r) => (release = r));
+  };
+  const ps = Array.from({ length: 10 }, () => sf.do('k', fn));
+  assert.equal(sf.inFlight, 1);
+  assert.equal(calls, 1);
+  release(42);
+  assert.deepEqual(await Promise.all(ps), Array(10).fill(42));
+  assert.equal(sf.joins, 9);
+  assert.equal(joined, 9);
+  assert.equal(sf.inFlight, 0);
+  assert.equal(await sf.do('k', async () => (calls++, 7)), 7); // a new call after release
+  assert.equal(calls, 2);
+  // errors (also synchronous throws) are shared and release the key too
+  const boom = () => {
+    throw new Error('boom');
+  };
+  const errs = await Promise.allSettled([sf.do('e', boom), sf.do('e', boom)]);
+  assert.ok(errs.every((r) => r.status === 'rejected'));
+  assert.equal(sf.inFlight, 0);
+});
+
+// ---------------------------------------------------------------------------------------------
+// ChunkCache
+
+test('ChunkCache: put verifies, LRU eviction within budget, too-big chunks skipped', async (t) => {
+  const dir = await tmp(t);
+  const cache = new ChunkCache({ dir, budgetBytes: 10_000 });
+  await cache.open();
+  const evicted: Digest[] = [];
+  const skipped: string[] = [];
+  cache.on('evict', (e) => evicted.push(e.digest));
+  cache.on('skip', (e) => skipped.push(e.reason));
+  const chunks = Array.from({ length: 5 }, () => randomBytes(3000));
+  const ds = chunks.map((c) => sha256(c));
+  await assert.rejects(cache.put(ds[0], chunks[1]), (e) => code(e) === 'E_INTEGRITY');
+  assert.equal(cache.has(ds[0]), false);
+  for (let i = 0; i < 3; i++) assert.equal(await cache.put(ds[i], chunks[i]), true);
+  assert.equal(cache.bytes, 9000);
+  assert.ok(cache.getSync(ds[0])!.equals(chunks[0])); // 0 becomes most recently used
+  assert.equal(await cache.put(ds[3], chunks[3]), true); // evicts 1 (least recently used)
+  assert.deepEqual(evicted, [ds[1]]);
+  assert.equal(cache.has(ds[1]), false);
+  assert.equal(cache.getSync(ds[1]), undefined);
+  assert.ok(cache.bytes <= 10_000);
+  await cache.idle();
+  assert.equal(diskBytes(dir), cache.bytes);
+  const big = randomBytes(10_001);
+  assert.equal(await cache.put(sha256(big), big), false);
+  assert.deepEqual(skipped, ['too-big']);
+  assert.equal(cache.count, 3);
+});
+
+// ---------------------------------------------------------------------------------------------
+// ChunkFetcher + CachedContentSource
+
+test('100 concurrent readers of the same cold files: one backend read per distinct merged range, correct bytes', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 40, packBytes: MiB, sizes: (i) => (i % 4 === 0 ? 200_000 + i * 5003 : 1000 + i * 1543) });
+  assert.ok(fx.packs.length >= 2, `fixture should span several packs (got ${fx.packs.length})`);
+  const allRefs = fx.files.flatMap((f) => f.fc.chunks);
+  const expected = expectedRanges(distinctLocs(fx, allRefs));
+  // Every pack here holds only chunks we read, contiguously, and is under 8 MiB: one read per pack.
+  assert.ok(fx.packs.every((p) => p.size < 8 * MiB));
+  assert.equal(expected, fx.packs.length);
+
+  // (a) 100 readers × every file through the content source, each reader in its own shuffled order.
+  {
+    const { cache, fetcher, source } = await stack(fx, join(dir, 'cache-a'));
+    let joins = 0;
+    fetcher.on('join', () => joins++);
+    const results = await Promise.all(
+      Array.from({ length: 100 }, async () => {
+        const order = shuffled(fx.files);
+        const got = await Promise.all(order.map((f) => readWhole(source, f.hex, f.fc.size)));
+        return order.map((f, i) => ({ f, b: got[i] }));
+      }),
+    );
+    for (const r of results) for (const { f, b } of r) assert.ok(b.equals(f.data), `reader got wrong bytes for ${f.hex}`);
+    assert.equal(fx.store.gets, expected);
+    assert.equal(fetcher.stats.backendReads, expected);
+    t.diagnostic(`${fx.files.length} files, ${allRefs.length} chunk refs, ${fx.packs.length} packs: 100 readers → ${fx.store.gets} backend reads, ${joins} joins`);
+    assert.ok(joins > 0 && fetcher.joins === joins);
+    await cache.idle();
+    assert.equal(cache.count, new Set(allRefs.map((r) => r.digest)).size);
+  }
+
+  // (b) 100 fetcher.get calls over the same chunks, shuffled, with a fresh cold cache.
+  {
+    fx.store.gets = 0;
+    const { fetcher } = await stack(fx, join(dir, 'cache-b'));
+    const results = await Promise.all(
+      Array.from({ length: 100 }, async () => {
+        const refs = shuffled(allRefs);
+        return { refs, bufs: await fetcher.get(refs, fx.index) };
+      }),
+    );
+    const byDigest = new Map<Digest, Buffer>();
+    for (const f of fx.files) {
+      let at = 0;
+      for (const c of f.fc.chunks) {
+        byDigest.set(c.digest, f.data.subarray(at, at + c.size));
+        at += c.size;
+      }
+    }
+    for (const { refs, bufs } of results) refs.forEach((r, i) => assert.ok(bufs[i].equals(byDigest.get(r.digest)!)));
+    assert.equal(fx.store.gets, expected);
+  }
+
+  // (c) requests arriving interleaved over many event-loop turns: every chunk is still read
+  // from the backend exactly once (no two backend reads overlap), and all bytes are right.
+  {
+    fx.store.gets = 0;
+    fx.store.reads = [];
+    const { fetcher, source } = await stack(fx, join(dir, 'cache-c'));
+    const fetched = new Map<Digest, number>();
+    fetcher.on('fetch', (e) => fetched.set(e.digest, (fetched.get(e.digest) ?? 0) + 1));
+    await Promise.all(
+      Array.from({ length: 100 }, async (_, k) => {
+        for (const f of shuffled(fx.files).slice(0, 10)) {
+          if (Math.random() < 0.5) await new Promise((r) => setImmediate(r));
+          const b = await readWhole(source, f.hex, f.fc.size);
+          assert.ok(b.equals(f.data), `reader ${k}`);
+        }
+      }),
+    );
+    const touched = new Set(fx.files.flatMap((f) => f.fc.chunks.map((c) => c.digest)));
+    for (const d of touched) assert.ok((fetched.get(d) ?? 0) <= 1, `chunk ${d} fetched ${fetched.get(d)} times`);
+    assert.ok(fx.store.gets <= fetched.size);
+    assert.equal(fetcher.stats.refetches, 0);
+  }
+});
+
+test('ranged reads of multi-chunk files: cold and warm match the original bytes', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 6, packBytes: 4 * MiB, sizes: (i) => 700_000 + i * 100_003 });
+  const { cache, source } = await stack(fx, join(dir, 'cache'));
+  for (let round = 0; round < 2; round++) {
+    for (const f of fx.files) {
+      for (let k = 0; k < 20; k++) {
+        const off = Math.floor(Math.random() * (f.fc.size + 10));
+        const len = Math.floor(Math.random() * 300_000);
+        const b = await source.read(f.hex, off, len);
+        assert.ok(b.equals(f.data.subarray(off, off + len)), `round ${round} ${off}+${len}`);
+      }
+    }
+    await cache.idle();
+  }
+  assert.equal((await source.read(fx.files[0].hex, 0, 0)).length, 0);
+  await assert.rejects(async () => source.read('0'.repeat(64), 0, 10), (e) => code(e) === 'E_NOT_FOUND');
+  await assert.rejects(async () => source.read(fx.files[0].hex, -1, 10), (e) => code(e) === 'E_USAGE');
+});
+
+test('sync hit path: after a warm read, source.read returns a Buffer, not a Promise', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 4, packBytes: 4 * MiB, sizes: (i) => (i < 2 ? 5000 : 900_000) });
+  const { cache, source } = await stack(fx, join(dir, 'cache'));
+  let misses = 0;
+  cache.on('miss', () => misses++);
+  for (const f of fx.files) {
+    const cold = source.read(f.hex, 0, f.fc.size);
+    assert.ok(cold instanceof Promise);
+    assert.ok((await cold).equals(f.data));
+  }
+  await cache.idle();
+  assert.equal(misses, fx.files.reduce((n, f) => n + f.fc.chunks.length, 0), 'one miss per cold chunk');
+  let hits = 0;
+  cache.on('hit', () => hits++);
+  const gets = fx.store.gets;
+  for (const f of fx.files) {
+    const warm = source.read(f.hex, 0, f.fc.size);
+    assert.ok(Buffer.isBuffer(warm), 'a warm read must be synchronous');
+    assert.ok(warm.equals(f.data));
+    const part = source.read(f.hex, 100, 1000); // inside the first chunk: a view, still sync
+    assert.ok(Buffer.isBuffer(part) && part.equals(f.data.subarray(100, 1100)));
+  }
+  assert.ok(fx.files[2].fc.chunks.length > 1, 'a multi-chunk file is covered');
+  assert.ok(hits > 0);
+  assert.equal(fx.store.gets, gets);
+  // a chunk still being written to the cache is served from memory, synchronously
+  const { source: s2 } = await stack(fx, join(dir, 'cache2'));
+  const f = fx.files[0];
+  assert.ok((await s2.read(f.hex, 0, f.fc.size)).equals(f.data));
+  const right = s2.read(f.hex, 0, f.fc.size);
+  assert.ok(Buffer.isBuffer(right) && right.equals(f.data));
+});
+
+test('budget: the cache never exceeds it (in memory and on disk), evicts, and refetches evicted chunks correctly', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 30, packBytes: 2 * MiB });
+  const total = fx.files.reduce((n, f) => n + f.fc.size, 0);
+  const budget = 512 * 1024;
+  assert.ok(total > 4 * budget, `data ${total} should be several times the budget`);
+  const cacheDir = join(dir, 'cache');
+  const { cache, fetcher, source } = await stack(fx, cacheDir, budget);
+  let evictions = 0;
+  const evicted = new Set<Digest>();
+  cache.on('evict', (e) => {
+    evictions++;
+    evicted.add(e.digest);
+  });
+  // checked at every change of the cache, not only between reads
+  const overs: number[] = [];
+  for (const ev of ['store', 'evict', 'skip']) cache.on(ev, () => cache.bytes > budget && overs.push(cache.bytes));
+  let maxDisk = 0;
+  let read = 0;
+  for (let round = 0; round < 3; round++) {
+    // half the reads sequential, half concurrent in small bursts
+    const order = shuffled(fx.files);
+    for (let i = 0; i < order.length; i += 3) {
+      const burst = order.slice(i, i + 3);
+      const got = await Promise.all(burst.map((f) => readWhole(source, f.hex, f.fc.size)));
+      burst.forEach((f, k) => assert.ok(got[k].equals(f.data)));
+      read += burst.reduce((n, f) => n + f.fc.size, 0);
+      assert.ok(cache.bytes <= budget, `cache.bytes ${cache.bytes} > budget ${budget}`);
+      const disk = diskBytes(cacheDir);
+      maxDisk = Math.max(maxDisk, disk);
+      assert.ok(disk <= budget, `disk ${disk} > budget ${budget}`);
+    }
+  }
+  await cache.idle();
+  assert.ok(read >= 3 * total);
+  assert.ok(diskBytes(cacheDir) <= budget && diskBytes(cacheDir) === cache.bytes);
+  assert.ok(evictions > 0);
+  assert.deepEqual(overs, []);
+  t.diagnostic(`budget ${budget} B, read ${read} B, ${evictions} evictions, max on disk ${maxDisk} B`);
+  // an evicted chunk is read again from the backend, correctly
+  const victim = fx.files.find((f) => f.fc.chunks.some((c) => evicted.has(c.digest) && !cache.has(c.digest)));
+  assert.ok(victim, 'some file has an evicted chunk');
+  const before = fx.store.gets;
+  const b = await readWhole(source, victim.hex, victim.fc.size);
+  assert.ok(b.equals(victim.data));
+  assert.ok(fx.store.gets > before, 'an evicted chunk must be fetched again');
+  // a request bigger than the whole budget still returns every chunk
+  const big = fx.files.flatMap((f) => f.fc.chunks);
+  const bufs = await fetcher.get(big, fx.index);
+  assert.equal(bufs.reduce((n, x) => n + x.length, 0), total);
+  assert.ok(cache.bytes <= budget && diskBytes(cacheDir) <= budget);
+});
+
+test('corruption: a flipped byte in a cached chunk file is detected, dropped and refetched', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 3, packBytes: 4 * MiB, sizes: () => 8000 });
+  const { cache, fetcher, source } = await stack(fx, join(dir, 'cache'));
+  const f = fx.files[0];
+  assert.ok((await readWhole(source, f.hex, f.fc.size)).equals(f.data));
+  await cache.idle();
+  const d = f.fc.chunks[0].digest;
+  const path = cache.pathOf(d);
+  const bytes = readFileSync(path);
+  bytes[123] ^= 0xff;
+  writeFileSync(path, bytes);
+  const corrupt: string[] = [];
+  cache.on('corrupt', (e) => corrupt.push(e.reason));
+  const gets = fx.store.gets;
+  assert.equal(fetcher.getSync(f.fc.chunks[0]), undefined, 'a corrupt cache file is never served');
+  assert.deepEqual(corrupt, ['digest']);
+  const r = source.read(f.hex, 0, f.fc.size);
+  assert.ok(r instanceof Promise, 'the corrupt chunk is a miss');
+  assert.ok((await r).equals(f.data));
+  assert.equal(fx.store.gets, gets + 1);
+  await cache.idle();
+  assert.ok(readFileSync(path).equals(f.data), 'the cache file was rewritten with good bytes');
+  // a cache file that got shorter is also caught
+  writeFileSync(path, f.data.subarray(0, 100));
+  assert.equal(cache.getSync(d), undefined);
+  assert.deepEqual(corrupt, ['digest', 'size']);
+});
+
+test('corruption: a flipped byte in a pack is E_INTEGRITY after one refetch, nothing returned or cached', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 6, packBytes: 4 * MiB });
+  const f = fx.files.find((x) => x.fc.chunks.length > 1 && fx.index.get(x.fc.chunks[1].digest)!.codec === 'none')!;
+  assert.ok(f, 'a multi-chunk incompressible file');
+  const bad = fx.index.get(f.fc.chunks[1].digest)!;
+  const packPath = join(fx.fsStore.root, ...bad.pack.split('/'));
+  const pack = readFileSync(packPath);
+  pack[bad.offset + 17] ^= 0x01;
+  writeFileSync(packPath, pack);
+  const { cache, fetcher, source } = await stack(fx, join(dir, 'cache'));
+  const events: string[] = [];
+  fetcher.on('refetch', () => events.push('refetch'));
+  fetcher.on('integrity-error', () => events.push('integrity-error'));
+  let got: unknown;
+  await assert.rejects(
+    (async () => {
+      got = await source.read(f.hex, 0, f.fc.size);
+    })(),
+    (e) => code(e) === 'E_INTEGRITY',
+  );
+  assert.equal(got, undefined);
+  assert.deepEqual(events, ['refetch', 'integrity-error']);
+  assert.equal(fx.store.gets, 2, 'one merged read, then one refetch of the bad blob');
+  await cache.idle();
+  assert.equal(cache.has(bad.digest), false);
+  assert.equal(cache.getSync(bad.digest), undefined);
+  // the good chunks of the same read were still verified and cached
+  assert.equal(cache.has(f.fc.chunks[0].digest), true);
+  // a read that avoids the bad chunk works; one that touches it fails again
+  const c0 = f.fc.chunks[0].size;
+  assert.ok((await source.read(f.hex, 0, c0)).equals(f.data.subarray(0, c0)));
+  await assert.rejects(async () => source.read(f.hex, c0, 10), (e) => code(e) === 'E_INTEGRITY');
+});
+
+test('corruption: a store whose first read is corrupt and second good gives correct bytes after one refetch', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 6, packBytes: 4 * MiB });
+  const { cache, fetcher, source } = await stack(fx, join(dir, 'cache'));
+  fx.store.corruptFirstReads = 1;
+  const got = await Promise.all(fx.files.map((f) => readWhole(source, f.hex, f.fc.size)));
+  fx.files.forEach((f, i) => assert.ok(got[i].equals(f.data)));
+  assert.equal(fetcher.stats.refetches, 1);
+  assert.equal(fetcher.stats.integrityErrors, 0);
+  assert.equal(fx.store.gets, fx.packs.length + 1);
+  await cache.idle();
+  for (const f of fx.files) for (const c of f.fc.chunks) assert.ok(cache.getSync(c.digest)); // all cached, all verified
+});
+
+test('unknown chunk digest → E_OBJECT_NOT_FOUND; other chunks of the call are still fetched', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 2, packBytes: 4 * MiB, sizes: () => 5000 });
+  const { cache, fetcher } = await stack(fx, join(dir, 'cache'));
+  const unknown = sha256('not stored anywhere');
+  await assert.rejects(fetcher.get([fx.files[0].fc.chunks[0], { digest: unknown, size: 19 }], fx.index), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
+  await fetcher.idle();
+  assert.equal(cache.has(fx.files[0].fc.chunks[0].digest), true);
+  await assert.rejects(fetcher.get([{ digest: fx.files[0].fc.chunks[0].digest, size: 4999 }], fx.index), (e) => code(e) === 'E_INTEGRITY');
+});
+
+test('reopen: a new ChunkCache finds the chunks on disk and trims to a smaller budget, oldest first', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 12, packBytes: 4 * MiB });
+  const cacheDir = join(dir, 'cache');
+  const { cache, source } = await stack(fx, cacheDir);
+  for (const f of fx.files) await readWhole(source, f.hex, f.fc.size);
+  await cache.idle();
+  const count = cache.count;
+  const bytes = cache.bytes;
+  assert.ok(count > 12);
+  // leftovers of a crash are removed on open
+  const someDigest = fx.files[0].fc.chunks[0].digest;
+  writeFileSync(join(cacheDir, someDigest.slice(7, 9), '.tmp-1-1'), 'partial');
+
+  const again = new ChunkCache({ dir: cacheDir, budgetBytes: 1 << 30 });
+  await again.open();
+  assert.equal(again.count, count);
+  assert.equal(again.bytes, bytes);
+  assert.equal(diskBytes(cacheDir), bytes);
+  const f0 = fx.files[0];
+  const fetcher = new ChunkFetcher({ store: fx.store, cache: again });
+  const src = new CachedContentSource(fetcher);
+  src.register(fx.contents, fx.index);
+  const warm = src.read(f0.hex, 0, f0.fc.size);
+  assert.ok(Buffer.isBuffer(warm) && warm.equals(f0.data), 'chunks found after reopen are served synchronously');
+
+  // make one chunk the newest on disk, everything else older: the trim keeps the newest
+  const all = fx.files.flatMap((f) => f.fc.chunks.map((c) => c.digest));
+  const old = Date.now() / 1000 - 3600;
+  all.forEach((d, i) => utimesSync(again.pathOf(d), old + i, old + i));
+  const keep = fx.files[1].fc.chunks[0];
+  utimesSync(again.pathOf(keep.digest), old + 10_000, old + 10_000);
+  const small = Math.floor(bytes / 4);
+  const trimmed = new ChunkCache({ dir: cacheDir, budgetBytes: small });
+  let evicted = 0;
+  trimmed.on('evict', () => evicted++);
+  await trimmed.open();
+  assert.ok(evicted > 0);
+  assert.ok(trimmed.bytes <= small && trimmed.count < count);
+  assert.ok(diskBytes(cacheDir) <= small);
+  assert.equal(diskBytes(cacheDir), trimmed.bytes);
+  assert.ok(trimmed.getSync(keep.digest), 'the most recently used chunk survives the trim');
+});
