@@ -3,7 +3,7 @@
  * The AWC benchmark suite: every figure of docs/benchmarks.md in one run on one machine, each
  * next to its baseline from the same run.
  *
- *   node dist/bench/run.js [--quick] [--only <group>[,<group>…]] [--out FILE] [--json] [--keep] [--cache-dir DIR]
+ *   node dist/bench/run.js [--quick] [--only <group>[,<group>…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b]
  *
  * Groups: fork, mount (fork-mount, first-mount, cli-fork-mount), read-warm, read-cold,
  * build (build, test), fanout (fanout-backend, fanout-disk, daemon-rss); a figure id selects
@@ -42,10 +42,12 @@ interface Args {
   json: boolean;
   keep: boolean;
   cacheDir: string;
+  /** Trees to run (default: a and b; --quick: a). */
+  trees: Set<string>;
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { quick: false, only: new Set(), json: false, keep: false, cacheDir: '/var/tmp/awc-bench' };
+  const a: Args = { quick: false, only: new Set(), json: false, keep: false, cacheDir: '/var/tmp/awc-bench', trees: new Set(['a', 'b']) };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const val = () => {
@@ -58,6 +60,10 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--keep') a.keep = true;
     else if (k === '--out') a.out = val();
     else if (k === '--cache-dir') a.cacheDir = resolve(val());
+    else if (k === '--trees') {
+      a.trees = new Set(val().split(','));
+      if ([...a.trees].some((t) => t !== 'a' && t !== 'b')) throw new Error('--trees takes a, b or a,b');
+    }
     else if (k === '--only') {
       for (const name of val().split(',')) {
         const g = Object.entries(GROUPS).find(([group, ids]) => group === name || ids.includes(name));
@@ -65,7 +71,7 @@ function parseArgs(argv: string[]): Args {
         a.only.add(g[0]);
       }
     } else if (k === '--help' || k === '-h') {
-      process.stdout.write('usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR]\n');
+      process.stdout.write('usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${k}`);
   }
@@ -113,12 +119,12 @@ async function main(): Promise<number> {
     await runTimed('cp', ['-a', PROJECT.replace(/\/$/, ''), treeA]);
     for (const d of ['dist', '.awc-test']) rmSync(join(treeA, d), { recursive: true, force: true });
     const sources: { label: 'a' | 'b'; title: string; dir: string }[] = [{ label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA }];
-    if (!args.quick) {
+    if (!args.quick && args.trees.has('b')) {
       const aBytes = treeStats(treeA).bytes;
       const big = await ensureBigTree({ cacheDir: args.cacheDir, minBytes: 10 * aBytes, log });
       sources.push({ label: 'b', title: `real npm packages (${big.packages.length} top-level: ${big.packages.slice(0, 8).join(', ')}, …) as a git repo with package.json + lockfile`, dir: big.dir });
     }
-    for (const s of sources) {
+    for (const s of sources.filter((x) => args.trees.has(x.label))) {
       log(`\n== tree (${s.label}): ${s.dir}`);
       const stats = treeStats(s.dir);
       const home = join(runDir, `home-${s.label}`);
@@ -163,7 +169,7 @@ async function main(): Promise<number> {
   const result: BenchResult = { quick: args.quick, machine, trees, figures, durationMs: now() - t0, loadAvgEnd: loadavg(), plan: Object.fromEntries(ctxs.map((c) => [c.label, c.plan])) };
   if (args.json) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
   else process.stdout.write('\n' + renderTable(result) + '\n');
-  const out = args.out ?? (args.quick || args.only.size > 0 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
+  const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
   if (out) {
     const analysisFile = join(PROJECT, 'bench', 'ANALYSIS.md');
     const analysis = existsSync(analysisFile) ? readFileSync(analysisFile, 'utf8') : undefined;

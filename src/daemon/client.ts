@@ -18,7 +18,7 @@ export class DaemonClient {
 
   /**
    * Calls the daemon. With `start` (default true) a daemon that is not running is started
-   * first and waited for (up to 20 s).
+   * first and waited for (up to 120 s: it remounts what it had before answering).
    * @throws the daemon's AwcError; E_DAEMON_UNAVAILABLE when it cannot be reached or started
    */
   async call(method: 'GET' | 'POST', path: string, body?: unknown, opts: { start?: boolean; timeoutMs?: number } = {}): Promise<unknown> {
@@ -54,7 +54,7 @@ export class DaemonClient {
     });
     child.unref();
     closeSync(log);
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + 120_000;
     let exited: number | null = null;
     child.on('exit', (code) => (exited = code ?? -1));
     while (Date.now() < deadline) {

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { connect } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
 import * as fs from 'node:fs';
@@ -86,11 +87,15 @@ export class HostDaemon extends EventEmitter {
    */
   async start(): Promise<void> {
     await mkdir(this.paths.hostDir, { recursive: true });
+    if (await socketAnswers(this.paths.socket)) {
+      throw new AwcError('E_DAEMON_UNAVAILABLE', `another host daemon already serves ${this.paths.socket}`, { hint: 'Use it, or stop it first with `awc daemon stop`.' });
+    }
     await mkdir(this.paths.objects, { recursive: true });
     this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
-    await mkdir(this.paths.content, { recursive: true });
+    // a daemon that died leaves its content mount behind, disconnected (ENOTCONN): detach it first
     if (isMounted(this.paths.content)) await unmount(this.paths.content, true);
+    await mkdir(this.paths.content, { recursive: true });
     this.cache = new ChunkCache({ dir: this.paths.cache, budgetBytes: this.config.cacheBytes });
     await this.cache.open();
     this.fetcher = new ChunkFetcher({ store: this.store, cache: this.cache });
@@ -106,6 +111,8 @@ export class HostDaemon extends EventEmitter {
       this.metrics.mountedWorkspaces.set(this.mounts.size);
     });
     await this.fuse.mount();
+    // remount before answering on the socket, so `awc daemon start` returns with the mounts back
+    await this.remountAll();
     await rm(this.paths.socket, { force: true });
     this.server = createServer((req, res) => void this.handle(req, res));
     await new Promise<void>((resolve, reject) => {
@@ -114,7 +121,6 @@ export class HostDaemon extends EventEmitter {
     });
     await chmod(this.paths.socket, 0o660);
     await writeFile(this.paths.pidFile, String(process.pid));
-    await this.remountAll();
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
   }
 
@@ -306,6 +312,18 @@ export class HostDaemon extends EventEmitter {
       send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
     }
   }
+}
+
+/** True when something accepts connections on the Unix socket `path`. */
+function socketAnswers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const c = connect(path);
+    c.once('connect', () => {
+      c.destroy();
+      resolve(true);
+    });
+    c.once('error', () => resolve(false));
+  });
 }
 
 function str(body: Record<string, unknown>, k: string): string {

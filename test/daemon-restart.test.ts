@@ -1,0 +1,76 @@
+import { test, describe, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
+import { detectDriver } from '../src/host/doctor.js';
+import { isMounted } from '../src/host/mount-util.js';
+
+/**
+ * DESIGN §4: upper directories survive a daemon crash or restart on the same host, and the
+ * daemon remounts them when it comes back; `daemon stop` unmounts cleanly and keeps them.
+ */
+describe('host daemon crash, stop and restart (overlay driver)', { skip: detectDriver('auto').driver === 'overlay' ? false : 'overlay is not possible on this host' }, () => {
+  const work = mkdtempSync(join(tmpdir(), 'awc-restart-'));
+  const home = join(work, 'home');
+  const src = join(work, 'src');
+  const mnt = join(work, 'mnt');
+  after(() => {
+    cleanupMounts(home, work);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test('a killed daemon comes back with the workspace remounted and its private changes intact', () => {
+    mkdirSync(src);
+    writeFileSync(join(src, 'base.txt'), 'base\n');
+    awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
+    const ws = awcOk(home, ['fork', 'base', '--name', 'w']).workspaces[0].id;
+    awcOk(home, ['mount', ws, mnt]);
+    writeFileSync(join(mnt, 'uncheckpointed.txt'), 'private change\n');
+    const status = awcOk(home, ['daemon', 'status']);
+    assert.equal(status.running, true);
+    process.kill(status.pid, 'SIGKILL');
+    // wait for the process to be gone
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      try {
+        process.kill(status.pid, 0);
+      } catch {
+        break;
+      }
+    }
+    assert.equal(awcOk(home, ['daemon', 'status']).running, false);
+    const started = awcOk(home, ['daemon', 'start']);
+    assert.notEqual(started.pid, status.pid);
+    assert.ok(isMounted(mnt), 'the workspace is mounted again');
+    assert.equal(readFileSync(join(mnt, 'uncheckpointed.txt'), 'utf8'), 'private change\n');
+    assert.equal(readFileSync(join(mnt, 'base.txt'), 'utf8'), 'base\n');
+    const cp = awcOk(home, ['checkpoint', ws]);
+    assert.equal(cp.changed, true);
+    const d = awcOk(home, ['diff', 'base', cp.id]);
+    assert.deepEqual(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]), [['uncheckpointed.txt', 'added']]);
+  });
+
+  test('daemon stop unmounts; uncheckpointed changes are kept and the next mount resumes them', () => {
+    const ws = awcOk(home, ['show', 'w']).id;
+    writeFileSync(join(mnt, 'later.txt'), 'after the checkpoint\n');
+    awcOk(home, ['daemon', 'stop']);
+    assert.ok(!isMounted(mnt));
+    assert.equal(awcOk(home, ['show', ws]).mountState, 'unmounted');
+    const m = awcOk(home, ['mount', ws, mnt]);
+    assert.equal(m.resumed, true);
+    assert.equal(readFileSync(join(mnt, 'later.txt'), 'utf8'), 'after the checkpoint\n');
+    const u = awcOk(home, ['unmount', ws]);
+    assert.equal(u.pending, true);
+    // --discard drops them; a later mount starts from the head
+    const r = awc(home, ['unmount', ws, '--discard']);
+    assert.equal(r.code, 0, r.stderr);
+    const m2 = awcOk(home, ['mount', ws, mnt]);
+    assert.equal(m2.resumed, false);
+    assert.throws(() => readFileSync(join(mnt, 'later.txt')));
+    assert.equal(readFileSync(join(mnt, 'uncheckpointed.txt'), 'utf8'), 'private change\n');
+    awcOk(home, ['unmount', ws]);
+    assert.equal(errorOf(awc(home, ['unmount', ws])).code, 'E_NOT_MOUNTED');
+  });
+});
