@@ -44,6 +44,8 @@ interface Args {
   cacheDir: string;
   /** Trees to run (default: a and b; --quick: a). */
   trees: Set<string>;
+  /** Re-render the markdown from a saved `--json` result (no measuring). */
+  render?: string;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -59,6 +61,7 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--json') a.json = true;
     else if (k === '--keep') a.keep = true;
     else if (k === '--out') a.out = val();
+    else if (k === '--render') a.render = resolve(val());
     else if (k === '--cache-dir') a.cacheDir = resolve(val());
     else if (k === '--trees') {
       a.trees = new Set(val().split(','));
@@ -71,7 +74,7 @@ function parseArgs(argv: string[]): Args {
         a.only.add(g[0]);
       }
     } else if (k === '--help' || k === '-h') {
-      process.stdout.write('usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b]\n');
+      process.stdout.write('usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b] [--render RESULT.json]\n');
       process.exit(0);
     } else throw new Error(`unknown argument ${k}`);
   }
@@ -89,7 +92,7 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
     cpIters: tree === 'a' ? 3 : 2,
     worktreeIters: tree === 'a' ? 2 : 1,
     readIters: 3,
-    buildIters: 3,
+    buildIters: 5,
     fanoutWorkspaces: 100,
     // tree (b): 100 × all 100k+ files would be ~10^7 opens; the first 10 000 files show the same economics
     fanoutFiles: tree === 'a' ? undefined : 10_000,
@@ -98,10 +101,23 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
   };
 }
 
+/** The hand-written analysis appended to the report (bench/ANALYSIS.md), if any. */
+function readAnalysis(): string | undefined {
+  const f = join(PROJECT, 'bench', 'ANALYSIS.md');
+  return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
+}
+
 async function main(): Promise<number> {
   const args = parseArgs(process.argv.slice(2));
   const log = (s: string) => process.stderr.write(s + '\n');
   const want = (group: string) => args.only.size === 0 || args.only.has(group);
+  if (args.render) {
+    const saved = JSON.parse(readFileSync(args.render, 'utf8')) as BenchResult;
+    const out = args.out ?? join(PROJECT, 'docs', 'benchmarks.md');
+    writeFileSync(out, renderMarkdown(saved, readAnalysis()));
+    log(`wrote ${out} from ${args.render}`);
+    return 0;
+  }
   const t0 = now();
   if (process.getuid?.() !== 0) throw new Error('the benchmark needs root (overlay mounts, drop_caches)');
   const doc = detectDriver('overlay');
@@ -171,9 +187,7 @@ async function main(): Promise<number> {
   else process.stdout.write('\n' + renderTable(result) + '\n');
   const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
   if (out) {
-    const analysisFile = join(PROJECT, 'bench', 'ANALYSIS.md');
-    const analysis = existsSync(analysisFile) ? readFileSync(analysisFile, 'utf8') : undefined;
-    writeFileSync(out, renderMarkdown(result, analysis));
+    writeFileSync(out, renderMarkdown(result, readAnalysis()));
     log(`\nwrote ${out}`);
   }
   log(`done in ${fmtMs(result.durationMs)}`);

@@ -162,7 +162,7 @@ export function machineInfo(dir: string): MachineInfo {
   } catch {
     // keep os.cpus()
   }
-  const df = spawnSync('df', ['-T', '--output=source,fstype', dir], { encoding: 'utf8' }).stdout.trim().split('\n').pop() ?? '';
+  const df = spawnSync('df', ['--output=source,fstype', dir], { encoding: 'utf8' }).stdout.trim().split('\n').pop() ?? '';
   const [src, fstype] = df.trim().split(/\s+/);
   return {
     cpu,

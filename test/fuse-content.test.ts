@@ -94,11 +94,15 @@ function sh(cmd: string): Promise<{ code: number | null; out: string }> {
   });
 }
 
-async function withFuse(src: ContentSource, fn: (mnt: string, fuse: ContentFuse, root: string) => Promise<void>, readers?: number): Promise<void> {
+async function withFuse(
+  src: ContentSource,
+  fn: (mnt: string, fuse: ContentFuse, root: string) => Promise<void>,
+  opts: { readers?: number; spinUs?: number } = {},
+): Promise<void> {
   const root = tempRoot();
   const mnt = join(root, 'content');
   mkdirSync(mnt);
-  const fuse = new ContentFuse({ mountpoint: mnt, source: src, readers });
+  const fuse = new ContentFuse({ mountpoint: mnt, source: src, ...opts });
   const errors: Error[] = [];
   fuse.on('error', (e: Error) => errors.push(e));
   await fuse.mount();
@@ -308,7 +312,7 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
         if (u.code !== 0) await runCommand('umount', ['-l', target]);
       }
       assert.equal(mountsAt(target).length, 0);
-    });
+    }, { readers: 1, spinUs: 100 });
   });
 
   it('unmount returns while a reader is blocked on a never-resolving read', async () => {
