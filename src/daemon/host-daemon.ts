@@ -15,7 +15,7 @@ import { ChunkCache } from '../host/chunk-cache.js';
 import { ChunkFetcher } from '../host/chunk-fetcher.js';
 import { CachedContentSource } from '../host/cached-content-source.js';
 import type { BlobIndex } from '../store/pack-types.js';
-import { buildLayer } from '../host/layer-builder.js';
+import { buildLayer, type Layer } from '../host/layer-builder.js';
 import { isMounted, mountOverlay, unmount } from '../host/mount-util.js';
 import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
@@ -58,6 +58,8 @@ export class HostDaemon extends EventEmitter {
   private fetcher!: ChunkFetcher;
   private source!: CachedContentSource;
   private indexes = new Map<string, BlobIndex>();
+  /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
+  private layers = new Map<string, Promise<Layer>>();
   private fuse?: ContentFuse;
   private server?: Server;
   private mounts = new Map<string, { namespace: string; path: string }>();
@@ -160,8 +162,7 @@ export class HostDaemon extends EventEmitter {
       layerRoot = head.root;
     }
     const reader = this.reader(ns);
-    const layer = await buildLayer(reader, layerRoot, this.paths.layers);
-    this.source.register(layer.meta.contents, this.blobIndex(ns));
+    const layer = await this.layer(ns, layerRoot);
     const dirs = workspaceDirs(this.paths.workspaces, ws.id);
     if (!pending) {
       await rm(dirs.dir, { recursive: true, force: true });
@@ -201,6 +202,21 @@ export class HostDaemon extends EventEmitter {
     this.metrics.mountOperations.inc({ op: 'unmount', driver: 'overlay' });
     this.metrics.mountedWorkspaces.set(this.mounts.size);
     return { workspace: ws.id, path: ws.mountPath };
+  }
+
+  /** The layer of a snapshot root, built once per host and registered with the content source once per daemon. */
+  private layer(ns: string, root: Digest): Promise<Layer> {
+    const key = `${ns}\0${root}`;
+    let p = this.layers.get(key);
+    if (!p) {
+      p = buildLayer(this.reader(ns), root, this.paths.layers).then((layer) => {
+        this.source.register(layer.meta.contents, this.blobIndex(ns));
+        return layer;
+      });
+      p.catch(() => this.layers.delete(key));
+      this.layers.set(key, p);
+    }
+    return p;
   }
 
   /** The blob index of a namespace, one per namespace for the daemon's life. */
