@@ -1,4 +1,4 @@
-import { copyFileSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { CLI, fmtRatio, restartDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
@@ -29,7 +29,7 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
     try {
       const a = await runTimed('git', ['-C', ctx.repo, 'worktree', 'add', '--detach', '-q', dest, 'HEAD']);
       // the checkout's current manifest and lockfile (a worktree of the state that was snapshotted)
-      for (const f of ['package.json', 'package-lock.json']) copyFileSync(join(ctx.dir, f), join(dest, f));
+      for (const f of ['package.json', 'package-lock.json', '.npmrc']) if (existsSync(join(ctx.dir, f))) copyFileSync(join(ctx.dir, f), join(dest, f));
       if (i === 0 && ctx.plan.primeNpmCache) {
         // untimed: make sure every tarball of the lockfile is in the local npm cache (the only network use of the suite)
         await runTimed('npm', ['ci', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dest });
@@ -40,8 +40,8 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
       wt.push(a.ms + b.ms);
       parts.push({ checkout: a.ms, install: b.ms });
     } catch (err) {
-      const msg = (err as Error).message;
-      worktreeError = /npm error code (\w+)/.exec(msg)?.[1] ?? msg.slice(0, 200);
+      const msg = (err as Error).message.replace(/\s+/g, ' ');
+      worktreeError = /npm error code (\w+)/.exec(msg)?.[1] ?? msg.slice(0, 160);
       if (/ENOTCACHED/.test(msg)) worktreeError += ': a package of the lockfile is not in the local npm cache (a full run primes it)';
       log(`  baseline worktree + npm ci failed: ${worktreeError}`);
       break;

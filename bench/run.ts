@@ -127,6 +127,7 @@ async function main(): Promise<number> {
   log(`AWC benchmark${args.quick ? ' (quick)' : ''} — scratch ${runDir}`);
   const machine = machineInfo(runDir);
   const ctxs: TreeCtx[] = [];
+  let failed = false;
   const figures: Figure[] = [];
   const trees: BenchResult['trees'] = [];
   try {
@@ -176,10 +177,14 @@ async function main(): Promise<number> {
         await closeTree(ctx);
       }
     }
+  } catch (err) {
+    failed = true;
+    throw err;
   } finally {
     for (const c of ctxs) await closeTree(c);
     lazyUnmountUnder(runDir);
     if (mountsUnder(runDir).length > 0) log(`warning: mounts remain under ${runDir}; not removing it`);
+    else if (failed) log(`kept ${runDir} for inspection (daemon logs: ${runDir}/home-*/host/awcd.log); remove it with rm -rf`);
     else if (!args.keep) rmSync(runDir, { recursive: true, force: true });
   }
   const result: BenchResult = { quick: args.quick, machine, trees, figures, durationMs: now() - t0, loadAvgEnd: loadavg(), plan: Object.fromEntries(ctxs.map((c) => [c.label, c.plan])) };

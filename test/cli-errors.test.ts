@@ -1,6 +1,6 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, errorOf } from './helpers/cli.js';
@@ -84,6 +84,28 @@ describe('CLI errors', () => {
     const r = awc(home, ['ls'], { AWC_MOUNT_DRIVER: 'teleport' });
     assert.equal(r.code, 2);
     assert.equal(errorOf(r).code, 'E_CONFIG');
+  });
+
+  test('review findings: wrong kinds of input are usage errors, existing files are never overwritten', () => {
+    const notTar = join(work, 'notes.txt');
+    writeFileSync(notTar, 'just text\n');
+    expectError(['snapshot', 'import', notTar], 'E_USAGE', 2);
+    const existing = join(work, 'exists.tar');
+    writeFileSync(existing, 'keep me');
+    expectError(['export', snap, '--tar', existing], 'E_TARGET_BUSY', 4);
+    assert.equal(readFileSync(existing, 'utf8'), 'keep me');
+    expectError(['export', snap, '--tar', join(work, 'no-such-dir', 'x.tar')], 'E_USAGE', 2);
+    const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
+    expectError(['mount', ws, notTar], 'E_TARGET_BUSY', 4);
+    assert.equal(readFileSync(notTar, 'utf8'), 'just text\n');
+    expectError(['mount', ws, join(home, 'inside')], 'E_USAGE', 2);
+    expectError(['snapshot', 'import', src, '--name', `${ws}`], 'E_USAGE', 2);
+    expectError(['fork', snap, '--name', 'sn_lookalike'], 'E_USAGE', 2);
+    const e = expectError(['fork', snap, '--count', 'abc'], 'E_USAGE', 2);
+    assert.match(e.message, /"abc"/);
+    expectError(['snapshot'], 'E_USAGE', 2);
+    // a workspace id resolves as the workspace even if snapshots exist
+    assert.equal(awcOk(home, ['show', ws], env).kind, 'workspace');
   });
 
   test('human errors name the code and the hint', () => {

@@ -1,4 +1,6 @@
 import { test, describe, after } from 'node:test';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,9 +54,21 @@ describe('host daemon crash, stop and restart (overlay driver)', { skip: detectD
     assert.deepEqual(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]), [['uncheckpointed.txt', 'added']]);
   });
 
-  test('daemon stop unmounts; uncheckpointed changes are kept and the next mount resumes them', () => {
+  test('daemon stop unmounts; uncheckpointed changes are kept and the next mount resumes them', async () => {
     const ws = awcOk(home, ['show', 'w']).id;
     writeFileSync(join(mnt, 'later.txt'), 'after the checkpoint\n');
+    // a shell inside the mount: stop refuses and keeps serving it
+    const inside = spawn('sleep', ['30'], { cwd: mnt, stdio: 'ignore' });
+    try {
+      const busy = awc(home, ['daemon', 'stop']);
+      assert.equal(errorOf(busy).code, 'E_TARGET_BUSY');
+      assert.ok(isMounted(mnt));
+      assert.equal(awcOk(home, ['daemon', 'status']).running, true);
+      assert.equal(readFileSync(join(mnt, 'later.txt'), 'utf8'), 'after the checkpoint\n');
+    } finally {
+      inside.kill('SIGKILL');
+      await once(inside, 'exit');
+    }
     awcOk(home, ['daemon', 'stop']);
     assert.ok(!isMounted(mnt));
     assert.equal(awcOk(home, ['show', ws]).mountState, 'unmounted');

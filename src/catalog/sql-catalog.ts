@@ -22,7 +22,7 @@ import type {
   SnapshotRow,
   WorkspaceRow,
 } from './catalog.js';
-import { isId, newId, newIds, type IdPrefix } from './ids.js';
+import { newId, newIds, type IdPrefix } from './ids.js';
 import { migrateToLatest } from './migrations.js';
 import type { Database, NewBlobRecord, NewWorkspaceRecord, SnapshotRecord, WorkspaceRecord } from './schema.js';
 
@@ -131,13 +131,14 @@ function mapError(err: unknown): unknown {
   return err;
 }
 
-function checkName(name: string | null | undefined, prefix: IdPrefix, what: string): void {
+function checkName(name: string | null | undefined, what: string): void {
   if (name === null || name === undefined) return;
   if (typeof name !== 'string' || name.length === 0) {
     throw new AwcError('E_USAGE', `a ${what} name must be a non-empty string`);
   }
-  if (isId(name, prefix)) {
-    throw new AwcError('E_USAGE', `a ${what} name cannot look like a ${what} id: ${JSON.stringify(name)}`);
+  if (/^(sn|ws|ns)_/i.test(name)) {
+    // refs resolve by id before name, across kinds: a name shaped like any id would be shadowed or shadow one
+    throw new AwcError('E_USAGE', `a ${what} name cannot start with sn_, ws_ or ns_ (reserved for ids): ${JSON.stringify(name)}`);
   }
 }
 
@@ -425,7 +426,7 @@ export class SqlCatalog implements Catalog {
    * @throws E_NAME_TAKEN (name used in the namespace), E_NOT_FOUND (parentId not in the namespace), E_USAGE (bad name)
    */
   async createSnapshot(s: NewSnapshot): Promise<SnapshotRow> {
-    checkName(s.name, 'sn', 'snapshot');
+    checkName(s.name, 'snapshot');
     const nsId = await this.#read(() => this.#ensureNs(s.namespace));
     const now = nowIso();
     const rec = this.#snapshotRecord(nsId, s, s.parentId ?? null, now);
@@ -455,7 +456,7 @@ export class SqlCatalog implements Catalog {
    */
   async commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow> {
     const s = c.snapshot;
-    checkName(s.name, 'sn', 'snapshot');
+    checkName(s.name, 'snapshot');
     const nsId = await this.#read(() => this.#findNs(s.namespace));
     if (!nsId) throw this.#workspaceNotFound(s.namespace, c.workspaceId);
     const now = nowIso();
@@ -624,7 +625,7 @@ export class SqlCatalog implements Catalog {
   async forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]> {
     const seen = new Set<string>();
     for (const n of names) {
-      checkName(n, 'ws', 'workspace');
+      checkName(n, 'workspace');
       if (n !== null) {
         if (seen.has(n)) throw new AwcError('E_NAME_TAKEN', `the workspace name "${n}" is given twice`, { details: { name: n } });
         seen.add(n);

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { AwcError } from '../core/errors.js';
 import { Awc } from '../service/awc.js';
@@ -13,6 +14,15 @@ import { fetchDaemonText, flattenMetrics } from '../daemon/metrics.js';
 import { computeUsage, formatUsage } from '../service/usage.js';
 import { pathsOf } from '../service/config.js';
 
+/** The package's version, from package.json next to dist/. */
+function packageVersion(): string {
+  try {
+    return JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
 interface Globals {
   home?: string;
   json?: boolean;
@@ -26,6 +36,7 @@ program
   .option('--home <dir>', 'data directory (default: $AWC_HOME, /var/lib/awc for root, ~/.local/share/awc)')
   .option('--namespace <ns>', 'tenant namespace (default: $AWC_NAMESPACE or "default")')
   .option('--json', 'machine-readable output on stdout; errors as JSON on stderr')
+  .version(packageVersion(), '-V, --version')
   .exitOverride();
 if (process.argv.includes('--json')) program.configureOutput({ writeErr: () => undefined });
 else program.showHelpAfterError();
@@ -110,6 +121,7 @@ program
   .option('--count <k>', 'how many workspaces', '1')
   .action((snap: string, opts: { name?: string; count: string }) =>
     withAwc(async (awc, o) => {
+      if (!/^\d+$/.test(opts.count)) throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${JSON.stringify(opts.count)}`);
       const count = Number(opts.count);
       const rows = await awc.fork(snap, { name: opts.name, count });
       o.result({ workspaces: rows.map((w) => ({ id: w.id, name: w.name })) }, () => rows.map((w) => `${w.id}${w.name ? `  ${w.name}` : ''}`).join('\n'));
@@ -147,6 +159,7 @@ program
   .action((ws: string, opts: { message?: string }) =>
     withAwc(async (awc, o) => {
       const r = await awc.checkpoint(ws, opts);
+      for (const k of r.skipped) o.warn(`${k.path}: skipped (${k.reason}: a snapshot cannot hold it)`);
       o.result(r, () => (r.changed ? `${r.id}: ${r.files} files, ${formatBytes(r.bytes)}; read ${r.filesRead} changed files, stored ${formatBytes(r.newBytes)} new` : `${r.id}: no changes since the head`));
     }),
   );
@@ -155,9 +168,11 @@ program
   .command('diff <from> [to]')
   .description('compare snapshots or workspaces (a mounted workspace means its live state)')
   .option('--patch', 'print a git-style patch')
-  .action((from: string, to: string | undefined, opts: { patch?: boolean }) =>
+  .option('--binary', 'with --patch: full git binary patches, so that `git apply` can apply binary changes')
+  .option('--metadata', 'also report owner, mtime and xattr changes')
+  .action((from: string, to: string | undefined, opts: { patch?: boolean; binary?: boolean; metadata?: boolean }) =>
     withAwc(async (awc, o) => {
-      const r = await awc.diff(from, to, { patch: opts.patch });
+      const r = await awc.diff(from, to, { patch: opts.patch, binary: opts.binary, metadata: opts.metadata });
       if (opts.patch && !o.json) process.stdout.write(r.patch ?? '');
       else o.result(opts.patch ? { changes: r.changes, patch: r.patch } : { changes: r.changes }, () => formatChanges(r.changes));
     }),
@@ -200,7 +215,8 @@ daemon
 daemon
   .command('stop')
   .description('unmount everything (uncheckpointed changes are kept) and stop the daemon')
-  .action(async () => {
+  .option('--force', 'detach mounts that are in use (lazy unmount) instead of refusing')
+  .action(async (opts: { force?: boolean }) => {
     const o = out();
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const client = new DaemonClient(config);
@@ -208,7 +224,7 @@ daemon
       o.result({ running: false }, () => 'awcd is not running');
       return;
     }
-    await client.call('POST', '/v1/stop', {}, { start: false });
+    await client.call('POST', '/v1/stop', { force: opts.force === true }, { start: false });
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && (await client.running())) await new Promise((r) => setTimeout(r, 100));
     o.result({ running: false, stopped: true }, () => 'awcd stopped');
@@ -294,6 +310,11 @@ async function main(): Promise<void> {
   } catch (err) {
     if (err instanceof CommanderError) {
       if (err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
+      if (err.code === 'commander.help') {
+        // a command group without its subcommand: commander printed the help
+        if (out().json) out().error(new AwcError('E_USAGE', 'a command is required'));
+        process.exit(2);
+      }
       process.exit(out().error(new AwcError('E_USAGE', err.message.replace(/^error: /, ''))));
     }
     process.exit(out().error(err));

@@ -21,7 +21,7 @@ export const ERROR_CODES = {
   E_SOURCE_NOT_FOUND: { exit: 3, retryable: false, hint: 'Check the path you passed.' },
   E_OBJECT_NOT_FOUND: { exit: 5, retryable: false, hint: 'The object store lacks an object the catalog refers to; run `awc fsck`.' },
   E_AMBIGUOUS: { exit: 2, retryable: false, hint: 'Use the full id instead of a prefix or name.' },
-  E_NAME_TAKEN: { exit: 4, retryable: false, hint: 'Pick another name, or remove the existing one first.' },
+  E_NAME_TAKEN: { exit: 4, retryable: false, hint: 'Pick another name (names are unique per namespace among snapshots, and among workspaces).' },
   E_ALREADY_MOUNTED: { exit: 4, retryable: false, hint: 'Unmount it first with `awc unmount <workspace>`.' },
   E_NOT_MOUNTED: { exit: 4, retryable: false, hint: 'Mount it first with `awc mount <workspace> <dir>`.' },
   E_TARGET_BUSY: { exit: 4, retryable: true, hint: 'The directory is in use or not empty; pick an empty directory or close what uses it.' },

@@ -40,7 +40,8 @@ export interface DaemonStatus {
  * - `GET /v1/status` → DaemonStatus
  * - `POST /v1/mount {namespace, workspace, target}` → `{workspace, path, driver, resumed}`
  * - `POST /v1/unmount {namespace, workspace, force}` → `{workspace, path}`
- * - `POST /v1/stop` → unmounts everything (uppers are kept) and exits
+ * - `POST /v1/stop {force}` → unmounts everything (uppers are kept) and exits; E_TARGET_BUSY
+ *   (nothing stops, busy mounts stay served) when a mount is in use, unless `force`
  * - `GET /metrics` → Prometheus text exposition (content type from the registry; see metrics.ts)
  * - `GET /v1/metrics.json` → prom-client registry JSON `[{name, help, type, values: [{value, labels, metricName?}]}]`
  * - `POST /v1/checkpoint-report {driver, durationMs, newBytes}` → `{ok: true}`: counts a
@@ -266,17 +267,41 @@ export class HostDaemon extends EventEmitter {
   }
 
   /** Unmounts every overlay (lazily when busy; uppers kept), then the content FUSE mount; closes the socket and catalog. */
+  /**
+   * Unmounts every overlay that is not busy. Returns the busy ones (still mounted and
+   * served). With `force`, busy ones are detached lazily instead: processes inside keep a
+   * detached view whose writes still land in the upper, so the workspace must not be
+   * mounted again while they run.
+   */
+  async unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]> {
+    const busy: { workspace: string; path: string }[] = [];
+    for (const [id, m] of [...this.mounts]) {
+      try {
+        await unmount(m.path, false);
+      } catch (err) {
+        if (!(err instanceof AwcError && err.code === 'E_TARGET_BUSY')) throw err;
+        if (!force) {
+          busy.push({ workspace: id, path: m.path });
+          continue;
+        }
+        this.emit('log', { level: 'warn', msg: 'busy mount detached lazily', workspace: id, path: m.path });
+        await unmount(m.path, true);
+      }
+      await this.catalog.setMount(id, null);
+      this.mounts.delete(id);
+      this.metrics.mountOperations.inc({ op: 'unmount', driver: 'overlay' });
+    }
+    return busy;
+  }
+
+  /** Stops the daemon (see unmountAll; stop always forces, callers check busy mounts first). */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
-      for (const [id, m] of this.mounts) {
-        try {
-          await unmount(m.path, true);
-          await this.catalog.setMount(id, null);
-        } catch (err) {
-          this.emit('log', { level: 'error', msg: 'unmount failed', workspace: id, err: String(err) });
-        }
+      try {
+        await this.unmountAll(true);
+      } catch (err) {
+        this.emit('log', { level: 'error', msg: 'unmount failed', err: String(err) });
       }
-      this.mounts.clear();
       await this.fuse?.unmount();
       await this.fetcher?.idle();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
@@ -315,10 +340,18 @@ export class HostDaemon extends EventEmitter {
           this.metrics.recordCheckpoint({ driver: str(body, 'driver'), durationMs: body.durationMs as number, newBytes: body.newBytes as number });
           out = { ok: true };
           break;
-        case 'POST /v1/stop':
+        case 'POST /v1/stop': {
+          const busy = await this.unmountAll(body.force === true);
+          if (busy.length > 0) {
+            throw new AwcError('E_TARGET_BUSY', `${busy.length} workspace mount(s) are in use: ${busy.map((b) => b.path).join(', ')}`, {
+              hint: 'Close the shells and programs using them (the daemon keeps serving them), or pass --force to detach them lazily.',
+              details: { busy },
+            });
+          }
           out = { stopping: true };
           setImmediate(() => void this.stop().then(() => this.emit('stopped')));
           break;
+        }
         default:
           throw new AwcError('E_USAGE', `no such endpoint ${req.method} ${req.url}`);
       }

@@ -30,7 +30,17 @@ export interface MergeResult {
   bytesRead: number;
   /** Entries skipped (sockets) with the reason. */
   skipped: { path: string; reason: string }[];
+  /** The stat cache of the upper's full-copy files as this merge saw them (persist it only once their chunks are committed). */
+  statCache: UpperStatCache;
 }
+
+/**
+ * Stat cache of an upper directory's full-copy files: path → [ino, size, mtimeNs, ctimeNs,
+ * content digest, chunks]. A checkpoint re-merges the whole (cumulative) upper; a file
+ * whose inode, size, mtime and ctime are unchanged since the last checkpoint is not read
+ * again. Only written after a checkpoint commits, so every digest in it is stored.
+ */
+export type UpperStatCache = Record<string, [string, string, string, string, Digest, [Digest, number][]]>;
 
 const CONTENT_REDIRECT = /^\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
 
@@ -58,8 +68,10 @@ export async function mergeUpper(opts: {
   writer: MergeWriter;
   hardlinks?: Record<string, string[]>;
   contents?: Record<string, [number, [Digest, number][]]>;
+  /** Content of upper files already stored by an earlier checkpoint, by path (see UpperStatCache). */
+  statCache?: UpperStatCache;
 }): Promise<MergeResult> {
-  const m = new Merger(opts.src, opts.writer, opts.contents ?? {});
+  const m = new Merger(opts.src, opts.writer, opts.contents ?? {}, opts.statCache ?? {});
   const baseRoot = await opts.src.readRoot(opts.base);
   m.baseRootTree = baseRoot.tree;
   const children = await m.loadChildren(baseRoot.tree);
@@ -69,7 +81,7 @@ export async function mergeUpper(opts: {
   const rootAttrs = keepBaseTime(attrsFromStat(st, readUserXattrs(opts.upper)), baseRoot);
   const tree = await m.writeDir(children);
   const root = await opts.writer.writeRoot({ ...rootAttrs, tree });
-  return { root, filesRead: m.filesRead, bytesRead: m.bytesRead, skipped: m.skipped };
+  return { root, filesRead: m.filesRead, bytesRead: m.bytesRead, skipped: m.skipped, statCache: m.nextCache };
 }
 
 class Merger {
@@ -78,11 +90,13 @@ class Merger {
   bytesRead = 0;
   skipped: { path: string; reason: string }[] = [];
   private inodes = new Map<bigint, string>();
+  nextCache: UpperStatCache = {};
 
   constructor(
     private src: TreeSource,
     private writer: MergeWriter,
     private contents: Record<string, [number, [Digest, number][]]>,
+    private statCache: UpperStatCache,
   ) {}
 
   async loadChildren(tree: Digest): Promise<Map<string, MEntry>> {
@@ -189,10 +203,17 @@ class Merger {
       if (!data) throw new AwcError('E_INTEGRITY', `metadata-only copy-up ${relPath} has no lower data (redirect ${ov.redirect ?? 'none'})`);
       return { type: 'file', name, ...keepBaseTime(attrs0, baseFile), size: data.size, digest: data.digest, chunks: data.chunks };
     }
+    const key = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()] as const;
+    const hit = this.statCache[relPath];
+    if (hit && hit[0] === key[0] && hit[1] === key[1] && hit[2] === key[2] && hit[3] === key[3]) {
+      this.nextCache[relPath] = hit;
+      return { type: 'file', name, ...attrs0, size: Number(st.size), digest: hit[4], chunks: hit[5].map(([digest, size]) => ({ digest, size })) };
+    }
     const c = await this.writer.writeFile(p);
     this.filesRead++;
     this.bytesRead += c.size;
     const after = fs.lstatSync(p, { bigint: true });
+    this.nextCache[relPath] = [after.ino.toString(), after.size.toString(), after.mtimeNs.toString(), after.ctimeNs.toString(), c.digest, c.chunks.map((x) => [x.digest, x.size])];
     return { type: 'file', name, ...attrsFromStat(after, readUserXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
   }
 

@@ -1,6 +1,6 @@
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import * as fs from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { Entry } from '../core/tree.js';
@@ -12,7 +12,7 @@ import { ContentWriter } from '../store/content-writer.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { walkTree } from '../store/tree-source.js';
 import { buildLayer } from '../host/layer-builder.js';
-import { mergeUpper } from '../host/upper-merge.js';
+import { mergeUpper, type UpperStatCache } from '../host/upper-merge.js';
 import { detectDriver, type DriverReport } from '../host/doctor.js';
 import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
 import { isMounted } from '../host/mount-util.js';
@@ -48,6 +48,8 @@ export interface CheckpointResult {
   bytes: number;
   filesRead: number;
   newBytes: number;
+  /** Entries the snapshot cannot hold (sockets), left out with this reason. */
+  skipped: { path: string; reason: string }[];
 }
 
 /** Result of a mount. */
@@ -118,6 +120,9 @@ export class Awc {
     }
     if (opts.name !== undefined) await this.assertSnapshotNameFree(opts.name);
     const writer = this.writer();
+    if (!st.isDirectory() && !(st.isFile() && looksLikeTar(src))) {
+      throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, { hint: 'Pass a directory, or a .tar / .tar.gz file.' });
+    }
     const r = st.isDirectory()
       ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning })
       : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
@@ -157,6 +162,9 @@ export class Awc {
 
   /** Resolves a ref as a snapshot first, then as a workspace. @throws E_NOT_FOUND, E_AMBIGUOUS */
   async resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }> {
+    // ids carry their kind (names may not start with sn_/ws_), so a workspace id never resolves as a snapshot
+    if (/^ws_/i.test(ref)) return { kind: 'workspace', workspace: await this.getWorkspace(ref) };
+    if (/^sn_/i.test(ref)) return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
     try {
       return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
     } catch (err) {
@@ -197,12 +205,20 @@ export class Awc {
     const ws = await this.getWorkspace(wsRef);
     if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
+    if (target === this.config.home || target.startsWith(this.config.home + '/')) {
+      throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, { hint: 'Mount workspaces outside the data directory.' });
+    }
     await prepareTarget(target);
     const report = this.doctor();
     if (this.config.mountDriver === 'overlay' && report.driver !== 'overlay') {
       throw new AwcError('E_PERMISSION', `the overlay driver was asked for but ${report.reason}`);
     }
-    const pending = await readHostState(this.paths.workspaces, ws.id);
+    let pending = await readHostState(this.paths.workspaces, ws.id);
+    if (pending && (await this.liveRoot(ws, pending)) === (await this.getSnapshot(ws.headSnapshotId)).root) {
+      // kept changes that were all checkpointed since: start clean on the head
+      await removeHostState(this.paths.workspaces, ws.id);
+      pending = undefined;
+    }
     if (pending && pending.driver !== report.driver) {
       throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes from a ${pending.driver} mount on this host`, { hint: `Mount it with AWC_MOUNT_DRIVER=${pending.driver}, or discard them with \`awc unmount ${ws.id} --discard\`.` });
     }
@@ -288,7 +304,7 @@ export class Awc {
     return (await this.scanState(state, w)).root;
   }
 
-  private async scanState(state: WorkspaceHostState, writer: ContentWriter): Promise<{ root: Digest; filesRead: number }> {
+  private async scanState(state: WorkspaceHostState, writer: ContentWriter): Promise<{ root: Digest; filesRead: number; skipped: { path: string; reason: string }[]; upperCache?: UpperStatCache }> {
     if (state.driver === 'copy') {
       const base = new Map<string, Entry>();
       const reader = this.reader();
@@ -303,12 +319,13 @@ export class Awc {
           return e && (e.type === 'file' || e.type === 'symlink') ? e : undefined;
         },
       });
-      return { root: r.root, filesRead: writer.stats.files };
+      return { root: r.root, filesRead: writer.stats.files, skipped: r.skipped };
     }
     const dirs = workspaceDirs(this.paths.workspaces, state.workspaceId);
     const layer = await buildLayer(this.reader(), state.layerRoot, this.paths.layers);
-    const r = await mergeUpper({ src: this.reader(writer.sessionBlob.bind(writer)), base: state.layerRoot, upper: dirs.upper, writer, hardlinks: layer.meta.hardlinks, contents: layer.meta.contents });
-    return { root: r.root, filesRead: r.filesRead };
+    const statCache = await readUpperCache(dirs.dir);
+    const r = await mergeUpper({ src: this.reader(writer.sessionBlob.bind(writer)), base: state.layerRoot, upper: dirs.upper, writer, hardlinks: layer.meta.hardlinks, contents: layer.meta.contents, statCache });
+    return { root: r.root, filesRead: r.filesRead, skipped: r.skipped, upperCache: r.statCache };
   }
 
   /**
@@ -323,13 +340,13 @@ export class Awc {
     const head = await this.getSnapshot(ws.headSnapshotId);
     const state = await readHostState(this.paths.workspaces, ws.id);
     if (!state) {
-      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: 0, newBytes: 0 };
+      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: 0, newBytes: 0, skipped: [] };
     }
     const writer = this.writer();
     const scan = await this.scanState(state, writer);
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
-      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0 };
+      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0, skipped: scan.skipped };
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
@@ -338,6 +355,10 @@ export class Awc {
       expectedHeadId: head.id,
       snapshot: { namespace: this.namespace, root: scan.root, parentId: head.id, message: opts.message ?? null, fileCount: counts.files, byteCount: counts.bytes, packs },
     });
+    if (scan.upperCache) {
+      // every digest in it is now committed: the next checkpoint may skip these files
+      await writeUpperCache(workspaceDirs(this.paths.workspaces, ws.id).dir, scan.upperCache);
+    }
     if (state.driver === 'copy') {
       // the materialised directory now equals the new head: refresh the stat cache against it
       const statCache: Record<string, [string, string, string, string]> = {};
@@ -345,7 +366,7 @@ export class Awc {
       await writeHostState(this.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
     }
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
-    return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes };
+    return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes, skipped: scan.skipped };
   }
 
   /**
@@ -381,7 +402,7 @@ export class Awc {
    * Diffs two refs. One ref: a workspace's head against its live state, or a snapshot's
    * parent against it. Returns the changes and, with `patch`, a git-style patch.
    */
-  async diff(fromRef: string, toRef?: string, opts: { patch?: boolean } = {}): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
+  async diff(fromRef: string, toRef?: string, opts: { patch?: boolean; binary?: boolean; metadata?: boolean } = {}): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
     const writer = this.writer(true);
     let from: Digest;
     let to: Digest;
@@ -399,10 +420,10 @@ export class Awc {
       to = (await this.rootOf(toRef, writer)).root;
     }
     const src = this.reader(writer.sessionBlob.bind(writer));
-    const changes = await diffSnapshots(src, from, to);
+    const changes = await diffSnapshots(src, from, to, { metadata: opts.metadata });
     const out: { from: Digest; to: Digest; changes: Change[]; patch?: string } = { from, to, changes };
     if (opts.patch) {
-      out.patch = await renderPatch(src, (f) => this.readLive(f), changes, from, to);
+      out.patch = await renderPatch(src, (f) => this.readLive(f), changes, from, to, { binary: opts.binary ? 'full' : 'summary' });
     }
     return out;
   }
@@ -427,6 +448,7 @@ export class Awc {
     if ((opts.tar === undefined) === (opts.dir === undefined)) throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
     const r = await this.resolve(ref);
     const snap = r.kind === 'snapshot' ? r.snapshot : await this.getSnapshot(r.workspace.headSnapshotId);
+    if (opts.tar !== undefined && opts.tar !== '-') await checkTarTarget(resolve(opts.tar));
     const res = opts.tar !== undefined
       ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
       : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress });
@@ -434,9 +456,52 @@ export class Awc {
   }
 }
 
+/** The upper stat cache of a workspace (empty when absent or unreadable: it is only a cache). */
+async function readUpperCache(dir: string): Promise<UpperStatCache> {
+  try {
+    return JSON.parse(await readFile(join(dir, 'upper-cache.json'), 'utf8')) as UpperStatCache;
+  } catch {
+    return {};
+  }
+}
+
+/** Writes the upper stat cache atomically. */
+async function writeUpperCache(dir: string, cache: UpperStatCache): Promise<void> {
+  const tmp = join(dir, 'upper-cache.json.tmp');
+  await writeFile(tmp, JSON.stringify(cache));
+  await rename(tmp, join(dir, 'upper-cache.json'));
+}
+
+/** True when the file starts like a tar archive (ustar magic at 257) or a gzip stream. */
+function looksLikeTar(path: string): boolean {
+  const fd = fs.openSync(path, 'r');
+  try {
+    const b = Buffer.alloc(512);
+    const n = fs.readSync(fd, b, 0, 512, 0);
+    if (n >= 2 && b[0] === 0x1f && b[1] === 0x8b) return true;
+    return n === 512 && b.subarray(257, 262).toString('latin1') === 'ustar';
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** A tar target must not exist yet, and its directory must. @throws E_TARGET_BUSY, E_USAGE */
+async function checkTarTarget(path: string): Promise<void> {
+  if (fs.existsSync(path)) throw new AwcError('E_TARGET_BUSY', `${path} already exists`, { hint: 'Export to a new file name, or remove the file first.' });
+  const parent = dirname(path);
+  if (!fs.existsSync(parent) || !fs.statSync(parent).isDirectory()) throw new AwcError('E_USAGE', `the directory ${parent} does not exist`);
+}
+
 /** Creates the target when missing; refuses a non-empty directory, a file, or a mount point. */
 async function prepareTarget(target: string): Promise<void> {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
+  let existing: fs.Stats | undefined;
+  try {
+    existing = await stat(target);
+  } catch {
+    existing = undefined;
+  }
+  if (existing && !existing.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} exists and is not a directory`);
   await mkdir(target, { recursive: true });
   const st = await stat(target);
   if (!st.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);

@@ -43,7 +43,7 @@ export function errorOf(r: CliResult): { code: string; message: string; hint: st
 
 /** Unmounts everything mounted under `dir` (lazily, deepest first) and stops the daemon of `home`. Never throws. */
 export function cleanupMounts(home: string, dir: string = home): void {
-  spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop'], { encoding: 'utf8', timeout: 60_000 });
+  spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8', timeout: 60_000 });
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((l) => l.split(' ')[4])
