@@ -103,18 +103,22 @@ export async function unmountAll(awc: Awc): Promise<void> {
 export async function stopDaemon(awc: Awc): Promise<void> {
   const client = new DaemonClient(awc.config);
   const pidFile = awc.paths.pidFile;
-  const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : NaN;
+  let pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8')) : NaN;
   try {
-    await client.call('POST', '/v1/stop', {}, { start: false, timeoutMs: 30_000 });
+    pid = ((await client.call('GET', '/v1/status', undefined, { start: false, timeoutMs: 10_000 })) as { pid: number }).pid;
+  } catch {
+    // not running (or not answering): the pid file is all we have
+  }
+  try {
+    await client.call('POST', '/v1/stop', { force: true }, { start: false, timeoutMs: 30_000 });
   } catch {
     // not running
   }
+  // wait for the process itself to exit, not only its socket: a daemon that is still shutting
+  // down removes the socket and pid file at its very end, which would hit a successor's
   const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline && (await client.running())) await new Promise((r) => setTimeout(r, 100));
-  if (Number.isInteger(pid) && pid > 0 && alive(pid)) {
-    await new Promise((r) => setTimeout(r, 1000));
-    if (alive(pid)) process.kill(pid, 'SIGKILL');
-  }
+  while (Date.now() < deadline && ((await client.running()) || (Number.isInteger(pid) && pid > 0 && alive(pid)))) await new Promise((r) => setTimeout(r, 100));
+  if (Number.isInteger(pid) && pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
 }
 
 function alive(pid: number): boolean {

@@ -115,6 +115,9 @@ export async function figForkMount(ctx: TreeCtx, other: Figure | undefined, log:
   log(`  daemon started in ${fmtMs(startMs)}`);
   const first = await forkMountRead(ctx, join(ctx.scratch, 'fm-first'));
   log(`  first mount (builds the layer): ${fmtMs(first)}`);
+  // untimed: write the new layer's metadata back now, so its writeback does not land inside the
+  // further mounts below (in steady state a snapshot's layer was built long before)
+  spawnSync('sync');
   const ms: number[] = [];
   try {
     for (let i = 0; i < ctx.plan.forkMountIters; i++) ms.push(await forkMountRead(ctx, join(ctx.scratch, `fm-${i}`)));
@@ -149,7 +152,7 @@ export async function figForkMount(ctx: TreeCtx, other: Figure | undefined, log:
       awcText: `${fmtMs(m)} median of ${ms.length} (min ${fmtMs(Math.min(...ms))}, max ${fmtMs(Math.max(...ms))})`,
       target: other === undefined ? '≤ 100 ms' : `≤ 100 ms, same as tree (a) (≤ 1.5× + 5 ms of ${fmtMs(other.awc)})`,
       met: m <= 100 && same,
-      notes: [`In-process Awc.fork() + Awc.mount() (daemon API) + one read of package.json; daemon start (not included): ${fmtMs(startMs)}.`],
+      notes: [`In-process Awc.fork() + Awc.mount() (daemon API) + one read of package.json, after a \`sync\` that writes the freshly built layer back; daemon start (not included): ${fmtMs(startMs)}.`],
     },
     {
       id: 'first-mount',

@@ -1,7 +1,7 @@
 import { request } from 'node:http';
+import { parseProm, sumOf, type Samples } from '../src/daemon/prom-text.js';
 
-/** Samples of a Prometheus text exposition: sample name → [{labels, value}]. */
-export type Samples = Map<string, { labels: Record<string, string>; value: number }[]>;
+export { parseProm, sumOf, type Samples };
 
 /** GET /metrics on the daemon's Unix socket; '' when the daemon answers an error (no metrics endpoint). */
 export function fetchMetrics(socket: string): Promise<string> {
@@ -18,31 +18,24 @@ export function fetchMetrics(socket: string): Promise<string> {
   });
 }
 
-/** A tiny parser of the text format (comments skipped; labels with escaped quotes handled). */
-export function parseProm(text: string): Samples {
-  const out: Samples = new Map();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
-    const labels: Record<string, string> = {};
-    if (m[3]) for (const l of m[3].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
-    let list = out.get(m[1]);
-    if (!list) out.set(m[1], (list = []));
-    list.push({ labels, value: Number(m[4]) });
-  }
-  return out;
-}
-
-/** Sum of the samples of `name` whose labels include `labels`; 0 when absent. */
-export function sumOf(s: Samples, name: string, labels: Record<string, string> = {}): number {
-  let v = 0;
-  for (const x of s.get(name) ?? []) if (Object.entries(labels).every(([k, want]) => x.labels[k] === want)) v += x.value;
-  return v;
-}
-
 /** Reads the daemon's metrics now; `delta(later)` gives counter increases since. */
-export async function snapshotMetrics(socket: string): Promise<{ samples: Samples; delta: (later: Samples, name: string, labels?: Record<string, string>) => number }> {
-  const samples = parseProm(await fetchMetrics(socket).catch(() => ''));
-  return { samples, delta: (later, name, labels) => sumOf(later, name, labels) - sumOf(samples, name, labels) };
+export async function snapshotMetrics(socket: string): Promise<{ samples: Samples; error?: string; delta: (later: Samples, name: string, labels?: Record<string, string>) => number }> {
+  const r = await fetchMetricsRetry(socket);
+  const samples = parseProm(r.text);
+  return { samples, error: r.error, delta: (later, name, labels) => sumOf(later, name, labels) - sumOf(samples, name, labels) };
+}
+
+/** fetchMetrics with one retry; never throws ('' and the error text when both attempts fail). */
+export async function fetchMetricsRetry(socket: string): Promise<{ text: string; error?: string }> {
+  let error = '';
+  for (let i = 0; i < 2; i++) {
+    try {
+      const text = await fetchMetrics(socket);
+      if (text !== '') return { text };
+      error = 'the daemon answered GET /metrics with an error';
+    } catch (err) {
+      error = (err as Error).message;
+    }
+  }
+  return { text: '', error };
 }

@@ -97,6 +97,33 @@ export function dropCaches(): void {
   writeFileSync('/proc/sys/vm/drop_caches', '3');
 }
 
+/**
+ * How many times anyone on this machine has dropped the page cache (`drop_pagecache` in
+ * /proc/vmstat). A "warm" pass during which this moved was not warm: callers discard it.
+ */
+export function dropCount(): number {
+  const m = /^drop_pagecache (\d+)$/m.exec(readFileSync('/proc/vmstat', 'utf8'));
+  return m ? Number(m[1]) : 0;
+}
+
+/**
+ * Runs one measured round until no page-cache drop (by anyone) happened during it, at most
+ * `tries` times; `prepare` (untimed, e.g. a warm-up) runs before every attempt.
+ * @returns the last round's result, how many attempts were discarded, and whether it is clean.
+ */
+export async function cleanRound<T>(round: () => Promise<T> | T, opts: { tries?: number; prepare?: () => Promise<void> | void } = {}): Promise<{ value: T; discarded: number; clean: boolean }> {
+  const tries = opts.tries ?? 10;
+  let discarded = 0;
+  for (;;) {
+    await opts.prepare?.();
+    const c0 = dropCount();
+    const value = await round();
+    if (dropCount() === c0) return { value, discarded, clean: true };
+    if (discarded + 1 >= tries) return { value, discarded, clean: false };
+    discarded++;
+  }
+}
+
 /** Allocated bytes of a directory on its own file system (`du -sx --block-size=1`; never enters mounts). 0 when absent. */
 export function duBytes(dir: string): number {
   const r = spawnSync('du', ['-sx', '--block-size=1', dir], { encoding: 'utf8' });

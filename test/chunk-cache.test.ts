@@ -310,6 +310,7 @@ test('100 concurrent readers of the same cold files: one backend read per distin
     }
     for (const { refs, bufs } of results) refs.forEach((r, i) => assert.ok(bufs[i].equals(byDigest.get(r.digest)!)));
     assert.equal(fx.store.gets, expected);
+    await fetcher.idle(); // let the background cache writes land before the directory is removed
   }
 
   // (c) requests arriving interleaved over many event-loop turns: every chunk is still read
@@ -333,6 +334,7 @@ test('100 concurrent readers of the same cold files: one backend read per distin
     for (const d of touched) assert.ok((fetched.get(d) ?? 0) <= 1, `chunk ${d} fetched ${fetched.get(d)} times`);
     assert.ok(fx.store.gets <= fetched.size);
     assert.equal(fetcher.stats.refetches, 0);
+    await fetcher.idle();
   }
 });
 
@@ -383,11 +385,12 @@ test('sync hit path: after a warm read, source.read returns a Buffer, not a Prom
   assert.ok(hits > 0);
   assert.equal(fx.store.gets, gets);
   // a chunk still being written to the cache is served from memory, synchronously
-  const { source: s2 } = await stack(fx, join(dir, 'cache2'));
+  const { source: s2, fetcher: f2 } = await stack(fx, join(dir, 'cache2'));
   const f = fx.files[0];
   assert.ok((await s2.read(f.hex, 0, f.fc.size)).equals(f.data));
   const right = s2.read(f.hex, 0, f.fc.size);
   assert.ok(Buffer.isBuffer(right) && right.equals(f.data));
+  await f2.idle();
 });
 
 test('budget: the cache never exceeds it (in memory and on disk), evicts, and refetches evicted chunks correctly', async (t) => {
@@ -440,6 +443,8 @@ test('budget: the cache never exceeds it (in memory and on disk), evicts, and re
   const big = fx.files.flatMap((f) => f.fc.chunks);
   const bufs = await fetcher.get(big, fx.index);
   assert.equal(bufs.reduce((n, x) => n + x.length, 0), total);
+  assert.ok(cache.bytes <= budget && diskBytes(cacheDir) <= budget);
+  await fetcher.idle();
   assert.ok(cache.bytes <= budget && diskBytes(cacheDir) <= budget);
 });
 
@@ -574,4 +579,305 @@ test('reopen: a new ChunkCache finds the chunks on disk and trims to a smaller b
   assert.ok(diskBytes(cacheDir) <= small);
   assert.equal(diskBytes(cacheDir), trimmed.bytes);
   assert.ok(trimmed.getSync(keep.digest), 'the most recently used chunk survives the trim');
+});
+
+// ---------------------------------------------------------------------------------------------
+// Memory tier and pack read-ahead
+
+/** A fresh (cold) cache, fetcher and source over a fixture's store, with read-ahead. */
+async function aheadStack(fx: Fixture, cacheDir: string, opts: { readAheadBytes: number; readAheadMinBytes?: number; memoryBytes?: number; budgetBytes?: number }) {
+  const cache = new ChunkCache({ dir: cacheDir, budgetBytes: opts.budgetBytes ?? 1 << 30, memoryBytes: opts.memoryBytes });
+  await cache.open();
+  const fetcher = new ChunkFetcher({ store: fx.store, cache, readAheadBytes: opts.readAheadBytes, readAheadMinBytes: opts.readAheadMinBytes });
+  const source = new CachedContentSource(fetcher);
+  source.register(fx.contents, fx.index);
+  return { cache, fetcher, source };
+}
+
+/**
+ * The backend reads a cold, sequential read of every blob of one pack (in offset order, each
+ * blob asked for once the previous one was served) costs with read-ahead, worked out from the
+ * pack layout alone by the documented rules: the first window of a pack is read before its
+ * index is known ([first blob, +min) — blob boundaries ignored); when that read does not reach
+ * the end of the pack, one more read fetches its tail (the index; the first guess is enough here);
+ * each later window holds whole blobs from the first one it lacks up to the stream's size,
+ * which starts at `min` and doubles (up to `max`) while a window starts where the last one
+ * ended. A window whose second half holds a chunk read ahead (and that is not the last) has
+ * the next one read in the background (`async`) when the reader gets there; otherwise the
+ * next miss starts it.
+ */
+function expectedAheadReads(pack: WrittenPack, min: number, max: number): { windows: number; indexReads: number; async: number } {
+  const blobs = pack.blobs.slice().sort((a, b) => a.offset - b.offset);
+  const endOf = (b: BlobLocation) => b.offset + b.storedLength;
+  let windows = 0;
+  let async = 0;
+  let indexReads = 0;
+  let i = 0; // first blob not read yet
+  let next = -1; // where the last window ended
+  let size = min;
+  let asked = true; // the window starts at a blob asked for (a miss), else it was started in the background
+  while (i < blobs.length) {
+    const start = blobs[i].offset;
+    let end: number;
+    if (windows === 0) {
+      end = Math.min(start + Math.max(min, blobs[0].storedLength), pack.size);
+      if (end < pack.size) indexReads = 1;
+    } else {
+      size = start >= next && start - next <= 128 * 1024 ? Math.min(max, size * 2) : min;
+      end = endOf(blobs[i]);
+      for (let j = i + 1; j < blobs.length && endOf(blobs[j]) - start <= size; j++) end = endOf(blobs[j]);
+    }
+    windows++;
+    const middle = start + ((end - start) >> 1);
+    let j = i;
+    let trigger = false;
+    for (; j < blobs.length && endOf(blobs[j]) <= end; j++) if (!(asked && j === i) && blobs[j].offset >= middle) trigger = true;
+    if (trigger && j < blobs.length) async++;
+    asked = !(trigger && j < blobs.length);
+    next = end;
+    i = j;
+  }
+  return { windows, indexReads, async };
+}
+
+/** Files of a fixture in pack order (by the offset of their first chunk). */
+function inPackOrder(fx: Fixture): Fixture['files'] {
+  return fx.files.slice().sort((a, b) => fx.index.get(a.fc.chunks[0].digest)!.offset - fx.index.get(b.fc.chunks[0].digest)!.offset);
+}
+
+test('ChunkCache memory tier: bounded, oldest read-ahead chunks dropped, a hit moves the chunk to disk, verified on the way in', async (t) => {
+  const dir = await tmp(t);
+  const cache = new ChunkCache({ dir, budgetBytes: 1 << 20, memoryBytes: 10_000 });
+  await cache.open();
+  const dropped: Digest[] = [];
+  cache.on('memory-evict', (e) => dropped.push(e.digest));
+  const chunks = Array.from({ length: 5 }, () => randomBytes(3000));
+  const ds = chunks.map((c) => sha256(c));
+  assert.throws(() => cache.remember(ds[0], chunks[1]), (e) => code(e) === 'E_INTEGRITY');
+  assert.equal(cache.has(ds[0]), false);
+  for (let i = 0; i < 5; i++) {
+    assert.equal(cache.remember(ds[i], chunks[i]), true);
+    assert.ok(cache.memoryUsed <= 10_000, `memory tier holds ${cache.memoryUsed} B`);
+  }
+  assert.deepEqual(dropped, [ds[0], ds[1]], 'the oldest read-ahead chunks leave first');
+  assert.equal(cache.stats.readAheadWasted, 2);
+  assert.equal(cache.memoryUsed, 9000);
+  assert.equal(cache.has(ds[0]), false);
+  assert.equal(cache.getSync(ds[0]), undefined);
+  assert.equal(cache.has(ds[2]), true);
+  assert.equal(cache.count, 0, 'read-ahead chunks are not written to disk until asked for');
+  // a hit is served synchronously from memory and moves the chunk to the disk cache
+  let hit: { memory?: boolean } | undefined;
+  cache.once('hit', (e) => (hit = e));
+  const b = cache.getSync(ds[2]);
+  assert.ok(b && b.equals(chunks[2]));
+  assert.equal(hit?.memory, true);
+  assert.equal(cache.memoryUsed, 6000);
+  await cache.idle();
+  assert.equal(cache.count, 1);
+  assert.ok(readFileSync(cache.pathOf(ds[2])).equals(chunks[2]));
+  assert.equal(cache.stats.readAheadHits, 1);
+  // already held, larger than the tier, or a disabled tier: not kept
+  assert.equal(cache.remember(ds[2], chunks[2]), false);
+  const big = randomBytes(10_001);
+  assert.equal(cache.remember(sha256(big), big), false);
+  assert.ok(cache.memoryUsed <= 10_000);
+  const off = new ChunkCache({ dir: join(dir, 'off'), budgetBytes: 1 << 20, memoryBytes: 0 });
+  await off.open();
+  assert.equal(off.remember(ds[3], chunks[3]), false);
+  assert.equal(off.memoryUsed, 0);
+  // delete() drops a chunk from the tier too
+  assert.equal(cache.delete(ds[3]), false);
+  assert.equal(cache.has(ds[3]), false);
+  assert.throws(() => new ChunkCache({ dir, budgetBytes: 1, memoryBytes: -1 }), (e) => code(e) === 'E_USAGE');
+});
+
+test('read-ahead: a cold sequential read of N neighbouring small files costs the backend reads the pack layout predicts, far fewer than N', async (t) => {
+  const dir = await tmp(t);
+  const N = 150;
+  const fx = await fixture(dir, { count: N, packBytes: 8 * MiB, sizes: (i) => 1000 + ((i * 1543) % 9000) });
+  assert.equal(fx.packs.length, 1);
+  const pack = fx.packs[0];
+  const files = inPackOrder(fx);
+  assert.ok(files.every((f) => f.fc.chunks.length === 1), 'small files: one chunk each');
+  for (const [min, max] of [
+    [64 * 1024, 64 * 1024], // fixed windows
+    [16 * 1024, 128 * 1024], // windows doubling from 16 KiB to 128 KiB
+  ]) {
+    fx.store.gets = 0;
+    fx.store.reads = [];
+    const { cache, fetcher, source } = await aheadStack(fx, join(dir, `cache-${min}-${max}`), { readAheadBytes: max, readAheadMinBytes: min });
+    let misses = 0;
+    for (const f of files) {
+      const r = source.read(f.hex, 0, f.fc.size);
+      if (r instanceof Promise) misses++;
+      assert.ok((await r).equals(f.data));
+    }
+    await fetcher.idle();
+    const want = expectedAheadReads(pack, min, max);
+    t.diagnostic(`${N} files, pack ${pack.size} B, windows ${min}..${max} B: ${fx.store.gets} backend reads (${want.windows} windows, ${want.async} of them started in the background, + ${want.indexReads} index), ${misses} reads not served synchronously`);
+    assert.equal(fetcher.stats.packIndexReads, want.indexReads);
+    assert.equal(fx.store.gets, want.windows + want.indexReads);
+    assert.equal(fetcher.stats.backendReads, fx.store.gets);
+    assert.ok(fx.store.gets * 5 < N, `${fx.store.gets} reads for ${N} files`);
+    // every window after the first was started in the background, by a reader half way through the one before
+    assert.equal(fetcher.stats.readAheadAsync, want.async);
+    assert.ok(want.async >= want.windows / 2);
+    // no byte of the pack's data area was read twice, the tail at most once more
+    const dataEnd = Math.max(...pack.blobs.map((b) => b.offset + b.storedLength));
+    const dataReads = fx.store.reads.filter((r) => r.offset < dataEnd && r.length !== pack.size - r.offset);
+    const covered = dataReads.reduce((n, r) => n + Math.min(r.bytes, dataEnd - r.offset), 0);
+    assert.ok(covered <= dataEnd + 64 * 1024, `read ${covered} B of a ${dataEnd} B data area`);
+    assert.ok(misses < N / 3, `${misses} of ${N} reads were not served synchronously`);
+    // every chunk that was read is on disk now; nothing was left in memory unused
+    assert.equal(cache.count, N);
+    assert.equal(cache.memoryCount, 0);
+    assert.equal(cache.stats.readAheadWasted, 0);
+  }
+});
+
+test('read-ahead: a pack smaller than the window is read once, its index taken from the same read', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 30, packBytes: 8 * MiB, sizes: (i) => 2000 + i * 311 });
+  const { cache, fetcher, source } = await aheadStack(fx, join(dir, 'cache'), { readAheadBytes: 8 * MiB });
+  const files = inPackOrder(fx);
+  assert.ok((await source.read(files[0].hex, 0, files[0].fc.size)).equals(files[0].data));
+  await fetcher.idle();
+  assert.equal(fx.store.gets, 1);
+  assert.equal(fetcher.stats.packIndexReads, 0);
+  for (const f of files.slice(1)) {
+    const r = source.read(f.hex, 0, f.fc.size);
+    assert.ok(Buffer.isBuffer(r) && r.equals(f.data), 'read ahead: served synchronously');
+  }
+  assert.equal(fx.store.gets, 1);
+  await cache.idle();
+  assert.equal(cache.count, files.length);
+});
+
+test('read-ahead: a corrupt blob inside a window is never served, its neighbours are; a transient corruption is refetched on demand', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 40, packBytes: 8 * MiB, sizes: (i) => 1500 + i * 397 });
+  const files = inPackOrder(fx);
+  // (a) a byte flipped in the pack itself, in the 6th file's blob
+  {
+    const bad = files[5];
+    const loc = fx.index.get(bad.fc.chunks[0].digest)!;
+    const packPath = join(fx.fsStore.root, ...loc.pack.split('/'));
+    const original = readFileSync(packPath);
+    const broken = Buffer.from(original);
+    broken[loc.offset + (loc.storedLength >> 1)] ^= 0x04;
+    writeFileSync(packPath, broken);
+    const { cache, fetcher, source } = await aheadStack(fx, join(dir, 'cache-a'), { readAheadBytes: 8 * MiB });
+    const drops: Digest[] = [];
+    fetcher.on('read-ahead-drop', (e) => drops.push(e.digest));
+    const served: Digest[] = [];
+    fetcher.on('fetch', (e) => served.push(e.digest));
+    assert.ok((await source.read(files[0].hex, 0, files[0].fc.size)).equals(files[0].data));
+    await fetcher.idle();
+    assert.deepEqual(drops, [loc.digest]);
+    assert.equal(fetcher.stats.readAheadDropped, 1);
+    assert.ok(!served.includes(loc.digest));
+    assert.equal(cache.has(loc.digest), false);
+    for (const f of files) {
+      if (f === bad) continue;
+      const r = source.read(f.hex, 0, f.fc.size);
+      assert.ok(Buffer.isBuffer(r) && r.equals(f.data), 'a neighbour of the bad blob is served, synchronously');
+    }
+    assert.equal(fx.store.gets, 1);
+    // asked for: read on its own, refetched once, then E_INTEGRITY; never served, never cached
+    await assert.rejects(async () => source.read(bad.hex, 0, bad.fc.size), (e) => code(e) === 'E_INTEGRITY');
+    assert.equal(fetcher.stats.refetches, 1);
+    assert.equal(fetcher.stats.integrityErrors, 1);
+    assert.equal(fx.store.gets, 3, 'one window, then the bad blob alone, then its refetch');
+    await fetcher.idle();
+    assert.equal(cache.has(loc.digest), false);
+    writeFileSync(packPath, original);
+  }
+  // (b) the store corrupts the first read only: the blob hit is dropped from the window, and read again when asked for
+  {
+    fx.store.gets = 0;
+    fx.store.reads = [];
+    const { cache, fetcher, source } = await aheadStack(fx, join(dir, 'cache-b'), { readAheadBytes: 8 * MiB });
+    const pack = fx.packs[0];
+    // The first read starts at files[0]'s blob and returns the rest of the pack; its middle byte gets flipped.
+    const start = fx.index.get(files[0].fc.chunks[0].digest)!.offset;
+    const mid = start + ((pack.size - start) >> 1);
+    const hitIdx = files.findIndex((f) => {
+      const l = fx.index.get(f.fc.chunks[0].digest)!;
+      return l.offset <= mid && mid < l.offset + l.storedLength;
+    });
+    assert.ok(hitIdx > 0, 'the flipped byte lands in a read-ahead blob');
+    fx.store.corruptFirstReads = 1;
+    assert.ok((await source.read(files[0].hex, 0, files[0].fc.size)).equals(files[0].data));
+    await fetcher.idle();
+    assert.equal(fetcher.stats.readAheadDropped, 1);
+    for (const [i, f] of files.entries()) {
+      const r = source.read(f.hex, 0, f.fc.size);
+      if (i === hitIdx) assert.ok(r instanceof Promise, 'the dropped blob is a miss');
+      else assert.ok(Buffer.isBuffer(r), `file ${i} should be a hit`);
+      assert.ok((await r).equals(f.data));
+    }
+    assert.equal(fx.store.gets, 2);
+    assert.equal(fetcher.stats.integrityErrors, 0);
+    await fetcher.idle();
+    assert.equal(cache.count, files.length);
+  }
+});
+
+test('read-ahead: 100 concurrent readers share windows: every chunk read from the backend once, correct bytes; a small memory tier stays bounded', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 80, packBytes: 2 * MiB, sizes: (i) => (i % 9 === 0 ? 300_000 + i * 977 : 1000 + i * 1543) });
+  assert.ok(fx.packs.length >= 2);
+  const { cache, fetcher, source } = await aheadStack(fx, join(dir, 'cache'), { readAheadBytes: 1 * MiB, readAheadMinBytes: 64 * 1024 });
+  const fetched = new Map<Digest, number>();
+  fetcher.on('fetch', (e) => fetched.set(e.digest, (fetched.get(e.digest) ?? 0) + 1));
+  await Promise.all(
+    Array.from({ length: 100 }, async (_, k) => {
+      for (const f of shuffled(fx.files).slice(0, 20)) {
+        if (Math.random() < 0.5) await new Promise((r) => setImmediate(r));
+        assert.ok((await readWhole(source, f.hex, f.fc.size)).equals(f.data), `reader ${k}`);
+      }
+    }),
+  );
+  await fetcher.idle();
+  for (const [d, n] of fetched) assert.equal(n, 1, `chunk ${d} fetched ${n} times`);
+  const stored = fx.packs.reduce((n, p) => n + p.size, 0);
+  assert.ok(fx.store.bytes <= stored * 1.5, `read ${fx.store.bytes} B of ${stored} B of packs`);
+  t.diagnostic(`${fx.files.length} files in ${fx.packs.length} packs: ${fx.store.gets} backend reads, ${fetcher.stats.readAheadChunks} chunks read ahead, ${fetcher.joins} joins`);
+
+  // a memory tier smaller than one window: never above its size, bytes still right
+  const small = await aheadStack(fx, join(dir, 'cache-small'), { readAheadBytes: 1 * MiB, memoryBytes: 32 * 1024 });
+  let over = 0;
+  small.cache.on('memory-evict', () => small.cache.memoryUsed > 32 * 1024 && over++);
+  for (const f of inPackOrder(fx)) {
+    assert.ok((await readWhole(small.source, f.hex, f.fc.size)).equals(f.data));
+    assert.ok(small.cache.memoryUsed <= 32 * 1024);
+  }
+  await small.fetcher.idle();
+  assert.equal(over, 0);
+  assert.ok(small.cache.stats.readAheadWasted > 0, 'a tier that small drops read-ahead chunks');
+  await cache.idle();
+});
+
+test('read-ahead: the disk budget holds, only chunks asked for are written, evicted chunks are fetched again', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 60, packBytes: 2 * MiB, sizes: (i) => 1000 + ((i * 7919) % 30_000) });
+  const budget = 200 * 1024;
+  const cacheDir = join(dir, 'cache');
+  const { cache, fetcher, source } = await aheadStack(fx, cacheDir, { readAheadBytes: 512 * 1024, budgetBytes: budget });
+  const files = inPackOrder(fx);
+  assert.ok((await readWhole(source, files[0].hex, files[0].fc.size)).equals(files[0].data));
+  await fetcher.idle();
+  assert.equal(cache.count, 1, 'only the chunk asked for is on disk');
+  assert.ok(cache.memoryCount > 5);
+  for (let round = 0; round < 2; round++) {
+    for (const f of files) {
+      assert.ok((await readWhole(source, f.hex, f.fc.size)).equals(f.data));
+      assert.ok(cache.bytes <= budget);
+      assert.ok(diskBytes(cacheDir) <= budget);
+    }
+  }
+  await fetcher.idle();
+  assert.ok(diskBytes(cacheDir) <= budget && diskBytes(cacheDir) === cache.bytes);
+  assert.ok(fx.store.gets > fx.packs.length, 'evicted chunks were fetched again');
 });

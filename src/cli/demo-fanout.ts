@@ -1,6 +1,6 @@
 import { request } from 'node:http';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -12,11 +12,14 @@ import { Awc } from '../service/awc.js';
 import { DaemonClient } from '../daemon/client.js';
 import { walkTree } from '../store/tree-source.js';
 import { formatBytes } from './output.js';
+import { parseProm, sumOf } from '../daemon/prom-text.js';
 
 /** Options of {@link runFanoutDemo}. */
 interface FanoutOptions {
-  /** Data directory (default: a fresh one under the system temp dir). */
+  /** Data directory (default: `<fresh temp dir>/home`). */
   home?: string;
+  /** Where the workspaces are mounted (`<dir>/ws-NNNN`; outside the home; default: `<fresh temp dir>/mnt`). */
+  mountRoot?: string;
   /** Tree to import (default: this project's checkout with its node_modules). Ignored with `snapshot`. */
   source?: string;
   /** Use this existing snapshot of `home` instead of importing `source`. */
@@ -78,15 +81,17 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
   if (opts.files !== undefined && (!Number.isInteger(opts.files) || opts.files < 1)) throw new AwcError('E_USAGE', `--files must be a whole number ≥ 1, got ${opts.files}`);
   if (!Number.isInteger(conc) || conc < 1 || conc > 4096) throw new AwcError('E_USAGE', `--concurrency must be a whole number from 1 to 4096, got ${opts.concurrency}`);
   const projectRoot = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
-  const home = resolve(opts.home ?? mkdtempSync(join(tmpdir(), 'awc-fanout-')));
+  const work = opts.home === undefined || opts.mountRoot === undefined ? mkdtempSync(join(tmpdir(), 'awc-fanout-')) : undefined;
+  const home = resolve(opts.home ?? join(work!, 'home'));
   const say = (s: string) => {
     if (!opts.json && !opts.quiet) process.stdout.write(s + '\n');
   };
   const t = () => performance.now();
   const awc = await Awc.open({ home });
   const client = new DaemonClient(awc.config);
-  const mnt = join(home, 'mnt');
+  const mnt = resolve(opts.mountRoot ?? join(work!, 'mnt'));
   const mounted: string[] = [];
+  let daemonPid: number | undefined;
   try {
     const doc = awc.doctor();
     if (doc.driver !== 'overlay') throw new AwcError('E_PERMISSION', `the fan-out demo needs the overlay driver, but ${doc.reason}`, { hint: 'Run it as root on Linux ≥ 6.5 with /dev/fuse (see `awc doctor`).' });
@@ -115,6 +120,7 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
 
     // 3. mount all N (the daemon starts on demand; the first mount builds the snapshot's layer)
     if (!(await client.running())) await client.start();
+    daemonPid = ((await client.call('GET', '/v1/status', undefined, { start: false })) as { pid: number }).pid;
     const mountMs: number[] = [];
     for (let i = 0; i < n; i++) {
       const dir = join(mnt, `ws-${String(i + 1).padStart(4, '0')}`);
@@ -238,16 +244,20 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
     }
     if (!opts.keepDaemon) {
       try {
-        await client.call('POST', '/v1/stop', {}, { start: false });
+        await client.call('POST', '/v1/stop', { force: true }, { start: false });
+        // wait for the process to exit, not only its socket (it removes socket and pid file last)
         const deadline = Date.now() + 30_000;
-        while (Date.now() < deadline && (await client.running())) await new Promise((r) => setTimeout(r, 100));
+        while (Date.now() < deadline && ((await client.running()) || (daemonPid !== undefined && processAlive(daemonPid)))) await new Promise((r) => setTimeout(r, 100));
       } catch {
         // not running
       }
     }
     lazyUnmountUnder(mnt);
     await awc.close();
-    if (opts.home === undefined) say(`\nDone; the workspaces are unmounted and the daemon is stopped. Everything lives in ${home}; remove it with: rm -rf ${home}`);
+    if (work !== undefined) {
+      if (opts.home !== undefined) rmSync(work, { recursive: true, force: true });
+      else say(`\nDone; the workspaces are unmounted and the daemon is stopped. Everything lives in ${work}; remove it with: rm -rf ${work}`);
+    }
   }
 }
 
@@ -268,32 +278,6 @@ function metricsText(socket: string): Promise<string> {
     req.on('error', (err) => reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not answer: ${err.message}`)));
     req.end();
   });
-}
-
-type Samples = Map<string, { labels: Record<string, string>; value: number }[]>;
-
-/** A tiny parser of the Prometheus text format: sample name → [{labels, value}]. */
-function parseProm(text: string): Samples {
-  const out: Samples = new Map();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
-    const labels: Record<string, string> = {};
-    if (m[3]) for (const l of m[3].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
-    const value = Number(m[4]);
-    let list = out.get(m[1]);
-    if (!list) out.set(m[1], (list = []));
-    list.push({ labels, value });
-  }
-  return out;
-}
-
-/** Sum of a metric's samples whose labels include `labels` (0 when absent). */
-function sumOf(s: Samples, name: string, labels: Record<string, string> = {}): number {
-  let v = 0;
-  for (const x of s.get(name) ?? []) if (Object.entries(labels).every(([k, want]) => x.labels[k] === want)) v += x.value;
-  return v;
 }
 
 function median(xs: number[]): number {
@@ -317,6 +301,15 @@ function fincoreBytes(paths: string[]): number | null {
     for (const l of r.stdout.split('\n')) if (l.trim() !== '') total += Number(l.trim()) || 0;
   }
   return total;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function procRss(pid: number): number {

@@ -3,16 +3,15 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { AwcError } from '../core/errors.js';
 import { Awc } from '../service/awc.js';
-import { loadConfig } from '../service/config.js';
+import { loadConfig, pathsOf } from '../service/config.js';
 import { formatChanges } from '../service/diff.js';
 import { DaemonClient } from '../daemon/client.js';
-import { HostDaemon } from '../daemon/host-daemon.js';
+import { HostDaemon, livePid } from '../daemon/host-daemon.js';
 import { Output, formatBytes } from './output.js';
 import { runMainDemo } from './demo-main.js';
 import { runFanoutDemo } from './demo-fanout.js';
 import { fetchDaemonText, flattenMetrics } from '../daemon/metrics.js';
 import { computeUsage, formatUsage } from '../service/usage.js';
-import { pathsOf } from '../service/config.js';
 
 /** The package's version, from package.json next to dist/. */
 function packageVersion(): string {
@@ -225,8 +224,10 @@ daemon
       return;
     }
     await client.call('POST', '/v1/stop', { force: opts.force === true }, { start: false });
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline && (await client.running())) await new Promise((r) => setTimeout(r, 100));
+    // wait until the process has exited (it unmounts after it stops answering)
+    const pidFile = pathsOf(config.home).pidFile;
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline && ((await client.running()) || livePid(pidFile) !== undefined)) await new Promise((r) => setTimeout(r, 100));
     o.result({ running: false, stopped: true }, () => 'awcd stopped');
   });
 daemon

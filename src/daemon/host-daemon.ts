@@ -93,6 +93,11 @@ export class HostDaemon extends EventEmitter {
     if (await socketAnswers(this.paths.socket)) {
       throw new AwcError('E_DAEMON_UNAVAILABLE', `another host daemon already serves ${this.paths.socket}`, { hint: 'Use it, or stop it first with `awc daemon stop`.' });
     }
+    const other = livePid(this.paths.pidFile);
+    if (other !== undefined && other !== process.pid) {
+      // a daemon that stopped answering is still unmounting: starting now would race it for the mounts
+      throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon (pid ${other}) is still stopping`, { hint: 'Wait for it to exit, then start again.' });
+    }
     await mkdir(this.paths.objects, { recursive: true });
     this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
@@ -101,8 +106,11 @@ export class HostDaemon extends EventEmitter {
     await mkdir(this.paths.content, { recursive: true });
     this.cache = new ChunkCache({ dir: this.paths.cache, budgetBytes: this.config.cacheBytes });
     await this.cache.open();
-    this.fetcher = new ChunkFetcher({ store: this.store, cache: this.cache });
-    this.source = new CachedContentSource(this.fetcher);
+    // Pack read-ahead: a miss reads up to 8 MiB of the pack (its neighbours, snapshotted
+    // together, are usually read together), verified and kept in the cache's memory tier.
+    this.fetcher = new ChunkFetcher({ store: this.store, cache: this.cache, readAheadBytes: 8 * 1024 * 1024 });
+    // The FUSE server writes a synchronous answer out before it reads again: multi-chunk reads can share one scratch buffer.
+    this.source = new CachedContentSource(this.fetcher, { reuseSyncBuffers: true });
     this.wireCacheMetrics();
     this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source });
     this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
@@ -252,6 +260,8 @@ export class HostDaemon extends EventEmitter {
     this.fetcher.on('integrity-error', (e: { digest: string; pack: string }) => this.emit('log', { level: 'error', msg: 'integrity', digest: e.digest, pack: e.pack }));
     this.fetcher.on('refetch', (e: { digest: string; pack: string }) => this.emit('log', { level: 'warn', msg: 'refetch', digest: e.digest, pack: e.pack }));
     this.fetcher.on('cache-error', (e: { digest: string; error: unknown }) => this.emit('log', { level: 'warn', msg: 'cache write failed', digest: e.digest, err: String(e.error) }));
+    this.fetcher.on('read-ahead-drop', (e: { digest: string; pack: string }) => this.emit('log', { level: 'warn', msg: 'read-ahead chunk failed verification (dropped)', digest: e.digest, pack: e.pack }));
+    this.fetcher.on('pack-index-error', (e: { pack: string; error: unknown }) => this.emit('log', { level: 'warn', msg: 'pack index unusable (no read-ahead there for now)', pack: e.pack, err: String(e.error) }));
   }
 
   status(): DaemonStatus {
@@ -360,6 +370,23 @@ export class HostDaemon extends EventEmitter {
       const e = toAwcError(err);
       send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
     }
+  }
+}
+
+/** The pid in a daemon pid file when that process is alive, else undefined. */
+export function livePid(pidFile: string): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  try {
+    process.kill(pid, 0);
+    return pid;
+  } catch {
+    return undefined;
   }
 }
 

@@ -19,6 +19,19 @@ interface ContentFile {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** Largest scratch buffer kept for synchronous assembly (4 MiB; FUSE reads are at most 1 MiB). */
+const MAX_SCRATCH = 4 * 1024 * 1024;
+
+/** Options of a {@link CachedContentSource}. */
+export interface CachedContentSourceOptions {
+  /**
+   * A Buffer that `read` returns synchronously and had to assemble from several chunks is a
+   * view of one scratch buffer, overwritten by the next such call: for a caller that consumes
+   * the bytes before it calls `read` again (the FUSE server writes them out at once). Saves a
+   * fresh allocation (and its page faults) per multi-chunk read. Default false.
+   */
+  reuseSyncBuffers?: boolean;
+}
 
 /**
  * The content FUSE server's source (DESIGN §2), through the host chunk cache: content objects
@@ -27,7 +40,8 @@ const EMPTY = Buffer.alloc(0);
  *
  * `read` answers synchronously (a Buffer, no Promise) when every chunk covering the range is
  * in the cache — the FUSE hit path; a read inside one chunk returns a view of that chunk
- * without copying. Otherwise it returns a Promise that the fetcher settles (singleflight,
+ * without copying (and, with reuseSyncBuffers, a read across chunks is assembled in a reused
+ * scratch buffer). Otherwise it returns a Promise that the fetcher settles (singleflight,
  * merged ranged reads, verification). Finding the chunks of a range is a binary search over
  * precomputed chunk end offsets.
  *
@@ -38,9 +52,16 @@ const EMPTY = Buffer.alloc(0);
  */
 export class CachedContentSource implements ContentSource {
   private readonly files = new Map<string, ContentFile>();
+  private readonly reuse: boolean;
+  private scratch: Buffer | undefined;
 
   /** @param fetcher fetches chunks through the host cache (shared by every namespace). */
-  constructor(private readonly fetcher: ChunkFetcher) {}
+  constructor(
+    private readonly fetcher: ChunkFetcher,
+    opts: CachedContentSourceOptions = {},
+  ) {
+    this.reuse = opts.reuseSyncBuffers === true;
+  }
 
   /**
    * Registers a layer's content objects, whose chunks are located through `index` (the
@@ -121,12 +142,19 @@ export class CachedContentSource implements ContentSource {
         (missingAt ??= []).push(i - first);
       }
     }
-    if (!missing) return assemble(parts as Buffer[], offset - base, end - offset);
+    if (!missing) return assemble(parts as Buffer[], offset - base, end - offset, this.reuse ? this.scratchOf(end - offset) : undefined);
     const at = missingAt!;
     return this.fetcher.fetch(missing, f.index).then((bufs) => {
       for (let k = 0; k < bufs.length; k++) parts[at[k]] = bufs[k];
       return assemble(parts as Buffer[], offset - base, end - offset);
     });
+  }
+
+  /** The scratch buffer for synchronous assembly (see reuseSyncBuffers), or undefined when `length` is over MAX_SCRATCH. */
+  private scratchOf(length: number): Buffer | undefined {
+    if (length > MAX_SCRATCH) return undefined;
+    if (!this.scratch || this.scratch.length < length) this.scratch = Buffer.allocUnsafeSlow(Math.max(length, 1024 * 1024));
+    return this.scratch;
   }
 }
 
@@ -147,9 +175,9 @@ function view(b: Buffer, from: number, to: number): Buffer {
   return from === 0 && to === b.length ? b : b.subarray(from, to);
 }
 
-/** `length` bytes starting `skip` bytes into the concatenation of `parts`, in one new Buffer. */
-function assemble(parts: Buffer[], skip: number, length: number): Buffer {
-  const out = Buffer.allocUnsafe(length);
+/** `length` bytes starting `skip` bytes into the concatenation of `parts`, in one new Buffer (or at the start of `into`). */
+function assemble(parts: Buffer[], skip: number, length: number, into?: Buffer): Buffer {
+  const out = into ? into.subarray(0, length) : Buffer.allocUnsafe(length);
   let at = 0;
   for (const p of parts) {
     if (at >= length) break;

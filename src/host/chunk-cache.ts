@@ -23,12 +23,38 @@ export interface ChunkCacheOptions {
    * fetching more (ChunkFetcher does), so this limit is a safety net. Default 256 MiB.
    */
   maxPendingBytes?: number;
+  /**
+   * Most chunk files being written at once (each write is open, write, close and rename in
+   * the thread pool; the others wait in memory, served from there). Default 1: cache writes
+   * are background work, and a burst of them competes with the requests being answered.
+   */
+  maxConcurrentWrites?: number;
+  /**
+   * Most bytes of chunks kept in the memory tier (see class doc): chunks read ahead of any
+   * request ({@link ChunkCache.remember}), least recently added first out. Default 64 MiB;
+   * 0 disables the tier.
+   */
+  memoryBytes?: number;
 }
 
 /** Payload of the `'hit'`, `'store'` and `'evict'` events: the chunk and its size in bytes. */
 export interface ChunkCacheEvent {
   digest: Digest;
   bytes: number;
+  /** On `'hit'`: served from memory (the memory tier or a write in progress), not read from disk. */
+  memory?: boolean;
+}
+
+/** Counters of a {@link ChunkCache} (monotonic). */
+export interface ChunkCacheStats {
+  /** Hits served from memory (the memory tier or a write in progress). */
+  memoryHits: number;
+  /** Hits read from disk (and verified). */
+  diskHits: number;
+  /** Chunks of the memory tier (read ahead) that were asked for, and then queued for disk. */
+  readAheadHits: number;
+  /** Chunks of the memory tier dropped before anyone asked for them (`'memory-evict'`: read ahead in vain). */
+  readAheadWasted: number;
 }
 
 /** Payload of the `'corrupt'` event: a cached file that failed verification (or vanished) and was dropped. */
@@ -80,12 +106,24 @@ const TMP_PREFIX = '.tmp-';
  * in memory; at most maxPendingBytes of them (see {@link ChunkCache.writable} for backpressure).
  * One process owns the directory at a time.
  *
- * Integrity: `put` verifies the bytes against the digest before caching (E_INTEGRITY), and
- * every `getSync` verifies what it read: a file that fails is deleted, reported with
- * `'corrupt'`, and never served (the caller sees a miss and refetches).
+ * Memory tier: verified chunks read ahead of any request ({@link remember}: the rest of a pack
+ * window the fetcher read for a miss), at most memoryBytes of them, not on disk. `getSync`
+ * serves them synchronously; the first hit moves the chunk to the disk cache (`put`: it is
+ * then served from memory until its write completes), so the disk cache only ever holds
+ * chunks that were asked for. Chunks never asked for leave, oldest first, when the tier is
+ * full (`'memory-evict'`). A chunk is in at most one of: the memory tier, the writes in
+ * progress, the disk index. The tier is not counted in `bytes` (the disk budget).
+ *
+ * Integrity: `put` and `remember` verify the bytes against the digest before keeping them
+ * (E_INTEGRITY), unless the caller has just verified them itself, and every `getSync` of a
+ * file verifies what it read: a file that fails is deleted, reported with `'corrupt'`, and
+ * never served (the caller sees a miss and refetches). Chunks in memory were verified on the
+ * way in and are served as they are.
  *
  * Events (payloads above; never prints): `'hit'`, `'miss'` ({digest}), `'store'`, `'evict'`,
- * `'corrupt'`, `'skip'`, `'touch-error'` ({digest, error}: refreshing an mtime failed).
+ * `'corrupt'`, `'skip'`, `'memory-evict'` (ChunkCacheEvent), `'touch-error'` ({digest, error}: refreshing an
+ * mtime failed), `'write-error'` ({digest, error}: a disk write started by `getSync` for a
+ * read-ahead chunk failed; nothing was cached).
  *
  * @example
  *   const cache = new ChunkCache({ dir: '/var/lib/awc/host/cache', budgetBytes: 10 * 2 ** 30 });
@@ -97,6 +135,10 @@ export class ChunkCache extends EventEmitter {
   readonly dir: string;
   /** The byte budget (see class doc). */
   readonly budgetBytes: number;
+  /** Most bytes held by the memory tier (see class doc). */
+  readonly memoryBytes: number;
+  /** Counters (see ChunkCacheStats); live. */
+  readonly stats: ChunkCacheStats = { memoryHits: 0, diskHits: 0, readAheadHits: 0, readAheadWasted: 0 };
 
   private readonly dirSlash: string;
   private readonly touchIntervalMs: number;
@@ -105,6 +147,10 @@ export class ChunkCache extends EventEmitter {
   private readonly index = new Map<Digest, Entry>();
   /** Verified chunks being written (served from memory until they are on disk). */
   private readonly writing = new Map<Digest, { data: Buffer; done: Promise<boolean> }>();
+  /** The memory tier (read-ahead chunks), oldest first. */
+  private readonly mem = new Map<Digest, Buffer>();
+  /** Bytes of the chunks in `mem`. */
+  private memUsed = 0;
   /** Unlinks of evicted or dropped files still in progress. */
   private readonly unlinks = new Set<Promise<void>>();
   private readonly madeDirs = new Set<string>();
@@ -113,15 +159,28 @@ export class ChunkCache extends EventEmitter {
   /** Bytes of the writes in progress. */
   private reserved = 0;
   private tmpSeq = 0;
+  private readonly maxWrites: number;
+  private writesRunning = 0;
+  /** Writes waiting for a slot (see maxConcurrentWrites), first come first served. */
+  private readonly writeWaiters: (() => void)[] = [];
   private readonly writableWaiters: (() => void)[] = [];
   private opened = false;
   private opening: Promise<void> | undefined;
 
-  /** @throws E_USAGE when budgetBytes is not a non-negative safe integer. */
+  /** @throws E_USAGE when budgetBytes or memoryBytes is not a non-negative safe integer. */
   constructor(opts: ChunkCacheOptions) {
     super();
     if (!Number.isSafeInteger(opts.budgetBytes) || opts.budgetBytes < 0) {
       throw new AwcError('E_USAGE', `invalid cache budget ${opts.budgetBytes} (bytes)`);
+    }
+    const memoryBytes = opts.memoryBytes ?? 64 * 1024 * 1024;
+    if (!Number.isSafeInteger(memoryBytes) || memoryBytes < 0) {
+      throw new AwcError('E_USAGE', `invalid memory tier size ${memoryBytes} (bytes)`);
+    }
+    this.memoryBytes = memoryBytes;
+    this.maxWrites = opts.maxConcurrentWrites ?? 1;
+    if (!Number.isSafeInteger(this.maxWrites) || this.maxWrites < 1) {
+      throw new AwcError('E_USAGE', `invalid maxConcurrentWrites ${opts.maxConcurrentWrites}`);
     }
     this.dir = opts.dir;
     this.dirSlash = opts.dir.endsWith('/') ? opts.dir : `${opts.dir}/`;
@@ -206,29 +265,48 @@ export class ChunkCache extends EventEmitter {
     return this.index.size;
   }
 
-  /** True when the chunk is on disk or being written (a later getSync may still find it corrupt). */
+  /** Bytes of chunks held by the memory tier (at most memoryBytes; writes in progress excluded). */
+  get memoryUsed(): number {
+    return this.memUsed;
+  }
+
+  /** Number of chunks held by the memory tier. */
+  get memoryCount(): number {
+    return this.mem.size;
+  }
+
+  /**
+   * True when the chunk is on disk, being written, or in the memory tier (a later getSync may
+   * still find a file corrupt).
+   */
   has(digest: Digest): boolean {
-    return this.index.has(digest) || this.writing.has(digest);
+    return this.index.has(digest) || this.writing.has(digest) || this.mem.has(digest);
   }
 
   /**
    * The chunk's raw bytes when cached, read synchronously and verified against the digest;
    * undefined on a miss. A file that fails verification (or cannot be read) is deleted and
    * reported with `'corrupt'`, then treated as a miss. A hit makes the chunk most recently used.
-   * The Buffer may be shared with other callers (a chunk still being written is served from
-   * memory): treat it as read-only.
+   * A chunk of the memory tier moves to the disk cache on its first hit (see class doc).
+   * The Buffer may be shared with other callers (chunks in memory are served as they are):
+   * treat it as read-only.
+   * @param opts.quiet emit neither `'hit'` nor `'miss'` (a caller looking again, after a miss it
+   *   has already reported, at what a read in flight delivered).
    * @throws E_INTERNAL before open().
    */
-  getSync(digest: Digest): Buffer | undefined {
+  getSync(digest: Digest, opts?: { quiet?: boolean }): Buffer | undefined {
     this.checkOpen();
     const e = this.index.get(digest);
     if (e === undefined) {
+      const m = this.mem.get(digest);
+      if (m) return this.memHit(digest, m, opts?.quiet === true);
       const w = this.writing.get(digest);
       if (w) {
-        this.emit('hit', { digest, bytes: w.data.length } satisfies ChunkCacheEvent);
+        this.stats.memoryHits++;
+        if (!opts?.quiet) this.emit('hit', { digest, bytes: w.data.length, memory: true } satisfies ChunkCacheEvent);
         return w.data;
       }
-      this.emit('miss', { digest });
+      if (!opts?.quiet) this.emit('miss', { digest });
       return undefined;
     }
     const path = this.pathOf(digest);
@@ -248,10 +326,10 @@ export class ChunkCache extends EventEmitter {
       }
     } catch (err) {
       const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-      return this.corrupt(digest, e, missing ? 'missing' : 'io', missing ? undefined : err);
+      return this.corrupt(digest, e, missing ? 'missing' : 'io', missing ? undefined : err, opts?.quiet);
     }
-    if (got !== e.size) return this.corrupt(digest, e, 'size');
-    if (sha256(data) !== digest) return this.corrupt(digest, e, 'digest');
+    if (got !== e.size) return this.corrupt(digest, e, 'size', undefined, opts?.quiet);
+    if (sha256(data) !== digest) return this.corrupt(digest, e, 'digest', undefined, opts?.quiet);
     this.index.delete(digest);
     this.index.set(digest, e);
     const now = Date.now();
@@ -262,8 +340,34 @@ export class ChunkCache extends EventEmitter {
         if (err && err.code !== 'ENOENT') this.emit('touch-error', { digest, error: err });
       });
     }
-    this.emit('hit', { digest, bytes: e.size } satisfies ChunkCacheEvent);
+    this.stats.diskHits++;
+    if (!opts?.quiet) this.emit('hit', { digest, bytes: e.size } satisfies ChunkCacheEvent);
     return data;
+  }
+
+  /**
+   * Keeps a chunk read ahead of any request in the memory tier (no disk write until it is
+   * asked for; see class doc), dropping the oldest ones to fit. Verifies `data` against
+   * `digest` first unless `opts.verified`. Nothing happens when the chunk is already held
+   * anywhere, or is larger than the tier. `data` must not be modified afterwards.
+   * @param opts.verified the caller has itself just verified `data` against `digest` (as
+   *   decodeBlob does): skips hashing it a second time. Pass it for nothing else.
+   * @returns whether the chunk was added.
+   * @throws E_INTEGRITY when `data` does not match `digest` (nothing kept); E_INTERNAL before open().
+   */
+  remember(digest: Digest, data: Buffer, opts: { verified?: boolean } = {}): boolean {
+    this.checkOpen();
+    if (!opts.verified) verifyOrThrow(digest, data);
+    if (data.length > this.memoryBytes || this.has(digest)) return false;
+    while (this.memUsed + data.length > this.memoryBytes && this.mem.size > 0) {
+      const [d, old] = this.mem.entries().next().value as [Digest, Buffer];
+      this.memRemove(d, old);
+      this.stats.readAheadWasted++;
+      this.emit('memory-evict', { digest: d, bytes: old.length } satisfies ChunkCacheEvent);
+    }
+    this.mem.set(digest, data);
+    this.memUsed += data.length;
+    return true;
   }
 
   /**
@@ -282,12 +386,7 @@ export class ChunkCache extends EventEmitter {
   put(digest: Digest, data: Buffer, opts: { verified?: boolean } = {}): Promise<boolean> {
     try {
       this.checkOpen();
-      if (!opts.verified) {
-        const got = sha256(data);
-        if (got !== digest) {
-          throw new AwcError('E_INTEGRITY', `chunk ${digest} failed verification on its way into the cache (got ${got})`, { details: { expected: digest, got } });
-        }
-      }
+      if (!opts.verified) verifyOrThrow(digest, data);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -299,20 +398,13 @@ export class ChunkCache extends EventEmitter {
     }
     const w = this.writing.get(digest);
     if (w) return w.done;
+    const m = this.mem.get(digest);
+    if (m) this.memRemove(digest, m);
     const size = data.length;
-    if (size > this.budgetBytes) {
-      this.emit('skip', { digest, bytes: size, reason: 'too-big' } satisfies ChunkCacheSkipEvent);
-      return Promise.resolve(false);
-    }
-    if (this.reserved > 0 && this.reserved + size > this.maxPendingBytes) {
-      this.emit('skip', { digest, bytes: size, reason: 'backlog' } satisfies ChunkCacheSkipEvent);
-      return Promise.resolve(false);
-    }
+    if (size > this.budgetBytes) return this.skip(digest, data, 'too-big');
+    if (this.reserved > 0 && this.reserved + size > this.maxPendingBytes) return this.skip(digest, data, 'backlog');
     while (this.stored + this.reserved + size > this.budgetBytes && this.index.size > 0) this.evictOldest();
-    if (this.stored + this.reserved + size > this.budgetBytes) {
-      this.emit('skip', { digest, bytes: size, reason: 'no-room' } satisfies ChunkCacheSkipEvent);
-      return Promise.resolve(false);
-    }
+    if (this.stored + this.reserved + size > this.budgetBytes) return this.skip(digest, data, 'no-room');
     this.reserved += size;
     // Start writing only after every unlink started so far is done: the disk never holds
     // more than the budget, even while evicted files are still being removed.
@@ -322,8 +414,13 @@ export class ChunkCache extends EventEmitter {
     return done;
   }
 
-  /** Removes one chunk from the cache (its file is unlinked asynchronously). @returns whether it was on disk. */
+  /**
+   * Removes one chunk from the cache (its file is unlinked asynchronously) and from the memory
+   * tier. @returns whether it was on disk.
+   */
   delete(digest: Digest): boolean {
+    const m = this.mem.get(digest);
+    if (m) this.memRemove(digest, m);
     const e = this.index.get(digest);
     if (!e) return false;
     this.drop(digest, e);
@@ -349,13 +446,40 @@ export class ChunkCache extends EventEmitter {
     if (!this.opened) throw new AwcError('E_INTERNAL', 'ChunkCache used before open()');
   }
 
-  /** Writes a reserved chunk; moves its bytes from `reserved` to `stored` in one step when it is on disk. */
+  /** A hit in the memory tier: the chunk moves to the disk cache (served from memory until written). */
+  private memHit(digest: Digest, data: Buffer, quiet: boolean): Buffer {
+    this.stats.memoryHits++;
+    this.stats.readAheadHits++;
+    if (!quiet) this.emit('hit', { digest, bytes: data.length, memory: true } satisfies ChunkCacheEvent);
+    // put takes it out of the tier (also when it skips the write: it has been served, like any fetched chunk)
+    this.put(digest, data, { verified: true }).catch((error: unknown) => this.emit('write-error', { digest, error }));
+    return data;
+  }
+
+  /** A verified chunk `put` did not write: reported (and not kept). */
+  private skip(digest: Digest, data: Buffer, reason: ChunkCacheSkipEvent['reason']): Promise<boolean> {
+    this.emit('skip', { digest, bytes: data.length, reason } satisfies ChunkCacheSkipEvent);
+    return Promise.resolve(false);
+  }
+
+  private memRemove(digest: Digest, data: Buffer): void {
+    this.mem.delete(digest);
+    this.memUsed -= data.length;
+  }
+
+  /**
+   * Writes a reserved chunk once a write slot is free (maxConcurrentWrites) and every unlink
+   * started before it was admitted is done; moves its bytes from `reserved` to `stored` in
+   * one step when it is on disk.
+   */
   private async write(digest: Digest, data: Buffer, before: Promise<unknown> | undefined): Promise<boolean> {
     const size = data.length;
     const hex = digest.slice(7);
     const aa = hex.slice(0, 2);
     const sub = join(this.dir, aa);
     const tmp = join(sub, `${TMP_PREFIX}${process.pid}-${++this.tmpSeq}`);
+    if (this.writesRunning < this.maxWrites) this.writesRunning++;
+    else await new Promise<void>((r) => this.writeWaiters.push(r)); // the slot is handed over
     try {
       if (before) await before;
       if (!this.madeDirs.has(aa)) {
@@ -368,6 +492,10 @@ export class ChunkCache extends EventEmitter {
       await unlink(tmp).catch(() => undefined);
       this.unreserve(digest, size);
       throw toAwcError(err);
+    } finally {
+      const next = this.writeWaiters.shift();
+      if (next) next();
+      else this.writesRunning--;
     }
     this.unreserve(digest, size);
     this.index.set(digest, { size, touched: Date.now() });
@@ -402,10 +530,19 @@ export class ChunkCache extends EventEmitter {
     void p.then(() => this.unlinks.delete(p));
   }
 
-  private corrupt(digest: Digest, e: Entry, reason: ChunkCacheCorruptEvent['reason'], error?: unknown): undefined {
+  private corrupt(digest: Digest, e: Entry, reason: ChunkCacheCorruptEvent['reason'], error?: unknown, quiet = false): undefined {
     this.drop(digest, e);
     this.emit('corrupt', { digest, reason, error } satisfies ChunkCacheCorruptEvent);
-    this.emit('miss', { digest });
+    if (!quiet) this.emit('miss', { digest });
     return undefined;
   }
 }
+
+/** @throws E_INTEGRITY when `data` does not hash to `digest`. */
+function verifyOrThrow(digest: Digest, data: Buffer): void {
+  const got = sha256(data);
+  if (got !== digest) {
+    throw new AwcError('E_INTEGRITY', `chunk ${digest} failed verification on its way into the cache (got ${got})`, { details: { expected: digest, got } });
+  }
+}
+

@@ -3,8 +3,8 @@ import type { Digest } from '../core/digest.js';
 import { AwcError } from '../core/errors.js';
 import type { ChunkRef } from '../core/tree.js';
 import type { ObjectStore } from '../store/object-store.js';
-import { decodeBlob } from '../store/pack.js';
-import type { BlobIndex, BlobLocation } from '../store/pack-types.js';
+import { decodeBlob, PACK_FOOTER_SIZE, parsePackFooter, parsePackIndex } from '../store/pack.js';
+import type { BlobIndex, BlobLocation, PackIndexEntry } from '../store/pack-types.js';
 import type { ChunkCache } from './chunk-cache.js';
 import { Singleflight } from './singleflight.js';
 
@@ -20,6 +20,20 @@ export interface ChunkFetcherOptions {
   maxGapBytes?: number;
   /** Most backend reads in flight at once; default 16. */
   maxConcurrentReads?: number;
+  /**
+   * Pack read-ahead (see class doc): the largest window in bytes read from a pack on a miss,
+   * the missing blobs first and the blobs after them up to this many bytes from the first;
+   * those are decoded, verified and kept in the cache's memory tier. Default 0: off (a miss
+   * reads only the blobs asked for).
+   */
+  readAheadBytes?: number;
+  /**
+   * The first window of a read stream in bytes; it doubles each time a reader goes on where
+   * the last window ended, up to readAheadBytes. Default min(readAheadBytes, 512 KiB).
+   */
+  readAheadMinBytes?: number;
+  /** Most bytes of pack indexes (read from pack tails for read-ahead) kept in memory; default 16 MiB. */
+  packIndexBytes?: number;
 }
 
 /** Payload of the `'backend-read'` event: one ranged read of a pack (offset and bytes in bytes). */
@@ -30,24 +44,28 @@ export interface BackendReadEvent {
   bytes: number;
   /** True for the single-blob re-read after a verification failure. */
   refetch: boolean;
+  /** `'blobs'`: stored blobs (asked for, or read ahead); `'pack-index'`: the tail of a pack (its index and footer). */
+  kind: 'blobs' | 'pack-index';
 }
 
 /** Payload of the `'fetch'` event: a chunk (raw size in bytes) fetched from the backend and verified. */
 export interface FetchEvent {
   digest: Digest;
   bytes: number;
+  /** True for a chunk read ahead (kept in memory, asked for by nobody yet). */
+  readAhead?: boolean;
 }
 
 /** Payload of the `'join'` event: a caller shared a read already in flight. */
 export interface JoinEvent {
-  /** `'chunk'`: same chunk digest; `'range'`: same (pack, offset, length). */
-  kind: 'chunk' | 'range';
+  /** `'chunk'`: same chunk digest; `'range'`: same (pack, offset, length); `'window'`: a read-ahead window covering the chunk. */
+  kind: 'chunk' | 'range' | 'window';
   key: string;
 }
 
 /** Counters of a {@link ChunkFetcher} (monotonic). */
 export interface ChunkFetcherStats {
-  /** Ranged reads issued to the store (refetches included). */
+  /** Ranged reads issued to the store (refetches and pack-index reads included). */
   backendReads: number;
   /** Bytes returned by those reads. */
   backendBytes: number;
@@ -57,29 +75,98 @@ export interface ChunkFetcherStats {
   integrityErrors: number;
   /** Verified chunks that could not be written to the cache (still returned to the caller). */
   cacheErrors: number;
+  /** Ranged reads of pack tails (pack indexes) for read-ahead (also in backendReads). */
+  packIndexReads: number;
+  /** Reads that went on past the blobs asked for (read-ahead windows). */
+  readAheadWindows: number;
+  /** Of those, windows read in the background, before any miss, for a reader half way through the previous one. */
+  readAheadAsync: number;
+  /** Chunks read ahead: decoded, verified and kept in memory before anyone asked for them. */
+  readAheadChunks: number;
+  /** Raw bytes of those chunks. */
+  readAheadBytes: number;
+  /** Read-ahead chunks that failed verification: dropped, never served (a request refetches them). */
+  readAheadDropped: number;
 }
 
 /** Default largest merged read (8 MiB). */
 export const DEFAULT_MAX_MERGE_BYTES = 8 * 1024 * 1024;
 /** Default largest gap inside a merged read (128 KiB). */
 export const DEFAULT_MAX_GAP_BYTES = 128 * 1024;
+/** Default first read-ahead window of a stream (512 KiB; never more than readAheadBytes). */
+export const DEFAULT_READ_AHEAD_MIN_BYTES = 512 * 1024;
+/** Default memory for pack indexes (16 MiB). */
+export const DEFAULT_PACK_INDEX_BYTES = 16 * 1024 * 1024;
 /** Digests per index lookup. */
 const LOOKUP_BATCH = 1024;
+/**
+ * First guess of a pack's tail length (index + footer) in bytes: 1/64 of the pack (an index
+ * entry per 3.3 KiB of pack), at least 64 KiB (1 260 entries), at most 1 MiB; a longer index
+ * takes a second read.
+ */
+function tailGuess(packSize: number): number {
+  return Math.min(packSize, Math.max(64 * 1024, Math.min(1024 * 1024, Math.ceil(packSize / 64))));
+}
+/** A pack index that could not be read is tried again after this many ms. */
+const PACK_INDEX_RETRY_MS = 60_000;
+/** Read streams remembered per pack. */
+const STREAMS_PER_PACK = 8;
+/** Pack states kept (most of them hold no index). */
+const MAX_PACK_STATES = 4096;
+/** Read-ahead triggers remembered (chunks whose first hit starts the next window). */
+const MAX_TRIGGERS = 1024;
+/** Kind code of a chunk in a pack index (pack format v1). */
+const KIND_CHUNK = 1;
 
-/** A missing chunk waiting for the next plan. */
+/** A missing chunk waiting for the next plan (`loc` when already located). */
 interface Want {
   digest: Digest;
   index: BlobIndex;
+  loc?: BlobLocation;
   resolve(b: Buffer): void;
   reject(e: unknown): void;
 }
 
-/** One planned ranged read: [start, end) of a pack and the blobs in it, by offset. */
+/** One planned ranged read: [start, end) of a pack and the blobs asked for in it, by offset. */
 interface Group {
   pack: string;
   start: number;
   end: number;
   items: { loc: BlobLocation; want: Want }[];
+}
+
+/** A pack's index in compact form (pack format v1 order: by offset). */
+interface PackIndexInfo {
+  count: number;
+  offsets: Float64Array;
+  stored: Uint32Array;
+  raw: Uint32Array;
+  kinds: Uint8Array;
+  /** 0 none, 1 lz4. */
+  codecs: Uint8Array;
+  /** 32 bytes per entry. */
+  digests: Buffer;
+  /** Approximate memory held, in bytes. */
+  bytes: number;
+}
+
+/** A read of a pack in flight with read-ahead: requests for blobs inside wait for it. */
+interface Window {
+  start: number;
+  end: number;
+  done: Promise<void>;
+}
+
+/** What the fetcher knows about one pack (for read-ahead). */
+interface PackState {
+  /** undefined: not read yet; null: unusable until retryAt (no read-ahead there meanwhile). */
+  index?: PackIndexInfo | null;
+  retryAt: number;
+  loading?: Promise<PackIndexInfo | null>;
+  /** Where recent windows ended (`next`) and how big the next window of that stream is. */
+  streams: { next: number; size: number }[];
+  /** Windows being read. */
+  windows: Window[];
 }
 
 /**
@@ -101,30 +188,79 @@ interface Group {
  *   whether or not the cache keeps them (a budget smaller than one request still works).
  *   New backend reads wait while the cache's write backlog is high (ChunkCache.writable).
  *
- * Returned Buffers are shared between the callers of one chunk (and may be views of one
- * ranged read): treat them as read-only.
+ * Read-ahead (readAheadBytes > 0): files snapshotted together sit together in packs, so a
+ * miss reads a window of the pack: the blobs asked for, then the following blobs, whole, up
+ * to the window size from the first one (asked-for blobs up to readAheadBytes apart share a
+ * window too). The window of a read stream starts at readAheadMinBytes and doubles each time a
+ * reader goes on where the last window ended (a miss at, or within maxGapBytes after, its
+ * end), up to readAheadBytes; another miss starts a new stream. Blob boundaries come from
+ * the pack's own index, read once per pack from its tail (`store.size`, then one ranged read
+ * of the tail, rarely two) and kept in memory (packIndexBytes, least recently used packs
+ * out); the first window of a pack is read before its index is known, and a window that
+ * reaches the end of the pack brings the index along (no tail read). The blobs asked for are
+ * delivered first; then every chunk of the window that is not already held is decoded,
+ * verified against its digest and kept in the cache's memory tier (ChunkCache.remember),
+ * where a later miss finds it synchronously; the cache writes it to disk once it is asked
+ * for. A read-ahead chunk that fails verification is dropped (`'read-ahead-drop'`), never
+ * served: a request for it reads it again on its own, with the usual refetch. A request for
+ * a blob inside a window being read waits for that window (`'join'`, kind `'window'`). A
+ * window stops before blobs another window is reading, and before a run of more than
+ * maxGapBytes of chunks already held. The first hit on the chunk half way through a window
+ * starts the stream's next window in the background (asynchronous read-ahead), so that a
+ * reader going through the pack in order does not wait for it. Read-ahead reads count as backend reads and bytes like
+ * any other. The pack index is only used to find blob boundaries and digests: a wrong one
+ * costs wasted bytes, never wrong bytes (every kept chunk matches its digest).
+ *
+ * Returned Buffers are shared between the callers of one chunk: treat them as read-only.
  *
  * Events (never prints): `'backend-read'` (BackendReadEvent), `'fetch'` (FetchEvent), `'join'` (JoinEvent),
  * `'refetch'` ({digest, pack, error}), `'integrity-error'` ({digest, pack, error}),
- * `'cache-error'` ({digest, error}).
+ * `'cache-error'` ({digest, error}), `'read-ahead-drop'` ({digest, pack, error}),
+ * `'pack-index-error'` ({pack, error}: read-ahead is off for that pack for a minute).
  */
 export class ChunkFetcher extends EventEmitter {
   /** Counters (see ChunkFetcherStats); live. */
-  readonly stats: ChunkFetcherStats = { backendReads: 0, backendBytes: 0, refetches: 0, integrityErrors: 0, cacheErrors: 0 };
+  readonly stats: ChunkFetcherStats = {
+    backendReads: 0,
+    backendBytes: 0,
+    refetches: 0,
+    integrityErrors: 0,
+    cacheErrors: 0,
+    packIndexReads: 0,
+    readAheadWindows: 0,
+    readAheadAsync: 0,
+    readAheadChunks: 0,
+    readAheadBytes: 0,
+    readAheadDropped: 0,
+  };
 
   private readonly store: ObjectStore;
   private readonly cache: ChunkCache;
   private readonly maxMerge: number;
   private readonly maxGap: number;
   private readonly maxReads: number;
+  private readonly readAheadMax: number;
+  private readonly readAheadMin: number;
+  private readonly packIndexBytes: number;
   private readonly chunkFlights = new Singleflight<Digest, Buffer>();
   private readonly rangeFlights = new Singleflight<string, Buffer>();
   private queue: Want[] = [];
   private scheduled = false;
   private reading = 0;
   private readonly readWaiters: (() => void)[] = [];
+  /** Read-ahead state per pack, least recently used first. */
+  private readonly packs = new Map<string, PackState>();
+  /** Chunks half way through a read-ahead window → where the stream's next window starts (see trigger). */
+  private readonly triggers = new Map<Digest, { pack: string; at: number }>();
+  private packIndexUsed = 0;
+  private windowJoins = 0;
+  /** Read-ahead work in flight (windows, index loads), for idle(). */
+  private readonly background = new Set<Promise<unknown>>();
 
-  /** @throws E_USAGE for a non-positive maxMergeBytes / maxConcurrentReads or a negative maxGapBytes. */
+  /**
+   * @throws E_USAGE for a non-positive maxMergeBytes / maxConcurrentReads, a negative
+   *   maxGapBytes / readAheadBytes / packIndexBytes, or a readAheadMinBytes that is not positive.
+   */
   constructor(opts: ChunkFetcherOptions) {
     super();
     this.store = opts.store;
@@ -132,16 +268,27 @@ export class ChunkFetcher extends EventEmitter {
     this.maxMerge = opts.maxMergeBytes ?? DEFAULT_MAX_MERGE_BYTES;
     this.maxGap = opts.maxGapBytes ?? DEFAULT_MAX_GAP_BYTES;
     this.maxReads = opts.maxConcurrentReads ?? 16;
-    if (!(this.maxMerge > 0) || !(this.maxGap >= 0) || !(this.maxReads >= 1)) {
-      throw new AwcError('E_USAGE', `invalid ChunkFetcher options (maxMergeBytes ${this.maxMerge}, maxGapBytes ${this.maxGap}, maxConcurrentReads ${this.maxReads})`);
+    this.readAheadMax = opts.readAheadBytes ?? 0;
+    this.readAheadMin = Math.min(this.readAheadMax, opts.readAheadMinBytes ?? DEFAULT_READ_AHEAD_MIN_BYTES);
+    this.packIndexBytes = opts.packIndexBytes ?? DEFAULT_PACK_INDEX_BYTES;
+    if (!(this.maxMerge > 0) || !(this.maxGap >= 0) || !(this.maxReads >= 1) || !(this.readAheadMax >= 0) || !(this.packIndexBytes >= 0) || (this.readAheadMax > 0 && !(this.readAheadMin > 0))) {
+      throw new AwcError(
+        'E_USAGE',
+        `invalid ChunkFetcher options (maxMergeBytes ${this.maxMerge}, maxGapBytes ${this.maxGap}, maxConcurrentReads ${this.maxReads}, readAheadBytes ${this.readAheadMax}, readAheadMinBytes ${this.readAheadMin}, packIndexBytes ${this.packIndexBytes})`,
+      );
     }
     this.chunkFlights.on('join', (key: string) => this.emit('join', { kind: 'chunk', key } satisfies JoinEvent));
     this.rangeFlights.on('join', (key: string) => this.emit('join', { kind: 'range', key } satisfies JoinEvent));
+    // A read-ahead chunk is written to disk by the cache when first asked for: report failures here.
+    this.cache.on('write-error', (e: { digest: Digest; error: unknown }) => {
+      this.stats.cacheErrors++;
+      this.emit('cache-error', e);
+    });
   }
 
-  /** Callers that joined a chunk or range read already in flight. */
+  /** Callers that joined a chunk or range read (or a read-ahead window) already in flight. */
   get joins(): number {
-    return this.chunkFlights.joins + this.rangeFlights.joins;
+    return this.chunkFlights.joins + this.rangeFlights.joins + this.windowJoins;
   }
 
   /** Chunks being fetched right now. */
@@ -149,15 +296,21 @@ export class ChunkFetcher extends EventEmitter {
     return this.chunkFlights.inFlight;
   }
 
+  /** Bytes of pack indexes held in memory for read-ahead. */
+  get packIndexMemory(): number {
+    return this.packIndexUsed;
+  }
+
   /**
-   * Resolves once no chunk is being fetched and the cache has finished writing what was
-   * fetched (for shutdown and tests); never rejects.
+   * Resolves once no chunk is being fetched, no read-ahead is in progress, and the cache has
+   * finished writing what was fetched (for shutdown and tests); never rejects.
    */
   async idle(): Promise<void> {
-    while (this.queue.length > 0 || this.chunkFlights.inFlight > 0 || this.rangeFlights.inFlight > 0) {
+    while (this.queue.length > 0 || this.chunkFlights.inFlight > 0 || this.rangeFlights.inFlight > 0 || this.background.size > 0) {
       if (this.queue.length > 0) await new Promise((r) => setImmediate(r));
       await this.chunkFlights.settled();
       await this.rangeFlights.settled();
+      if (this.background.size > 0) await Promise.allSettled([...this.background]);
     }
     await this.cache.idle();
   }
@@ -165,6 +318,7 @@ export class ChunkFetcher extends EventEmitter {
   /** The chunk's bytes from the cache (verified), or undefined (also when its size differs from `ref.size`). Never touches the store. */
   getSync(ref: ChunkRef): Buffer | undefined {
     const b = this.cache.getSync(ref.digest);
+    if (b !== undefined && this.triggers.size > 0) this.trigger(ref.digest);
     return b !== undefined && b.length === ref.size ? b : undefined;
   }
 
@@ -200,7 +354,9 @@ export class ChunkFetcher extends EventEmitter {
       const ref = refs[i];
       let b = known.get(ref.digest);
       if (b === undefined) {
-        b = (checkCache ? this.cache.getSync(ref.digest) : undefined) ?? this.chunkFlights.do(ref.digest, () => this.enqueue(ref.digest, index));
+        const hit = checkCache ? this.cache.getSync(ref.digest) : undefined;
+        if (hit !== undefined && this.triggers.size > 0) this.trigger(ref.digest);
+        b = hit ?? this.chunkFlights.do(ref.digest, () => this.enqueue(ref.digest, index));
         known.set(ref.digest, b);
       }
       if (b instanceof Promise) {
@@ -217,13 +373,15 @@ export class ChunkFetcher extends EventEmitter {
 
   /** Queues a missing chunk for the next plan (all misses of one event-loop turn are planned together). */
   private enqueue(digest: Digest, index: BlobIndex): Promise<Buffer> {
-    return new Promise<Buffer>((resolve, reject) => {
-      this.queue.push({ digest, index, resolve, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flushQueue());
-      }
-    });
+    return new Promise<Buffer>((resolve, reject) => this.push({ digest, index, resolve, reject }));
+  }
+
+  private push(want: Want): void {
+    this.queue.push(want);
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setImmediate(() => this.flushQueue());
+    }
   }
 
   private flushQueue(): void {
@@ -243,8 +401,9 @@ export class ChunkFetcher extends EventEmitter {
   private async plan(index: BlobIndex, wants: Want[]): Promise<void> {
     const locs = new Map<Digest, BlobLocation>();
     try {
-      for (let i = 0; i < wants.length; i += LOOKUP_BATCH) {
-        const found = await index.lookup(wants.slice(i, i + LOOKUP_BATCH).map((w) => w.digest));
+      const unknown = wants.filter((w) => w.loc === undefined);
+      for (let i = 0; i < unknown.length; i += LOOKUP_BATCH) {
+        const found = await index.lookup(unknown.slice(i, i + LOOKUP_BATCH).map((w) => w.digest));
         for (const [d, loc] of found) locs.set(d, loc);
       }
     } catch (err) {
@@ -253,7 +412,7 @@ export class ChunkFetcher extends EventEmitter {
     }
     const byPack = new Map<string, { loc: BlobLocation; want: Want }[]>();
     for (const want of wants) {
-      const loc = locs.get(want.digest);
+      const loc = want.loc ?? locs.get(want.digest);
       if (!loc) {
         want.reject(new AwcError('E_OBJECT_NOT_FOUND', `chunk ${want.digest} is not in the index`, { details: { digest: want.digest } }));
         continue;
@@ -264,6 +423,10 @@ export class ChunkFetcher extends EventEmitter {
     }
     for (const [pack, items] of byPack) {
       items.sort((a, b) => a.loc.offset - b.loc.offset);
+      if (this.readAheadMax > 0) {
+        this.planWindows(pack, items);
+        continue;
+      }
       let g: Group | undefined;
       for (const it of items) {
         const end = it.loc.offset + it.loc.storedLength;
@@ -288,6 +451,11 @@ export class ChunkFetcher extends EventEmitter {
       for (const it of g.items) it.want.reject(err);
       return;
     }
+    this.deliverGroup(g, span);
+  }
+
+  /** Decodes, verifies and delivers the asked-for blobs of a group from its span (refetching a bad one alone). */
+  private deliverGroup(g: Group, span: Buffer): void {
     for (const { loc, want } of g.items) {
       const from = loc.offset - g.start;
       let raw: Buffer;
@@ -303,9 +471,304 @@ export class ChunkFetcher extends EventEmitter {
         this.refetch(loc).then((b) => this.deliver(want, b), want.reject);
         continue;
       }
+      // Do not let a chunk kept in memory pin the whole span.
+      if (loc.codec === 'none' && raw.length < span.length) raw = Buffer.from(raw);
       this.deliver(want, raw);
     }
   }
+
+  // ---- read-ahead -------------------------------------------------------------------------
+
+  /** Plans the reads of one pack's missing blobs (sorted by offset) with read-ahead. */
+  private planWindows(pack: string, items: { loc: BlobLocation; want: Want }[]): void {
+    const ps = this.packState(pack);
+    const groups: Group[] = [];
+    let g: Group | undefined;
+    for (const it of items) {
+      const { loc } = it;
+      // Read ahead by a window that completed since this chunk was found missing?
+      if (this.cache.has(it.want.digest)) {
+        const b = this.cache.getSync(it.want.digest, { quiet: true });
+        if (b) {
+          it.want.resolve(b);
+          continue;
+        }
+      }
+      const end = loc.offset + loc.storedLength;
+      const w = ps.windows.find((x) => x.start <= loc.offset && end <= x.end);
+      if (w) {
+        this.joinWindow(w, it.want, loc);
+        continue;
+      }
+      // Blobs asked for up to readAheadBytes apart share one read (what lies between is read
+      // ahead anyway), unless a window in flight lies between them.
+      if (
+        g &&
+        ((loc.offset - g.end <= this.maxGap && Math.max(g.end, end) - g.start <= this.maxMerge) || Math.max(g.end, end) - g.start <= this.readAheadMax) &&
+        !ps.windows.some((x) => x.start < loc.offset && x.end > g!.end)
+      ) {
+        g.end = Math.max(g.end, end);
+        g.items.push(it);
+      } else {
+        g = { pack, start: loc.offset, end, items: [it] };
+        groups.push(g);
+      }
+    }
+    // A window stops where the next one of this plan starts (no byte read twice).
+    for (let i = 0; i < groups.length; i++) this.startWindow(ps, groups[i], i + 1 < groups.length ? groups[i + 1].start : Infinity);
+  }
+
+  /** A request for a blob inside a window being read: served by the window, or queued again after it. */
+  private joinWindow(w: Window, want: Want, loc: BlobLocation): void {
+    this.windowJoins++;
+    this.emit('join', { kind: 'window', key: `${loc.pack}@${w.start}+${w.end - w.start}` } satisfies JoinEvent);
+    void w.done.then(() => {
+      const b = this.cache.getSync(want.digest, { quiet: true });
+      if (b) want.resolve(b);
+      else this.push({ ...want, loc }); // not read ahead after all (not a chunk, or it failed verification): read it on its own
+    });
+  }
+
+  /**
+   * Chooses the window of a group (stream size, blob boundaries; never past `limit` nor into
+   * a window in flight), registers it and reads it.
+   * @returns false when there was nothing to read (a group asking for nothing, whose window would be empty).
+   */
+  private startWindow(ps: PackState, g: Group, limit: number): boolean {
+    const stream = this.streamAt(ps, g.start);
+    const index = this.usableIndex(ps);
+    for (const w of ps.windows) if (w.start >= g.end && w.start < limit) limit = w.start;
+    let end: number;
+    if (index) end = this.windowEnd(ps, index, g, Math.min(g.start + stream.size, limit));
+    else if (index === null) end = g.end; // no index: no read-ahead in this pack for now
+    else end = Math.max(g.end, Math.min(g.start + stream.size, limit)); // index not known yet: boundaries found afterwards
+    if (end <= g.start) return false;
+    stream.next = end;
+    let finish!: () => void;
+    const w: Window = { start: g.start, end, done: new Promise<void>((r) => (finish = r)) };
+    ps.windows.push(w);
+    const run = this.readWindow(ps, g, w, index).finally(() => {
+      ps.windows.splice(ps.windows.indexOf(w), 1);
+      finish();
+    });
+    this.track(run);
+    return true;
+  }
+
+  /** Reads a window: delivers the asked-for blobs, then keeps the other chunks in it. Never rejects. */
+  private async readWindow(ps: PackState, g: Group, w: Window, index: PackIndexInfo | null | undefined): Promise<void> {
+    const length = w.end - w.start;
+    let span: Buffer;
+    try {
+      span = await this.readRange(g.pack, w.start, length, false);
+    } catch (err) {
+      for (const it of g.items) it.want.reject(err);
+      return;
+    }
+    this.deliverGroup({ ...g, end: w.end }, span);
+    if (index === null) return;
+    // Anything in the span besides the blobs asked for (after them, or between them)?
+    let asked = 0;
+    for (const it of g.items) asked += it.loc.storedLength;
+    if (asked >= span.length) return;
+    this.stats.readAheadWindows++;
+    if (index === undefined) index = await this.loadIndex(g.pack, ps, w.start, length, span);
+    if (!index) return;
+    this.keepAhead(ps, g, index, w.start, span);
+  }
+
+  /** Decodes, verifies and keeps in memory every chunk of `span` (read at `start`) that nobody asked for and the cache lacks. */
+  private keepAhead(ps: PackState, g: Group, index: PackIndexInfo, start: number, span: Buffer): void {
+    const asked = new Set<number>();
+    for (const it of g.items) asked.add(it.loc.offset);
+    // The index must agree with the catalog on the first blob asked for, else it is not trusted.
+    const first = g.items.length > 0 ? g.items[0].loc : undefined;
+    const at = first ? firstAtOrAfter(index, first.offset) : 0;
+    if (first && (at >= index.count || index.offsets[at] !== first.offset || digestAt(index, at) !== first.digest)) {
+      this.emit('pack-index-error', { pack: g.pack, error: new AwcError('E_FORMAT', `pack ${g.pack}: its index does not list ${first.digest} at ${first.offset}`) });
+      if (ps.index === index) {
+        this.packIndexUsed -= index.bytes;
+        ps.index = null;
+        ps.retryAt = Date.now() + PACK_INDEX_RETRY_MS;
+      }
+      return;
+    }
+    const end = start + span.length;
+    const middle = start + (span.length >> 1);
+    let trigger: Digest | undefined;
+    let i = firstAtOrAfter(index, start);
+    for (; i < index.count; i++) {
+      const offset = index.offsets[i];
+      const storedLength = index.stored[i];
+      if (offset + storedLength > end) break;
+      if (index.kinds[i] !== KIND_CHUNK || asked.has(offset)) continue;
+      const digest = digestAt(index, i);
+      // (A chunk others wait for is kept too: requests that joined this window find it in memory.)
+      if (this.cache.has(digest)) continue;
+      const from = offset - start;
+      const entry = { digest, codec: index.codecs[i] === 1 ? ('lz4' as const) : ('none' as const), storedLength, rawLength: index.raw[i] };
+      let raw: Buffer;
+      try {
+        raw = decodeBlob(span.subarray(from, from + storedLength), entry);
+      } catch (err) {
+        this.stats.readAheadDropped++;
+        this.emit('read-ahead-drop', { digest, pack: g.pack, error: err });
+        continue;
+      }
+      if (entry.codec === 'none') raw = Buffer.from(raw); // a copy: do not pin the span
+      if (this.cache.remember(digest, raw, { verified: true })) {
+        this.stats.readAheadChunks++;
+        this.stats.readAheadBytes += raw.length;
+        this.emit('fetch', { digest, bytes: raw.length, readAhead: true } satisfies FetchEvent);
+        if (trigger === undefined && offset >= middle) trigger = digest;
+      }
+    }
+    // A reader that gets half way through this window will want the next one: read it then, in the background.
+    if (trigger !== undefined && i < index.count) {
+      this.triggers.set(trigger, { pack: g.pack, at: index.offsets[i] });
+      if (this.triggers.size > MAX_TRIGGERS) this.triggers.delete(this.triggers.keys().next().value as Digest);
+    }
+  }
+
+  /** A hit on a chunk half way through a read-ahead window: starts the stream's next window now. */
+  private trigger(digest: Digest): void {
+    const t = this.triggers.get(digest);
+    if (!t) return;
+    this.triggers.delete(digest);
+    const ps = this.packs.get(t.pack);
+    if (!ps || !ps.index || ps.windows.some((w) => w.start <= t.at && t.at < w.end)) return;
+    if (this.startWindow(ps, { pack: t.pack, start: t.at, end: t.at, items: [] }, Infinity)) this.stats.readAheadAsync++;
+  }
+
+  /**
+   * End of a window starting at `g.start`: past the blobs asked for, whole blobs up to
+   * `limit`, stopping before blobs another window is reading and before a run of more than
+   * maxGapBytes of chunks already held.
+   */
+  private windowEnd(ps: PackState, index: PackIndexInfo, g: Group, limit: number): number {
+    let end = g.end;
+    let heldRun = 0;
+    for (let i = firstAtOrAfter(index, g.end); i < index.count; i++) {
+      const offset = index.offsets[i];
+      const e = offset + index.stored[i];
+      if (e > limit) break;
+      if (ps.windows.some((w) => offset < w.end && e > w.start)) break;
+      if (index.kinds[i] === KIND_CHUNK && this.cache.has(digestAt(index, i))) {
+        heldRun += e - offset;
+        if (heldRun > this.maxGap) break;
+        continue; // not the new end yet: do not end a window on chunks already held
+      }
+      heldRun = 0;
+      end = e;
+    }
+    return end;
+  }
+
+  /** The read stream a window at `start` continues (the closest one ending at most maxGapBytes before it: its next window, twice as big), or a new one. */
+  private streamAt(ps: PackState, start: number): { next: number; size: number } {
+    let i = -1;
+    for (let k = 0; k < ps.streams.length; k++) {
+      const s = ps.streams[k];
+      if (start >= s.next && start - s.next <= this.maxGap && (i < 0 || s.next > ps.streams[i].next)) i = k;
+    }
+    if (i >= 0) {
+      const s = ps.streams[i];
+      ps.streams.splice(i, 1);
+      ps.streams.push(s);
+      s.size = Math.min(this.readAheadMax, s.size * 2);
+      return s;
+    }
+    const s = { next: start, size: this.readAheadMin };
+    ps.streams.push(s);
+    if (ps.streams.length > STREAMS_PER_PACK) ps.streams.shift();
+    return s;
+  }
+
+  /** The pack's read-ahead state (most recently used). */
+  private packState(pack: string): PackState {
+    let ps = this.packs.get(pack);
+    if (ps) {
+      this.packs.delete(pack);
+    } else {
+      ps = { retryAt: 0, streams: [], windows: [] };
+    }
+    this.packs.set(pack, ps);
+    this.trimPacks();
+    return ps;
+  }
+
+  /** The pack's index: known, null (unusable for now: no read-ahead), or undefined (not read yet, being read, or to retry). */
+  private usableIndex(ps: PackState): PackIndexInfo | null | undefined {
+    if (ps.index === null && Date.now() >= ps.retryAt) ps.index = undefined;
+    return ps.index;
+  }
+
+  /**
+   * Reads a pack's index once (concurrent callers share the read): from `span` when that read
+   * came back short (it then ends with the pack's tail), else from the pack's tail.
+   * @returns null when it cannot be read or parsed (`'pack-index-error'`; tried again later). Never rejects.
+   */
+  private loadIndex(pack: string, ps: PackState, start: number, asked: number, span: Buffer): Promise<PackIndexInfo | null> {
+    if (ps.index !== undefined) return Promise.resolve(ps.index);
+    if (ps.loading) return ps.loading;
+    const p = (async (): Promise<PackIndexInfo | null> => {
+      try {
+        let entries: PackIndexEntry[] | undefined;
+        if (span.length < asked && span.length >= PACK_FOOTER_SIZE) {
+          // A short read ended at the end of the pack: its tail is the index (when it is all there).
+          try {
+            const footer = parsePackFooter(span);
+            if (footer.indexLength + PACK_FOOTER_SIZE <= span.length) entries = parsePackIndex(span, { packSize: start + span.length });
+          } catch {
+            // not a tail after all: read it
+          }
+        }
+        if (!entries) {
+          const size = await this.store.size(pack);
+          const guess = tailGuess(size);
+          let tail = await this.readRange(pack, size - guess, guess, false, 'pack-index');
+          const need = parsePackFooter(tail).indexLength + PACK_FOOTER_SIZE;
+          if (need > tail.length && need <= size) tail = await this.readRange(pack, size - need, need, false, 'pack-index');
+          entries = parsePackIndex(tail, { packSize: size });
+        }
+        return compactIndex(entries);
+      } catch (err) {
+        this.emit('pack-index-error', { pack, error: err });
+        return null;
+      }
+    })().then((info) => {
+      ps.loading = undefined;
+      ps.index = info;
+      if (info) {
+        this.packIndexUsed += info.bytes;
+        this.trimPacks();
+      } else {
+        ps.retryAt = Date.now() + PACK_INDEX_RETRY_MS;
+      }
+      return info;
+    });
+    ps.loading = p;
+    this.track(p);
+    return p;
+  }
+
+  /** Drops the least recently used pack states beyond the limits (never one with windows in flight). */
+  private trimPacks(): void {
+    if (this.packIndexUsed <= this.packIndexBytes && this.packs.size <= MAX_PACK_STATES) return;
+    for (const [pack, ps] of this.packs) {
+      if (this.packIndexUsed <= this.packIndexBytes && this.packs.size <= MAX_PACK_STATES) break;
+      if (ps.windows.length > 0 || ps.loading) continue;
+      this.packs.delete(pack);
+      if (ps.index) this.packIndexUsed -= ps.index.bytes;
+    }
+  }
+
+  private track(p: Promise<unknown>): void {
+    this.background.add(p);
+    void p.finally(() => this.background.delete(p));
+  }
+
+  // ---------------------------------------------------------------------------------------
 
   /** Reads one blob again on its own (never joining a first read). @throws E_INTEGRITY when it fails again. */
   private async refetch(loc: BlobLocation): Promise<Buffer> {
@@ -335,7 +798,7 @@ export class ChunkFetcher extends EventEmitter {
   }
 
   /** One ranged read, singleflighted per (pack, offset, length) — refetches in their own key space. */
-  private readRange(pack: string, offset: number, length: number, refetch: boolean): Promise<Buffer> {
+  private readRange(pack: string, offset: number, length: number, refetch: boolean, kind: BackendReadEvent['kind'] = 'blobs'): Promise<Buffer> {
     const key = `${refetch ? 'refetch:' : ''}${pack}@${offset}+${length}`;
     return this.rangeFlights.do(key, async () => {
       // Backpressure: do not fetch faster than the cache can write (memory stays bounded).
@@ -346,7 +809,8 @@ export class ChunkFetcher extends EventEmitter {
         const b = await this.store.get(pack, { offset, length });
         this.stats.backendReads++;
         this.stats.backendBytes += b.length;
-        this.emit('backend-read', { pack, offset, bytes: b.length, refetch } satisfies BackendReadEvent);
+        if (kind === 'pack-index') this.stats.packIndexReads++;
+        this.emit('backend-read', { pack, offset, bytes: b.length, refetch, kind } satisfies BackendReadEvent);
         return b;
       } finally {
         this.release();
@@ -367,6 +831,47 @@ export class ChunkFetcher extends EventEmitter {
     if (next) next(); // the slot passes to the next waiter
     else this.reading--;
   }
+}
+
+/** A pack index in compact form (typed arrays; digests as bytes). */
+function compactIndex(entries: readonly PackIndexEntry[]): PackIndexInfo {
+  const n = entries.length;
+  const info: PackIndexInfo = {
+    count: n,
+    offsets: new Float64Array(n),
+    stored: new Uint32Array(n),
+    raw: new Uint32Array(n),
+    kinds: new Uint8Array(n),
+    codecs: new Uint8Array(n),
+    digests: Buffer.allocUnsafeSlow(32 * n),
+    bytes: 256 + 50 * n,
+  };
+  for (let i = 0; i < n; i++) {
+    const e = entries[i];
+    info.offsets[i] = e.offset;
+    info.stored[i] = e.storedLength;
+    info.raw[i] = e.rawLength;
+    info.kinds[i] = e.kind === 'chunk' ? KIND_CHUNK : 0;
+    info.codecs[i] = e.codec === 'lz4' ? 1 : 0;
+    info.digests.write(e.digest.slice(7), 32 * i, 32, 'hex');
+  }
+  return info;
+}
+
+/** Index of the first entry at or after byte `offset` (entries sorted by offset); `count` when none. */
+function firstAtOrAfter(index: PackIndexInfo, offset: number): number {
+  let lo = 0;
+  let hi = index.count;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (index.offsets[mid] < offset) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function digestAt(index: PackIndexInfo, i: number): Digest {
+  return `sha256:${index.digests.toString('hex', 32 * i, 32 * i + 32)}`;
 }
 
 /** True for the errors worth one refetch: bytes that failed verification, or a short read. */
