@@ -1,35 +1,22 @@
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readMountInfo, runCommand } from './fuse/mount-util.js';
 import { AwcError } from '../core/errors.js';
 
 /**
- * Runs a command asynchronously (never spawnSync: a mount(2) may wait on our own FUSE
+ * Runs a command asynchronously (see {@link runCommand}: mount(2) may wait on our own FUSE
  * server's replies, which the event loop must stay free to send).
  * @returns stdout. @throws E_MOUNT_FAILED with stderr when it exits non-zero.
  */
-export function run(cmd: string, args: string[], opts: { what?: string } = {}): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('error', (e) => reject(new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd}: ${e.message}`, { cause: e })));
-    child.on('close', (code) => {
-      if (code === 0) resolve(out);
-      else reject(new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd} failed (exit ${code}): ${err.trim() || out.trim()}`));
-    });
-  });
+export async function run(cmd: string, args: string[], opts: { what?: string } = {}): Promise<string> {
+  const r = await runCommand(cmd, args);
+  if (r.code === 0) return r.stdout;
+  const why = r.code === null ? `killed or failed to start: ${r.stderr.trim() || r.signal}` : `exit ${r.code}: ${r.stderr.trim() || r.stdout.trim()}`;
+  throw new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd} failed (${why})`);
 }
 
 /** Mount points currently listed in /proc/self/mountinfo (decoded paths). */
 export function mountPoints(): Set<string> {
-  const out = new Set<string>();
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const f = line.split(' ');
-    if (f.length > 4) out.add(f[4].replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
-  }
-  return out;
+  // readMountInfo keeps bytes as latin1; paths here are UTF-8 strings
+  return new Set(readMountInfo().map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8')));
 }
 
 /** True when `path` is a mount point. */
