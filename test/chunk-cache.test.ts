@@ -881,3 +881,63 @@ test('read-ahead: the disk budget holds, only chunks asked for are written, evic
   assert.ok(diskBytes(cacheDir) <= budget && diskBytes(cacheDir) === cache.bytes);
   assert.ok(fx.store.gets > fx.packs.length, 'evicted chunks were fetched again');
 });
+
+test('ChunkCache write-behind: a burst of puts is served from memory and written once it is over (or past writeBehindBytes, or on idle())', async (t) => {
+  const dir = await tmp(t);
+  const chunks = Array.from({ length: 20 }, () => randomBytes(5000));
+  const ds = chunks.map((c) => sha256(c));
+  const cache = new ChunkCache({ dir: join(dir, 'a'), budgetBytes: 1 << 30, writeBehindMs: 200 });
+  await cache.open();
+  const puts = chunks.map((c, i) => cache.put(ds[i], c));
+  assert.equal(cache.bytes, 20 * 5000, 'the budget is accounted at once');
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(cache.count, 0, 'nothing written while the burst may go on');
+  for (let i = 0; i < 20; i++) {
+    const b = cache.getSync(ds[i]);
+    assert.ok(b && b.equals(chunks[i]), 'served from memory meanwhile');
+  }
+  const t0 = Date.now();
+  assert.deepEqual(await Promise.all(puts), Array(20).fill(true));
+  assert.ok(Date.now() - t0 >= 100, 'written after the quiet time');
+  assert.equal(cache.count, 20);
+  for (let i = 0; i < 20; i++) assert.ok(readFileSync(cache.pathOf(ds[i])).equals(chunks[i]));
+  // past writeBehindBytes, writes start during the burst
+  const eager = new ChunkCache({ dir: join(dir, 'b'), budgetBytes: 1 << 30, writeBehindMs: 60_000, writeBehindBytes: 20_000 });
+  await eager.open();
+  const eagerPuts = chunks.map((c, i) => eager.put(ds[i], c));
+  await Promise.all(eagerPuts.slice(0, 15));
+  assert.ok(eager.count >= 15 && eager.pendingBytes <= 25_000, `${eager.count} written, ${eager.pendingBytes} B waiting`);
+  // idle() does not wait for the quiet time
+  const t1 = Date.now();
+  await eager.idle();
+  assert.ok(Date.now() - t1 < 5000, "idle() flushes without waiting for a quiet minute");
+  assert.equal(eager.count, 20);
+  assert.equal(diskBytes(join(dir, 'b')), eager.bytes);
+});
+
+test('CachedContentSource reuseSyncBuffers: synchronous multi-chunk reads share one scratch buffer, asynchronous ones never do', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 2, packBytes: 4 * MiB, sizes: () => 700_000 });
+  const [a, b] = fx.files;
+  assert.ok(a.fc.chunks.length > 2 && b.fc.chunks.length > 2);
+  const { cache, fetcher } = await stack(fx, join(dir, 'cache'));
+  const source = new CachedContentSource(fetcher, { reuseSyncBuffers: true });
+  source.register(fx.contents, fx.index);
+  // cold: asynchronous answers are buffers of their own
+  const [ca, cb] = await Promise.all([source.read(a.hex, 0, 300_000), source.read(b.hex, 0, 300_000)]);
+  assert.ok(ca.equals(a.data.subarray(0, 300_000)) && cb.equals(b.data.subarray(0, 300_000)));
+  await cache.idle();
+  // warm: right bytes at return time, from one reused buffer
+  const wa = source.read(a.hex, 1000, 300_000);
+  assert.ok(Buffer.isBuffer(wa) && wa.equals(a.data.subarray(1000, 301_000)));
+  const wb = source.read(b.hex, 2000, 300_000);
+  assert.ok(Buffer.isBuffer(wb) && wb.equals(b.data.subarray(2000, 302_000)));
+  assert.equal(wa.buffer, wb.buffer, 'one scratch buffer');
+  // without the option every assembled answer is a buffer of its own
+  const plain = new CachedContentSource(fetcher);
+  plain.register(fx.contents, fx.index);
+  const pa = plain.read(a.hex, 1000, 300_000) as Buffer;
+  const pb = plain.read(b.hex, 2000, 300_000) as Buffer;
+  assert.notEqual(pa.buffer, pb.buffer);
+  assert.ok(pa.equals(a.data.subarray(1000, 301_000)));
+});

@@ -24,10 +24,14 @@ export interface ChunkCacheOptions {
    */
   maxPendingBytes?: number;
   /**
-   * Most chunk files being written at once (each write is open, write, close and rename in
-   * the thread pool; the others wait in memory, served from there). Default 1: cache writes
-   * are background work, and a burst of them competes with the requests being answered.
+   * Write-behind (see class doc): a chunk put in the cache is written to disk only once no
+   * chunk has been put for this many ms (the burst of misses that brought it is over), or
+   * once writeBehindBytes wait. Default 50; 0 writes at once.
    */
+  writeBehindMs?: number;
+  /** Most bytes of chunks waiting for a quiet moment before writes start anyway (write-behind); default maxPendingBytes / 4. */
+  writeBehindBytes?: number;
+  /** Most chunk files being written at once (each is open, write, close and rename in the thread pool); default 2. */
   maxConcurrentWrites?: number;
   /**
    * Most bytes of chunks kept in the memory tier (see class doc): chunks read ahead of any
@@ -98,6 +102,14 @@ const TMP_PREFIX = '.tmp-';
  * LRU: an in-memory index (a Map in least-recently-used-first order) of every chunk on disk;
  * `open()` rebuilds it from the files' mtimes, which hits refresh (see touchIntervalMs).
  *
+ * Write-behind: writing thousands of small files while the misses that brought their chunks
+ * keep coming competes with answering them (measured on a 2-vCPU VM: a cold read of 3 000
+ * files took twice as long with the writes as without). So `put` admits a chunk at once
+ * (budget, evictions, served from memory meanwhile) but its file is written once no chunk
+ * has been put for writeBehindMs, or while more than writeBehindBytes wait, or when the
+ * writes in progress hold a quarter of the budget (a small cache writes through), or when
+ * `idle()` is awaited; maxConcurrentWrites at a time, in the order they were put.
+ *
  * Budget: `bytes` (files on disk plus writes in progress) never exceeds `budgetBytes`. A write
  * is admitted only after least recently used chunks were evicted to make room, and it starts
  * only once every unlink started so far has completed, so the sum of file sizes under `dir`
@@ -160,9 +172,18 @@ export class ChunkCache extends EventEmitter {
   private reserved = 0;
   private tmpSeq = 0;
   private readonly maxWrites: number;
+  private readonly writeBehindMs: number;
+  private readonly writeBehindBytes: number;
   private writesRunning = 0;
-  /** Writes waiting for a slot (see maxConcurrentWrites), first come first served. */
-  private readonly writeWaiters: (() => void)[] = [];
+  /** Writes waiting to start (write-behind, maxConcurrentWrites), first come first served. */
+  private readonly writeWaiters: { bytes: number; start: () => void }[] = [];
+  /** Bytes of the writes in `writeWaiters`. */
+  private waitingBytes = 0;
+  /** performance.now() of the last put that queued a write. */
+  private lastPut = 0;
+  private pumpTimer: NodeJS.Timeout | undefined;
+  /** idle() calls in progress: writes start without waiting for a quiet moment. */
+  private flushing = 0;
   private readonly writableWaiters: (() => void)[] = [];
   private opened = false;
   private opening: Promise<void> | undefined;
@@ -178,9 +199,11 @@ export class ChunkCache extends EventEmitter {
       throw new AwcError('E_USAGE', `invalid memory tier size ${memoryBytes} (bytes)`);
     }
     this.memoryBytes = memoryBytes;
-    this.maxWrites = opts.maxConcurrentWrites ?? 1;
-    if (!Number.isSafeInteger(this.maxWrites) || this.maxWrites < 1) {
-      throw new AwcError('E_USAGE', `invalid maxConcurrentWrites ${opts.maxConcurrentWrites}`);
+    this.maxWrites = opts.maxConcurrentWrites ?? 2;
+    this.writeBehindMs = opts.writeBehindMs ?? 50;
+    this.writeBehindBytes = opts.writeBehindBytes ?? Math.floor((opts.maxPendingBytes ?? 256 * 1024 * 1024) / 4);
+    if (!Number.isSafeInteger(this.maxWrites) || this.maxWrites < 1 || !(this.writeBehindMs >= 0) || !(this.writeBehindBytes >= 0)) {
+      throw new AwcError('E_USAGE', `invalid write options (maxConcurrentWrites ${opts.maxConcurrentWrites}, writeBehindMs ${opts.writeBehindMs}, writeBehindBytes ${opts.writeBehindBytes})`);
     }
     this.dir = opts.dir;
     this.dirSlash = opts.dir.endsWith('/') ? opts.dir : `${opts.dir}/`;
@@ -372,9 +395,9 @@ export class ChunkCache extends EventEmitter {
 
   /**
    * Caches a chunk: verifies `data` against `digest`, evicts least recently used chunks until
-   * it fits, then writes it (temporary file + rename). Until the write completes the chunk is
-   * served from memory, so `data` must not be modified afterwards. A chunk already cached is
-   * only made most recently used.
+   * it fits, then writes it (temporary file + rename; when, see write-behind in the class
+   * doc). Until the write completes the chunk is served from memory, so `data` must not be
+   * modified afterwards. A chunk already cached is only made most recently used.
    * @param opts.verified the caller has itself just verified `data` against `digest` (as
    *   decodeBlob does, in ChunkFetcher): skips hashing it a second time. Pass it for nothing else.
    * @returns true once the chunk is on disk (or was already), false when it was not cached
@@ -427,10 +450,19 @@ export class ChunkCache extends EventEmitter {
     return true;
   }
 
-  /** Resolves once every write and unlink in progress has settled (failures are ignored here). */
+  /**
+   * Resolves once every write and unlink in progress has settled (failures are ignored here);
+   * writes waiting for a quiet moment (write-behind) start at once.
+   */
   async idle(): Promise<void> {
-    while (this.writing.size > 0 || this.unlinks.size > 0) {
-      await Promise.allSettled([...this.unlinks, ...[...this.writing.values()].map((w) => w.done)]);
+    this.flushing++;
+    try {
+      this.pump();
+      while (this.writing.size > 0 || this.unlinks.size > 0) {
+        await Promise.allSettled([...this.unlinks, ...[...this.writing.values()].map((w) => w.done)]);
+      }
+    } finally {
+      this.flushing--;
     }
   }
 
@@ -444,6 +476,31 @@ export class ChunkCache extends EventEmitter {
 
   private checkOpen(): void {
     if (!this.opened) throw new AwcError('E_INTERNAL', 'ChunkCache used before open()');
+  }
+
+  /**
+   * Starts the waiting writes that may start: at most maxConcurrentWrites at once, and only
+   * when no chunk was put for writeBehindMs, or writeBehindBytes wait, or the writes in
+   * progress hold a quarter of the budget (a small cache writes through), or idle() waits.
+   * Otherwise it looks again when the quiet time would be over.
+   */
+  private pump(): void {
+    while (this.writeWaiters.length > 0 && this.writesRunning < this.maxWrites) {
+      const quietFor = performance.now() - this.lastPut;
+      if (!(this.flushing > 0 || quietFor >= this.writeBehindMs || this.waitingBytes > this.writeBehindBytes || this.reserved * 4 >= this.budgetBytes)) {
+        if (!this.pumpTimer) {
+          this.pumpTimer = setTimeout(() => {
+            this.pumpTimer = undefined;
+            this.pump();
+          }, Math.ceil(this.writeBehindMs - quietFor) + 1);
+        }
+        return;
+      }
+      const w = this.writeWaiters.shift()!;
+      this.waitingBytes -= w.bytes;
+      this.writesRunning++;
+      w.start();
+    }
   }
 
   /** A hit in the memory tier: the chunk moves to the disk cache (served from memory until written). */
@@ -478,8 +535,12 @@ export class ChunkCache extends EventEmitter {
     const aa = hex.slice(0, 2);
     const sub = join(this.dir, aa);
     const tmp = join(sub, `${TMP_PREFIX}${process.pid}-${++this.tmpSeq}`);
-    if (this.writesRunning < this.maxWrites) this.writesRunning++;
-    else await new Promise<void>((r) => this.writeWaiters.push(r)); // the slot is handed over
+    this.lastPut = performance.now();
+    await new Promise<void>((start) => {
+      this.writeWaiters.push({ bytes: size, start });
+      this.waitingBytes += size;
+      this.pump();
+    });
     try {
       if (before) await before;
       if (!this.madeDirs.has(aa)) {
@@ -493,9 +554,8 @@ export class ChunkCache extends EventEmitter {
       this.unreserve(digest, size);
       throw toAwcError(err);
     } finally {
-      const next = this.writeWaiters.shift();
-      if (next) next();
-      else this.writesRunning--;
+      this.writesRunning--;
+      this.pump();
     }
     this.unreserve(digest, size);
     this.index.set(digest, { size, touched: Date.now() });

@@ -490,6 +490,7 @@ export class ChunkFetcher extends EventEmitter {
       if (this.cache.has(it.want.digest)) {
         const b = this.cache.getSync(it.want.digest, { quiet: true });
         if (b) {
+          if (this.triggers.size > 0) this.trigger(it.want.digest);
           it.want.resolve(b);
           continue;
         }
@@ -524,8 +525,12 @@ export class ChunkFetcher extends EventEmitter {
     this.emit('join', { kind: 'window', key: `${loc.pack}@${w.start}+${w.end - w.start}` } satisfies JoinEvent);
     void w.done.then(() => {
       const b = this.cache.getSync(want.digest, { quiet: true });
-      if (b) want.resolve(b);
-      else this.push({ ...want, loc }); // not read ahead after all (not a chunk, or it failed verification): read it on its own
+      if (b) {
+        if (this.triggers.size > 0) this.trigger(want.digest);
+        want.resolve(b);
+      } else {
+        this.push({ ...want, loc }); // not read ahead after all (not a chunk, or it failed verification): read it on its own
+      }
     });
   }
 
