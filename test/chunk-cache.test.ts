@@ -16,6 +16,7 @@ import { FsObjectStore } from '../src/store/fs-object-store.js';
 import { MemoryBlobIndex } from '../src/store/memory-blob-index.js';
 import type { ObjectStore } from '../src/store/object-store.js';
 import type { BlobLocation, WrittenPack } from '../src/store/pack-types.js';
+import { CountingStore } from './helpers/counting-store.js';
 
 const MiB = 1024 * 1024;
 
@@ -29,53 +30,6 @@ async function tmp(t: { after(fn: () => Promise<void>): void }): Promise<string>
   return dir;
 }
 
-/** One ranged read seen by a store wrapper. */
-interface ReadRecord {
-  key: string;
-  offset: number;
-  length: number;
-  bytes: number;
-}
-
-/**
- * Wraps a real ObjectStore, counting `get` calls and bytes; everything is delegated. With
- * `corruptFirstReads = n` the first n gets return a copy with one byte flipped in the middle
- * (the store itself stays intact, so a second read is good).
- */
-class CountingStore implements ObjectStore {
-  gets = 0;
-  bytes = 0;
-  reads: ReadRecord[] = [];
-  corruptFirstReads = 0;
-  constructor(private readonly inner: ObjectStore) {}
-  put(key: string, body: Uint8Array) {
-    return this.inner.put(key, body);
-  }
-  async get(key: string, range?: { offset: number; length: number }) {
-    this.gets++;
-    let b = await this.inner.get(key, range);
-    this.bytes += b.length;
-    this.reads.push({ key, offset: range?.offset ?? 0, length: range?.length ?? b.length, bytes: b.length });
-    if (this.corruptFirstReads > 0 && b.length > 0) {
-      this.corruptFirstReads--;
-      b = Buffer.from(b);
-      b[b.length >> 1] ^= 0x20;
-    }
-    return b;
-  }
-  has(key: string) {
-    return this.inner.has(key);
-  }
-  size(key: string) {
-    return this.inner.size(key);
-  }
-  delete(key: string) {
-    return this.inner.delete(key);
-  }
-  list(prefix: string) {
-    return this.inner.list(prefix);
-  }
-}
 
 interface Fixture {
   dir: string;

@@ -12,6 +12,7 @@ import { ContentWriter } from '../src/store/content-writer.js';
 import { FsObjectStore } from '../src/store/fs-object-store.js';
 import { MemoryBlobIndex } from '../src/store/memory-blob-index.js';
 import type { ObjectStore } from '../src/store/object-store.js';
+import { CountingStore } from './helpers/counting-store.js';
 
 function code(err: unknown): string | undefined {
   return (err as { code?: string }).code;
@@ -35,36 +36,6 @@ async function collect(it: AsyncIterable<Buffer>): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
-/** Counts GETs and can corrupt the first N of them. */
-class SpyStore implements ObjectStore {
-  gets = 0;
-  corruptNext = 0;
-  constructor(private readonly inner: ObjectStore) {}
-  put(key: string, body: Uint8Array) {
-    return this.inner.put(key, body);
-  }
-  async get(key: string, range?: { offset: number; length: number }) {
-    this.gets++;
-    const b = Buffer.from(await this.inner.get(key, range));
-    if (this.corruptNext > 0 && b.length > 0) {
-      this.corruptNext--;
-      b[b.length >> 1] ^= 0x40;
-    }
-    return b;
-  }
-  has(key: string) {
-    return this.inner.has(key);
-  }
-  size(key: string) {
-    return this.inner.size(key);
-  }
-  delete(key: string) {
-    return this.inner.delete(key);
-  }
-  list(prefix: string) {
-    return this.inner.list(prefix);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // FsObjectStore
@@ -119,7 +90,7 @@ test('FsObjectStore: missing objects, idempotent create-only put, bad keys, no t
 // ContentWriter + ContentReader
 
 function world(dir: string, opts: { packBytes?: number; dryRun?: boolean } = {}) {
-  const store = new SpyStore(new FsObjectStore(join(dir, 'objects')));
+  const store = new CountingStore(new FsObjectStore(join(dir, 'objects')));
   const index = new MemoryBlobIndex();
   const writer = new ContentWriter({ store, index, ...opts });
   return { store, index, writer };
@@ -339,14 +310,14 @@ test('reader: integrity failures are refetched once, then reported; unknown blob
   const reader = new ContentReader({ store, index });
 
   // A transient bad read is refetched and served.
-  store.corruptNext = 1;
+  store.corruptFirstReads = 1;
   assert.ok((await collect(reader.readFile(f))).equals(data));
-  store.corruptNext = 1;
+  store.corruptFirstReads = 1;
   assert.ok((await reader.readBlob(f.chunks[0].digest)).length > 0);
   // Persistent corruption is reported, never served.
-  store.corruptNext = 2;
+  store.corruptFirstReads = 2;
   await assert.rejects(reader.readBlob(f.chunks[0].digest), (e) => code(e) === 'E_INTEGRITY');
-  store.corruptNext = 0;
+  store.corruptFirstReads = 0;
   const file = join(dir, 'objects', ...packs[0].key.split('/'));
   const bytes = await readFile(file);
   const loc = packs[0].blobs.find((b) => b.digest === f.chunks[1].digest)!;
