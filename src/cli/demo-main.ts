@@ -18,7 +18,9 @@ import { formatBytes } from './output.js';
 export async function runMainDemo(opts: { home?: string; source?: string; json?: boolean }): Promise<void> {
   const projectRoot = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
   const source = resolve(opts.source ?? projectRoot);
-  const home = resolve(opts.home ?? mkdtempSync(join(tmpdir(), 'awc-demo-')));
+  // mounts live beside the data directory, never inside it
+  const work = mkdtempSync(join(tmpdir(), 'awc-demo-'));
+  const home = resolve(opts.home ?? join(work, 'home'));
   const log: Record<string, unknown> = { home, source };
   const say = (s: string) => {
     if (!opts.json) process.stdout.write(s + '\n');
@@ -41,7 +43,7 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
     say(`\n$ awc fork base --name agent --count 2\n  ${wss.map((w) => `${w.id} (${w.name})`).join(', ')} in ${(t() - t0).toFixed(1)} ms — catalog rows only`);
     log.workspaces = wss.map((w) => w.id);
 
-    const mnt = wss.map((w) => join(home, 'mnt', w.name!));
+    const mnt = wss.map((w) => join(work, 'mnt', w.name!));
     for (let i = 0; i < wss.length; i++) {
       t0 = t();
       const m = await awc.mount(wss[i].id, mnt[i]);
@@ -90,10 +92,10 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
     say(`\n$ awc diff base ${cp.id} --patch | head -20\n${indent((d.patch ?? '').split('\n').slice(0, 20).join('\n'))}`);
     log.changes = d.changes.length;
 
-    const tar = join(home, 'checkpoint.tar');
+    const tar = join(work, 'checkpoint.tar');
     const ex = await awc.export(cp.id, { tar });
     say(`\n$ awc export ${cp.id} --tar ${tar}\n  ${ex.files} files, ${formatBytes(ex.bytes)}`);
-    const exDir = join(home, 'export');
+    const exDir = join(work, 'export');
     await awc.export(cp.id, { dir: exDir });
     say(`$ awc export ${cp.id} --dir ${exDir}\n  NOTES.md: ${JSON.stringify(readFileSync(join(exDir, 'NOTES.md'), 'utf8').split('\n')[0])}`);
 
@@ -108,7 +110,7 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
       await new DaemonClient(awc.config).call('POST', '/v1/stop', {}, { start: false }).catch(() => undefined);
       say('$ awc daemon stop');
     }
-    say(`\nDone. Everything lives in ${home}; remove it with: rm -rf ${home}`);
+    say(`\nDone. Everything lives in ${work}${opts.home ? ` and ${home}` : ''}; remove it with: rm -rf ${work}`);
     if (opts.json) process.stdout.write(JSON.stringify(log, null, 2) + '\n');
   } finally {
     await awc.close();
