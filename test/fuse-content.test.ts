@@ -17,6 +17,7 @@ import { spawn } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { getAttributeSync, listAttributesSync, setAttributeSync } from 'fs-xattr';
 import { ContentFuse, type ContentSource } from '../src/host/fuse/content-fuse.js';
+import { shortContentName } from '../src/host/fuse/content-table.js';
 import { mountsAt, readMountInfo, runCommand } from '../src/host/fuse/mount-util.js';
 
 const canRun = process.getuid?.() === 0 && existsSync('/dev/fuse');
@@ -32,7 +33,12 @@ class MemSource implements ContentSource {
   readonly asyncHex = new Set<string>();
   readonly neverHex = new Set<string>();
   reads = 0;
+  lookups = 0;
   maxLength = 0;
+  /** Adds bytes under a chosen name (for crafted digests). */
+  put(hex: string, data: Buffer): void {
+    this.objects.set(hex, data);
+  }
   add(data: Buffer, mode: 'sync' | 'async' | 'never' = 'sync'): string {
     const hex = hexOf(data);
     this.objects.set(hex, data);
@@ -41,6 +47,7 @@ class MemSource implements ContentSource {
     return hex;
   }
   lookup(hex: string): { size: number } | undefined {
+    this.lookups++;
     const b = this.objects.get(hex);
     return b ? { size: b.length } : undefined;
   }
@@ -79,6 +86,16 @@ after(async () => {
   }
 });
 
+/** Polls `cond` for up to 2 s (events from the workers arrive asynchronously). */
+async function waitFor(cond: () => boolean): Promise<boolean> {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > 2000) return false;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return true;
+}
+
 function pathOf(mnt: string, hex: string): string {
   return join(mnt, hex.slice(0, 2), hex);
 }
@@ -97,13 +114,13 @@ function sh(cmd: string): Promise<{ code: number | null; out: string }> {
 async function withFuse(
   src: ContentSource,
   fn: (mnt: string, fuse: ContentFuse, root: string) => Promise<void>,
-  opts: { readers?: number; spinUs?: number } = {},
+  opts: { readers?: number; spinUs?: number; errors?: Error[]; arenaBytes?: number } = {},
 ): Promise<void> {
   const root = tempRoot();
   const mnt = join(root, 'content');
   mkdirSync(mnt);
-  const fuse = new ContentFuse({ mountpoint: mnt, source: src, ...opts });
-  const errors: Error[] = [];
+  const fuse = new ContentFuse({ mountpoint: mnt, source: src, readers: opts.readers, spinUs: opts.spinUs, arenaBytes: opts.arenaBytes });
+  const errors: Error[] = opts.errors ?? [];
   fuse.on('error', (e: Error) => errors.push(e));
   await fuse.mount();
   try {
@@ -113,7 +130,7 @@ async function withFuse(
     await forceUnmountUnder(root);
   }
   assert.equal(mountsAt(mnt).length, 0, 'FUSE mount left behind');
-  assert.deepEqual(errors, []);
+  if (!opts.errors) assert.deepEqual(errors, []);
 }
 
 describe('content FUSE', { skip, timeout: 120_000 }, () => {
@@ -313,6 +330,119 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
       }
       assert.equal(mountsAt(target).length, 0);
     }, { readers: 1, spinUs: 100 });
+  });
+
+  it('announced content: short names in the root, LOOKUPs answered by the reader workers, a grown table picked up, an ambiguous short name refused', async () => {
+    const src = new MemSource();
+    const files = Array.from({ length: 40 }, (_, i) => randomBytes(500 + i * 331));
+    const hexes = files.map((b) => src.add(b, 'sync'));
+    // two crafted digests sharing a short name (equal first 138 bits) and nothing else's
+    const prefix = hexOf(Buffer.from('a prefix nobody else has')).slice(0, 34);
+    const amb1 = `${prefix}00${'aa'.repeat(14)}`;
+    const amb2 = `${prefix}01${'bb'.repeat(14)}`;
+    src.put(amb1, Buffer.from('one'));
+    src.put(amb2, Buffer.from('two'));
+    assert.equal(shortContentName(amb1), shortContentName(amb2));
+    // a crafted digest that collides with file 0's short name, announced after the kernel cached that name
+    const h0 = hexes[0]!;
+    const twin = `${h0.slice(0, 34)}${(parseInt(h0.slice(34, 36), 16) ^ 0x3f).toString(16).padStart(2, '0')}${'cc'.repeat(14)}`;
+    assert.notEqual(twin, h0);
+    assert.equal(shortContentName(twin), shortContentName(h0));
+    src.put(twin, randomBytes(files[0]!.length));
+    const errors: Error[] = [];
+
+    await withFuse(src, async (mnt, fuse, root) => {
+      // grow the shared table while the workers run (4096 slots at start): they must pick up the new buffer
+      fuse.announce(Array.from({ length: 6000 }, (_, i) => [hexOf(Buffer.from(`filler ${i}`)), 1] as const));
+      fuse.announce(hexes.map((h, i) => [h, files[i]!.length] as const));
+      assert.equal(fuse.contentCount, 6000 + files.length);
+
+      const layer = join(root, 'layer');
+      const upper = join(root, 'upper');
+      const work = join(root, 'work');
+      const target = join(root, 'target');
+      for (const d of [layer, upper, work, target]) mkdirSync(d, { recursive: true });
+      const placeholder = (name: string, size: number, redirect: string): void => {
+        const p = join(layer, name);
+        closeSync(openSync(p, 'w', 0o644));
+        truncateSync(p, size);
+        setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
+        setAttributeSync(p, 'trusted.overlay.redirect', redirect);
+      };
+      files.forEach((b, i) => placeholder(`f${i}`, b.length, `/${shortContentName(hexes[i]!)}`));
+      placeholder('ambiguous', 3, `/${shortContentName(amb1)}`);
+      placeholder('collide', files[0]!.length, `/${shortContentName(h0)}`);
+      const opts = `lowerdir=${layer}::${mnt},upperdir=${upper},workdir=${work},metacopy=on,redirect_dir=on`;
+      const m = await runCommand('mount', ['-t', 'overlay', 'overlay', '-o', opts, target]);
+      assert.equal(m.code, 0, `overlay mount failed: ${m.stderr}`);
+      try {
+        const before = fuse.workerOps.lookup;
+        for (let i = 0; i < files.length; i++) {
+          assert.ok((await fsp.readFile(join(target, `f${i}`))).equals(files[i]!), `f${i}`);
+        }
+        assert.ok(fuse.workerOps.lookup - before >= files.length, `worker lookups ${fuse.workerOps.lookup - before}`);
+        assert.equal(src.lookups, 0, 'announced names never reach the source');
+        assert.equal(fuse.stats.ops.lookup, fuse.workerOps.lookup, 'no content LOOKUP went to the main thread');
+        // the same object by its long name: same node, answered by a worker too (after the main
+        // thread resolved the directory); the short name's entry is cached since the overlay looked it up
+        const w0 = fuse.workerOps.lookup;
+        const long = await fsp.stat(pathOf(mnt, hexes[3]!));
+        const short = await fsp.stat(join(mnt, shortContentName(hexes[3]!)));
+        assert.equal(long.ino, short.ino);
+        assert.equal(long.size, files[3]!.length);
+        assert.equal(fuse.workerOps.lookup - w0, 1);
+        // an unknown short name is ENOENT; an ambiguous one is EIO (never one of the two)
+        await assert.rejects(fsp.stat(join(mnt, shortContentName(hexOf(Buffer.from('nobody'))))), { code: 'ENOENT' });
+        fuse.announce([
+          [amb1, 3],
+          [amb2, 3],
+        ]);
+        await assert.rejects(fsp.readFile(join(target, 'ambiguous')), { code: 'EIO' });
+        // file 0's short name is in the kernel's dentry cache (f0 was read): announcing its twin
+        // invalidates it, so a new open through that name gets EIO, never file 0's bytes
+        fuse.announce([[twin, files[0]!.length]]);
+        await assert.rejects(fsp.readFile(join(target, 'collide')), { code: 'EIO' });
+      } finally {
+        const u = await runCommand('umount', [target]);
+        if (u.code !== 0) await runCommand('umount', ['-l', target]);
+      }
+    }, { readers: 2, errors });
+    assert.ok(errors.length >= 1 && errors.every((e) => /matches two content objects/.test(e.message)), errors.map(String).join('\n'));
+  });
+
+  it('offered content: READs answered by the workers from the arena and reported; overwritten or unoffered content read through the main thread', async () => {
+    const src = new MemSource();
+    // 16 KiB each: the 256 KiB ring holds exactly 16 of them
+    const files = Array.from({ length: 24 }, () => randomBytes(16 * 1024));
+    const hexes = files.map((b) => src.add(b, 'sync'));
+    const big = randomBytes(300_000); // over a quarter of the arena: never offered
+    const hBig = src.add(big, 'sync');
+    await withFuse(src, async (mnt, fuse) => {
+      const served: string[] = [];
+      fuse.on('served', (hex: string) => served.push(hex));
+      fuse.announce([...hexes.map((h, i) => [h, files[i]!.length] as const), [hBig, big.length] as const]);
+      // files 0-19 offered: 16-19 overwrite 0-3 in the ring; 20-23 never offered
+      for (let i = 0; i < 20; i++) assert.ok(fuse.offer(hexes[i]!, files[i]!), `offer ${i}`);
+      assert.equal(fuse.offer(hexes[5]!, files[5]!), false, 'already there');
+      assert.equal(fuse.offer(hBig, big), false, 'too big');
+      assert.equal(fuse.offer(hexes[0]!, Buffer.alloc(10)), false, 'wrong size');
+      assert.equal(fuse.offer(hexOf(Buffer.from('unknown')), Buffer.from('unknown')), false, 'not announced');
+
+      const reads0 = src.reads;
+      const w0 = fuse.workerOps.read;
+      for (let i = 0; i < files.length; i++) {
+        assert.ok((await fsp.readFile(join(mnt, shortContentName(hexes[i]!)))).equals(files[i]!), `file ${i}`);
+      }
+      // one READ per 16 KiB file: 16 answered by the workers, 8 (overwritten or never offered) by the main thread
+      assert.equal(fuse.workerOps.read - w0, 16);
+      assert.equal(src.reads - reads0, 8);
+      const reads1 = src.reads;
+      assert.ok((await fsp.readFile(join(mnt, shortContentName(hBig)))).equals(big));
+      assert.ok(src.reads > reads1, 'the big file went to the main thread');
+      assert.equal(fuse.workerOps.read - w0, 16);
+      assert.ok(await waitFor(() => served.length === 16), `${served.length} served reports`);
+      assert.deepEqual(served.slice().sort(), hexes.slice(4, 20).sort(), 'exactly the arena answers are reported');
+    }, { readers: 2, arenaBytes: 256 * 1024 });
   });
 
   it('unmount returns while a reader is blocked on a never-resolving read', async () => {

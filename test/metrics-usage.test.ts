@@ -1,7 +1,8 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { getAttributeSync } from 'fs-xattr';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
@@ -142,6 +143,26 @@ describe('awc usage and awc metrics', () => {
     assert.equal(text.code, 0, text.stderr);
     assert.ok(sample(text.stdout, 'awc_fuse_operations_total') > 0, 'FUSE requests are counted');
     assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'read' }) > 0);
+    // LOOKUPs are answered by the FUSE reader workers: counted all the same
+    assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'lookup' }) >= 16, 'worker-side LOOKUPs are counted');
+    // every placeholder: a short redirect (≤ 24 bytes) that fits in the inode, so no block at all
+    const layers = join(home, 'host', 'layers');
+    let placeholders = 0;
+    const walk = (d: string): void => {
+      for (const n of readdirSync(d)) {
+        const p = join(d, n);
+        const st = lstatSync(p);
+        if (st.isDirectory()) walk(p);
+        else if (st.isFile() && st.size > 0) {
+          placeholders++;
+          const redirect = getAttributeSync(p, 'trusted.overlay.redirect').toString();
+          assert.match(redirect, /^\/[A-Za-z0-9_-]{23}$/, p);
+          assert.equal(st.blocks, 0, `${p}: ${st.blocks} blocks allocated (an xattr block?)`);
+        }
+      }
+    };
+    for (const l of readdirSync(layers)) walk(join(layers, l, 'tree'));
+    assert.ok(placeholders >= 16, `${placeholders} placeholders`);
     assert.ok(sample(text.stdout, 'awc_mount_operations_total', { op: 'mount' }) >= 1);
     assert.equal(sample(text.stdout, 'awc_mounted_workspaces'), 1);
     assert.ok(sample(text.stdout, 'awc_content_objects') >= 16);

@@ -12,7 +12,7 @@ import { FsObjectStore } from '../store/fs-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
 import { ChunkCache } from '../host/chunk-cache.js';
-import { ChunkFetcher } from '../host/chunk-fetcher.js';
+import { ChunkFetcher, type FetchEvent } from '../host/chunk-fetcher.js';
 import { CachedContentSource } from '../host/cached-content-source.js';
 import type { BlobIndex } from '../store/pack-types.js';
 import { buildLayer, type Layer } from '../host/layer-builder.js';
@@ -20,6 +20,13 @@ import { isMounted, mountOverlay, unmount } from '../host/mount-util.js';
 import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
 import { DaemonMetrics } from './metrics.js';
+
+/**
+ * Size of the content FUSE server's hot arena (bytes): room for the read-ahead windows in
+ * flight (up to 8 MiB each) with margin, so a reader going through a snapshot in pack order
+ * finds each file there before the ring overwrites it.
+ */
+const ARENA_BYTES = 32 * 1024 * 1024;
 
 /** Status answered on `GET /v1/status`. */
 export interface DaemonStatus {
@@ -63,6 +70,8 @@ export class HostDaemon extends EventEmitter {
   private layers = new Map<string, Promise<Layer>>();
   private fuse?: ContentFuse;
   private server?: Server;
+  /** Inode of the socket file this daemon listens on (to never remove a successor's). */
+  private socketIno?: number;
   private mounts = new Map<string, { namespace: string; path: string }>();
   private startedAt = new Date().toISOString();
   private stopping?: Promise<void>;
@@ -112,7 +121,16 @@ export class HostDaemon extends EventEmitter {
     // The FUSE server writes a synchronous answer out before it reads again: multi-chunk reads can share one scratch buffer.
     this.source = new CachedContentSource(this.fetcher, { reuseSyncBuffers: true });
     this.wireCacheMetrics();
-    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source });
+    // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
+    // reader workers answer their READs themselves (no main-thread hop on a cold read).
+    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source, arenaBytes: ARENA_BYTES });
+    const fuse = this.fuse;
+    this.fetcher.on('fetch', (e: FetchEvent) => {
+      if (!e.readAhead) return;
+      const b = this.cache.peekMemory(e.digest);
+      if (b) fuse.offer(e.digest.slice(7), b);
+    });
+    fuse.on('served', (hex: string) => this.source.touch(hex));
     this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
     this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
     this.metrics.addCollector(() => {
@@ -120,6 +138,7 @@ export class HostDaemon extends EventEmitter {
       this.metrics.cacheBytes.set(this.cache.bytes);
       this.metrics.cacheBudgetBytes.set(this.cache.budgetBytes);
       this.metrics.mountedWorkspaces.set(this.mounts.size);
+      if (this.fuse) this.metrics.syncWorkerFuseOps(this.fuse.workerOps);
     });
     await this.fuse.mount();
     // remount before answering on the socket, so `awc daemon start` returns with the mounts back
@@ -131,6 +150,7 @@ export class HostDaemon extends EventEmitter {
       this.server!.listen(this.paths.socket, () => resolve());
     });
     await chmod(this.paths.socket, 0o660);
+    this.socketIno = fs.statSync(this.paths.socket).ino;
     await writeFile(this.paths.pidFile, String(process.pid));
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
   }
@@ -220,6 +240,7 @@ export class HostDaemon extends EventEmitter {
     if (!p) {
       p = buildLayer(this.reader(ns), root, this.paths.layers).then((layer) => {
         this.source.register(layer.meta.contents, this.blobIndex(ns));
+        this.fuse?.announce(contentSizes(layer.meta.contents));
         return layer;
       });
       p.catch(() => this.layers.delete(key));
@@ -276,7 +297,6 @@ export class HostDaemon extends EventEmitter {
     };
   }
 
-  /** Unmounts every overlay (lazily when busy; uppers kept), then the content FUSE mount; closes the socket and catalog. */
   /**
    * Unmounts every overlay that is not busy. Returns the busy ones (still mounted and
    * served). With `force`, busy ones are detached lazily instead: processes inside keep a
@@ -315,8 +335,9 @@ export class HostDaemon extends EventEmitter {
       await this.fuse?.unmount();
       await this.fetcher?.idle();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-      await rm(this.paths.socket, { force: true });
-      await rm(this.paths.pidFile, { force: true });
+      // A daemon started since this one stopped answering owns the socket and pid files now: leave them.
+      if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });
+      if (livePid(this.paths.pidFile) === process.pid) await rm(this.paths.pidFile, { force: true });
       await this.catalog?.close();
       this.emit('log', { level: 'info', msg: 'stopped' });
     })();
@@ -428,4 +449,18 @@ function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
       }
     });
   });
+}
+
+/** [hex, size in bytes] of every content object of a layer. */
+function* contentSizes(contents: Layer['meta']['contents']): Generator<[string, number]> {
+  for (const hex in contents) yield [hex, contents[hex]![0]];
+}
+
+/** The inode number of `path`, or undefined when it does not exist. */
+function statIno(path: string): number | undefined {
+  try {
+    return fs.statSync(path).ino;
+  } catch {
+    return undefined;
+  }
 }

@@ -53,6 +53,8 @@ export class DaemonMetrics {
   readonly singleflightJoins: Counter;
   /** Label `op`: FUSE opcode name. Prefer {@link fuseOp} on hot paths (cached label children). */
   readonly fuseOperations: Counter<'op'>;
+  /** Worker-side FUSE counters already added to fuseOperations, by opcode name. */
+  private readonly workerOpsSeen = new Map<string, number>();
   /** Labels `op` (`mount` | `unmount` | `remount`) and `driver` (`overlay` | `copy`). */
   readonly mountOperations: Counter<'op' | 'driver'>;
   /** Label `driver`. */
@@ -104,6 +106,21 @@ export class DaemonMetrics {
     this.mountedWorkspaces = gauge('awc_mounted_workspaces', 'Workspaces mounted by this daemon.');
     this.contentObjects = gauge('awc_content_objects', 'Content objects known to the content FUSE server.');
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'awc_' });
+  }
+
+  /**
+   * Adds what the FUSE reader workers handled on their own since the last call (they emit no
+   * per-request event): `totals` are their monotonic counters by opcode name
+   * (ContentFuse.workerOps). Call it from a collector, so a scrape sees them.
+   */
+  syncWorkerFuseOps(totals: Record<string, number>): void {
+    for (const op in totals) {
+      const now = totals[op]!;
+      const delta = now - (this.workerOpsSeen.get(op) ?? 0);
+      if (delta <= 0) continue;
+      this.workerOpsSeen.set(op, now);
+      this.fuseOperations.labels(op).inc(delta);
+    }
   }
 
   /** Counts one FUSE request of opcode name `op` (label children cached: cheap enough per request). */

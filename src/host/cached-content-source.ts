@@ -89,6 +89,18 @@ export class CachedContentSource implements ContentSource {
     return added;
   }
 
+  /**
+   * Counts a read of a whole content object that was served elsewhere (the FUSE workers'
+   * arena): a cache hit on each of its chunks, as if it had been read here, so the cache's
+   * LRU order, its memory → disk moves and the fetcher's read-ahead triggers stay the same.
+   * Chunks no longer cached are skipped (nothing is fetched). Unknown hex: no-op.
+   */
+  touch(hex: string): void {
+    const f = this.files.get(hex);
+    if (!f) return;
+    for (const ref of f.chunks) this.fetcher.getSync(ref);
+  }
+
   /** Number of known content objects. */
   get size(): number {
     return this.files.size;

@@ -299,6 +299,15 @@ export class ChunkCache extends EventEmitter {
   }
 
   /**
+   * The chunk's bytes when it is in the memory tier, else undefined; no side effect (no hit,
+   * no event, no move to disk). For a caller that copies read-ahead chunks elsewhere (the
+   * content FUSE server's arena). Treat the Buffer as read-only.
+   */
+  peekMemory(digest: Digest): Buffer | undefined {
+    return this.mem.get(digest);
+  }
+
+  /**
    * True when the chunk is on disk, being written, or in the memory tier (a later getSync may
    * still find a file corrupt).
    */

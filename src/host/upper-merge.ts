@@ -5,6 +5,7 @@ import { isDigest, type Digest } from '../core/digest.js';
 import { AwcError } from '../core/errors.js';
 import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
+import { shortContentName } from './fuse/content-table.js';
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {
@@ -43,6 +44,7 @@ export interface MergeResult {
 export type UpperStatCache = Record<string, [string, string, string, string, Digest, [Digest, number][]]>;
 
 const CONTENT_REDIRECT = /^\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
+const SHORT_CONTENT_REDIRECT = /^\/([A-Za-z0-9_-]{23})$/;
 
 /**
  * Merges a snapshot's tree (the overlay lower) with an overlayfs upper directory, by the
@@ -98,6 +100,25 @@ class Merger {
     private contents: Record<string, [number, [Digest, number][]]>,
     private statCache: UpperStatCache,
   ) {}
+
+  /** Short content name → hex over `contents`, built on first need (see shortContentName). */
+  private shortNames: Map<string, string> | undefined;
+
+  /**
+   * The content hex a redirect into the content lower names (`/<aa>/<hex>` or `/<short name>`),
+   * or undefined when the redirect is not of that shape (or names no content of the base).
+   */
+  contentOfRedirect(redirect: string): string | undefined {
+    const long = CONTENT_REDIRECT.exec(redirect);
+    if (long) return long[2];
+    const short = SHORT_CONTENT_REDIRECT.exec(redirect);
+    if (!short) return undefined;
+    if (!this.shortNames) {
+      this.shortNames = new Map();
+      for (const hex in this.contents) this.shortNames.set(shortContentName(hex), hex);
+    }
+    return this.shortNames.get(short[1]!);
+  }
 
   async loadChildren(tree: Digest): Promise<Map<string, MEntry>> {
     const t = await this.src.readTree(tree);
@@ -190,10 +211,10 @@ class Merger {
     if (ov.metacopy) {
       let data: { digest: Digest; size: number; chunks: ChunkRef[] } | undefined;
       let baseFile: Entry | undefined;
-      const cm = ov.redirect !== undefined ? CONTENT_REDIRECT.exec(ov.redirect) : null;
-      if (cm) {
-        const digest = `sha256:${cm[2]}` as Digest;
-        const known = this.contents[cm[2]];
+      const hex = ov.redirect !== undefined ? this.contentOfRedirect(ov.redirect) : undefined;
+      if (hex !== undefined) {
+        const digest = `sha256:${hex}` as Digest;
+        const known = this.contents[hex];
         if (known && isDigest(digest)) data = { digest, size: known[0], chunks: known[1].map(([d, s]) => ({ digest: d, size: s })) };
       } else {
         const from = ov.redirect !== undefined ? (ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect)) : lowerPath === null ? null : joinRel(lowerPath, name);

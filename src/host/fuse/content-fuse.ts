@@ -12,9 +12,16 @@
  * while other requests keep flowing.
  *
  * The namespace is fixed: the root holds the 256 directories `00`..`ff`; a directory resolves a
- * 64-hex name through {@link ContentSource.lookup}. Node ids are stable for the life of the mount
- * (never recycled, FORGET is ignored), entries and attributes are valid for a day, and OPEN,
- * OPENDIR and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
+ * 64-hex name through {@link ContentSource.lookup}. The root also resolves the short name of
+ * every content object {@link ContentFuse.announce}d (`/<23 base64url chars>`, content-table.ts),
+ * the form layer placeholders use. Node ids are stable for the life of the mount (never
+ * recycled, FORGET is ignored), entries and attributes are valid for a day, and OPEN, OPENDIR
+ * and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
+ *
+ * LOOKUPs of announced content are answered by the reader workers themselves, from a shared
+ * table (content-table.ts), and so are READs of content {@link ContentFuse.offer}ed to the hot
+ * arena (content-arena.ts): a cold file read ahead into memory then never waits for the main
+ * thread.
  */
 import { EventEmitter } from 'node:events';
 import { closeSync, openSync, realpathSync, statSync, writeFileSync, writeSync, writevSync } from 'node:fs';
@@ -22,14 +29,25 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
+import { AMBIGUOUS, ContentTable, contentKey, isShortContentName, lookupSlot, shortContentName, slotNode, slotSize, type ContentKey } from './content-table.js';
+import { ContentArena } from './content-arena.js';
 import {
+  CTRL_ARENA_RESERVE,
   CTRL_BATCH_FORGET,
   CTRL_FORGET,
   CTRL_INTERRUPT,
   CTRL_SLOTS,
   CTRL_STOP,
+  CTRL_TABLE_GEN,
+  CTRL_WORKER_LOOKUP,
+  CTRL_WORKER_READ,
+  DAY,
+  DIR_BASE,
+  FIRST_FILE_ID,
+  GENERATION,
   type ReaderWorkerData,
   type ReaderWorkerMessage,
+  type TableUpdate,
 } from './control.js';
 import { abortFuseConnection, ensureFusectl, mountsAt, runCommand } from './mount-util.js';
 import {
@@ -53,6 +71,7 @@ import {
   WRITE_IN_SIZE,
   decodeInitIn,
   direntSize,
+  encodeNotifyInvalEntry,
   encodeAttrOut,
   encodeDirent,
   encodeEntryOut,
@@ -98,6 +117,11 @@ export interface ContentFuseOptions {
    * instead of 128 KiB (measured 32 MiB: 256 READs → 32, 1.2 → 1.7 GB/s). 0 keeps the kernel default.
    */
   readAheadKb?: number;
+  /**
+   * Size in bytes of the hot content arena the reader workers answer READs from (see
+   * {@link ContentFuse.offer}); default 0 = off (every READ goes to the main thread).
+   */
+  arenaBytes?: number;
 }
 
 /** Counters of a {@link ContentFuse}: requests received per opcode name (`lookup`, `read`, …). */
@@ -105,14 +129,6 @@ export interface ContentFuseStats {
   ops: Record<string, number>;
 }
 
-/** One day, in seconds: entry and attribute validity (content never changes under a name). */
-const DAY = 86_400;
-/** Generation of every node: node ids are never reused within a mount. */
-const GENERATION = 1;
-/** Node id of directory `00`; directory `xy` is DIR_BASE + 0xxy. */
-const DIR_BASE = 2;
-/** First node id handed to a content file. */
-const FIRST_FILE_ID = DIR_BASE + 256;
 /** Pages per request: 256 × 4 KiB = 1 MiB reads. */
 const MAX_PAGES = 256;
 /** We are read-only: a modest max_write keeps the kernel's read-buffer rule small. */
@@ -129,7 +145,6 @@ const CONGESTION_THRESHOLD = 48;
 /** Longest stretch of synchronous request handling before yielding to the event loop (ms). */
 const SPIN_CAP_MS = 2;
 
-const HEX64 = /^[0-9a-f]{64}$/;
 const DIR_NAMES: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 /** errno codes that mean "the kernel no longer waits for this reply" when writing one. */
 const STALE_REPLY_CODES = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN', 'EBADF']);
@@ -147,8 +162,9 @@ function installExitHook(): void {
 }
 
 /**
- * A FUSE server for the content namespace. Emits `'op'` (opcode name) for every request and
- * `'error'` (an Error) for failures it cannot report to the kernel; it never prints.
+ * A FUSE server for the content namespace. Emits `'op'` (opcode name) for every request the
+ * main thread handles, `'served'` (content hex) when a worker answered a READ from the arena,
+ * and `'error'` (an Error) for failures it cannot report to the kernel; it never prints.
  *
  * @example
  *   const fuse = new ContentFuse({ mountpoint: '/var/lib/awc/content', source });
@@ -165,6 +181,8 @@ export class ContentFuse extends EventEmitter {
   private fd = -1;
   private workers: Worker[] = [];
   private ports: MessagePort[] = [];
+  /** Per worker: where a new content table buffer is posted. */
+  private tablePorts: MessagePort[] = [];
   private readonly spinMs: number;
   private readonly readAheadKb: number;
   private readonly ctrl = new Int32Array(new SharedArrayBuffer(CTRL_SLOTS * 4));
@@ -175,8 +193,9 @@ export class ContentFuse extends EventEmitter {
   private mountedPath = '';
   private protoMinor: number | undefined;
 
-  /** hex → node id, and node id - FIRST_FILE_ID → hex / size. */
-  private readonly nodeByHex = new Map<string, number>();
+  /** Content digest → node id and size, shared with the workers; node id - FIRST_FILE_ID → hex / size. */
+  private readonly table = new ContentTable();
+  private readonly arena: ContentArena | undefined;
   private readonly nodeHex: string[] = [];
   private readonly nodeSize: number[] = [];
   /** Requests waiting on a Promise from the source, by unique id. */
@@ -199,6 +218,8 @@ export class ContentFuse extends EventEmitter {
     this.readerCount = Math.max(1, Math.floor(opts.readers ?? 2));
     this.spinMs = Math.max(0, opts.spinUs ?? 0) / 1000;
     this.readAheadKb = Math.max(0, Math.floor(opts.readAheadKb ?? MAX_PAGES * 4));
+    const arenaBytes = Math.max(0, Math.floor(opts.arenaBytes ?? 0));
+    if (arenaBytes > 0) this.arena = new ContentArena(arenaBytes, (u) => Atomics.store(this.ctrl, CTRL_ARENA_RESERVE, u));
   }
 
   /** The FUSE connection id (the minor device number of the mount; /sys/fs/fuse/connections/<id>), once mounted. */
@@ -224,7 +245,103 @@ export class ContentFuse extends EventEmitter {
     add('forget', Atomics.load(this.ctrl, CTRL_FORGET));
     add('batch_forget', Atomics.load(this.ctrl, CTRL_BATCH_FORGET));
     add('interrupt', Atomics.load(this.ctrl, CTRL_INTERRUPT));
+    add('lookup', Atomics.load(this.ctrl, CTRL_WORKER_LOOKUP));
+    add('read', Atomics.load(this.ctrl, CTRL_WORKER_READ));
     return { ops };
+  }
+
+  /**
+   * Requests the reader workers handled without the main thread (so without an `'op'` event),
+   * by opcode name: `lookup` (answered from the content table), `read` (answered from the
+   * arena), `forget`, `batch_forget`, `interrupt` (dropped). Monotonic counters for the life
+   * of the server.
+   */
+  get workerOps(): Record<string, number> {
+    return {
+      lookup: Atomics.load(this.ctrl, CTRL_WORKER_LOOKUP),
+      read: Atomics.load(this.ctrl, CTRL_WORKER_READ),
+      forget: Atomics.load(this.ctrl, CTRL_FORGET),
+      batch_forget: Atomics.load(this.ctrl, CTRL_BATCH_FORGET),
+      interrupt: Atomics.load(this.ctrl, CTRL_INTERRUPT),
+    };
+  }
+
+  /** Number of content objects with a node id (announced or looked up). */
+  get contentCount(): number {
+    return this.nodeHex.length;
+  }
+
+  /**
+   * Makes content objects known by 64-hex digest and size in bytes, so that their short names
+   * resolve and the reader workers answer their LOOKUPs themselves. Call it with every content
+   * object of a layer before mounting an overlay on it. Announcing a digest twice is a no-op;
+   * so is an invalid digest (it is never looked up). Main thread; O(1) per object (amortised).
+   */
+  announce(contents: Iterable<readonly [hex: string, size: number]>): void {
+    for (const [hex, size] of contents) {
+      const key = contentKey(hex);
+      if (!key || key.short || lookupSlot(this.table.words, key) >= 0) continue;
+      const short = shortContentName(hex);
+      const before = lookupSlot(this.table.words, contentKey(short)!);
+      this.addNode(hex, size);
+      if (before >= 0) this.shortNameCollision(short);
+    }
+  }
+
+  /**
+   * A newly announced digest shares its short name with a known one: the name is ambiguous
+   * from now on (lookups answer EIO). The kernel may hold the old resolution in its dentry
+   * cache for a day: drop it (FUSE_NOTIFY_INVAL_ENTRY), so no new open gets the other
+   * object's bytes. Reported as an error; never expected in practice (138-bit prefixes).
+   */
+  private shortNameCollision(short: string): void {
+    this.emitError(new AwcError('E_INTEGRITY', `content FUSE: short name ${short} matches two content objects`));
+    if (this.fd < 0 || this.state !== 'mounted') return;
+    const len = encodeNotifyInvalEntry(this.small, FUSE_ROOT_ID, short);
+    try {
+      writeSync(this.fd, this.small, 0, len);
+    } catch (err) {
+      // ENOENT: the kernel had no such entry cached; anything else is worth reporting
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.onWriteError(err);
+    }
+  }
+
+  /**
+   * Offers the whole bytes of an announced content object (64-hex digest) to the hot arena,
+   * from where the reader workers answer its READs without the main thread; each such answer
+   * at offset 0 is reported afterwards as a `'served'` event (the hex), for the cache's
+   * bookkeeping. The arena keeps the newest objects (a ring): an overwritten one is simply
+   * served by the main thread again. Main thread; copies the bytes.
+   * @returns false when the arena is off, the content is unknown or not `data.length` bytes
+   *   long, or too big for the arena (over a quarter of it), or already there.
+   */
+  offer(hex: string, data: Uint8Array): boolean {
+    if (!this.arena) return false;
+    const key = contentKey(hex);
+    if (!key || key.short) return false;
+    const slot = lookupSlot(this.table.words, key);
+    if (slot < 0 || slotSize(this.table.words, slot) !== data.length) return false;
+    return this.arena.put(slotNode(this.table.words, slot) - FIRST_FILE_ID, data);
+  }
+
+  /** Gives a content object the next node id and publishes it in the table (hex not present yet). */
+  private addNode(hex: string, size: number): number {
+    const id = FIRST_FILE_ID + this.nodeHex.length;
+    this.nodeHex.push(hex);
+    this.nodeSize.push(size);
+    const grewTable = this.table.insert(hex, id, size);
+    const grewNodes = this.arena?.ensureNode(id - FIRST_FILE_ID) ?? false;
+    if (grewTable || grewNodes) this.publishTable(grewTable);
+    return id;
+  }
+
+  /** Posts the table's (and the arena's node array's) new buffers to every worker, then moves the generation they watch. */
+  private publishTable(tableMoved = true): void {
+    if (!tableMoved) this.table.bump(); // only the node array moved: the workers must still look
+
+    const update: TableUpdate = { table: this.table.buffer, nodes: this.arena?.nodeBuffer, generation: this.table.generation };
+    for (const p of this.tablePorts) p.postMessage(update);
+    Atomics.store(this.ctrl, CTRL_TABLE_GEN, this.table.generation);
   }
 
   /**
@@ -333,10 +450,25 @@ export class ContentFuse extends EventEmitter {
 
   private startWorkers(): void {
     const url = new URL('./reader-worker.js', import.meta.url);
+    Atomics.store(this.ctrl, CTRL_TABLE_GEN, this.table.generation);
     for (let i = 0; i < this.readerCount; i++) {
       const { port1, port2 } = new MessageChannel();
-      const data: ReaderWorkerData = { fd: this.fd, bufSize: READ_BUFFER_SIZE, ctrl: this.ctrl.buffer as SharedArrayBuffer, port: port2 };
-      const w = new Worker(url, { workerData: data, transferList: [port2], name: `awc-fuse-reader-${i}` });
+      const tables = new MessageChannel();
+      const data: ReaderWorkerData = {
+        fd: this.fd,
+        bufSize: READ_BUFFER_SIZE,
+        ctrl: this.ctrl.buffer as SharedArrayBuffer,
+        port: port2,
+        table: this.table.buffer,
+        tablePort: tables.port2,
+        mountTime: this.mountTime,
+        arena: this.arena?.buffer,
+        arenaUnits: this.arena?.units ?? 0,
+        nodes: this.arena?.nodeBuffer,
+      };
+      const w = new Worker(url, { workerData: data, transferList: [port2, tables.port2], name: `awc-fuse-reader-${i}` });
+      tables.port1.unref();
+      this.tablePorts.push(tables.port1);
       port1.on('message', (msg: ArrayBuffer | ReaderWorkerMessage) => {
         this.onMessage(msg);
         this.spin();
@@ -348,8 +480,13 @@ export class ContentFuse extends EventEmitter {
     }
   }
 
-  private onMessage(msg: ArrayBuffer | ReaderWorkerMessage): void {
+  private onMessage(msg: ArrayBuffer | number | ReaderWorkerMessage): void {
     if (msg instanceof ArrayBuffer) this.dispatch(Buffer.from(msg));
+    else if (typeof msg === 'number') {
+      const hex = this.nodeHex[msg - FIRST_FILE_ID];
+      if (hex !== undefined && this.listenerCount('served') > 0) this.emit('served', hex);
+    }
+    else if (msg.type === 'error') this.emitError(new AwcError('E_FUSE', `content FUSE reader could not reply: ${msg.code} ${msg.message}`));
     else this.emitError(new AwcError('E_FUSE', `content FUSE reader failed: ${msg.code} ${msg.message}`));
   }
 
@@ -431,6 +568,8 @@ export class ContentFuse extends EventEmitter {
     this.workers = [];
     for (const p of this.ports) p.close();
     this.ports = [];
+    for (const p of this.tablePorts) p.close();
+    this.tablePorts = [];
     // 5. Close the device.
     if (this.fd >= 0) {
       try {
@@ -572,27 +711,31 @@ export class ContentFuse extends EventEmitter {
     const len = b.readUInt32LE(0);
     const name = readCString(b, IN_HEADER_SIZE, len);
     let nodeid: number;
-    if (parent === FUSE_ROOT_ID) {
-      if (name.length !== 2) return this.replyError(unique, Errno.ENOENT);
+    if (parent === FUSE_ROOT_ID && name.length === 2) {
       const d = parseInt(name, 16);
       if (!(d >= 0) || DIR_NAMES[d] !== name) return this.replyError(unique, Errno.ENOENT);
       nodeid = DIR_BASE + d;
+    } else if (parent === FUSE_ROOT_ID) {
+      if (!isShortContentName(name)) return this.replyError(unique, Errno.ENOENT);
+      const slot = lookupSlot(this.table.words, contentKey(name)!);
+      if (slot === AMBIGUOUS) {
+        // two announced digests share these 138 bits: never guess which one was meant
+        this.emitError(new AwcError('E_INTEGRITY', `content FUSE: short name ${name} matches two content objects`));
+        return this.replyError(unique, Errno.EIO);
+      }
+      if (slot < 0) return this.replyError(unique, Errno.ENOENT);
+      nodeid = slotNode(this.table.words, slot);
     } else if (parent >= DIR_BASE && parent < FIRST_FILE_ID) {
-      if (name.length !== 64 || !HEX64.test(name) || !name.startsWith(DIR_NAMES[parent - DIR_BASE]!)) {
-        return this.replyError(unique, Errno.ENOENT);
-      }
-      const info = this.source.lookup(name);
-      if (!info) return this.replyError(unique, Errno.ENOENT);
-      let id = this.nodeByHex.get(name);
-      if (id === undefined) {
-        id = FIRST_FILE_ID + this.nodeHex.length;
-        this.nodeByHex.set(name, id);
-        this.nodeHex.push(name);
-        this.nodeSize.push(info.size);
+      const key: ContentKey | undefined = name.length === 64 ? contentKey(name) : undefined;
+      if (!key || !name.startsWith(DIR_NAMES[parent - DIR_BASE]!)) return this.replyError(unique, Errno.ENOENT);
+      const slot = lookupSlot(this.table.words, key);
+      if (slot >= 0) {
+        nodeid = slotNode(this.table.words, slot);
       } else {
-        this.nodeSize[id - FIRST_FILE_ID] = info.size;
+        const info = this.source.lookup(name);
+        if (!info) return this.replyError(unique, Errno.ENOENT);
+        nodeid = this.addNode(name, info.size);
       }
-      nodeid = id;
     } else {
       return this.replyError(unique, Errno.ENOTDIR);
     }

@@ -238,6 +238,30 @@ export function encodeOutHeader(buf: Buffer, len: number, error: number, unique:
   writeU64(buf, 8, unique);
 }
 
+// ---- notifications (server → kernel, unique 0) ---------------------------------------------------
+//   fuse_out_header { len, error = notify code, unique = 0 }
+//   FUSE_NOTIFY_INVAL_ENTRY (3): struct fuse_notify_inval_entry_out { u64 parent; u32 namelen; u32 flags; } name NUL
+
+/** Notification code FUSE_NOTIFY_INVAL_ENTRY (include/uapi/linux/fuse.h). */
+export const NOTIFY_INVAL_ENTRY = 3;
+
+/**
+ * Encodes a FUSE_NOTIFY_INVAL_ENTRY message (the kernel drops its cached dentry `name` under
+ * node `parent`, so the next lookup of it reaches the server) into `buf`.
+ * @returns the message length in bytes.
+ */
+export function encodeNotifyInvalEntry(buf: Buffer, parent: number, name: string): number {
+  const nameLen = Buffer.byteLength(name);
+  const len = OUT_HEADER_SIZE + 16 + nameLen + 1;
+  encodeOutHeader(buf, len, NOTIFY_INVAL_ENTRY, 0);
+  writeU64(buf, OUT_HEADER_SIZE, parent);
+  buf.writeUInt32LE(nameLen, OUT_HEADER_SIZE + 8);
+  buf.writeUInt32LE(0, OUT_HEADER_SIZE + 12);
+  buf.write(name, OUT_HEADER_SIZE + 16);
+  buf[len - 1] = 0;
+  return len;
+}
+
 // ---- fuse_attr ------------------------------------------------------------------------------------
 //   u64 ino, size, blocks, atime, mtime, ctime; u32 atimensec, mtimensec, ctimensec,
 //   mode, nlink, uid, gid, rdev, blksize, flags;

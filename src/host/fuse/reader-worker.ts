@@ -13,22 +13,147 @@
  * here (node ids are never recycled), so they are dropped in the worker and only counted in the
  * shared control array.
  *
+ * LOOKUPs of content files are answered here, from the shared content table (content-table.ts),
+ * when it holds the name: the reply is written to the device by this thread, and only counted
+ * (CTRL_WORKER_LOOKUP). So are READs of content in the hot arena (content-arena.ts), counted
+ * (CTRL_WORKER_READ) and reported to the main thread afterwards (the node id, for the cache's
+ * bookkeeping, off the reader's path). Anything else — directories, names the table does not
+ * hold (yet), an ambiguous short name, content not in the arena or overwritten while it was
+ * copied — goes to the main thread, which knows everything.
+ *
  * Exit conditions: `read` fails with ENODEV (connection aborted or unmounted), EBADF (descriptor
  * closed), or the stop flag is set while the device is not mounted yet (EPERM).
  */
-import { readSync } from 'node:fs';
-import { parentPort, workerData } from 'node:worker_threads';
-import { CTRL_BATCH_FORGET, CTRL_FORGET, CTRL_INTERRUPT, CTRL_STOP, type ReaderWorkerData, type ReaderWorkerMessage } from './control.js';
+import { readSync, writeSync } from 'node:fs';
+import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
+import { contentKey, isShortContentName, lookupSlot, slotNode, slotSize } from './content-table.js';
+import { readFromArena, type ArenaView } from './content-arena.js';
+import {
+  CTRL_ARENA_RESERVE,
+  CTRL_BATCH_FORGET,
+  CTRL_FORGET,
+  CTRL_INTERRUPT,
+  CTRL_STOP,
+  CTRL_TABLE_GEN,
+  CTRL_WORKER_LOOKUP,
+  CTRL_WORKER_READ,
+  DAY,
+  DIR_BASE,
+  FIRST_FILE_ID,
+  GENERATION,
+  type ReaderWorkerData,
+  type ReaderWorkerMessage,
+  type TableUpdate,
+} from './control.js';
+import {
+  ENTRY_OUT_SIZE,
+  FUSE_ROOT_ID,
+  IN_HEADER_SIZE,
+  OUT_HEADER_SIZE,
+  READ_IN_OFFSET,
+  READ_IN_SIZE_FIELD,
+  S_IFREG,
+  encodeEntryOut,
+  encodeOutHeader,
+  readU64,
+  type Attr,
+} from './protocol.js';
 
+const OP_LOOKUP = 1;
 const OP_FORGET = 2;
+const OP_READ = 15;
+/** Largest READ the kernel sends (max_pages × 4 KiB, negotiated at INIT). */
+const MAX_READ = 256 * 4096;
 const OP_INTERRUPT = 36;
 const OP_BATCH_FORGET = 42;
 
+/** errno codes that mean "the kernel no longer waits for this reply" when writing one. */
+const STALE_REPLY_CODES = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN', 'EBADF']);
+
 function run(): void {
   if (!parentPort) return;
-  const { fd, bufSize, ctrl: ctrlSab, port } = workerData as ReaderWorkerData;
+  const { fd, bufSize, ctrl: ctrlSab, port, table, tablePort, mountTime, arena, arenaUnits, nodes } = workerData as ReaderWorkerData;
   const ctrl = new Int32Array(ctrlSab);
   const buf = Buffer.allocUnsafe(bufSize);
+  let words = new Int32Array(table);
+  let gen = 0;
+  const out = Buffer.alloc(OUT_HEADER_SIZE + ENTRY_OUT_SIZE);
+  const attr: Attr = { ino: 0, size: 0, mode: S_IFREG | 0o444, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: mountTime };
+  const view: ArenaView | undefined = arena && nodes ? { bytes: new Uint8Array(arena), units: arenaUnits, nodes: new Int32Array(nodes) } : undefined;
+  const dataOut = view ? Buffer.allocUnsafe(OUT_HEADER_SIZE + MAX_READ) : undefined;
+  const reserve = (): number => Atomics.load(ctrl, CTRL_ARENA_RESERVE);
+
+  /** Takes the newest table (and arena node array) the main thread posted, if the generation moved. */
+  const refresh = (): void => {
+    if (Atomics.load(ctrl, CTRL_TABLE_GEN) === gen) return;
+    for (let m = receiveMessageOnPort(tablePort); m; m = receiveMessageOnPort(tablePort)) {
+      const u = m.message as TableUpdate;
+      if (u.generation > gen) {
+        words = new Int32Array(u.table);
+        if (view && u.nodes) view.nodes = new Int32Array(u.nodes);
+        gen = u.generation;
+      }
+    }
+  };
+
+  /** Writes a reply; a stale request (interrupted, connection gone) is not an error. */
+  const reply = (b: Buffer, len: number): void => {
+    try {
+      writeSync(fd, b, 0, len);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'EUNKNOWN';
+      // ENOENT: the request was interrupted; ENODEV & co: the connection is gone (the next read says so)
+      if (!STALE_REPLY_CODES.has(code)) {
+        const msg: ReaderWorkerMessage = { type: 'error', code, message: (err as Error).message };
+        port.postMessage(msg);
+      }
+    }
+  };
+
+  /** Answers a READ of content in the arena; false → leave it to the main thread. */
+  const read = (): boolean => {
+    if (!view || !dataOut) return false;
+    const nodeid = readU64(buf, 16);
+    if (nodeid < FIRST_FILE_ID) return false;
+    refresh();
+    const offset = readU64(buf, IN_HEADER_SIZE + READ_IN_OFFSET);
+    const size = Math.min(buf.readUInt32LE(IN_HEADER_SIZE + READ_IN_SIZE_FIELD), MAX_READ);
+    const n = readFromArena(view, nodeid - FIRST_FILE_ID, offset, size, dataOut, OUT_HEADER_SIZE, reserve);
+    if (n < 0) return false;
+    encodeOutHeader(dataOut, OUT_HEADER_SIZE + n, 0, readU64(buf, 8));
+    reply(dataOut, OUT_HEADER_SIZE + n);
+    Atomics.add(ctrl, CTRL_WORKER_READ, 1);
+    if (offset === 0) port.postMessage(nodeid);
+    return true;
+  };
+
+  /** Answers a LOOKUP of a content file held by the table; false → leave it to the main thread. */
+  const lookup = (n: number): boolean => {
+    refresh();
+    const parent = readU64(buf, 16);
+    let end = buf.indexOf(0, IN_HEADER_SIZE);
+    if (end < 0 || end > n) end = n;
+    const name = buf.toString('latin1', IN_HEADER_SIZE, end);
+    if (parent === FUSE_ROOT_ID) {
+      if (!isShortContentName(name)) return false;
+    } else if (parent >= DIR_BASE && parent < FIRST_FILE_ID) {
+      if (name.length !== 64 || parseInt(name.slice(0, 2), 16) !== parent - DIR_BASE) return false;
+    } else {
+      return false;
+    }
+    const key = contentKey(name);
+    if (!key) return false;
+    const slot = lookupSlot(words, key);
+    if (slot < 0) return false;
+    const node = slotNode(words, slot);
+    attr.ino = node;
+    attr.size = slotSize(words, slot);
+    encodeOutHeader(out, out.length, 0, readU64(buf, 8));
+    encodeEntryOut(out, OUT_HEADER_SIZE, node, GENERATION, DAY, DAY, attr);
+    reply(out, out.length);
+    Atomics.add(ctrl, CTRL_WORKER_LOOKUP, 1);
+    return true;
+  };
   for (;;) {
     let n: number;
     try {
@@ -49,6 +174,8 @@ function run(): void {
     }
     if (n < 40) continue;
     const opcode = buf.readUInt32LE(4);
+    if (opcode === OP_READ && read()) continue;
+    if (opcode === OP_LOOKUP && lookup(n)) continue;
     if (opcode === OP_FORGET) {
       Atomics.add(ctrl, CTRL_FORGET, 1);
       continue;

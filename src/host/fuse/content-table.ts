@@ -1,0 +1,217 @@
+/**
+ * The shared content table of the content FUSE server: content digest → (node id, size), in a
+ * SharedArrayBuffer the main thread writes and the reader workers read without locks, so that
+ * a worker answers a LOOKUP itself (no hop to the main thread: on a 2-vCPU VM that hop cost
+ * ~100 µs per file of a cold read, DESIGN §2 "the FUSE lower").
+ *
+ * Layout: open addressing with linear probing over `capacity` slots (a power of two) of
+ * {@link SLOT_WORDS} Int32 words: words 0‥7 the 32 digest bytes (little-endian words),
+ * word 8 the node id, word 9 the state (0 empty, 1 ready; stored last with Atomics.store and
+ * read first with Atomics.load, so a reader never sees a half-written slot), words 10‥11 the
+ * size in bytes (low and high 32 bits). The home slot is the first digest word (a digest is
+ * uniformly random) masked by capacity - 1. Slots are never removed (node ids live as long as
+ * the mount). When the table is over 70% full it is rebuilt twice as large in a new buffer;
+ * readers holding the old buffer still get correct answers for what it held, and treat
+ * anything they cannot find as "ask the main thread".
+ *
+ * Names: a content object is looked up either by its 64-hex digest (in directory `<aa>`) or by
+ * its short name (in the root), the first {@link SHORT_NAME_LENGTH} characters of the
+ * base64url encoding of the digest (138 bits): `/<short>` is 24 bytes, the longest
+ * `trusted.overlay.redirect` that still fits in a 256-byte ext4 inode next to
+ * `trusted.overlay.metacopy`, so a placeholder costs no xattr block (docs/decisions.md).
+ */
+
+/** Int32 words per slot. */
+export const SLOT_WORDS = 12;
+const W_NODE = 8;
+const W_STATE = 9;
+const W_SIZE_LO = 10;
+const W_SIZE_HI = 11;
+const MAX_LOAD = 0.7;
+
+/** Characters of a short content name (base64url, 6 bits each: 138 bits of the digest). */
+export const SHORT_NAME_LENGTH = 23;
+const SHORT_NAME = /^[A-Za-z0-9_-]{23}$/;
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/** Result of {@link lookupSlot} when two digests share the short name asked for (never served). */
+export const AMBIGUOUS = -2;
+
+/** The short name of a content object: the first 23 base64url characters of its digest. */
+export function shortContentName(hex: string): string {
+  return Buffer.from(hex, 'hex').toString('base64url').slice(0, SHORT_NAME_LENGTH);
+}
+
+/** True when `name` has the shape of a short content name. */
+export function isShortContentName(name: string): boolean {
+  return name.length === SHORT_NAME_LENGTH && SHORT_NAME.test(name);
+}
+
+/** A parsed content name: the digest bytes it fixes and how many of them (32, or 17 + 2 bits). */
+export interface ContentKey {
+  bytes: Buffer;
+  /** True for a short name: only bytes 0‥16 and the top 2 bits of byte 17 are fixed. */
+  short: boolean;
+  /** For a short name: the top 2 bits of byte 17 (0‥3). */
+  tail: number;
+}
+
+/**
+ * Parses a 64-hex digest or a short name into a {@link ContentKey}; undefined when `name` is
+ * neither.
+ */
+export function contentKey(name: string): ContentKey | undefined {
+  if (name.length === 64) {
+    if (!HEX64.test(name)) return undefined;
+    return { bytes: Buffer.from(name, 'hex'), short: false, tail: 0 };
+  }
+  if (!isShortContentName(name)) return undefined;
+  const bytes = Buffer.from(name, 'base64url'); // 17 bytes: the last character's low 2 bits are dropped
+  const last = BASE64URL.indexOf(name[SHORT_NAME_LENGTH - 1]!);
+  return { bytes, short: true, tail: last & 3 };
+}
+const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+
+/**
+ * Finds the slot of a content key in a table's words (the main thread's or a worker's copy).
+ * @returns the slot index, -1 when absent, or {@link AMBIGUOUS} when a short key matches two
+ *   digests.
+ */
+export function lookupSlot(words: Int32Array, key: ContentKey): number {
+  const cap = words.length / SLOT_WORDS;
+  const b = key.bytes;
+  const k0 = b.readInt32LE(0);
+  const k1 = b.readInt32LE(4);
+  const k2 = b.readInt32LE(8);
+  const k3 = b.readInt32LE(12);
+  let found = -1;
+  for (let i = k0 & (cap - 1), probes = 0; probes < cap; i = (i + 1) & (cap - 1), probes++) {
+    const o = i * SLOT_WORDS;
+    if (Atomics.load(words, o + W_STATE) === 0) return found;
+    if (words[o] !== k0 || words[o + 1] !== k1 || words[o + 2] !== k2 || words[o + 3] !== k3) continue;
+    if (key.short) {
+      const w4 = words[o + 4]!;
+      if ((w4 & 0xff) !== b[16] || ((w4 >>> 8) & 0xff) >>> 6 !== key.tail) continue;
+      if (found >= 0) return AMBIGUOUS;
+      found = i;
+      continue; // keep probing: a second match makes the short name ambiguous
+    }
+    let same = true;
+    for (let w = 4; w < 8; w++) {
+      if (words[o + w] !== b.readInt32LE(w * 4)) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return i;
+  }
+  return found;
+}
+
+/** Node id stored in a slot. */
+export function slotNode(words: Int32Array, slot: number): number {
+  return words[slot * SLOT_WORDS + W_NODE]! >>> 0;
+}
+
+/** Size in bytes stored in a slot. */
+export function slotSize(words: Int32Array, slot: number): number {
+  const o = slot * SLOT_WORDS;
+  return (words[o + W_SIZE_LO]! >>> 0) + (words[o + W_SIZE_HI]! >>> 0) * 0x1_0000_0000;
+}
+
+/** The 64-hex digest stored in a slot. */
+export function slotHex(words: Int32Array, slot: number): string {
+  const o = slot * SLOT_WORDS;
+  return Buffer.from(words.buffer, words.byteOffset + o * 4, 32).toString('hex');
+}
+
+/**
+ * The writer side (main thread only): inserts digests with their node ids and sizes, growing
+ * the table when needed. Readers get the current buffer from {@link buffer} and must fetch it
+ * again when {@link generation} moves.
+ */
+export class ContentTable {
+  private sab: SharedArrayBuffer;
+  private w: Int32Array;
+  private n = 0;
+  private gen = 0;
+
+  /** @param initialSlots capacity to start with (rounded up to a power of two, at least 64). */
+  constructor(initialSlots = 4096) {
+    let cap = 64;
+    while (cap < initialSlots) cap *= 2;
+    this.sab = new SharedArrayBuffer(cap * SLOT_WORDS * 4);
+    this.w = new Int32Array(this.sab);
+  }
+
+  /** The current shared buffer (replaced on growth; see {@link generation}). */
+  get buffer(): SharedArrayBuffer {
+    return this.sab;
+  }
+
+  /** The current words (for lookups on the main thread). */
+  get words(): Int32Array {
+    return this.w;
+  }
+
+  /** Bumped every time the table moves to a new buffer. */
+  get generation(): number {
+    return this.gen;
+  }
+
+  /** Number of digests held. */
+  get size(): number {
+    return this.n;
+  }
+
+  /**
+   * Adds a digest (64 hex) with its node id and size in bytes. The caller inserts each digest
+   * once (it keeps node ids unique).
+   * @returns true when the table moved to a new, larger buffer (readers must be told).
+   */
+  insert(hex: string, nodeid: number, size: number): boolean {
+    let grew = false;
+    if ((this.n + 1) / (this.w.length / SLOT_WORDS) > MAX_LOAD) {
+      this.grow();
+      grew = true;
+    }
+    this.put(this.w, Buffer.from(hex, 'hex'), nodeid, size);
+    this.n++;
+    return grew;
+  }
+
+  /** Moves the generation without moving the table (another shared buffer the readers watch changed). */
+  bump(): void {
+    this.gen++;
+  }
+
+  private put(words: Int32Array, digest: Buffer, nodeid: number, size: number): void {
+    const cap = words.length / SLOT_WORDS;
+    for (let i = digest.readInt32LE(0) & (cap - 1); ; i = (i + 1) & (cap - 1)) {
+      const o = i * SLOT_WORDS;
+      if (words[o + W_STATE] !== 0) continue;
+      for (let k = 0; k < 8; k++) words[o + k] = digest.readInt32LE(k * 4);
+      words[o + W_NODE] = nodeid | 0;
+      words[o + W_SIZE_LO] = size % 0x1_0000_0000 | 0;
+      words[o + W_SIZE_HI] = Math.floor(size / 0x1_0000_0000) | 0;
+      Atomics.store(words, o + W_STATE, 1);
+      return;
+    }
+  }
+
+  private grow(): void {
+    const old = this.w;
+    const cap = (old.length / SLOT_WORDS) * 2;
+    const sab = new SharedArrayBuffer(cap * SLOT_WORDS * 4);
+    const w = new Int32Array(sab);
+    for (let i = 0; i < old.length / SLOT_WORDS; i++) {
+      const o = i * SLOT_WORDS;
+      if (old[o + W_STATE] === 0) continue;
+      const digest = Buffer.from(old.buffer, old.byteOffset + o * 4, 32);
+      this.put(w, digest, old[o + W_NODE]! >>> 0, slotSize(old, i));
+    }
+    this.sab = sab;
+    this.w = w;
+    this.gen++;
+  }
+}

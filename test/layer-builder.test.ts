@@ -1,0 +1,99 @@
+/**
+ * Layer placeholders (src/host/layer-builder.ts): short redirects that fit in the inode, and
+ * the fallback to long redirects when two contents of one snapshot share a short name. The
+ * collision cannot be produced with real content (it needs a 138-bit SHA-256 prefix
+ * collision), so that case uses an in-memory TreeSource with crafted digests — fault
+ * injection next to the real layers every mount test builds. Needs root (trusted.* xattrs).
+ */
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { getAttributeSync } from 'fs-xattr';
+import type { Digest } from '../src/core/digest.js';
+import type { Entry, RootObject, TreeObject } from '../src/core/tree.js';
+import { shortContentName } from '../src/host/fuse/content-table.js';
+import { buildLayer, contentRedirect, shortContentRedirect } from '../src/host/layer-builder.js';
+import type { TreeSource } from '../src/store/tree-source.js';
+
+const skip = process.getuid?.() === 0 ? false : 'needs root (trusted.* xattrs)';
+const hexOf = (s: string) => createHash('sha256').update(s).digest('hex');
+const attrs = { mode: 0o100644, uid: 0, gid: 0, mtimeNs: '1700000000000000000' };
+
+/** One root directory holding `files` (name → content digest hex, size). */
+function source(files: [string, string, number][]): { src: TreeSource; root: Digest } {
+  const entries: Entry[] = files.map(([name, hex, size]) => ({
+    type: 'file',
+    name,
+    size,
+    digest: `sha256:${hex}` as Digest,
+    chunks: [{ digest: `sha256:${hex}` as Digest, size }],
+    ...attrs,
+  }));
+  const tree: TreeObject = { v: 1, entries };
+  const treeDigest = `sha256:${hexOf(JSON.stringify(tree))}` as Digest;
+  const root: RootObject = { v: 1, type: 'root', chunker: 'test', tree: treeDigest, ...attrs, mode: 0o40755 };
+  const rootDigest = `sha256:${hexOf(JSON.stringify(root))}` as Digest;
+  const src: TreeSource = {
+    readTree: async (d) => {
+      assert.equal(d, treeDigest);
+      return tree;
+    },
+    readRoot: async (d) => {
+      assert.equal(d, rootDigest);
+      return root;
+    },
+  };
+  return { src, root: rootDigest };
+}
+
+const dirs: string[] = [];
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('layer builder', { skip }, () => {
+  it('placeholders get 24-byte short redirects and allocate no block', async () => {
+    const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
+    dirs.push(layers);
+    const files: [string, string, number][] = Array.from({ length: 20 }, (_, i) => [`f${String(i).padStart(2, '0')}`, hexOf(`content ${i}`), 1000 + i]);
+    const { src, root } = source(files);
+    const layer = await buildLayer(src, root, layers);
+    for (const [name, hex, size] of files) {
+      const p = join(layer.dir, name);
+      const redirect = getAttributeSync(p, 'trusted.overlay.redirect').toString();
+      assert.equal(redirect, `/${shortContentName(hex)}`);
+      assert.equal(redirect, shortContentRedirect(`sha256:${hex}`));
+      assert.equal(Buffer.byteLength(redirect), 24);
+      const st = lstatSync(p);
+      assert.equal(st.size, size);
+      assert.equal(st.blocks, 0, `${name}: the overlay xattrs must fit in the inode`);
+    }
+    assert.equal(Object.keys(JSON.parse(readFileSync(join(layers, root.slice(7), 'meta.json'), 'utf8')).contents).length, files.length);
+  });
+
+  it('two contents of one snapshot sharing a short name: the whole layer uses long redirects', async () => {
+    const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
+    dirs.push(layers);
+    const prefix = hexOf('shared prefix').slice(0, 34);
+    const a = `${prefix}00${'11'.repeat(14)}`;
+    const b = `${prefix}3f${'22'.repeat(14)}`; // same 138 bits, another digest
+    const c = hexOf('unrelated');
+    assert.equal(shortContentName(a), shortContentName(b));
+    const { src, root } = source([
+      ['a', a, 10],
+      ['b', b, 20],
+      ['c', c, 30],
+    ]);
+    const layer = await buildLayer(src, root, layers);
+    for (const [name, hex] of [
+      ['a', a],
+      ['b', b],
+      ['c', c],
+    ] as const) {
+      assert.equal(getAttributeSync(join(layer.dir, name), 'trusted.overlay.redirect').toString(), contentRedirect(`sha256:${hex}`), name);
+    }
+  });
+});
