@@ -98,6 +98,8 @@ export async function figReadCold(ctx: TreeCtx): Promise<Figure> {
     const backendBytes = m0.delta(later, 'awc_backend_read_bytes_total');
     const fuseReads = m0.delta(later, 'awc_fuse_operations_total', { op: 'read' });
     const fuseLookups = m0.delta(later, 'awc_fuse_operations_total', { op: 'lookup' });
+    const workerReads = m0.delta(later, 'awc_fuse_worker_operations_total', { op: 'read' });
+    const workerLookups = m0.delta(later, 'awc_fuse_worker_operations_total', { op: 'lookup' });
     dropCaches();
     const n = readAllSync(ctx.dir, paths);
     const ratio = a.ms / n.ms;
@@ -118,7 +120,7 @@ export async function figReadCold(ctx: TreeCtx): Promise<Figure> {
       notes: [
         metricsError
           ? `${paths.length} files, ${fmtBytes(a.bytes)}; the daemon's metrics could not be read around this pass (${metricsError}).`
-          : `${paths.length} files, ${fmtBytes(a.bytes)}; content FUSE: ${fuseLookups} LOOKUPs, ${fuseReads} READs; backend: ${backendReads} reads, ${fmtBytes(backendBytes)}${backendReads === 0 && fuseReads > 0 ? ' (the daemon does not count backend reads yet)' : ''}.`,
+          : `${paths.length} files, ${fmtBytes(a.bytes)}; content FUSE: ${fuseLookups} LOOKUPs, ${fuseReads} READs (answered by the reader workers without the main thread: ${workerLookups} LOOKUPs, ${workerReads} READs); backend: ${backendReads} reads, ${fmtBytes(backendBytes)}${backendReads === 0 && fuseReads > 0 ? ' (the daemon does not count backend reads yet)' : ''}.`,
         `Sequential blocking reads (1 MiB buffer), one pass${externalDrops > 0 ? `; something else on the machine dropped the page cache ${externalDrops} time(s) during the workspace pass` : ''}.`,
       ],
     };

@@ -145,6 +145,7 @@ describe('awc usage and awc metrics', () => {
     assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'read' }) > 0);
     // LOOKUPs are answered by the FUSE reader workers: counted all the same
     assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'lookup' }) >= 16, 'worker-side LOOKUPs are counted');
+    assert.ok(sample(text.stdout, 'awc_fuse_worker_operations_total', { op: 'lookup' }) >= 16, 'and shown as answered by the workers');
     // every placeholder: a short redirect (≤ 24 bytes) that fits in the inode, so no block at all
     const layers = join(home, 'host', 'layers');
     let placeholders = 0;

@@ -53,6 +53,8 @@ export class DaemonMetrics {
   readonly singleflightJoins: Counter;
   /** Label `op`: FUSE opcode name. Prefer {@link fuseOp} on hot paths (cached label children). */
   readonly fuseOperations: Counter<'op'>;
+  /** Label `op`: the part of fuseOperations the reader workers answered (or dropped) without the main thread. */
+  readonly fuseWorkerOperations: Counter<'op'>;
   /** Worker-side FUSE counters already added to fuseOperations, by opcode name. */
   private readonly workerOpsSeen = new Map<string, number>();
   /** Labels `op` (`mount` | `unmount` | `remount`) and `driver` (`overlay` | `copy`). */
@@ -91,6 +93,11 @@ export class DaemonMetrics {
     this.cacheCorrupt = counter('awc_cache_corrupt_total', 'Cached chunks that failed digest verification (dropped and refetched).');
     this.singleflightJoins = counter('awc_singleflight_joins_total', 'Requests that joined an in-flight backend read instead of making their own.');
     this.fuseOperations = counter('awc_fuse_operations_total', 'FUSE requests received by the content server, by opcode.', ['op']);
+    this.fuseWorkerOperations = counter(
+      'awc_fuse_worker_operations_total',
+      'FUSE requests the reader worker threads handled themselves (LOOKUPs from the content table, READs from the hot arena, FORGETs), by opcode; included in awc_fuse_operations_total.',
+      ['op'],
+    );
     this.mountOperations = counter('awc_mount_operations_total', 'Successful mount operations, by operation and driver.', ['op', 'driver']);
     this.checkpoints = counter('awc_checkpoints_total', 'Checkpoints run, by mount driver.', ['driver']);
     this.checkpointBytes = counter('awc_checkpoint_bytes_total', 'New bytes stored by checkpoints.');
@@ -120,6 +127,7 @@ export class DaemonMetrics {
       if (delta <= 0) continue;
       this.workerOpsSeen.set(op, now);
       this.fuseOperations.labels(op).inc(delta);
+      this.fuseWorkerOperations.labels(op).inc(delta);
     }
   }
 
