@@ -49,6 +49,17 @@ describe('content table', () => {
     assert.equal(lookupSlot(t.words, contentKey(shortContentName(hexOf('absent')))!), -1);
   });
 
+  it('reserve sizes the table once for what is coming', () => {
+    const t = new ContentTable(64);
+    t.insert(hexOf('first'), 1, 1);
+    assert.equal(t.reserve(5000), true);
+    const gen = t.generation;
+    for (let i = 0; i < 4999; i++) assert.equal(t.insert(hexOf(`r${i}`), 2 + i, 1), false, `no growth at ${i}`);
+    assert.equal(t.generation, gen);
+    assert.equal(t.reserve(100), false, 'already big enough');
+    assert.equal(slotNode(t.words, lookupSlot(t.words, contentKey(hexOf('first'))!)), 1, 'kept across the move');
+  });
+
   it('a reader holding the buffer from before a growth still finds what it held', () => {
     const t = new ContentTable(64);
     const early = hexOf('early');

@@ -210,7 +210,14 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
     say(`  content FUSE    ${fuse.lookups} LOOKUPs, ${fuse.reads} READs for ${total} file reads (the kernel serves the rest from one page cache copy)`);
     if (pageCache.residentBytes !== null) say(`  page cache      ${formatBytes(pageCache.residentBytes)} resident for the ${pageCache.contentObjects} content objects (${formatBytes(pageCache.contentBytes)}): one copy, not ${n}`);
 
-    // 6. disk and memory
+    // 6. disk and memory, once the daemon has written what it fetched to its disk cache
+    //    (write-behind: chunks wait in memory until the burst of reads is over)
+    const flushDeadline = Date.now() + 60_000;
+    while (Date.now() < flushDeadline) {
+      const m = parseProm(await metricsText(awc.paths.socket));
+      if (!m.has('awc_cache_pending_bytes') || sumOf(m, 'awc_cache_pending_bytes') <= 0) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const p = awc.paths;
     const disk = {
       hostBytes: du(p.hostDir),

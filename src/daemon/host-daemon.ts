@@ -137,6 +137,7 @@ export class HostDaemon extends EventEmitter {
       this.metrics.contentObjects.set(this.source.size);
       this.metrics.cacheBytes.set(this.cache.bytes);
       this.metrics.cacheBudgetBytes.set(this.cache.budgetBytes);
+      this.metrics.cachePendingBytes.set(this.cache.pendingBytes);
       this.metrics.mountedWorkspaces.set(this.mounts.size);
       if (this.fuse) this.metrics.syncWorkerFuseOps(this.fuse.workerOps);
     });
@@ -240,6 +241,7 @@ export class HostDaemon extends EventEmitter {
     if (!p) {
       p = buildLayer(this.reader(ns), root, this.paths.layers).then((layer) => {
         this.source.register(layer.meta.contents, this.blobIndex(ns));
+        this.fuse?.reserve(Object.keys(layer.meta.contents).length);
         this.fuse?.announce(contentSizes(layer.meta.contents));
         return layer;
       });

@@ -69,6 +69,8 @@ export class DaemonMetrics {
   readonly leaseEvents: Counter<'event'>;
   readonly cacheBytes: Gauge;
   readonly cacheBudgetBytes: Gauge;
+  /** Bytes of fetched chunks waiting to be written to the disk cache (held in memory meanwhile). */
+  readonly cachePendingBytes: Gauge;
   readonly mountedWorkspaces: Gauge;
   readonly contentObjects: Gauge;
 
@@ -110,6 +112,7 @@ export class DaemonMetrics {
     this.leaseEvents = counter('awc_lease_events_total', 'Lease events, by event.', ['event']);
     this.cacheBytes = gauge('awc_cache_bytes', 'Bytes held by the chunk cache.');
     this.cacheBudgetBytes = gauge('awc_cache_budget_bytes', 'Byte budget of the chunk cache.');
+    this.cachePendingBytes = gauge('awc_cache_pending_bytes', 'Bytes of chunks waiting to be written to the disk cache (write-behind; served from memory meanwhile).');
     this.mountedWorkspaces = gauge('awc_mounted_workspaces', 'Workspaces mounted by this daemon.');
     this.contentObjects = gauge('awc_content_objects', 'Content objects known to the content FUSE server.');
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'awc_' });

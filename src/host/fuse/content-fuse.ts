@@ -324,6 +324,17 @@ export class ContentFuse extends EventEmitter {
     return this.arena.put(slotNode(this.table.words, slot) - FIRST_FILE_ID, data);
   }
 
+  /**
+   * Makes room for `more` content objects beyond those known, in one step (instead of
+   * doubling the shared table several times while a large layer is announced: each doubling
+   * copies it, and the old copy lingers until the workers drop it). Main thread.
+   */
+  reserve(more: number): void {
+    const moved = this.table.reserve(this.table.size + Math.max(0, Math.floor(more)));
+    const grewNodes = this.arena?.ensureNode(this.nodeHex.length + Math.max(0, Math.floor(more)) - 1) ?? false;
+    if (moved || grewNodes) this.publishTable(moved);
+  }
+
   /** Gives a content object the next node id and publishes it in the table (hex not present yet). */
   private addNode(hex: string, size: number): number {
     const id = FIRST_FILE_ID + this.nodeHex.length;

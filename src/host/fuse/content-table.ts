@@ -199,9 +199,20 @@ export class ContentTable {
     }
   }
 
-  private grow(): void {
+  /**
+   * Makes the table big enough for `total` digests without growing again.
+   * @returns true when it moved to a new buffer (readers must be told).
+   */
+  reserve(total: number): boolean {
+    let cap = this.w.length / SLOT_WORDS;
+    if (total / cap <= MAX_LOAD) return false;
+    while (total / cap > MAX_LOAD) cap *= 2;
+    this.grow(cap);
+    return true;
+  }
+
+  private grow(cap = (this.w.length / SLOT_WORDS) * 2): void {
     const old = this.w;
-    const cap = (old.length / SLOT_WORDS) * 2;
     const sab = new SharedArrayBuffer(cap * SLOT_WORDS * 4);
     const w = new Int32Array(sab);
     for (let i = 0; i < old.length / SLOT_WORDS; i++) {
