@@ -895,3 +895,37 @@ test('CachedContentSource reuseSyncBuffers: synchronous multi-chunk reads share 
   assert.notEqual(pa.buffer, pb.buffer);
   assert.ok(pa.equals(a.data.subarray(1000, 301_000)));
 });
+
+test('ChunkCache.markUsed: a use served elsewhere moves a memory-tier chunk to disk, refreshes a disk chunk in the LRU without reading it, and knows nothing else', async (t) => {
+  const dir = await tmp(t);
+  const cache = new ChunkCache({ dir, budgetBytes: 7000, memoryBytes: 10_000 });
+  await cache.open();
+  const chunks = Array.from({ length: 3 }, () => randomBytes(3000));
+  const ds = chunks.map((c) => sha256(c));
+  // memory tier → disk, counted as a memory hit
+  assert.equal(cache.remember(ds[0], chunks[0]), true);
+  const hits: { memory?: boolean }[] = [];
+  cache.on('hit', (e) => hits.push(e));
+  assert.equal(cache.markUsed(ds[0]), true);
+  assert.equal(cache.memoryUsed, 0);
+  await cache.idle();
+  assert.ok(readFileSync(cache.pathOf(ds[0])).equals(chunks[0]), 'written to disk');
+  assert.equal(cache.stats.readAheadHits, 1);
+  // on disk: most recently used, without a read (a file made unreadable is not noticed)
+  await cache.put(ds[1], chunks[1]);
+  await cache.idle();
+  writeFileSync(cache.pathOf(ds[0]), 'garbage that would fail verification if it were read');
+  const corrupt: unknown[] = [];
+  cache.on('corrupt', (e) => corrupt.push(e));
+  assert.equal(cache.markUsed(ds[0]), true);
+  assert.deepEqual(corrupt, [], 'markUsed does not read the file');
+  await cache.put(ds[2], chunks[2]); // over the 7000-byte budget: the least recently used goes
+  await cache.idle();
+  assert.equal(cache.has(ds[1]), false, 'ds[1] was least recently used');
+  assert.equal(cache.has(ds[0]), true, 'ds[0] was refreshed by markUsed');
+  assert.equal(hits.length, 2);
+  assert.ok(hits.every((h) => h.memory === true));
+  // unknown: nothing recorded
+  assert.equal(cache.markUsed(sha256(Buffer.from('nobody'))), false);
+  assert.equal(hits.length, 2);
+});

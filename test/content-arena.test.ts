@@ -11,11 +11,11 @@ import { ContentArena, UNIT, readFromArena, type ArenaView } from '../src/host/f
 
 function arena(bytes: number): { a: ContentArena; view: () => ArenaView; reserve: () => number } {
   const ctrl = new Int32Array(new SharedArrayBuffer(4));
-  const a = new ContentArena(bytes, (u) => Atomics.store(ctrl, 0, u));
+  const a = new ContentArena(bytes, (u) => void Atomics.exchange(ctrl, 0, u));
   return {
     a,
     view: () => ({ bytes: new Uint8Array(a.buffer), units: a.units, nodes: new Int32Array(a.nodeBuffer) }),
-    reserve: () => Atomics.load(ctrl, 0),
+    reserve: () => Atomics.add(ctrl, 0, 0),
   };
 }
 

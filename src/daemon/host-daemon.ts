@@ -125,7 +125,8 @@ export class HostDaemon extends EventEmitter {
     this.wireCacheMetrics();
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
-    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source, arenaBytes: ARENA_BYTES });
+    // (x64 only: the arena's lock-free check was written and tested for x86's memory order; see content-arena.ts)
+    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source, arenaBytes: process.arch === 'x64' ? ARENA_BYTES : 0 });
     const fuse = this.fuse;
     this.fetcher.on('fetch', (e: FetchEvent) => {
       if (!e.readAhead) return;

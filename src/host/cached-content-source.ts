@@ -91,14 +91,15 @@ export class CachedContentSource implements ContentSource {
 
   /**
    * Counts a read of a whole content object that was served elsewhere (the FUSE workers'
-   * arena): a cache hit on each of its chunks, as if it had been read here, so the cache's
-   * LRU order, its memory → disk moves and the fetcher's read-ahead triggers stay the same.
-   * Chunks no longer cached are skipped (nothing is fetched). Unknown hex: no-op.
+   * arena): a use of each of its chunks (ChunkFetcher.noteUse: no disk read), so the cache's
+   * LRU order, its memory → disk moves and the fetcher's read-ahead triggers stay as if it
+   * had been read here. Chunks no longer cached are skipped (nothing is fetched). Unknown
+   * hex: no-op.
    */
   touch(hex: string): void {
     const f = this.files.get(hex);
     if (!f) return;
-    for (const ref of f.chunks) this.fetcher.getSync(ref);
+    for (const ref of f.chunks) this.fetcher.noteUse(ref);
   }
 
   /** Number of known content objects. */

@@ -299,6 +299,38 @@ export class ChunkCache extends EventEmitter {
   }
 
   /**
+   * Records a use of a chunk whose bytes were served elsewhere (the content FUSE server's
+   * arena), without reading it: a chunk of the memory tier moves to disk as on a hit; a chunk
+   * on disk becomes most recently used (its file is not read, so not verified: nothing is
+   * returned). Counts as a memory hit (`'hit'` with `memory: true`).
+   * @returns false when the cache does not hold the chunk (nothing recorded).
+   * @throws E_INTERNAL before open().
+   */
+  markUsed(digest: Digest): boolean {
+    this.checkOpen();
+    const e = this.index.get(digest);
+    if (e !== undefined) {
+      this.index.delete(digest);
+      this.index.set(digest, e);
+      this.stats.memoryHits++;
+      this.emit('hit', { digest, bytes: e.size, memory: true } satisfies ChunkCacheEvent);
+      return true;
+    }
+    const m = this.mem.get(digest);
+    if (m) {
+      this.memHit(digest, m, false);
+      return true;
+    }
+    const w = this.writing.get(digest);
+    if (w) {
+      this.stats.memoryHits++;
+      this.emit('hit', { digest, bytes: w.data.length, memory: true } satisfies ChunkCacheEvent);
+      return true;
+    }
+    return false;
+  }
+
+  /**
    * The chunk's bytes when it is in the memory tier, else undefined; no side effect (no hit,
    * no event, no move to disk). For a caller that copies read-ahead chunks elsewhere (the
    * content FUSE server's arena). Treat the Buffer as read-only.

@@ -164,6 +164,8 @@ interface Window {
   arrived: Promise<void>;
   /** The bytes read, while the window's chunks are being kept (then the window is gone). */
   span?: Buffer;
+  /** Settles once the window is gone (no longer in its pack's `windows`). */
+  gone: Promise<void>;
 }
 
 /** What the fetcher knows about one pack (for read-ahead). */
@@ -332,6 +334,18 @@ export class ChunkFetcher extends EventEmitter {
     const b = this.cache.getSync(ref.digest);
     if (b !== undefined && this.triggers.size > 0) this.trigger(ref.digest);
     return b !== undefined && b.length === ref.size ? b : undefined;
+  }
+
+  /**
+   * Records that a chunk was served from elsewhere (the FUSE workers' arena) without reading
+   * it: the cache's bookkeeping as for a hit (ChunkCache.markUsed), and the read-ahead
+   * trigger it may be. Never touches the store.
+   * @returns false when the cache no longer holds the chunk.
+   */
+  noteUse(ref: ChunkRef): boolean {
+    const held = this.cache.markUsed(ref.digest);
+    if (held && this.triggers.size > 0) this.trigger(ref.digest);
+    return held;
   }
 
   /**
@@ -549,16 +563,25 @@ export class ChunkFetcher extends EventEmitter {
       const span = w.span;
       const from = loc.offset - w.start;
       if (span && from >= 0 && from + loc.storedLength <= span.length) {
+        let raw: Buffer;
         try {
-          let raw = decodeBlob(span.subarray(from, from + loc.storedLength), loc);
-          if (loc.codec === 'none') raw = Buffer.from(raw); // a copy: do not pin the span
-          this.deliver(want, raw);
+          raw = decodeBlob(span.subarray(from, from + loc.storedLength), loc);
+        } catch (err) {
+          if (!isBadBytes(err)) return want.reject(err);
+          // bad bytes: read it once more on its own, as deliverGroup does
+          this.stats.refetches++;
+          this.emit('refetch', { digest: loc.digest, pack: loc.pack, error: err });
+          this.refetch(loc).then((b) => this.deliver(want, b), want.reject);
           return;
-        } catch {
-          // bad bytes: read it on its own below (with the usual refetch)
         }
+        if (loc.codec === 'none') raw = Buffer.from(raw); // a copy: do not pin the span
+        this.deliver(want, raw);
+        if (this.triggers.size > 0) this.trigger(want.digest);
+        return;
       }
-      this.push({ ...want, loc }); // the read failed or came back short: read it on its own
+      // The read failed or came back short: read it on its own once the window is gone
+      // (planned while it is still there, the request would only join it again).
+      void w.gone.then(() => this.push({ ...want, loc }));
     };
     if (w.span) serve();
     else void w.arrived.then(serve);
@@ -580,12 +603,14 @@ export class ChunkFetcher extends EventEmitter {
     if (end <= g.start) return false;
     stream.next = end;
     let arrive!: () => void;
-    const w: Window = { start: g.start, end, arrived: new Promise<void>((r) => (arrive = r)) };
+    let leave!: () => void;
+    const w: Window = { start: g.start, end, arrived: new Promise<void>((r) => (arrive = r)), gone: new Promise<void>((r) => (leave = r)) };
     ps.windows.push(w);
     const run = this.readWindow(ps, g, w, index, arrive).finally(() => {
       ps.windows.splice(ps.windows.indexOf(w), 1);
       w.span = undefined;
       arrive();
+      leave();
     });
     this.track(run);
     return true;
@@ -639,7 +664,18 @@ export class ChunkFetcher extends EventEmitter {
     const first0 = firstAtOrAfter(index, start);
     let last = first0; // first blob not wholly inside the span
     while (last < index.count && index.offsets[last] + index.stored[last] <= end) last++;
-    let trigger: Digest | undefined;
+    // A reader that gets half way through this window will want the next one: read it then, in
+    // the background. Registered before any slice is kept: a reader may get there first.
+    if (last < index.count) {
+      for (let i = first0; i < last; i++) {
+        if (index.offsets[i] < middle || index.kinds[i] !== KIND_CHUNK || asked.has(index.offsets[i])) continue;
+        const digest = digestAt(index, i);
+        if (this.cache.has(digest)) continue;
+        this.triggers.set(digest, { pack: g.pack, at: index.offsets[last] });
+        if (this.triggers.size > MAX_TRIGGERS) this.triggers.delete(this.triggers.keys().next().value as Digest);
+        break;
+      }
+    }
     let slice = 0;
     for (let i = first0; i < last; i++) {
       const offset = index.offsets[i];
@@ -668,12 +704,6 @@ export class ChunkFetcher extends EventEmitter {
         this.stats.readAheadChunks++;
         this.stats.readAheadBytes += raw.length;
         this.emit('fetch', { digest, bytes: raw.length, readAhead: true } satisfies FetchEvent);
-        if (trigger === undefined && offset >= middle && last < index.count) {
-          // A reader that gets half way through this window will want the next one: read it then, in the background.
-          trigger = digest;
-          this.triggers.set(trigger, { pack: g.pack, at: index.offsets[last] });
-          if (this.triggers.size > MAX_TRIGGERS) this.triggers.delete(this.triggers.keys().next().value as Digest);
-        }
       }
     }
   }

@@ -21,6 +21,12 @@
  * "Effective synchronization on Linux/NUMA systems", 2005; Linux `seqlock_t`) with the reserve
  * position as the sequence: a reader never returns bytes that were overwritten while it
  * copied them.
+ *
+ * Memory ordering: JavaScript has no fence, and the byte copies are plain accesses. Both
+ * sides therefore use read-modify-write operations on the reserve (the writer publishes it
+ * with Atomics.exchange before copying, the reader reads it with Atomics.add(…, 0) after
+ * copying), which order plain accesses around them on weakly ordered CPUs too; on x86 any
+ * atomic would do. The daemon turns the arena on only on x64, where this was tested.
  */
 
 /** Bytes per arena unit (allocation granularity). */
@@ -41,7 +47,8 @@ export interface ArenaView {
 /**
  * Copies bytes [offset, offset + length) of node index `k` from the arena into `out` at
  * `outOffset` (clamped at the object's end).
- * @param reserve loads the writer's current reserve position (Atomics.load of the control slot)
+ * @param reserve reads the writer's current reserve position with a read-modify-write
+ *   (`Atomics.add(ctrl, slot, 0)`: see the module doc on memory ordering)
  * @returns the number of bytes copied (0 at or past the end), or -1 when the node is not in
  *   the arena or was overwritten during the copy (ask the main thread).
  */
@@ -64,8 +71,9 @@ export function readFromArena(
     const at = (start & (view.units - 1)) * UNIT + offset;
     out.set(view.bytes.subarray(at, at + n), outOffset);
   }
-  if (Atomics.load(view.nodes, o + N_STATE) !== 1 || view.nodes[o + N_START] !== start) return -1;
+  // the reserve first (a read-modify-write: the copy above is done before it), then the node
   if (((reserve() - start) | 0) > view.units) return -1;
+  if (Atomics.load(view.nodes, o + N_STATE) !== 1 || view.nodes[o + N_START] !== start) return -1;
   return n;
 }
 
@@ -89,7 +97,8 @@ export class ContentArena {
 
   /**
    * @param bytes arena size in bytes, rounded down to a power of two units (at least 1 unit)
-   * @param setReserve publishes the reserve position (Atomics.store of the control slot)
+   * @param setReserve publishes the reserve position with a read-modify-write
+ *   (`Atomics.exchange(ctrl, slot, units)`: see the module doc on memory ordering)
    */
   constructor(
     bytes: number,

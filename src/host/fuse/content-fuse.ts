@@ -219,7 +219,7 @@ export class ContentFuse extends EventEmitter {
     this.spinMs = Math.max(0, opts.spinUs ?? 0) / 1000;
     this.readAheadKb = Math.max(0, Math.floor(opts.readAheadKb ?? MAX_PAGES * 4));
     const arenaBytes = Math.max(0, Math.floor(opts.arenaBytes ?? 0));
-    if (arenaBytes > 0) this.arena = new ContentArena(arenaBytes, (u) => Atomics.store(this.ctrl, CTRL_ARENA_RESERVE, u));
+    if (arenaBytes > 0) this.arena = new ContentArena(arenaBytes, (u) => void Atomics.exchange(this.ctrl, CTRL_ARENA_RESERVE, u));
   }
 
   /** The FUSE connection id (the minor device number of the mount; /sys/fs/fuse/connections/<id>), once mounted. */
@@ -472,6 +472,7 @@ export class ContentFuse extends EventEmitter {
         port: port2,
         table: this.table.buffer,
         tablePort: tables.port2,
+        generation: this.table.generation,
         mountTime: this.mountTime,
         arena: this.arena?.buffer,
         arenaUnits: this.arena?.units ?? 0,

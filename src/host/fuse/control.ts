@@ -19,6 +19,8 @@ export interface ReaderWorkerData {
   table: SharedArrayBuffer;
   /** Where the main thread posts a new table buffer (`{ table, generation }`) after it grows. */
   tablePort: MessagePort;
+  /** The table generation `table` (and `nodes`) belong to. */
+  generation: number;
   /** atime/mtime/ctime (seconds) of every content file, as the main thread reports them. */
   mountTime: number;
   /** The hot content arena (content-arena.ts), or undefined when off. */

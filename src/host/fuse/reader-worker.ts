@@ -72,16 +72,16 @@ const STALE_REPLY_CODES = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN
 
 function run(): void {
   if (!parentPort) return;
-  const { fd, bufSize, ctrl: ctrlSab, port, table, tablePort, mountTime, arena, arenaUnits, nodes } = workerData as ReaderWorkerData;
+  const { fd, bufSize, ctrl: ctrlSab, port, table, tablePort, mountTime, arena, arenaUnits, nodes, generation } = workerData as ReaderWorkerData;
   const ctrl = new Int32Array(ctrlSab);
   const buf = Buffer.allocUnsafe(bufSize);
   let words = new Int32Array(table);
-  let gen = 0;
+  let gen = generation;
   const out = Buffer.alloc(OUT_HEADER_SIZE + ENTRY_OUT_SIZE);
   const attr: Attr = { ino: 0, size: 0, mode: S_IFREG | 0o444, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: mountTime };
   const view: ArenaView | undefined = arena && nodes ? { bytes: new Uint8Array(arena), units: arenaUnits, nodes: new Int32Array(nodes) } : undefined;
   const dataOut = view ? Buffer.allocUnsafe(OUT_HEADER_SIZE + MAX_READ) : undefined;
-  const reserve = (): number => Atomics.load(ctrl, CTRL_ARENA_RESERVE);
+  const reserve = (): number => Atomics.add(ctrl, CTRL_ARENA_RESERVE, 0); // RMW: orders the copy before it
 
   /** Takes the newest table (and arena node array) the main thread posted, if the generation moved. */
   const refresh = (): void => {
