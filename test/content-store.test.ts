@@ -98,7 +98,9 @@ function world(dir: string, opts: { packBytes?: number; dryRun?: boolean } = {})
 
 /** A few MB of random data with repetitive stretches (and a repeated random block). */
 function mixed(): Buffer {
-  const block = randomBytes(300_000);
+  // The block repeats: 1 MB is ~16 average chunks, so the chunker is back in step inside the
+  // second copy and some chunks repeat whatever the random bytes (300 KB sometimes held none).
+  const block = randomBytes(1_000_000);
   return Buffer.concat([randomBytes(1_500_000), Buffer.alloc(600_000, 0x20), block, Buffer.from('line of text\n'.repeat(50_000)), block, randomBytes(900_000)]);
 }
 

@@ -398,6 +398,10 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
           [amb2, 3],
         ]);
         await assert.rejects(fsp.readFile(join(target, 'ambiguous')), { code: 'EIO' });
+        // a layer built now must not give the twin file 0's short name
+        assert.equal(fuse.shortNameFree(h0), true);
+        assert.equal(fuse.shortNameFree(twin), false);
+        assert.equal(fuse.shortNameFree(hexOf(Buffer.from('fresh'))), true);
         // file 0's short name is in the kernel's dentry cache (f0 was read): announcing its twin
         // invalidates it, so a new open through that name gets EIO, never file 0's bytes
         fuse.announce([[twin, files[0]!.length]]);

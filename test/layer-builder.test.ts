@@ -74,6 +74,19 @@ describe('layer builder', { skip }, () => {
     assert.equal(Object.keys(JSON.parse(readFileSync(join(layers, root.slice(7), 'meta.json'), 'utf8')).contents).length, files.length);
   });
 
+  it('a short name another content on the host already answers to: that file gets the long redirect', async () => {
+    const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
+    dirs.push(layers);
+    const files: [string, string, number][] = ['x', 'y', 'z'].map((n, i) => [n, hexOf(`taken ${n}`), 100 + i]);
+    const { src, root } = source(files);
+    const taken = files[1]![1];
+    const layer = await buildLayer(src, root, layers, { shortNameFree: (hex) => hex !== taken });
+    for (const [name, hex] of files) {
+      const want = hex === taken ? contentRedirect(`sha256:${hex}`) : shortContentRedirect(`sha256:${hex}`);
+      assert.equal(getAttributeSync(join(layer.dir, name), 'trusted.overlay.redirect').toString(), want, name);
+    }
+  });
+
   it('two contents of one snapshot sharing a short name: the whole layer uses long redirects', async () => {
     const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
     dirs.push(layers);

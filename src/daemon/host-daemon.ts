@@ -242,7 +242,9 @@ export class HostDaemon extends EventEmitter {
     const key = `${ns}\0${root}`;
     let p = this.layers.get(key);
     if (!p) {
-      p = buildLayer(this.reader(ns), root, this.paths.layers).then((layer) => {
+      const fuse = this.fuse;
+      const shortNameFree = fuse ? (hex: string) => fuse.shortNameFree(hex) : undefined;
+      p = buildLayer(this.reader(ns), root, this.paths.layers, { shortNameFree }).then((layer) => {
         this.source.register(layer.meta.contents, this.blobIndex(ns));
         this.fuse?.reserve(Object.keys(layer.meta.contents).length);
         this.fuse?.announce(contentSizes(layer.meta.contents));

@@ -57,6 +57,18 @@ class ShortNameCollision extends Error {}
 interface BuildCtx {
   long: boolean;
   shorts: Map<string, string>;
+  /** False when another content object on this host already answers to the short name of `hex`. */
+  shortNameFree: (hex: string) => boolean;
+}
+
+/** Options of {@link buildLayer}. */
+export interface BuildLayerOptions {
+  /**
+   * Asked for each content object: false when the content FUSE server of this host already
+   * knows another object with the same short name (see ContentFuse.shortNameFree); that file
+   * then gets the long redirect. Default: every short name is free.
+   */
+  shortNameFree?: (hex: string) => boolean;
 }
 
 /**
@@ -74,12 +86,13 @@ interface BuildCtx {
  *
  * @throws E_PERMISSION without root (trusted.* xattrs), E_FORMAT on a corrupt tree.
  */
-export async function buildLayer(src: TreeSource, root: Digest, layersDir: string): Promise<Layer> {
+export async function buildLayer(src: TreeSource, root: Digest, layersDir: string, opts: BuildLayerOptions = {}): Promise<Layer> {
+  const shortNameFree = opts.shortNameFree ?? (() => true);
   try {
-    return await buildLayerAs(src, root, layersDir, { long: false, shorts: new Map() });
+    return await buildLayerAs(src, root, layersDir, { long: false, shorts: new Map(), shortNameFree });
   } catch (err) {
     if (!(err instanceof ShortNameCollision)) throw err;
-    return buildLayerAs(src, root, layersDir, { long: true, shorts: new Map() });
+    return buildLayerAs(src, root, layersDir, { long: true, shorts: new Map(), shortNameFree });
   }
 }
 
@@ -204,7 +217,7 @@ function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
   if (e.size > 0) {
     xattr.setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
     let redirect: string;
-    if (ctx.long) {
+    if (ctx.long || !ctx.shortNameFree(digestHex(e.digest))) {
       redirect = contentRedirect(e.digest);
     } else {
       redirect = shortContentRedirect(e.digest);

@@ -29,7 +29,7 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
-import { AMBIGUOUS, ContentTable, contentKey, isShortContentName, lookupSlot, shortContentName, slotNode, slotSize, type ContentKey } from './content-table.js';
+import { AMBIGUOUS, ContentTable, contentKey, isShortContentName, lookupSlot, shortContentName, slotHex, slotNode, slotSize, type ContentKey } from './content-table.js';
 import { ContentArena } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -289,6 +289,16 @@ export class ContentFuse extends EventEmitter {
   }
 
   /**
+   * False when a content object other than `hex` (64 hex) already answers to its short name,
+   * so a layer must not use that short name for `hex` (it gets the long redirect). Main thread.
+   */
+  shortNameFree(hex: string): boolean {
+    const slot = lookupSlot(this.table.words, contentKey(shortContentName(hex))!);
+    if (slot === AMBIGUOUS) return false;
+    return slot < 0 || slotHex(this.table.words, slot) === hex;
+  }
+
+  /**
    * A newly announced digest shares its short name with a known one: the name is ambiguous
    * from now on (lookups answer EIO). The kernel may hold the old resolution in its dentry
    * cache for a day: drop it (FUSE_NOTIFY_INVAL_ENTRY), so no new open gets the other
@@ -296,8 +306,16 @@ export class ContentFuse extends EventEmitter {
    */
   private shortNameCollision(short: string): void {
     this.emitError(new AwcError('E_INTEGRITY', `content FUSE: short name ${short} matches two content objects`));
+    this.invalidateRoot(short);
+    // A worker that read the table just before the insert may still answer one LOOKUP of the
+    // name with the old object, after this invalidation: invalidate again once it is done.
+    for (const ms of [100, 1000]) setTimeout(() => this.invalidateRoot(short), ms).unref();
+  }
+
+  /** FUSE_NOTIFY_INVAL_ENTRY for `name` in the root (no-op when not mounted or not cached). */
+  private invalidateRoot(name: string): void {
     if (this.fd < 0 || this.state !== 'mounted') return;
-    const len = encodeNotifyInvalEntry(this.small, FUSE_ROOT_ID, short);
+    const len = encodeNotifyInvalEntry(this.small, FUSE_ROOT_ID, name);
     try {
       writeSync(this.fd, this.small, 0, len);
     } catch (err) {
