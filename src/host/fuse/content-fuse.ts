@@ -45,6 +45,7 @@ import {
   DIR_BASE,
   FIRST_FILE_ID,
   GENERATION,
+  STALE_REPLY_CODES,
   type ReaderWorkerData,
   type ReaderWorkerMessage,
   type TableUpdate,
@@ -146,8 +147,6 @@ const CONGESTION_THRESHOLD = 48;
 const SPIN_CAP_MS = 2;
 
 const DIR_NAMES: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-/** errno codes that mean "the kernel no longer waits for this reply" when writing one. */
-const STALE_REPLY_CODES = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN', 'EBADF']);
 
 type State = 'new' | 'mounting' | 'mounted' | 'unmounting' | 'closed';
 

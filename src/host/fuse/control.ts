@@ -58,6 +58,9 @@ export const CTRL_WORKER_READ = 7;
 /** Number of Int32 slots in the control array. */
 export const CTRL_SLOTS = 8;
 
+/** errno codes that mean "the kernel no longer waits for this reply" when writing one (interrupted, or the connection is gone). */
+export const STALE_REPLY_CODES: ReadonlySet<string> = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN', 'EBADF']);
+
 /** One day, in seconds: entry and attribute validity (content never changes under a name). */
 export const DAY = 86_400;
 /** Generation of every node: node ids are never reused within a mount. */

@@ -41,6 +41,7 @@ import {
   DIR_BASE,
   FIRST_FILE_ID,
   GENERATION,
+  STALE_REPLY_CODES,
   type ReaderWorkerData,
   type ReaderWorkerMessage,
   type TableUpdate,
@@ -66,9 +67,6 @@ const OP_READ = 15;
 const MAX_READ = 256 * 4096;
 const OP_INTERRUPT = 36;
 const OP_BATCH_FORGET = 42;
-
-/** errno codes that mean "the kernel no longer waits for this reply" when writing one. */
-const STALE_REPLY_CODES = new Set(['ENOENT', 'ENODEV', 'ECONNABORTED', 'ENOTCONN', 'EBADF']);
 
 function run(): void {
   if (!parentPort) return;
