@@ -11,6 +11,7 @@ import {
   ContentTable,
   SHORT_NAME_LENGTH,
   contentKey,
+  contentKeyIn,
   isShortContentName,
   lookupSlot,
   shortContentName,
@@ -97,6 +98,21 @@ describe('content table', () => {
     // the full names still resolve exactly
     assert.equal(slotNode(t.words, lookupSlot(t.words, contentKey(a)!)), 1);
     assert.equal(slotNode(t.words, lookupSlot(t.words, contentKey(b)!)), 2);
+  });
+
+  it('contentKeyIn: short names in the root, 64-hex names in the directory of their first two digits, nothing else', () => {
+    const ROOT = 1;
+    const DIR = 2; // directory `00` is node 2, `xy` is 2 + 0xxy
+    const hex = hexOf('placed');
+    const dirOf = DIR + parseInt(hex.slice(0, 2), 16);
+    const short = shortContentName(hex);
+    assert.deepEqual(contentKeyIn(ROOT, short, ROOT, DIR), contentKey(short));
+    assert.deepEqual(contentKeyIn(dirOf, hex, ROOT, DIR), contentKey(hex));
+    assert.equal(contentKeyIn(dirOf === DIR ? DIR + 1 : DIR, hex, ROOT, DIR), undefined, 'the wrong directory');
+    assert.equal(contentKeyIn(ROOT, hex, ROOT, DIR), undefined, 'a long name in the root');
+    assert.equal(contentKeyIn(dirOf, short, ROOT, DIR), undefined, 'a short name in a directory');
+    assert.equal(contentKeyIn(ROOT, hex.slice(0, 2), ROOT, DIR), undefined, 'a directory is not content');
+    assert.equal(contentKeyIn(DIR + 256, hex, ROOT, DIR), undefined, 'a content node is no directory');
   });
 
   it('refuses names that are neither a 64-hex digest nor a short name', () => {

@@ -29,7 +29,7 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
-import { AMBIGUOUS, ContentTable, contentKey, isShortContentName, lookupSlot, shortContentName, slotHex, slotNode, slotSize, type ContentKey } from './content-table.js';
+import { AMBIGUOUS, ContentTable, contentKey, contentKeyIn, lookupSlot, shortContentName, slotHex, slotNode, slotSize } from './content-table.js';
 import { ContentArena } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -46,6 +46,7 @@ import {
   FIRST_FILE_ID,
   GENERATION,
   STALE_REPLY_CODES,
+  contentFileAttr,
   type ReaderWorkerData,
   type ReaderWorkerMessage,
   type TableUpdate,
@@ -67,7 +68,6 @@ import {
   READ_IN_OFFSET,
   READ_IN_SIZE_FIELD,
   S_IFDIR,
-  S_IFREG,
   STATFS_OUT_SIZE,
   WRITE_IN_SIZE,
   decodeInitIn,
@@ -727,9 +727,7 @@ export class ContentFuse extends EventEmitter {
     }
     const i = nodeid - FIRST_FILE_ID;
     if (i >= 0 && i < this.nodeHex.length) {
-      a.mode = S_IFREG | 0o444;
-      a.nlink = 1;
-      a.size = this.nodeSize[i]!;
+      contentFileAttr(a, nodeid, this.nodeSize[i]!, this.mountTime);
       return true;
     }
     return false;
@@ -744,24 +742,20 @@ export class ContentFuse extends EventEmitter {
       const d = parseInt(name, 16);
       if (!(d >= 0) || DIR_NAMES[d] !== name) return this.replyError(unique, Errno.ENOENT);
       nodeid = DIR_BASE + d;
-    } else if (parent === FUSE_ROOT_ID) {
-      if (!isShortContentName(name)) return this.replyError(unique, Errno.ENOENT);
-      const slot = lookupSlot(this.table.words, contentKey(name)!);
+    } else if (parent === FUSE_ROOT_ID || (parent >= DIR_BASE && parent < FIRST_FILE_ID)) {
+      const key = contentKeyIn(parent, name, FUSE_ROOT_ID, DIR_BASE);
+      if (!key) return this.replyError(unique, Errno.ENOENT);
+      const slot = lookupSlot(this.table.words, key);
       if (slot === AMBIGUOUS) {
-        // two announced digests share these 138 bits: never guess which one was meant
+        // two announced digests share these 138 bits (a short name): never guess which one was meant
         this.emitError(new AwcError('E_INTEGRITY', `content FUSE: short name ${name} matches two content objects`));
         return this.replyError(unique, Errno.EIO);
       }
-      if (slot < 0) return this.replyError(unique, Errno.ENOENT);
-      nodeid = slotNode(this.table.words, slot);
-    } else if (parent >= DIR_BASE && parent < FIRST_FILE_ID) {
-      const key: ContentKey | undefined = name.length === 64 ? contentKey(name) : undefined;
-      if (!key || !name.startsWith(DIR_NAMES[parent - DIR_BASE]!)) return this.replyError(unique, Errno.ENOENT);
-      const slot = lookupSlot(this.table.words, key);
       if (slot >= 0) {
         nodeid = slotNode(this.table.words, slot);
       } else {
-        const info = this.source.lookup(name);
+        // a 64-hex name not announced (yet): the source may know it; a short name only resolves once announced
+        const info = key.short ? undefined : this.source.lookup(name);
         if (!info) return this.replyError(unique, Errno.ENOENT);
         nodeid = this.addNode(name, info.size);
       }

@@ -57,6 +57,18 @@ export interface ContentKey {
 }
 
 /**
+ * The content object a LOOKUP of `name` in directory node `parent` names: a short name in
+ * the root (`rootId`), or a 64-hex digest in the directory node `dirBase + 0x<aa>` of its
+ * first two hex digits. Undefined for anything else (the 256 directories themselves included).
+ */
+export function contentKeyIn(parent: number, name: string, rootId: number, dirBase: number): ContentKey | undefined {
+  if (parent === rootId) return isShortContentName(name) ? contentKey(name) : undefined;
+  const d = parent - dirBase;
+  if (d < 0 || d > 255 || name.length !== 64 || parseInt(name.slice(0, 2), 16) !== d) return undefined;
+  return contentKey(name);
+}
+
+/**
  * Parses a 64-hex digest or a short name into a {@link ContentKey}; undefined when `name` is
  * neither.
  */

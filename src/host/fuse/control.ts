@@ -4,6 +4,7 @@
  */
 
 import type { MessagePort } from 'node:worker_threads';
+import { S_IFREG, type Attr } from './protocol.js';
 
 /** Data passed to a reader worker at start. */
 export interface ReaderWorkerData {
@@ -69,6 +70,23 @@ export const GENERATION = 1;
 export const DIR_BASE = 2;
 /** First node id handed to a content file. */
 export const FIRST_FILE_ID = DIR_BASE + 256;
+
+/**
+ * Fills `a` with the attributes of a content file (node id, size in bytes; read-only, one
+ * link, root-owned, every time `time` seconds), as both the main thread and the workers
+ * report them.
+ */
+export function contentFileAttr(a: Attr, nodeid: number, size: number, time: number): Attr {
+  a.ino = nodeid;
+  a.size = size;
+  a.mode = S_IFREG | 0o444;
+  a.nlink = 1;
+  a.uid = 0;
+  a.gid = 0;
+  a.blksize = 4096;
+  a.time = time;
+  return a;
+}
 
 /**
  * Messages a worker posts besides raw requests (which are transferred ArrayBuffers) and the

@@ -26,7 +26,7 @@
  */
 import { readSync, writeSync } from 'node:fs';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import { contentKey, isShortContentName, lookupSlot, slotNode, slotSize } from './content-table.js';
+import { contentKeyIn, lookupSlot, slotNode, slotSize } from './content-table.js';
 import { readFromArena, type ArenaView } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -42,6 +42,7 @@ import {
   FIRST_FILE_ID,
   GENERATION,
   STALE_REPLY_CODES,
+  contentFileAttr,
   type ReaderWorkerData,
   type ReaderWorkerMessage,
   type TableUpdate,
@@ -53,9 +54,9 @@ import {
   OUT_HEADER_SIZE,
   READ_IN_OFFSET,
   READ_IN_SIZE_FIELD,
-  S_IFREG,
   encodeEntryOut,
   encodeOutHeader,
+  readCString,
   readU64,
   type Attr,
 } from './protocol.js';
@@ -76,7 +77,7 @@ function run(): void {
   let words = new Int32Array(table);
   let gen = generation;
   const out = Buffer.alloc(OUT_HEADER_SIZE + ENTRY_OUT_SIZE);
-  const attr: Attr = { ino: 0, size: 0, mode: S_IFREG | 0o444, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: mountTime };
+  const attr: Attr = contentFileAttr({} as Attr, 0, 0, mountTime);
   const view: ArenaView | undefined = arena && nodes ? { bytes: new Uint8Array(arena), units: arenaUnits, nodes: new Int32Array(nodes) } : undefined;
   const dataOut = view ? Buffer.allocUnsafe(OUT_HEADER_SIZE + MAX_READ) : undefined;
   const reserve = (): number => Atomics.add(ctrl, CTRL_ARENA_RESERVE, 0); // RMW: orders the copy before it
@@ -128,24 +129,12 @@ function run(): void {
   /** Answers a LOOKUP of a content file held by the table; false → leave it to the main thread. */
   const lookup = (n: number): boolean => {
     refresh();
-    const parent = readU64(buf, 16);
-    let end = buf.indexOf(0, IN_HEADER_SIZE);
-    if (end < 0 || end > n) end = n;
-    const name = buf.toString('latin1', IN_HEADER_SIZE, end);
-    if (parent === FUSE_ROOT_ID) {
-      if (!isShortContentName(name)) return false;
-    } else if (parent >= DIR_BASE && parent < FIRST_FILE_ID) {
-      if (name.length !== 64 || parseInt(name.slice(0, 2), 16) !== parent - DIR_BASE) return false;
-    } else {
-      return false;
-    }
-    const key = contentKey(name);
+    const key = contentKeyIn(readU64(buf, 16), readCString(buf, IN_HEADER_SIZE, n), FUSE_ROOT_ID, DIR_BASE);
     if (!key) return false;
     const slot = lookupSlot(words, key);
     if (slot < 0) return false;
     const node = slotNode(words, slot);
-    attr.ino = node;
-    attr.size = slotSize(words, slot);
+    contentFileAttr(attr, node, slotSize(words, slot), mountTime);
     encodeOutHeader(out, out.length, 0, readU64(buf, 8));
     encodeEntryOut(out, OUT_HEADER_SIZE, node, GENERATION, DAY, DAY, attr);
     reply(out, out.length);
