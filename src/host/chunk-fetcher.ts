@@ -160,10 +160,17 @@ interface PackIndexInfo {
 interface Window {
   start: number;
   end: number;
-  /** Settles once the bytes are here (`span` set, unless the read failed). */
-  arrived: Promise<void>;
+  /** Settles once the bytes are here, with them (`span` set), or with undefined when the read failed. */
+  arrived: Promise<Buffer | undefined>;
   /** The bytes read, while the window's chunks are being kept (then the window is gone). */
   span?: Buffer;
+  /**
+   * True once the read of the next window is arranged (its trigger registered) or known not
+   * to be wanted; `whenPlanned` settles then. Readers past the window's middle wait for it, so
+   * that the reader who gets there first always starts the next window in the background.
+   */
+  planned: boolean;
+  whenPlanned: Promise<void>;
   /** Settles once the window is gone (no longer in its pack's `windows`). */
   gone: Promise<void>;
 }
@@ -554,6 +561,12 @@ export class ChunkFetcher extends EventEmitter {
     this.windowJoins++;
     this.emit('join', { kind: 'window', key: `${loc.pack}@${w.start}+${w.end - w.start}` } satisfies JoinEvent);
     const serve = (): void => {
+      // Past the middle before the next window is arranged (the pack's index still loading):
+      // wait for it, so that this reader's arrival starts the next window in the background.
+      if (!w.planned && w.span && loc.offset >= w.start + (w.span.length >> 1)) {
+        void w.whenPlanned.then(serve);
+        return;
+      }
       const b = this.cache.getSync(want.digest, { quiet: true });
       if (b) {
         if (this.triggers.size > 0) this.trigger(want.digest);
@@ -602,14 +615,30 @@ export class ChunkFetcher extends EventEmitter {
     else end = Math.max(g.end, Math.min(g.start + stream.size, limit)); // index not known yet: boundaries found afterwards
     if (end <= g.start) return false;
     stream.next = end;
-    let arrive!: () => void;
+    let arrive!: (span: Buffer | undefined) => void;
     let leave!: () => void;
-    const w: Window = { start: g.start, end, arrived: new Promise<void>((r) => (arrive = r)), gone: new Promise<void>((r) => (leave = r)) };
+    let plan!: () => void;
+    const w: Window = {
+      start: g.start,
+      end,
+      arrived: new Promise<Buffer | undefined>((r) => (arrive = r)),
+      gone: new Promise<void>((r) => (leave = r)),
+      planned: false,
+      whenPlanned: new Promise<void>((r) => (plan = r)),
+    };
+    const planned = (): void => {
+      w.planned = true;
+      plan();
+    };
     ps.windows.push(w);
-    const run = this.readWindow(ps, g, w, index, arrive).finally(() => {
+    // The pack's index (needed to read ahead past this window) is read alongside the window,
+    // not after it: the trigger for the next window is then ready about when the bytes are.
+    if (index === undefined && end > g.end) void this.loadIndex(g.pack, ps, w.start, end - w.start, w.arrived);
+    const run = this.readWindow(ps, g, w, index, arrive, planned).finally(() => {
       ps.windows.splice(ps.windows.indexOf(w), 1);
       w.span = undefined;
-      arrive();
+      arrive(undefined);
+      planned();
       leave();
     });
     this.track(run);
@@ -617,7 +646,7 @@ export class ChunkFetcher extends EventEmitter {
   }
 
   /** Reads a window: delivers the asked-for blobs, then keeps the other chunks in it. Never rejects. */
-  private async readWindow(ps: PackState, g: Group, w: Window, index: PackIndexInfo | null | undefined, arrive: () => void): Promise<void> {
+  private async readWindow(ps: PackState, g: Group, w: Window, index: PackIndexInfo | null | undefined, arrive: (span: Buffer) => void, planned: () => void): Promise<void> {
     const length = w.end - w.start;
     let span: Buffer;
     try {
@@ -627,7 +656,7 @@ export class ChunkFetcher extends EventEmitter {
       return;
     }
     w.span = span;
-    arrive();
+    arrive(span);
     this.deliverGroup({ ...g, end: w.end }, span);
     if (index === null) return;
     // Anything in the span besides the blobs asked for (after them, or between them)?
@@ -635,16 +664,17 @@ export class ChunkFetcher extends EventEmitter {
     for (const it of g.items) asked += it.loc.storedLength;
     if (asked >= span.length) return;
     this.stats.readAheadWindows++;
-    if (index === undefined) index = await this.loadIndex(g.pack, ps, w.start, length, span);
+    if (index === undefined) index = ps.index !== undefined ? ps.index : await this.loadIndex(g.pack, ps, w.start, length, w.arrived);
     if (!index) return;
-    await this.keepAhead(ps, g, index, w.start, span);
+    await this.keepAhead(ps, g, index, w.start, span, planned);
   }
 
   /**
    * Decodes, verifies and keeps in memory every chunk of `span` (read at `start`) that nobody
-   * asked for and the cache lacks, in slices of KEEP_SLICE_BYTES per event-loop turn. Never rejects.
+   * asked for and the cache lacks, in slices of KEEP_SLICE_BYTES per event-loop turn; first
+   * registers the trigger that starts the next window and calls `planned`. Never rejects.
    */
-  private async keepAhead(ps: PackState, g: Group, index: PackIndexInfo, start: number, span: Buffer): Promise<void> {
+  private async keepAhead(ps: PackState, g: Group, index: PackIndexInfo, start: number, span: Buffer, planned: () => void): Promise<void> {
     const asked = new Set<number>();
     for (const it of g.items) asked.add(it.loc.offset);
     // The index must agree with the catalog on the first blob asked for, else it is not trusted.
@@ -676,6 +706,7 @@ export class ChunkFetcher extends EventEmitter {
         break;
       }
     }
+    planned();
     let slice = 0;
     for (let i = first0; i < last; i++) {
       const offset = index.offsets[i];
@@ -782,27 +813,29 @@ export class ChunkFetcher extends EventEmitter {
   }
 
   /**
-   * Reads a pack's index once (concurrent callers share the read): from `span` when that read
-   * came back short (it then ends with the pack's tail), else from the pack's tail.
+   * Reads a pack's index once (concurrent callers share the read), alongside the window
+   * [start, start + length) whose bytes `window` settles with: from those bytes when the window
+   * reaches the end of the pack (they then end with its tail), else from the pack's tail.
    * @returns null when it cannot be read or parsed (`'pack-index-error'`; tried again later). Never rejects.
    */
-  private loadIndex(pack: string, ps: PackState, start: number, asked: number, span: Buffer): Promise<PackIndexInfo | null> {
+  private loadIndex(pack: string, ps: PackState, start: number, length: number, window: Promise<Buffer | undefined>): Promise<PackIndexInfo | null> {
     if (ps.index !== undefined) return Promise.resolve(ps.index);
     if (ps.loading) return ps.loading;
     const p = (async (): Promise<PackIndexInfo | null> => {
       try {
         let entries: PackIndexEntry[] | undefined;
-        if (span.length < asked && span.length >= PACK_FOOTER_SIZE) {
-          // A short read ended at the end of the pack: its tail is the index (when it is all there).
+        const size = await this.store.size(pack);
+        const span = start + length >= size ? await window : undefined;
+        if (span && start + span.length === size && span.length >= PACK_FOOTER_SIZE) {
+          // The window reaches the end of the pack: its tail is the index (when it is all there).
           try {
             const footer = parsePackFooter(span);
-            if (footer.indexLength + PACK_FOOTER_SIZE <= span.length) entries = parsePackIndex(span, { packSize: start + span.length });
+            if (footer.indexLength + PACK_FOOTER_SIZE <= span.length) entries = parsePackIndex(span, { packSize: size });
           } catch {
             // not a tail after all: read it
           }
         }
         if (!entries) {
-          const size = await this.store.size(pack);
           const guess = tailGuess(size);
           let tail = await this.readRange(pack, size - guess, guess, false, 'pack-index');
           const need = parsePackFooter(tail).indexLength + PACK_FOOTER_SIZE;
