@@ -542,6 +542,11 @@ export class ChunkCache extends EventEmitter {
       this.writesRunning++;
       w.start();
     }
+    if (this.writeWaiters.length === 0 && this.pumpTimer) {
+      // nothing left to wait for: a timer would only keep the process alive
+      clearTimeout(this.pumpTimer);
+      this.pumpTimer = undefined;
+    }
   }
 
   /** A hit in the memory tier: the chunk moves to the disk cache (served from memory until written). */

@@ -159,6 +159,7 @@ interface PackIndexInfo {
 /** A read of a pack in flight with read-ahead: requests for blobs inside wait for it. */
 interface Window {
   start: number;
+  /** End of the bytes read; cut back to the window's last whole blob once the pack's index is known. */
   end: number;
   /** Settles once the bytes are here, with them (`span` set), or with undefined when the read failed. */
   arrived: Promise<Buffer | undefined>;
@@ -606,7 +607,7 @@ export class ChunkFetcher extends EventEmitter {
    * @returns false when there was nothing to read (a group asking for nothing, whose window would be empty).
    */
   private startWindow(ps: PackState, g: Group, limit: number): boolean {
-    const stream = this.streamAt(ps, g.start);
+    const stream = this.streamAt(ps, g.start, g.end);
     const index = this.usableIndex(ps);
     for (const w of ps.windows) if (w.start >= g.end && w.start < limit) limit = w.start;
     let end: number;
@@ -666,15 +667,16 @@ export class ChunkFetcher extends EventEmitter {
     this.stats.readAheadWindows++;
     if (index === undefined) index = ps.index !== undefined ? ps.index : await this.loadIndex(g.pack, ps, w.start, length, w.arrived);
     if (!index) return;
-    await this.keepAhead(ps, g, index, w.start, span, planned);
+    await this.keepAhead(ps, g, w, index, span, planned);
   }
 
   /**
-   * Decodes, verifies and keeps in memory every chunk of `span` (read at `start`) that nobody
+   * Decodes, verifies and keeps in memory every chunk of `span` (window `w`'s bytes) that nobody
    * asked for and the cache lacks, in slices of KEEP_SLICE_BYTES per event-loop turn; first
    * registers the trigger that starts the next window and calls `planned`. Never rejects.
    */
-  private async keepAhead(ps: PackState, g: Group, index: PackIndexInfo, start: number, span: Buffer, planned: () => void): Promise<void> {
+  private async keepAhead(ps: PackState, g: Group, w: Window, index: PackIndexInfo, span: Buffer, planned: () => void): Promise<void> {
+    const start = w.start;
     const asked = new Set<number>();
     for (const it of g.items) asked.add(it.loc.offset);
     // The index must agree with the catalog on the first blob asked for, else it is not trusted.
@@ -694,6 +696,13 @@ export class ChunkFetcher extends EventEmitter {
     const first0 = firstAtOrAfter(index, start);
     let last = first0; // first blob not wholly inside the span
     while (last < index.count && index.offsets[last] + index.stored[last] <= end) last++;
+    // A window read before the index was known may end inside a blob. From now on it ends at
+    // its last whole blob: the next window starts there, and its stream goes on.
+    if (last < index.count && index.offsets[last] < w.end) {
+      const stream = ps.streams.find((s) => s.next === w.end);
+      w.end = index.offsets[last];
+      if (stream) stream.next = w.end;
+    }
     // A reader that gets half way through this window will want the next one: read it then, in
     // the background. Registered before any slice is kept: a reader may get there first.
     if (last < index.count) {
@@ -773,12 +782,15 @@ export class ChunkFetcher extends EventEmitter {
     return end;
   }
 
-  /** The read stream a window at `start` continues (the closest one ending at most maxGapBytes before it: its next window, twice as big), or a new one. */
-  private streamAt(ps: PackState, start: number): { next: number; size: number } {
+  /** The read stream a window [start, end) continues (the closest one whose last window ended at most maxGapBytes before `start`, or inside the window: its next window, twice as big), or a new one. */
+  private streamAt(ps: PackState, start: number, end: number): { next: number; size: number } {
     let i = -1;
     for (let k = 0; k < ps.streams.length; k++) {
       const s = ps.streams[k];
-      if (start >= s.next && start - s.next <= this.maxGap && (i < 0 || s.next > ps.streams[i].next)) i = k;
+      // it starts at most maxGap after where the stream's last window ended, or reads a blob that
+      // window cut in two (read before the pack's index was known)
+      const follows = start >= s.next ? start - s.next <= this.maxGap : end > s.next;
+      if (follows && (i < 0 || s.next > ps.streams[i].next)) i = k;
     }
     if (i >= 0) {
       const s = ps.streams[i];

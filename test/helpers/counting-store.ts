@@ -11,19 +11,23 @@ export interface ReadRecord {
 /**
  * Wraps a real ObjectStore, counting `get` calls and bytes; everything is delegated. With
  * `corruptFirstReads = n` the first n gets return a copy with one byte flipped in the middle
- * (the store itself stays intact, so a second read is good).
+ * (the store itself stays intact, so a second read is good). With `delay` set, each get waits
+ * that many ms (per read) before it answers: a test controls which of two reads comes back first.
  */
 export class CountingStore implements ObjectStore {
   gets = 0;
   bytes = 0;
   reads: ReadRecord[] = [];
   corruptFirstReads = 0;
+  delay?: (key: string, offset: number, length: number) => number;
   constructor(private readonly inner: ObjectStore) {}
   put(key: string, body: Uint8Array) {
     return this.inner.put(key, body);
   }
   async get(key: string, range?: { offset: number; length: number }) {
     this.gets++;
+    const ms = this.delay?.(key, range?.offset ?? 0, range?.length ?? Infinity) ?? 0;
+    if (ms > 0) await new Promise((r) => setTimeout(r, ms));
     let b = await this.inner.get(key, range);
     this.bytes += b.length;
     this.reads.push({ key, offset: range?.offset ?? 0, length: range?.length ?? b.length, bytes: b.length });

@@ -120,8 +120,8 @@ function run(): void {
     const n = readFromArena(view, nodeid - FIRST_FILE_ID, offset, size, dataOut, OUT_HEADER_SIZE, reserve);
     if (n < 0) return false;
     encodeOutHeader(dataOut, OUT_HEADER_SIZE + n, 0, readU64(buf, 8));
+    Atomics.add(ctrl, CTRL_WORKER_READ, 1); // before the reply: whoever sees the answer sees it counted
     reply(dataOut, OUT_HEADER_SIZE + n);
-    Atomics.add(ctrl, CTRL_WORKER_READ, 1);
     if (offset === 0) port.postMessage(nodeid);
     return true;
   };
@@ -137,8 +137,8 @@ function run(): void {
     contentFileAttr(attr, node, slotSize(words, slot), mountTime);
     encodeOutHeader(out, out.length, 0, readU64(buf, 8));
     encodeEntryOut(out, OUT_HEADER_SIZE, node, GENERATION, DAY, DAY, attr);
+    Atomics.add(ctrl, CTRL_WORKER_LOOKUP, 1); // before the reply, as for READ
     reply(out, out.length);
-    Atomics.add(ctrl, CTRL_WORKER_LOOKUP, 1);
     return true;
   };
   for (;;) {
