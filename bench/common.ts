@@ -1,9 +1,9 @@
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Awc } from '../src/service/awc.js';
 import { DaemonClient } from '../src/daemon/client.js';
-import { lazyUnmountUnder, type TreeStats } from './util.js';
+import { lazyUnmountUnder, setAside, type TreeStats } from './util.js';
 
 /** The project checkout (dist/bench/ → two levels up). */
 export const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
@@ -77,6 +77,8 @@ export interface TreeCtx {
   storedBytes: number;
   /** Scratch space for mounts and copies. */
   scratch: string;
+  /** Where what a figure is done with goes (setAside), removed when the run ends. */
+  trash: string;
   plan: Plan;
   /** Baseline times (ms) measured once per tree, shared by the fork and fork+mount rows. */
   baselines?: { cpA: number; worktree: number | null; worktreeError?: string; worktreeMs?: { checkout: number; install: number } };
@@ -130,11 +132,11 @@ function alive(pid: number): boolean {
   }
 }
 
-/** Starts the home's daemon (fresh: stopped first), returning how long the start took. */
-export async function restartDaemon(awc: Awc, opts: { clearCache?: boolean } = {}): Promise<number> {
+/** Starts the home's daemon (fresh: stopped first; with `clearCacheTo`, its chunk cache set aside there first), returning how long the start took. */
+export async function restartDaemon(awc: Awc, opts: { clearCacheTo?: string } = {}): Promise<number> {
   await unmountAll(awc);
   await stopDaemon(awc);
-  if (opts.clearCache) rmSync(join(awc.paths.hostDir, 'cache'), { recursive: true, force: true });
+  if (opts.clearCacheTo) setAside(join(awc.paths.hostDir, 'cache'), opts.clearCacheTo);
   const t0 = performance.now();
   await new DaemonClient(awc.config).start();
   return performance.now() - t0;

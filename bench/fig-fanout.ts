@@ -1,7 +1,6 @@
 import { runFanoutDemo } from '../src/cli/demo-fanout.js';
 import { fmtRatio, stopDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
-import { duBytes, fmtBytes, fmtMs } from './util.js';
-import { rmSync } from 'node:fs';
+import { duBytes, fmtBytes, fmtMs, setAside } from './util.js';
 import { join } from 'node:path';
 
 type Fanout = Awaited<ReturnType<typeof runFanoutDemo>>;
@@ -10,7 +9,7 @@ type Fanout = Awaited<ReturnType<typeof runFanoutDemo>>;
 async function coldHost(ctx: TreeCtx): Promise<void> {
   await unmountAll(ctx.awc);
   await stopDaemon(ctx.awc);
-  rmSync(join(ctx.awc.paths.hostDir, 'cache'), { recursive: true, force: true });
+  setAside(join(ctx.awc.paths.hostDir, 'cache'), ctx.trash);
 }
 
 /**

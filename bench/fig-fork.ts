@@ -1,8 +1,8 @@
-import { copyFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { CLI, fmtRatio, restartDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
-import { fmtMs, median, now, runTimed } from './util.js';
+import { fmtMs, median, now, runTimed, setAside } from './util.js';
 
 /**
  * The two baselines of "a new workspace" (measured once per tree, shared by the fork and
@@ -17,7 +17,7 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
     spawnSync('sync');
     const r = await runTimed('cp', ['-a', ctx.dir, dest]);
     cp.push(r.ms);
-    rmSync(dest, { recursive: true, force: true });
+    setAside(dest, ctx.trash);
   }
   spawnSync('sync');
   log(`  baseline cp -a: ${cp.map(fmtMs).join(', ')}`);
@@ -33,7 +33,7 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
       if (i === 0 && ctx.plan.primeNpmCache) {
         // untimed: make sure every tarball of the lockfile is in the local npm cache (the only network use of the suite)
         await runTimed('npm', ['ci', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dest });
-        rmSync(join(dest, 'node_modules'), { recursive: true, force: true });
+        setAside(join(dest, 'node_modules'), ctx.trash);
         spawnSync('sync');
       }
       const b = await runTimed('npm', ['ci', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dest });
@@ -46,9 +46,8 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
       log(`  baseline worktree + npm ci failed: ${worktreeError}`);
       break;
     } finally {
-      spawnSync('git', ['-C', ctx.repo, 'worktree', 'remove', '--force', dest]);
-      rmSync(dest, { recursive: true, force: true });
-      spawnSync('git', ['-C', ctx.repo, 'worktree', 'prune']);
+      setAside(dest, ctx.trash);
+      spawnSync('git', ['-C', ctx.repo, 'worktree', 'prune']); // forgets the worktree whose directory is gone
       spawnSync('sync');
     }
   }

@@ -83,7 +83,7 @@ export async function figReadWarm(ctx: TreeCtx): Promise<Figure> {
  */
 export async function figReadCold(ctx: TreeCtx): Promise<Figure> {
   const paths = ctx.stats.paths;
-  await restartDaemon(ctx.awc, { clearCache: true });
+  await restartDaemon(ctx.awc, { clearCacheTo: ctx.trash });
   const dir = await freshMount(ctx, 'read-cold');
   try {
     dropCaches();

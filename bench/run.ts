@@ -152,7 +152,7 @@ async function main(): Promise<number> {
       const snap = await awc.importSnapshot(s.dir, { name: `tree-${s.label}` });
       const importMs = now() - ti;
       log(`  ${stats.files} files, ${fmtBytes(stats.bytes)}; imported in ${fmtMs(importMs)} (stored ${fmtBytes(snap.storedBytes)})`);
-      const ctx: TreeCtx = { label: s.label, title: s.title, dir: s.dir, stats, repo: s.dir, home, awc, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes, scratch, plan: plan(args.quick, s.label) };
+      const ctx: TreeCtx = { label: s.label, title: s.title, dir: s.dir, stats, repo: s.dir, home, awc, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes, scratch, trash: join(runDir, 'trash'), plan: plan(args.quick, s.label) };
       ctxs.push(ctx);
       trees.push({ label: s.label, title: s.title, dir: s.dir, files: stats.files, bytes: stats.bytes, dirs: stats.dirs, symlinks: stats.symlinks, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes });
       const prev = (id: string) => (s.label === 'b' ? figures.find((f) => f.id === id && f.tree === 'a') : undefined);

@@ -1,7 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, lstatSync, openSync, readdirSync, readFileSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 
 /** Milliseconds since an arbitrary origin (monotonic). */
 export const now = (): number => performance.now();
@@ -89,6 +89,22 @@ export function readAllSync(root: string, paths: readonly string[]): { bytes: nu
     }
   }
   return { bytes, ms: now() - t0 };
+}
+
+let asideCount = 0;
+
+/**
+ * Moves `path` (if present) into the run's `trash` directory (same file system: one rename)
+ * instead of deleting it; the trash goes when the run ends. Why: on a journal-less ext4 (this
+ * machine's root file system), inodes freed in the last 60–360 s are skipped one by one when
+ * new ones are allocated (ext4 `recently_deleted()`), so a figure that creates many files
+ * right after a mass deletion (the first mount after removing a `cp -a` copy, a cold read
+ * after emptying the cache) is timed at several times its cost.
+ */
+export function setAside(path: string, trash: string): void {
+  if (!existsSync(path)) return;
+  mkdirSync(trash, { recursive: true });
+  renameSync(path, join(trash, `${++asideCount}-${basename(path)}`));
 }
 
 /** `sync`, then drops the page cache, dentries and inodes (`echo 3 > /proc/sys/vm/drop_caches`). Needs root. */
