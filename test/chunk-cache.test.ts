@@ -702,6 +702,36 @@ test('read-ahead: a cold sequential read of N neighbouring small files costs the
   }
 });
 
+test('read-ahead: requests past the middle that wait for an index that cannot be read are served from the window already read, with no read of their own', async (t) => {
+  const dir = await tmp(t);
+  const fx = await fixture(dir, { count: 60, packBytes: 8 * MiB, sizes: (i) => 1500 + ((i * 977) % 3000) });
+  const pack = fx.packs[0];
+  const tail = (offset: number, length: number) => offset + length >= pack.size;
+  fx.store.delay = (_k, offset, length) => (tail(offset, length) ? 20 : 0);
+  fx.store.fail = (_k, offset, length) => tail(offset, length);
+  const indexErrors: unknown[] = [];
+  const { fetcher, source } = await aheadStack(fx, join(dir, 'cache'), { readAheadBytes: 64 * 1024, readAheadMinBytes: 64 * 1024 });
+  fetcher.on('pack-index-error', (e) => indexErrors.push(e));
+  const files = inPackOrder(fx);
+  const first = fx.index.get(files[0].fc.chunks[0].digest)!;
+  // the files wholly inside the first window [first blob, +64 KiB), half of them past its middle
+  const inFirst = files.filter((f) => {
+    const loc = fx.index.get(f.fc.chunks[0].digest)!;
+    return loc.offset + loc.storedLength <= first.offset + 64 * 1024;
+  });
+  assert.ok(inFirst.length >= 8, `${inFirst.length} files in the first window`);
+  // one reader starts the window; once its bytes are here the others join it, at once (those
+  // past the middle wait for the index, whose read fails 20 ms later)
+  assert.ok((await source.read(inFirst[0].hex, 0, inFirst[0].fc.size)).equals(inFirst[0].data));
+  const rest = await Promise.all(inFirst.slice(1).map((f) => source.read(f.hex, 0, f.fc.size)));
+  rest.forEach((b, i) => assert.ok(b.equals(inFirst[i + 1].data)));
+  await fetcher.idle();
+  assert.equal(indexErrors.length, 1, 'the index could not be read');
+  assert.equal(fx.store.gets, 2, 'the window, and the failed read of the tail: nothing read again');
+  // the rest is still read correctly, without read-ahead in this pack for now
+  for (const f of files) assert.ok((await source.read(f.hex, 0, f.fc.size)).equals(f.data));
+});
+
 test('read-ahead: a pack smaller than the window is read once, its index taken from the same read', async (t) => {
   const dir = await tmp(t);
   const fx = await fixture(dir, { count: 30, packBytes: 8 * MiB, sizes: (i) => 2000 + i * 311 });

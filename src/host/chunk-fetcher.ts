@@ -123,6 +123,11 @@ const KIND_CHUNK = 1;
  * between slices instead of waiting ~15 ms behind the whole window.
  */
 const KEEP_SLICE_BYTES = 256 * 1024;
+/**
+ * At most this long (ms) after a window's bytes are here, requests past its middle wait for
+ * the next window to be arranged (the pack's index read); then they are served regardless.
+ */
+const PLAN_WAIT_MS = 1000;
 
 /** A missing chunk waiting for the next plan (`loc` when already located). */
 interface Want {
@@ -561,11 +566,13 @@ export class ChunkFetcher extends EventEmitter {
   private joinWindow(w: Window, want: Want, loc: BlobLocation): void {
     this.windowJoins++;
     this.emit('join', { kind: 'window', key: `${loc.pack}@${w.start}+${w.end - w.start}` } satisfies JoinEvent);
-    const serve = (): void => {
+    // `held`: the window's bytes, kept by a request that waited while the window ended
+    const serve = (held?: Buffer): void => {
+      const span = w.span ?? held;
       // Past the middle before the next window is arranged (the pack's index still loading):
       // wait for it, so that this reader's arrival starts the next window in the background.
-      if (!w.planned && w.span && loc.offset >= w.start + (w.span.length >> 1)) {
-        void w.whenPlanned.then(serve);
+      if (!w.planned && span && loc.offset >= w.start + (span.length >> 1)) {
+        void w.whenPlanned.then(() => serve(span));
         return;
       }
       const b = this.cache.getSync(want.digest, { quiet: true });
@@ -574,7 +581,6 @@ export class ChunkFetcher extends EventEmitter {
         want.resolve(b);
         return;
       }
-      const span = w.span;
       const from = loc.offset - w.start;
       if (span && from >= 0 && from + loc.storedLength <= span.length) {
         let raw: Buffer;
@@ -598,7 +604,7 @@ export class ChunkFetcher extends EventEmitter {
       void w.gone.then(() => this.push({ ...want, loc }));
     };
     if (w.span) serve();
-    else void w.arrived.then(serve);
+    else void w.arrived.then((span) => serve(span));
   }
 
   /**
@@ -632,14 +638,22 @@ export class ChunkFetcher extends EventEmitter {
       plan();
     };
     ps.windows.push(w);
+    if (index === null) planned(); // no index, no next window to arrange
     // The pack's index (needed to read ahead past this window) is read alongside the window,
     // not after it: the trigger for the next window is then ready about when the bytes are.
-    if (index === undefined && end > g.end) void this.loadIndex(g.pack, ps, w.start, end - w.start, w.arrived);
+    if (index === undefined && end > g.end) void this.loadIndex(g.pack, ps);
+    // Requests past the middle never wait more than PLAN_WAIT_MS after the bytes are here
+    // (an index read that hangs must not hold them).
+    let cap: NodeJS.Timeout | undefined;
+    void w.arrived.then(() => {
+      if (!w.planned) (cap = setTimeout(planned, PLAN_WAIT_MS)).unref();
+    });
     const run = this.readWindow(ps, g, w, index, arrive, planned).finally(() => {
       ps.windows.splice(ps.windows.indexOf(w), 1);
       w.span = undefined;
       arrive(undefined);
       planned();
+      clearTimeout(cap);
       leave();
     });
     this.track(run);
@@ -665,7 +679,7 @@ export class ChunkFetcher extends EventEmitter {
     for (const it of g.items) asked += it.loc.storedLength;
     if (asked >= span.length) return;
     this.stats.readAheadWindows++;
-    if (index === undefined) index = ps.index !== undefined ? ps.index : await this.loadIndex(g.pack, ps, w.start, length, w.arrived);
+    if (index === undefined) index = ps.index !== undefined ? ps.index : await this.loadIndex(g.pack, ps);
     if (!index) return;
     await this.keepAhead(ps, g, w, index, span, planned);
   }
@@ -825,20 +839,22 @@ export class ChunkFetcher extends EventEmitter {
   }
 
   /**
-   * Reads a pack's index once (concurrent callers share the read), alongside the window
-   * [start, start + length) whose bytes `window` settles with: from those bytes when the window
-   * reaches the end of the pack (they then end with its tail), else from the pack's tail.
+   * Reads a pack's index once (concurrent callers share the read), alongside the pack's
+   * windows in flight: from the bytes of one that reaches the end of the pack (they then end
+   * with its tail), else from a read of the pack's tail. Costs one size query (a HEAD on S3).
    * @returns null when it cannot be read or parsed (`'pack-index-error'`; tried again later). Never rejects.
    */
-  private loadIndex(pack: string, ps: PackState, start: number, length: number, window: Promise<Buffer | undefined>): Promise<PackIndexInfo | null> {
+  private loadIndex(pack: string, ps: PackState): Promise<PackIndexInfo | null> {
     if (ps.index !== undefined) return Promise.resolve(ps.index);
     if (ps.loading) return ps.loading;
     const p = (async (): Promise<PackIndexInfo | null> => {
       try {
         let entries: PackIndexEntry[] | undefined;
         const size = await this.store.size(pack);
-        const span = start + length >= size ? await window : undefined;
-        if (span && start + span.length === size && span.length >= PACK_FOOTER_SIZE) {
+        // a window in flight that reaches the end of the pack holds its tail: no read of its own
+        const atEnd = ps.windows.find((x) => x.end >= size);
+        const span = atEnd ? await atEnd.arrived : undefined;
+        if (atEnd && span && atEnd.start + span.length === size && span.length >= PACK_FOOTER_SIZE) {
           // The window reaches the end of the pack: its tail is the index (when it is all there).
           try {
             const footer = parsePackFooter(span);

@@ -13,6 +13,7 @@ export interface ReadRecord {
  * `corruptFirstReads = n` the first n gets return a copy with one byte flipped in the middle
  * (the store itself stays intact, so a second read is good). With `delay` set, each get waits
  * that many ms (per read) before it answers: a test controls which of two reads comes back first.
+ * With `fail` set, a get it picks is counted and then rejects (after its delay).
  */
 export class CountingStore implements ObjectStore {
   gets = 0;
@@ -20,6 +21,7 @@ export class CountingStore implements ObjectStore {
   reads: ReadRecord[] = [];
   corruptFirstReads = 0;
   delay?: (key: string, offset: number, length: number) => number;
+  fail?: (key: string, offset: number, length: number) => boolean;
   constructor(private readonly inner: ObjectStore) {}
   put(key: string, body: Uint8Array) {
     return this.inner.put(key, body);
@@ -28,6 +30,7 @@ export class CountingStore implements ObjectStore {
     this.gets++;
     const ms = this.delay?.(key, range?.offset ?? 0, range?.length ?? Infinity) ?? 0;
     if (ms > 0) await new Promise((r) => setTimeout(r, ms));
+    if (this.fail?.(key, range?.offset ?? 0, range?.length ?? Infinity)) throw new Error(`injected fault: get ${key}`);
     let b = await this.inner.get(key, range);
     this.bytes += b.length;
     this.reads.push({ key, offset: range?.offset ?? 0, length: range?.length ?? b.length, bytes: b.length });
