@@ -679,6 +679,8 @@ export class ChunkFetcher extends EventEmitter {
     for (const it of g.items) asked += it.loc.storedLength;
     if (asked >= span.length) return;
     this.stats.readAheadWindows++;
+    // An index already here is used without an await: the next window's trigger is then
+    // registered before any request that joined this window is served.
     if (index === undefined) index = ps.index !== undefined ? ps.index : await this.loadIndex(g.pack, ps);
     if (!index) return;
     await this.keepAhead(ps, g, w, index, span, planned);
