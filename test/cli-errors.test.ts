@@ -72,11 +72,11 @@ describe('CLI errors', () => {
     expectError(['unmount', ws], 'E_NOT_MOUNTED', 4);
   });
 
-  test('export into a non-empty directory → E_TARGET_BUSY', () => {
+  test('export into a non-empty directory → E_TARGET_EXISTS (not retryable)', () => {
     const busy = join(work, 'busy2');
     mkdirSync(busy);
     writeFileSync(join(busy, 'keep.txt'), 'mine');
-    expectError(['export', snap, '--dir', busy], 'E_TARGET_BUSY', 4);
+    expectError(['export', snap, '--dir', busy], 'E_TARGET_EXISTS', 4);
     assert.deepEqual(readdirSync(busy), ['keep.txt']);
   });
 

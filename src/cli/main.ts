@@ -75,10 +75,12 @@ snapshot
   .description('import a directory or a tar file as a new snapshot')
   .option('--name <name>', 'name the snapshot')
   .option('-m, --message <msg>', 'message')
-  .action((source: string, opts: { name?: string; message?: string }) =>
+  .option('--allow-changing', 'store files that keep changing while read as read (listed in "changing") instead of failing')
+  .action((source: string, opts: { name?: string; message?: string; allowChanging?: boolean }) =>
     withAwc(async (awc, o) => {
-      const r = await awc.importSnapshot(source, { name: opts.name, message: opts.message, onProgress: progress(o, 'importing'), onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
+      const r = await awc.importSnapshot(source, { name: opts.name, message: opts.message, allowChanging: opts.allowChanging, onProgress: progress(o, 'importing'), onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
       o.progressDone();
+      for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
       o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: ${r.files} files, ${formatBytes(r.bytes)}; stored ${formatBytes(r.storedBytes)} new`);
     }),
   );
@@ -155,9 +157,11 @@ program
   .command('checkpoint <workspace>')
   .description("turn a workspace's current state into a new snapshot and move its head there")
   .option('-m, --message <msg>', 'message')
-  .action((ws: string, opts: { message?: string }) =>
+  .option('--allow-changing', 'store files that keep changing while read as read (listed in "changing") instead of failing')
+  .action((ws: string, opts: { message?: string; allowChanging?: boolean }) =>
     withAwc(async (awc, o) => {
       const r = await awc.checkpoint(ws, opts);
+      for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
       for (const k of r.skipped) o.warn(`${k.path}: skipped (${k.reason}: a snapshot cannot hold it)`);
       o.result(r, () => (r.changed ? `${r.id}: ${r.files} files, ${formatBytes(r.bytes)}; read ${r.filesRead} changed files, stored ${formatBytes(r.newBytes)} new` : `${r.id}: no changes since the head`));
     }),
@@ -181,8 +185,9 @@ program
   .command('export <ref>')
   .description('write a snapshot (or a workspace head) out as a tar file or a directory')
   .option('--tar <file>', 'tar file (pax, exact mtimes; - for stdout)')
-  .option('--dir <dir>', 'new or empty directory')
-  .action((ref: string, opts: { tar?: string; dir?: string }) =>
+  .option('--dir <dir>', 'new or empty directory (appears only when complete)')
+  .option('--overwrite', 'with --dir: replace a non-empty directory')
+  .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean }) =>
     withAwc(async (awc, o) => {
       const r = await awc.export(ref, { ...opts, onProgress: progress(o, 'exporting') });
       o.progressDone();

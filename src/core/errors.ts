@@ -26,6 +26,7 @@ export const ERROR_CODES = {
   E_ALREADY_MOUNTED: { exit: 4, retryable: false, hint: 'Unmount it first with `awc unmount <workspace>`.' },
   E_NOT_MOUNTED: { exit: 4, retryable: false, hint: 'Mount it first with `awc mount <workspace> <dir>`.' },
   E_TARGET_BUSY: { exit: 4, retryable: true, hint: 'The directory is in use or not empty; pick an empty directory or close what uses it.' },
+  E_TARGET_EXISTS: { exit: 4, retryable: false, hint: 'The target exists and is not empty; export to a new or empty directory, or pass --overwrite to replace it.' },
   E_IN_USE: { exit: 4, retryable: false, hint: 'Remove or unmount what refers to it first.' },
   E_CATALOG_BUSY: { exit: 4, retryable: true, hint: 'Another awc process holds the catalog lock; run the command again.' },
   E_CHANGED_DURING_READ: { exit: 4, retryable: true, hint: 'A file changed while it was read; run the command again, or pass --allow-changing to store what was read.' },

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
-import { join } from 'node:path';
 import * as xattr from 'fs-xattr';
 import { isDigest, type Digest } from '../core/digest.js';
+import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError } from '../core/errors.js';
 import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
@@ -9,7 +9,7 @@ import { shortContentName } from './fuse/content-table.js';
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {
-  writeFile(path: string): Promise<{ digest: Digest; size: number; chunks: ChunkRef[] }>;
+  writeFileFd(fd: number, opts: { path: string; allowChanging?: boolean }): Promise<{ digest: Digest; size: number; chunks: ChunkRef[]; st: fs.BigIntStats; changing: boolean }>;
   writeTree(entries: readonly Entry[]): Promise<Digest>;
   writeRoot(root: Omit<EntryAttrs, never> & { tree: Digest }): Promise<Digest>;
 }
@@ -33,6 +33,8 @@ export interface MergeResult {
   skipped: { path: string; reason: string }[];
   /** The stat cache of the upper's full-copy files as this merge saw them (persist it only once their chunks are committed). */
   statCache: UpperStatCache;
+  /** Files that kept changing while read, stored as last read (only with `allowChanging`). */
+  changing: string[];
 }
 
 /**
@@ -55,13 +57,17 @@ const SHORT_CONTENT_REDIRECT = /^\/([A-Za-z0-9_-]{23})$/;
  * its metadata in the upper and its data in the lower (at its redirect if any, or at the
  * same path; a redirect into the content lower names the data's digest directly); any
  * other upper file is a full copy and is chunked. `trusted.overlay.*` xattrs are dropped.
- * Reads the upper directly, never the merged mount (that could deadlock on our own FUSE).
+ * Reads the upper directly, never the merged mount (that could deadlock on our own FUSE),
+ * and only through directory descriptors (src/core/dir-fd.ts): a directory swapped for a
+ * symlink while the merge runs is recorded as that symlink, never followed; an entry that
+ * vanishes is taken as absent; a file that keeps changing is E_CHANGED_DURING_READ naming
+ * its path in the workspace, or with `allowChanging` stored as last read and listed.
  *
  * Hardlink groups of the base (`hardlinks`: first path → further names) whose first name
  * was changed are re-rooted on their first surviving name, as overlayfs shows them.
  *
  * @param contents content hex → chunks of the base's files (the layer's meta), for redirects into the content lower
- * @throws E_CHANGED_DURING_READ when a file changes while it is read (retryable); E_INTEGRITY when a metacopy file's lower is missing
+ * @throws E_CHANGED_DURING_READ when a file keeps changing while it is read (retryable); E_INTEGRITY when a metacopy file's lower is missing; E_SOURCE_NOT_FOUND when the upper is not a directory
  */
 export async function mergeUpper(opts: {
   src: TreeSource;
@@ -72,18 +78,26 @@ export async function mergeUpper(opts: {
   contents?: Record<string, [number, [Digest, number][]]>;
   /** Content of upper files already stored by an earlier checkpoint, by path (see UpperStatCache). */
   statCache?: UpperStatCache;
+  /** Store a file that keeps changing as last read (listed in `changing`) instead of failing. */
+  allowChanging?: boolean;
 }): Promise<MergeResult> {
-  const m = new Merger(opts.src, opts.writer, opts.contents ?? {}, opts.statCache ?? {});
+  const m = new Merger(opts.src, opts.writer, opts.contents ?? {}, opts.statCache ?? {}, opts.allowChanging ?? false);
   const baseRoot = await opts.src.readRoot(opts.base);
   m.baseRootTree = baseRoot.tree;
   const children = await m.loadChildren(baseRoot.tree);
-  await m.mergeDir(opts.upper, '', children, '');
+  const opened = DirFd.openRoot(opts.upper);
+  if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `the upper directory ${opts.upper} is missing`);
+  let rootAttrs: EntryAttrs;
+  try {
+    await m.mergeDir(opened.dir, children, '');
+    rootAttrs = keepBaseTime(attrsFromStat(opened.st, readUserXattrs(opened.dir.self)), baseRoot);
+  } finally {
+    opened.dir.close();
+  }
   await m.fixHardlinks(children, opts.hardlinks ?? {});
-  const st = fs.lstatSync(opts.upper, { bigint: true });
-  const rootAttrs = keepBaseTime(attrsFromStat(st, readUserXattrs(opts.upper)), baseRoot);
   const tree = await m.writeDir(children);
   const root = await opts.writer.writeRoot({ ...rootAttrs, tree });
-  return { root, filesRead: m.filesRead, bytesRead: m.bytesRead, skipped: m.skipped, statCache: m.nextCache };
+  return { root, filesRead: m.filesRead, bytesRead: m.bytesRead, skipped: m.skipped, statCache: m.nextCache, changing: m.changing };
 }
 
 class Merger {
@@ -91,6 +105,7 @@ class Merger {
   filesRead = 0;
   bytesRead = 0;
   skipped: { path: string; reason: string }[] = [];
+  changing: string[] = [];
   private inodes = new Map<bigint, string>();
   nextCache: UpperStatCache = {};
 
@@ -99,6 +114,7 @@ class Merger {
     private writer: MergeWriter,
     private contents: Record<string, [number, [Digest, number][]]>,
     private statCache: UpperStatCache,
+    private allowChanging: boolean,
   ) {}
 
   /** Short content name → hex over `contents`, built on first need (see shortContentName). */
@@ -146,48 +162,60 @@ class Merger {
     return entry;
   }
 
-  async mergeDir(upperDir: string, rel: string, children: Map<string, MEntry>, lowerPath: string | null): Promise<void> {
-    const names = fs.readdirSync(upperDir).sort(compareNames);
+  /** Merges the upper directory `dir` (its `rel` is the path in the workspace) into `children`. */
+  async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null): Promise<void> {
+    const names = dir.list().map((b) => b.toString('utf8')).sort(compareNames);
     for (const name of names) {
-      const p = join(upperDir, name);
-      const relPath = rel === '' ? name : `${rel}/${name}`;
-      const st = fs.lstatSync(p, { bigint: true });
+      const relPath = dir.childRel(name);
       const base = children.get(name);
+      const found = dir.open(name, undefined);
+      if (!found) {
+        // vanished since readdir: as absent from the upper (the lower entry, if any, stays)
+        continue;
+      }
+      const st = found.st;
+      if (found.type === 'dir') {
+        try {
+          const ov = overlayXattrs(found.dir.self);
+          let lowerChild: string | null = null;
+          if (ov.opaque !== 'y') {
+            if (ov.redirect !== undefined) {
+              lowerChild = ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect);
+            } else if (lowerPath !== null) {
+              lowerChild = joinRel(lowerPath, name);
+            }
+          }
+          let kids = new Map<string, MEntry>();
+          let baseDir: Entry | undefined;
+          if (lowerChild !== null) {
+            // the same path without a redirect is the entry we already hold
+            baseDir = ov.redirect === undefined && base && base.type !== 'mdir' ? base : await this.lookupBase(lowerChild);
+            if (baseDir?.type === 'dir') kids = await this.loadChildren(baseDir.tree);
+            else if (base?.type === 'mdir' && ov.redirect === undefined) kids = base.children;
+            else lowerChild = null;
+          }
+          await this.mergeDir(found.dir, kids, lowerChild);
+          const attrs = keepBaseTime(attrsFromStat(st, readUserXattrs(found.dir.self)), baseDir);
+          children.set(name, { type: 'mdir', name, attrs, children: kids });
+        } finally {
+          found.dir.close();
+        }
+        continue;
+      }
+      if (found.type === 'file') {
+        try {
+          children.set(name, await this.mergeFile(found.fd, relPath, name, st, lowerPath));
+        } finally {
+          fs.closeSync(found.fd);
+        }
+        continue;
+      }
+      if (found.type === 'symlink') {
+        children.set(name, { type: 'symlink', name, ...keepBaseTime(attrsFromStat(st, undefined), base), target: found.target.toString('utf8') });
+        continue;
+      }
       if (st.isCharacterDevice() && st.rdev === 0n) {
         children.delete(name); // whiteout
-        continue;
-      }
-      if (st.isDirectory()) {
-        const ov = overlayXattrs(p);
-        let lowerChild: string | null = null;
-        if (ov.opaque !== 'y') {
-          if (ov.redirect !== undefined) {
-            lowerChild = ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect);
-          } else if (lowerPath !== null) {
-            lowerChild = joinRel(lowerPath, name);
-          }
-        }
-        let kids = new Map<string, MEntry>();
-        let baseDir: Entry | undefined;
-        if (lowerChild !== null) {
-          // the same path without a redirect is the entry we already hold
-          baseDir = ov.redirect === undefined && base && base.type !== 'mdir' ? base : await this.lookupBase(lowerChild);
-          if (baseDir?.type === 'dir') kids = await this.loadChildren(baseDir.tree);
-          else if (base?.type === 'mdir' && ov.redirect === undefined) kids = base.children;
-          else lowerChild = null;
-        }
-        await this.mergeDir(p, relPath, kids, lowerChild);
-        const attrs = keepBaseTime(attrsFromStat(st, readUserXattrs(p)), baseDir);
-        children.set(name, { type: 'mdir', name, attrs, children: kids });
-        continue;
-      }
-      if (st.isFile()) {
-        children.set(name, await this.mergeFile(p, relPath, name, st, lowerPath));
-        continue;
-      }
-      if (st.isSymbolicLink()) {
-        const target = fs.readlinkSync(p);
-        children.set(name, { type: 'symlink', name, ...keepBaseTime(attrsFromStat(st, undefined), base), target });
         continue;
       }
       if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
@@ -200,12 +228,14 @@ class Merger {
     }
   }
 
-  private async mergeFile(p: string, relPath: string, name: string, st: fs.BigIntStats, lowerPath: string | null): Promise<Entry> {
+  /** The entry of an upper regular file open at `fd` (read through the descriptor only). */
+  private async mergeFile(fd: number, relPath: string, name: string, st: fs.BigIntStats, lowerPath: string | null): Promise<Entry> {
     if (st.nlink > 1n) {
       const first = this.inodes.get(st.ino);
       if (first !== undefined) return { type: 'hardlink', name, target: first };
       this.inodes.set(st.ino, relPath);
     }
+    const p = fdPath(fd);
     const ov = overlayXattrs(p);
     const attrs0 = attrsFromStat(st, readUserXattrs(p));
     if (ov.metacopy) {
@@ -230,11 +260,13 @@ class Merger {
       this.nextCache[relPath] = hit;
       return { type: 'file', name, ...attrs0, size: Number(st.size), digest: hit[4], chunks: hit[5].map(([digest, size]) => ({ digest, size })) };
     }
-    const c = await this.writer.writeFile(p);
+    const c = await this.writer.writeFileFd(fd, { path: relPath, allowChanging: this.allowChanging });
     this.filesRead++;
     this.bytesRead += c.size;
-    const after = fs.lstatSync(p, { bigint: true });
-    this.nextCache[relPath] = [after.ino.toString(), after.size.toString(), after.mtimeNs.toString(), after.ctimeNs.toString(), c.digest, c.chunks.map((x) => [x.digest, x.size])];
+    const after = c.st;
+    if (c.changing) this.changing.push(relPath);
+    // a file stored while it kept changing must be read again next time: no stat cache entry
+    else this.nextCache[relPath] = [after.ino.toString(), after.size.toString(), after.mtimeNs.toString(), after.ctimeNs.toString(), c.digest, c.chunks.map((x) => [x.digest, x.size])];
     return { type: 'file', name, ...attrsFromStat(after, readUserXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
   }
 
@@ -336,7 +368,7 @@ function overlayXattrs(p: string): { opaque?: string; redirect?: string; metacop
   return out;
 }
 
-/** user.* xattrs of a file or directory as base64 values (undefined when none). */
+/** user.* xattrs of a file or directory (by its descriptor path, `fdPath(fd)`) as base64 values (undefined when none). */
 export function readUserXattrs(p: string): Record<string, string> | undefined {
   let names: string[];
   try {

@@ -11,6 +11,7 @@ import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { walkTree } from '../store/tree-source.js';
+import { DirFd } from '../core/dir-fd.js';
 import { buildLayer } from '../host/layer-builder.js';
 import { mergeUpper, type UpperStatCache } from '../host/upper-merge.js';
 import { detectDriver, type DriverReport } from '../host/doctor.js';
@@ -36,6 +37,8 @@ export interface ImportResult {
   newBytes: number;
   storedBytes: number;
   skipped: { path: string; reason: string }[];
+  /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
+  changing?: string[];
 }
 
 /** Result of a checkpoint. `changed` is false when the workspace equals its head (no snapshot made). */
@@ -50,6 +53,8 @@ export interface CheckpointResult {
   newBytes: number;
   /** Entries the snapshot cannot hold (sockets), left out with this reason. */
   skipped: { path: string; reason: string }[];
+  /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
+  changing?: string[];
 }
 
 /** Result of a mount. */
@@ -107,10 +112,11 @@ export class Awc {
   }
 
   /**
-   * Imports a directory or a tar file as a new snapshot.
+   * Imports a directory or a tar file as a new snapshot. `allowChanging`: a file of a
+   * directory that keeps changing while read is stored as last read and listed in `changing`.
    * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
    */
-  async importSnapshot(source: string, opts: { name?: string; message?: string; onProgress?: Progress; onWarning?: (w: { code: string; path: string; message: string }) => void } = {}): Promise<ImportResult> {
+  async importSnapshot(source: string, opts: { name?: string; message?: string; allowChanging?: boolean; onProgress?: Progress; onWarning?: (w: { code: string; path: string; message: string }) => void } = {}): Promise<ImportResult> {
     const src = resolve(source);
     let st: fs.Stats;
     try {
@@ -124,7 +130,7 @@ export class Awc {
       throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, { hint: 'Pass a directory, or a .tar / .tar.gz file.' });
     }
     const r = st.isDirectory()
-      ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning })
+      ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning, allowChanging: opts.allowChanging })
       : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
     const packs = await writer.flush();
     const snap = await this.catalog.createSnapshot({
@@ -136,7 +142,7 @@ export class Awc {
       byteCount: r.byteCount,
       packs,
     });
-    return { id: snap.id, name: snap.name, root: snap.root, files: r.fileCount, bytes: r.byteCount, newBytes: writer.stats.newBytes, storedBytes: writer.stats.storedBytes, skipped: r.skipped };
+    return { id: snap.id, name: snap.name, root: snap.root, files: r.fileCount, bytes: r.byteCount, newBytes: writer.stats.newBytes, storedBytes: writer.stats.storedBytes, skipped: r.skipped, ...changingOf(r.changing) };
   }
 
   private async assertSnapshotNameFree(name: string): Promise<void> {
@@ -234,8 +240,7 @@ export class Awc {
     if (pending) throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, { hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.` });
     const head = await this.getSnapshot(ws.headSnapshotId);
     await exportDir(this.reader(), head.root, target, { onProgress });
-    const statCache: Record<string, [string, string, string, string]> = {};
-    await recordStats(target, '', statCache);
+    const statCache = recordStats(target);
     await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: this.namespace, driver: 'copy', target, layerSnapshotId: head.id, layerRoot: head.root, statCache });
     await this.catalog.setMount(ws.id, { path: target, driver: 'copy', host: this.config.host });
     return { workspace: ws.id, path: target, driver: 'copy', resumed: false };
@@ -304,7 +309,7 @@ export class Awc {
     return (await this.scanState(state, w)).root;
   }
 
-  private async scanState(state: WorkspaceHostState, writer: ContentWriter): Promise<{ root: Digest; filesRead: number; skipped: { path: string; reason: string }[]; upperCache?: UpperStatCache }> {
+  private async scanState(state: WorkspaceHostState, writer: ContentWriter, allowChanging = false): Promise<{ root: Digest; filesRead: number; skipped: { path: string; reason: string }[]; changing?: string[]; upperCache?: UpperStatCache }> {
     if (state.driver === 'copy') {
       const base = new Map<string, Entry>();
       const reader = this.reader();
@@ -318,23 +323,26 @@ export class Awc {
           const e = base.get(rel);
           return e && (e.type === 'file' || e.type === 'symlink') ? e : undefined;
         },
+        allowChanging,
       });
-      return { root: r.root, filesRead: writer.stats.files, skipped: r.skipped };
+      return { root: r.root, filesRead: writer.stats.files, skipped: r.skipped, changing: r.changing };
     }
     const dirs = workspaceDirs(this.paths.workspaces, state.workspaceId);
     const layer = await buildLayer(this.reader(), state.layerRoot, this.paths.layers);
     const statCache = await readUpperCache(dirs.dir);
-    const r = await mergeUpper({ src: this.reader(writer.sessionBlob.bind(writer)), base: state.layerRoot, upper: dirs.upper, writer, hardlinks: layer.meta.hardlinks, contents: layer.meta.contents, statCache });
-    return { root: r.root, filesRead: r.filesRead, skipped: r.skipped, upperCache: r.statCache };
+    const r = await mergeUpper({ src: this.reader(writer.sessionBlob.bind(writer)), base: state.layerRoot, upper: dirs.upper, writer, hardlinks: layer.meta.hardlinks, contents: layer.meta.contents, statCache, allowChanging });
+    return { root: r.root, filesRead: r.filesRead, skipped: r.skipped, changing: r.changing, upperCache: r.statCache };
   }
 
   /**
    * Checkpoints a workspace: its current state becomes a new immutable snapshot (only what
    * changed is chunked and stored; packs and trees are uploaded before one catalog
    * transaction moves the head). Returns the head unchanged when nothing changed.
-   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable), E_NOT_MOUNTED (nothing to checkpoint from)
+   * `allowChanging`: a file that keeps changing while read is stored as last read and
+   * listed in `changing` instead of failing.
+   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable; `details.path` is the path in the workspace), E_NOT_MOUNTED (nothing to checkpoint from)
    */
-  async checkpoint(wsRef: string, opts: { message?: string } = {}): Promise<CheckpointResult> {
+  async checkpoint(wsRef: string, opts: { message?: string; allowChanging?: boolean } = {}): Promise<CheckpointResult> {
     const t0 = performance.now();
     const ws = await this.getWorkspace(wsRef);
     const head = await this.getSnapshot(ws.headSnapshotId);
@@ -343,10 +351,10 @@ export class Awc {
       return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: 0, newBytes: 0, skipped: [] };
     }
     const writer = this.writer();
-    const scan = await this.scanState(state, writer);
+    const scan = await this.scanState(state, writer, opts.allowChanging);
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
-      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0, skipped: scan.skipped };
+      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0, skipped: scan.skipped, ...changingOf(scan.changing) };
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
@@ -361,12 +369,11 @@ export class Awc {
     }
     if (state.driver === 'copy') {
       // the materialised directory now equals the new head: refresh the stat cache against it
-      const statCache: Record<string, [string, string, string, string]> = {};
-      await recordStats(state.target, '', statCache);
+      const statCache = recordStats(state.target, scan.changing);
       await writeHostState(this.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
     }
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
-    return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes, skipped: scan.skipped };
+    return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes, skipped: scan.skipped, ...changingOf(scan.changing) };
   }
 
   /**
@@ -441,17 +448,19 @@ export class Awc {
   }
 
   /**
-   * Exports a snapshot (or a workspace's head) as a tar file or into a new/empty directory.
-   * @throws E_NOT_FOUND, E_TARGET_BUSY (directory not empty), E_PATH_TRAVERSAL
+   * Exports a snapshot (or a workspace's head) as a tar file or into a directory (written
+   * beside it under a temporary name, in place only when complete; `overwrite` replaces a
+   * non-empty directory).
+   * @throws E_NOT_FOUND, E_TARGET_EXISTS (directory not empty), E_PATH_TRAVERSAL
    */
-  async export(ref: string, opts: { tar?: string; dir?: string; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number }> {
+  async export(ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number }> {
     if ((opts.tar === undefined) === (opts.dir === undefined)) throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
     const r = await this.resolve(ref);
     const snap = r.kind === 'snapshot' ? r.snapshot : await this.getSnapshot(r.workspace.headSnapshotId);
     if (opts.tar !== undefined && opts.tar !== '-') await checkTarTarget(resolve(opts.tar));
     const res = opts.tar !== undefined
       ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
-      : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress });
+      : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress, overwrite: opts.overwrite });
     return { id: snap.id, root: snap.root, files: res.files, bytes: res.bytes };
   }
 }
@@ -509,13 +518,44 @@ async function prepareTarget(target: string): Promise<void> {
   if (isMounted(target)) throw new AwcError('E_TARGET_BUSY', `${target} is already a mount point`);
 }
 
-/** Records ino, size, mtime and ctime (ns) of every path under `dir` for the copy driver's stat cache. */
-async function recordStats(dir: string, rel: string, out: Record<string, [string, string, string, string]>): Promise<void> {
-  for (const name of await readdir(dir)) {
-    const p = join(dir, name);
-    const r = rel === '' ? name : `${rel}/${name}`;
-    const st = fs.lstatSync(p, { bigint: true });
-    out[r] = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()];
-    if (st.isDirectory()) await recordStats(p, r, out);
+/** `{changing}` when some file kept changing while read, else nothing (results carry the key only when it says something). */
+function changingOf(changing: string[] | undefined): { changing?: string[] } {
+  return changing && changing.length > 0 ? { changing } : {};
+}
+
+/**
+ * Records ino, size, mtime and ctime (ns) of every path under `dir` for the copy driver's
+ * stat cache, walking through directory descriptors (a directory swapped for a symlink is
+ * recorded as the symlink, never followed). Paths in `skip` (files stored while they kept
+ * changing) are left out, so that the next checkpoint reads them again.
+ */
+function recordStats(dir: string, skip: string[] = []): Record<string, [string, string, string, string]> {
+  const out: Record<string, [string, string, string, string]> = {};
+  const omit = new Set(skip);
+  const walk = (d: DirFd): void => {
+    for (const raw of d.list()) {
+      const name = raw.toString('utf8');
+      const st = d.lstat(name);
+      if (!st) continue;
+      const r = d.childRel(name);
+      if (!omit.has(r)) out[r] = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()];
+      if (!st.isDirectory()) continue;
+      const found = d.open(name, st);
+      if (found?.type === 'file') fs.closeSync(found.fd);
+      if (found?.type !== 'dir') continue;
+      try {
+        walk(found.dir);
+      } finally {
+        found.dir.close();
+      }
+    }
+  };
+  const root = DirFd.openRoot(dir);
+  if (!root) return out;
+  try {
+    walk(root.dir);
+  } finally {
+    root.dir.close();
   }
+  return out;
 }

@@ -1,10 +1,12 @@
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
 import { constants as fsc } from 'node:fs';
-import { chmod, lchown, link, lstat, lutimes, mkdir, open, readdir, realpath, stat, symlink, type FileHandle } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { lchown, link, lutimes, open, symlink, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
 import { setAttributeSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
+import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Entry, EntryAttrs, FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
@@ -21,12 +23,16 @@ import { splitDev, type ExportCounts } from './export-tar.js';
  * caller), xattrs, and last the modification times of everything (directories after
  * their contents, symlinks with `lutimes`; atime is set to the same value).
  *
- * Safety: every file is created with O_CREAT|O_EXCL|O_NOFOLLOW, directories with mkdir,
- * links with symlink/link, all of which fail rather than follow an existing name; the
- * target starts empty, so nothing can be written through a symlink. A name that exists
- * anyway (a concurrent writer) is E_PATH_TRAVERSAL when it is a symlink, else
- * E_TARGET_BUSY. Hardlink targets must be regular files exported earlier (a path through a
- * symlink or with `..` is E_PATH_TRAVERSAL).
+ * Safety: the tree is written into a new directory beside the target (`.awc-export-<hex>`,
+ * mode 0700 until the end) and renamed onto the target only when complete; any failure
+ * removes what was written. Everything is created relative to its parent's descriptor
+ * (src/core/dir-fd.ts): files with O_CREAT|O_EXCL|O_NOFOLLOW, directories with mkdir and
+ * then opened with O_NOFOLLOW|O_DIRECTORY, links with symlink/link, all of which fail
+ * rather than follow an existing name, and attributes are set through the descriptors;
+ * so nothing is ever written through a symlink that appears in the target. A name that
+ * exists anyway is E_PATH_TRAVERSAL when it is a symlink, else E_TARGET_BUSY. Hardlink
+ * targets must be regular files exported earlier (a path through a symlink or with `..`
+ * is E_PATH_TRAVERSAL).
  *
  * Modification-time precision: Node cannot set nanoseconds. fs.utimes/futimes/lutimes take
  * seconds as a double (numbers, numeric strings and Dates all become a double), and the
@@ -41,7 +47,9 @@ import { splitDev, type ExportCounts } from './export-tar.js';
  * never rounds down a microsecond; times before 1970 may be off by up to 1 µs there). The result
  * says which precision was reached.
  *
- * On failure the target directory is left partially written (it was new or empty: remove it).
+ * The target must be missing or an empty directory; with `overwrite`, a non-empty
+ * directory is replaced as a whole (renamed aside, the new tree renamed in, the old one
+ * removed).
  */
 
 /** Options of `exportDir`. */
@@ -52,6 +60,8 @@ export interface ExportDirOptions {
   mtimes?: 'auto' | 'node';
   /** Regular files written at the same time (default 8). */
   concurrency?: number;
+  /** Replace a non-empty target directory (default: refuse it with E_TARGET_EXISTS). */
+  overwrite?: boolean;
 }
 
 /** Result of `exportDir`: counts plus the precision the modification times were set with. */
@@ -60,50 +70,104 @@ export interface ExportDirResult extends ExportCounts {
   mtimePrecision: 'ns' | 'us';
 }
 
-const execFileP = promisify(execFile);
 /** Holes are left for whole zero blocks of this many bytes, aligned in the file. */
 const HOLE_BLOCK = 4096;
 const ZERO = Buffer.alloc(HOLE_BLOCK);
 
+/**
+ * Sets times by paths relative to the directory open as fd 3: each parent is opened one
+ * component at a time with O_PATH|O_DIRECTORY|O_NOFOLLOW (openat), the time set with
+ * utimensat(…, AT_SYMLINK_NOFOLLOW). '' is the directory itself.
+ */
 const UTIME_SCRIPT = [
   'import os, sys',
   'd = sys.stdin.buffer.read().split(b"\\0")',
+  'cache = {}',
+  'def opendir(rel):',
+  '    if rel == b"": return 3',
+  '    if rel in cache: return cache[rel]',
+  '    if len(cache) > 256:',
+  '        for f in cache.values(): os.close(f)',
+  '        cache.clear()',
+  '    head, _, name = rel.rpartition(b"/")',
+  '    fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=opendir(head))',
+  '    cache[rel] = fd',
+  '    return fd',
   'for i in range(0, len(d) - 1, 2):',
-  '    t = int(d[i + 1])',
-  '    os.utime(d[i], ns=(t, t), follow_symlinks=False)',
+  '    rel, t = d[i], int(d[i + 1])',
+  '    if rel == b"":',
+  '        os.utime(3, ns=(t, t))',
+  '        continue',
+  '    head, _, name = rel.rpartition(b"/")',
+  '    os.utime(name, ns=(t, t), dir_fd=opendir(head), follow_symlinks=False)',
 ].join('\n');
 
-/** Sets modification (and access) times exactly with one python3 process; false when python3 cannot be started. */
-async function setTimesExact(items: readonly [string, string][]): Promise<boolean> {
-  const child = spawn('python3', ['-I', '-c', UTIME_SCRIPT], { stdio: ['pipe', 'ignore', 'pipe'] });
+/** Runs `cmd` with the directory `dir` as its fd 3; resolves with its exit status and stderr (or undefined when it cannot start). */
+async function runWithDir(cmd: string, args: string[], dir: DirFd, input?: Buffer[]): Promise<{ code: number | null; stderr: string } | undefined> {
+  const child = spawn(cmd, args, { stdio: [input ? 'pipe' : 'ignore', 'ignore', 'pipe', dir.fd] });
   const started = await new Promise<boolean>((res) => {
     child.once('spawn', () => res(true));
     child.once('error', () => res(false));
   });
-  if (!started) return false;
+  if (!started) return undefined;
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4000)));
   const exited = new Promise<number | null>((res) => child.once('close', (code) => res(code)));
-  child.stdin!.on('error', () => undefined); // reported through the exit status
-  let batch: Buffer[] = [];
-  let size = 0;
-  for (const [path, ns] of items) {
-    const b = Buffer.from(`${path}\0${ns}\0`, 'utf8');
-    batch.push(b);
-    size += b.length;
-    if (size >= 1 << 16) {
-      if (!child.stdin!.write(Buffer.concat(batch))) await Promise.race([new Promise((r) => child.stdin!.once('drain', r)), exited]);
-      batch = [];
-      size = 0;
+  if (input) {
+    child.stdin!.on('error', () => undefined); // reported through the exit status
+    let batch: Buffer[] = [];
+    let size = 0;
+    for (const b of input) {
+      batch.push(b);
+      size += b.length;
+      if (size >= 1 << 16) {
+        if (!child.stdin!.write(Buffer.concat(batch))) await Promise.race([new Promise((r) => child.stdin!.once('drain', r)), exited]);
+        batch = [];
+        size = 0;
+      }
     }
+    child.stdin!.end(Buffer.concat(batch));
   }
-  child.stdin!.end(Buffer.concat(batch));
-  const code = await exited;
-  if (code !== 0) {
-    const errCode = /PermissionError/.test(stderr) ? 'E_PERMISSION' : 'E_INTERNAL';
-    throw new AwcError(errCode, `setting modification times failed: ${stderr.trim().split('\n').pop() ?? `exit ${code}`}`);
+  return { code: await exited, stderr };
+}
+
+/** Sets modification (and access) times exactly with one python3 process; false when python3 cannot be started. */
+async function setTimesExact(top: DirFd, items: readonly [string, string][]): Promise<boolean> {
+  const r = await runWithDir('python3', ['-I', '-c', UTIME_SCRIPT], top, items.map(([rel, ns]) => Buffer.from(`${rel}\0${ns}\0`, 'utf8')));
+  if (!r) return false;
+  if (r.code !== 0) {
+    const errCode = /PermissionError/.test(r.stderr) ? 'E_PERMISSION' : 'E_INTERNAL';
+    throw new AwcError(errCode, `setting modification times failed: ${r.stderr.trim().split('\n').pop() ?? `exit ${r.code}`}`);
   }
   return true;
+}
+
+/** Sets times to the microsecond with lutimes, each parent opened through descriptors. */
+async function setTimesNode(top: DirFd, items: readonly [string, string][]): Promise<void> {
+  const dirs = new Map<string, DirFd>();
+  try {
+    for (const [rel, ns] of items) {
+      const s = utimeSeconds(ns);
+      if (rel === '') {
+        fs.futimesSync(top.fd, s, s);
+        continue;
+      }
+      const cut = rel.lastIndexOf('/');
+      const head = cut < 0 ? '' : rel.slice(0, cut);
+      let d = dirs.get(head);
+      if (!d) {
+        if (dirs.size > 256) for (const x of dirs.values()) x.close();
+        if (dirs.size > 256) dirs.clear();
+        d = top.openRel(head);
+        dirs.set(head, d);
+      }
+      await lutimes(d.path(rel.slice(cut + 1)), s, s);
+    }
+  } catch (err) {
+    throw toAwcError(err);
+  } finally {
+    for (const x of dirs.values()) x.close();
+  }
 }
 
 /** Seconds (double) that Node/libuv turns into exactly the microsecond of `ns` (the remainder below 1 µs is lost). */
@@ -118,53 +182,117 @@ function utimeSeconds(ns: string): number {
   return Number(sec) + (Number(rem / 1000n) + 0.5) / 1e6;
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await lstat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Maps a creation failure: an existing name is a symlink (E_PATH_TRAVERSAL) or a concurrent writer (E_TARGET_BUSY). */
-async function createError(path: string, err: unknown): Promise<AwcError> {
-  if ((err as NodeJS.ErrnoException).code === 'EEXIST' || (err as NodeJS.ErrnoException).code === 'ELOOP') {
-    const st = await lstat(path).catch(() => undefined);
-    if (st?.isSymbolicLink()) return new AwcError('E_PATH_TRAVERSAL', `refusing to write through the symlink ${path}`);
-    return new AwcError('E_TARGET_BUSY', `${path} appeared while exporting`);
+/** Maps a creation failure of `name` in `dir`: an existing name is a symlink (E_PATH_TRAVERSAL) or a concurrent writer (E_TARGET_BUSY). */
+function createError(dir: DirFd, name: string, err: unknown): AwcError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const rel = dir.childRel(name);
+  if (code === 'EEXIST' || code === 'ELOOP') {
+    if (dir.lstat(name)?.isSymbolicLink()) return new AwcError('E_PATH_TRAVERSAL', `refusing to write through the symlink ${rel}`);
+    return new AwcError('E_TARGET_BUSY', `${rel} appeared while exporting`);
   }
   return toAwcError(err);
 }
 
+/** Refuses a target that is not missing or an empty directory (a non-empty one is fine with `overwrite`). @returns whether it exists. */
+function checkTarget(parent: DirFd, name: string, shown: string, overwrite: boolean): boolean {
+  const st = parent.lstat(name);
+  if (!st) return false;
+  if (!st.isDirectory()) throw new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, { hint: 'Export to a new or empty directory.' });
+  if (overwrite) return true;
+  const found = parent.open(name, st);
+  if (found?.type === 'file') fs.closeSync(found.fd);
+  if (found?.type !== 'dir') return checkTarget(parent, name, shown, overwrite);
+  try {
+    if (found.dir.list().length > 0) throw new AwcError('E_TARGET_EXISTS', `${shown} is not empty`);
+  } finally {
+    found.dir.close();
+  }
+  return true;
+}
+
+/** Hex suffix for names beside the target. */
+function tmpName(kind: string): string {
+  return `.awc-${kind}-${randomBytes(8).toString('hex')}`;
+}
+
 /**
- * Writes the snapshot `root` into `dir`, which must be missing (it is created) or an
- * empty directory; the root's own attributes are applied to `dir` itself.
+ * Writes the snapshot `root` into `dir`, which must be missing or an empty directory (or,
+ * with `overwrite`, any directory: it is replaced). The tree is written beside `dir` under
+ * a temporary name and renamed onto it only when complete; on failure nothing is left
+ * (see the module docs). The root's own attributes become `dir`'s.
  *
  * @returns regular files (each hardlinked inode once), their bytes, and the precision the
  *   modification times were set with (see the module docs).
- * @throws AwcError E_TARGET_BUSY (dir not empty or not a directory), E_PATH_TRAVERSAL
- *   (a hardlink target outside the exported files, or writing through a symlink),
- *   E_PERMISSION (device nodes when not root, or a denied operation), E_UNSUPPORTED (the
- *   file system refuses the xattrs), E_OBJECT_NOT_FOUND/E_INTEGRITY from the reader.
+ * @throws AwcError E_TARGET_EXISTS (not retryable: dir not empty without `overwrite`, or
+ *   not a directory), E_PATH_TRAVERSAL (a hardlink target outside the exported files, or
+ *   writing through a symlink), E_PERMISSION (device nodes when not root, or a denied
+ *   operation), E_UNSUPPORTED (the file system refuses the xattrs),
+ *   E_OBJECT_NOT_FOUND/E_INTEGRITY from the reader.
  */
 export async function exportDir(reader: ContentReader, root: Digest, dir: string, opts: ExportDirOptions = {}): Promise<ExportDirResult> {
   const target = resolve(dir);
+  const name = basename(target);
+  if (name === '' || target === '/') throw new AwcError('E_USAGE', `cannot export onto ${target}`);
   try {
-    const st = await stat(target);
-    if (!st.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${dir} exists and is not a directory`);
-    if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${dir} is not empty`);
+    fs.mkdirSync(dirname(target), { recursive: true });
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw toAwcError(err);
-    if (await exists(target)) throw new AwcError('E_TARGET_BUSY', `${dir} is a dangling symlink`);
-    await mkdir(target, { recursive: true }).catch((e) => {
-      throw toAwcError(e);
-    });
+    throw toAwcError(err);
   }
-  const top = await realpath(target);
+  // the parent is the caller's own path; everything below it goes through descriptors
+  const parent = DirFd.openRoot(dirname(target), { follow: true });
+  if (!parent) throw new AwcError('E_SOURCE_NOT_FOUND', `the directory ${dirname(target)} vanished`);
+  const tmp = tmpName('export');
+  let top: DirFd | undefined;
+  try {
+    checkTarget(parent.dir, name, dir, opts.overwrite ?? false);
+    try {
+      top = parent.dir.mkdirOpen(tmp, 0o700, '');
+    } catch (err) {
+      throw err instanceof AwcError ? err : createError(parent.dir, tmp, err);
+    }
+    const res = await writeTree(reader, root, top, opts);
+    top.close();
+    top = undefined;
+    moveInPlace(parent.dir, tmp, name, dir, opts.overwrite ?? false);
+    return res;
+  } catch (err) {
+    top?.close();
+    try {
+      parent.dir.removeTree(tmp);
+    } catch {
+      // best effort: the original failure is what the caller needs
+    }
+    throw toAwcError(err);
+  } finally {
+    parent.dir.close();
+  }
+}
+
+/** Renames the finished tree `tmp` onto `name`; with `overwrite` an existing directory is renamed aside first and removed after. */
+function moveInPlace(parent: DirFd, tmp: string, name: string, shown: string, overwrite: boolean): void {
+  const st = parent.lstat(name);
+  let old: string | undefined;
+  try {
+    if (st && overwrite) {
+      if (!st.isDirectory()) throw new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`);
+      old = tmpName('old');
+      fs.renameSync(parent.path(name), parent.path(old));
+    }
+    fs.renameSync(parent.path(tmp), parent.path(name)); // onto nothing, or onto an empty directory
+  } catch (err) {
+    if (old !== undefined) fs.renameSync(parent.path(old), parent.path(name));
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR') throw new AwcError('E_TARGET_EXISTS', `${shown} was filled while exporting`, { cause: err });
+    throw toAwcError(err);
+  }
+  if (old !== undefined) parent.removeTree(old);
+}
+
+/** Writes the tree of `root` into the open directory `top` (new, 0700) and sets every attribute and time. */
+async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: ExportDirOptions): Promise<ExportDirResult> {
   const isRoot = process.getuid?.() === 0;
   const counts: ExportCounts = { files: 0, bytes: 0 };
-  const times: [string, string][] = []; // (absolute path, mtimeNs), applied last
+  const times: [string, string][] = []; // (path relative to top, mtimeNs), applied last
   const exported = new Map<string, Promise<void>>(); // relative path of each regular file → done
   const symlinks = new Set<string>();
   const limit = Math.max(1, opts.concurrency ?? 8);
@@ -172,33 +300,34 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
   const waiters: (() => void)[] = [];
   let failure: unknown;
 
-  /** Owner, xattrs and mode of something just created (times come last). */
-  const applyAttrs = async (abs: string, a: EntryAttrs): Promise<void> => {
-    setXattrs(abs, a);
-    if (isRoot) await lchown(abs, a.uid, a.gid);
-    await chmod(abs, a.mode);
-    times.push([abs, a.mtimeNs]);
+  /** Owner, xattrs and mode of a directory just filled, through its descriptor (times come last). */
+  const applyDirAttrs = (d: DirFd, a: EntryAttrs): void => {
+    setXattrs(d.self, d.rel, a);
+    if (isRoot) fs.fchownSync(d.fd, a.uid, a.gid);
+    fs.fchmodSync(d.fd, a.mode);
+    times.push([d.rel, a.mtimeNs]);
   };
 
-  const writeFile = async (abs: string, e: FileEntry): Promise<void> => {
-    const fh = await open(abs, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600).catch(async (err) => {
-      throw await createError(abs, err);
+  const writeFile = async (d: DirFd, e: FileEntry): Promise<void> => {
+    const fh = await open(d.path(e.name), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600).catch((err) => {
+      throw createError(d, e.name, err);
     });
+    const rel = d.childRel(e.name);
     try {
       let pos = 0;
       for await (const buf of reader.readFile(e)) {
         await writeSparse(fh, buf, pos);
         pos += buf.length;
       }
-      if (pos !== e.size) throw new AwcError('E_INTEGRITY', `${abs}: content has ${pos} bytes, the tree says ${e.size}`);
+      if (pos !== e.size) throw new AwcError('E_INTEGRITY', `${rel}: content has ${pos} bytes, the tree says ${e.size}`);
       await fh.truncate(e.size); // extends over a trailing hole
-      setXattrs(abs, e);
+      setXattrs(fdPath(fh.fd), rel, e);
       if (isRoot) await fh.chown(e.uid, e.gid);
       await fh.chmod(e.mode);
     } finally {
       await fh.close();
     }
-    times.push([abs, e.mtimeNs]);
+    times.push([rel, e.mtimeNs]);
     counts.files++;
     counts.bytes += e.size;
     opts.onProgress?.({ ...counts });
@@ -219,25 +348,35 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
     return { done };
   };
 
-  const walk = async (tree: Digest, absDir: string, relDir: string): Promise<Promise<void>[]> => {
+  const walk = async (tree: Digest, d: DirFd): Promise<Promise<void>[]> => {
     const t = await reader.readTree(tree);
     const pending: Promise<void>[] = [];
     for (const e of t.entries) {
-      const abs = join(absDir, e.name);
-      const rel = relDir === '' ? e.name : `${relDir}/${e.name}`;
+      const rel = d.childRel(e.name);
       switch (e.type) {
         case 'dir': {
-          await mkdir(abs, 0o700).catch(async (err) => {
-            throw await createError(abs, err);
-          });
-          const inner = await walk(e.tree, abs, rel);
-          const done = Promise.all(inner).then(() => applyAttrs(abs, e));
+          let child: DirFd;
+          try {
+            child = d.mkdirOpen(e.name, 0o700);
+          } catch (err) {
+            throw err instanceof AwcError ? err : createError(d, e.name, err);
+          }
+          let inner: Promise<void>[];
+          try {
+            inner = await walk(e.tree, child);
+          } catch (err) {
+            child.close();
+            throw err;
+          }
+          const done = Promise.all(inner)
+            .then(() => applyDirAttrs(child, e))
+            .finally(() => child.close());
           done.catch(() => undefined);
           pending.push(done);
           break;
         }
         case 'file': {
-          const { done } = await submit(() => writeFile(abs, e));
+          const { done } = await submit(() => writeFile(d, e));
           exported.set(rel, done);
           pending.push(done);
           break;
@@ -249,28 +388,35 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
             const escapes = e.target.startsWith('/') || parts.includes('..') || parts.includes('.') || parts.some((_, i) => symlinks.has(parts.slice(0, i + 1).join('/')));
             throw new AwcError(escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT', `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`);
           }
-          const done = first.then(() =>
-            link(join(top, ...e.target.split('/')), abs).catch(async (err) => {
-              throw await createError(abs, err);
-            }),
-          );
+          const done = first.then(async () => {
+            const cut = e.target.lastIndexOf('/');
+            const from = top.openRel(cut < 0 ? '' : e.target.slice(0, cut));
+            try {
+              await link(from.path(e.target.slice(cut + 1)), d.path(e.name));
+            } catch (err) {
+              throw createError(d, e.name, err);
+            } finally {
+              from.close();
+            }
+          });
           done.catch(() => undefined);
           pending.push(done);
           break;
         }
         case 'symlink':
-          await symlink(e.target, abs).catch(async (err) => {
-            throw await createError(abs, err);
+          await symlink(e.target, d.path(e.name)).catch((err) => {
+            throw createError(d, e.name, err);
           });
           symlinks.add(rel);
-          if (isRoot) await lchown(abs, e.uid, e.gid);
-          times.push([abs, e.mtimeNs]);
+          if (isRoot) await lchown(d.path(e.name), e.uid, e.gid);
+          times.push([rel, e.mtimeNs]);
           break;
         case 'fifo':
         case 'chardev':
         case 'blockdev':
-          await makeSpecial(abs, e, isRoot);
-          await applyAttrs(abs, e);
+          await makeSpecial(d, e, isRoot);
+          await applySpecialAttrs(d, e, isRoot);
+          times.push([rel, e.mtimeNs]);
           break;
         default:
           throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
@@ -282,12 +428,9 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
   let all: Promise<void>[] = [];
   try {
     const r = await reader.readRoot(root);
-    all = await walk(r.tree, top, '');
+    all = await walk(r.tree, top);
     await Promise.all(all);
-    setXattrs(top, r);
-    if (isRoot) await lchown(top, r.uid, r.gid);
-    await chmod(top, r.mode);
-    times.push([top, r.mtimeNs]);
+    applyDirAttrs(top, r);
   } catch (err) {
     await Promise.allSettled(all);
     while (running > 0) await new Promise<void>((r) => waiters.push(r));
@@ -295,16 +438,8 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
   }
 
   let precision: 'ns' | 'us' = 'us';
-  if (opts.mtimes !== 'node' && (await setTimesExact(times))) {
-    precision = 'ns';
-  } else {
-    for (const [abs, ns] of times) {
-      const s = utimeSeconds(ns);
-      await lutimes(abs, s, s).catch((err) => {
-        throw toAwcError(err);
-      });
-    }
-  }
+  if (opts.mtimes !== 'node' && (await setTimesExact(top, times))) precision = 'ns';
+  else await setTimesNode(top, times);
   return { ...counts, mtimePrecision: precision };
 }
 
@@ -328,30 +463,42 @@ async function writeSparse(fh: FileHandle, buf: Buffer, pos: number): Promise<vo
   if (run >= 0) await writeAll(run, buf.length);
 }
 
-function setXattrs(abs: string, a: EntryAttrs): void {
+/** Sets the xattrs of `a` on the object at `objPath` (a descriptor path); `rel` names it in errors. */
+function setXattrs(objPath: string, rel: string, a: EntryAttrs): void {
   for (const [name, b64] of Object.entries(a.xattrs ?? {})) {
-    if (name.startsWith('trusted.overlay.')) throw new AwcError('E_FORMAT', `${abs}: trees never carry trusted.overlay.* xattrs`);
+    if (name.startsWith('trusted.overlay.')) throw new AwcError('E_FORMAT', `${rel}: trees never carry trusted.overlay.* xattrs`);
     try {
-      setAttributeSync(abs, name, Buffer.from(b64, 'base64'));
+      setAttributeSync(objPath, name, Buffer.from(b64, 'base64'));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') throw new AwcError('E_UNSUPPORTED', `${abs}: the target file system does not support xattr ${name}`, { cause: err });
+      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') throw new AwcError('E_UNSUPPORTED', `${rel}: the target file system does not support xattr ${name}`, { cause: err });
       throw toAwcError(err);
     }
   }
 }
 
-/** Creates a fifo (`mkfifo`) or, as root, a device node (`mknod`). */
-async function makeSpecial(abs: string, e: Extract<Entry, { type: 'fifo' | 'chardev' | 'blockdev' }>, isRoot: boolean): Promise<void> {
-  if (e.type !== 'fifo' && !isRoot) throw new AwcError('E_PERMISSION', `${abs}: creating device nodes needs root`);
-  if (await exists(abs)) throw await createError(abs, Object.assign(new Error('exists'), { code: 'EEXIST' }));
-  const args = e.type === 'fifo' ? ['mkfifo', ['-m', '600', '--', abs]] : ['mknod', ['-m', '600', '--', abs, e.type === 'chardev' ? 'c' : 'b', String(splitDev(e.rdev).major), String(splitDev(e.rdev).minor)]];
-  try {
-    await execFileP(args[0] as string, args[1] as string[]);
-  } catch (err) {
-    const stderr = String((err as { stderr?: string }).stderr ?? '');
-    if (/exists/i.test(stderr)) throw await createError(abs, Object.assign(new Error(stderr), { code: 'EEXIST' }));
-    if (/permission|not permitted/i.test(stderr)) throw new AwcError('E_PERMISSION', `${abs}: ${stderr.trim()}`);
-    throw new AwcError('E_INTERNAL', `${args[0]} failed for ${abs}: ${stderr.trim() || (err as Error).message}`, { cause: err });
-  }
+/** Creates a fifo (`mkfifo`) or, as root, a device node (`mknod`) in `d`, by its descriptor (the tool gets it as fd 3). */
+async function makeSpecial(d: DirFd, e: Extract<Entry, { type: 'fifo' | 'chardev' | 'blockdev' }>, isRoot: boolean): Promise<void> {
+  const rel = d.childRel(e.name);
+  if (e.type !== 'fifo' && !isRoot) throw new AwcError('E_PERMISSION', `${rel}: creating device nodes needs root`);
+  if (d.lstat(e.name)) throw createError(d, e.name, Object.assign(new Error('exists'), { code: 'EEXIST' }));
+  const at = `/proc/self/fd/3/${e.name}`;
+  const [cmd, args] = e.type === 'fifo' ? ['mkfifo', ['-m', '600', '--', at]] : ['mknod', ['-m', '600', '--', at, e.type === 'chardev' ? 'c' : 'b', String(splitDev(e.rdev).major), String(splitDev(e.rdev).minor)]];
+  const r = await runWithDir(cmd as string, args as string[], d);
+  if (!r) throw new AwcError('E_UNSUPPORTED', `${cmd} is not installed: cannot create ${rel}`);
+  if (r.code === 0) return;
+  if (/exists/i.test(r.stderr)) throw createError(d, e.name, Object.assign(new Error(r.stderr), { code: 'EEXIST' }));
+  if (/permission|not permitted/i.test(r.stderr)) throw new AwcError('E_PERMISSION', `${rel}: ${r.stderr.trim()}`);
+  throw new AwcError('E_INTERNAL', `${cmd} failed for ${rel}: ${r.stderr.trim() || `exit ${r.code}`}`);
+}
+
+/** Owner, xattrs and mode of a fifo or device node just made, through an O_PATH descriptor check (never opened for I/O). */
+async function applySpecialAttrs(d: DirFd, e: EntryAttrs & { name: string }, isRoot: boolean): Promise<void> {
+  const p = d.path(e.name);
+  const rel = d.childRel(e.name);
+  const st = d.lstat(e.name);
+  if (!st || st.isSymbolicLink()) throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the node just made`);
+  setXattrs(p, rel, e);
+  if (isRoot) await lchown(p, e.uid, e.gid);
+  fs.chmodSync(p, e.mode);
 }

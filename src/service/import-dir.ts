@@ -1,11 +1,10 @@
-import type { BigIntStats } from 'node:fs';
-import { lstat, readdir, readlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { closeSync, type BigIntStats } from 'node:fs';
 import { getAttributeSync, listAttributesSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
+import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Entry, EntryAttrs } from '../core/tree.js';
-import type { ContentWriter, FileContent } from '../store/content-writer.js';
+import type { ContentWriter } from '../store/content-writer.js';
 
 /**
  * Importing a directory tree as a snapshot (DESIGN.md §3 "Full fidelity").
@@ -51,15 +50,17 @@ export interface ImportResult {
   byteCount: number;
   /** Entries not recorded (sockets), by slash-separated path from the root. */
   skipped: { path: string; reason: string }[];
+  /** Files that kept changing while read and were stored as last read (only with `allowChanging`; absent for tar imports). */
+  changing?: string[];
 }
 
 /** Options of `importDir`. */
 export interface ImportDirOptions {
   /**
    * Stat cache: called for every regular file (first name of an inode) with its
-   * slash-separated path from the root and its lstat (bigint). Return a previous `file`
+   * slash-separated path from the root and its fstat (bigint). Return a previous `file`
    * entry to reuse its content (`digest`, `size`, `chunks`) without reading the file; the
-   * attributes are always taken from the current lstat/xattrs. A returned entry whose
+   * attributes are always taken from the current fstat/xattrs. A returned entry whose
    * size differs from `st.size`, or that is not a `file`, is ignored.
    */
   reuse?: (relPath: string, st: BigIntStats) => Entry | undefined;
@@ -69,6 +70,8 @@ export interface ImportDirOptions {
   onWarning?: (w: ImportWarning) => void;
   /** Regular files read at the same time (default 8). */
   concurrency?: number;
+  /** Store a file that keeps changing as last read (listed in `changing`) instead of failing with E_CHANGED_DURING_READ. */
+  allowChanging?: boolean;
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -94,7 +97,10 @@ export function classifyXattr(name: string): 'keep' | 'drop' | 'warn' {
   return 'warn';
 }
 
-/** Reads the recordable xattrs of a file or directory (not a symlink): name → base64 value, or undefined when none. */
+/**
+ * Reads the recordable xattrs of a file or directory (not a symlink) through its descriptor
+ * path (`fdPath(fd)`): name → base64 value, or undefined when none.
+ */
 function readXattrs(abs: string, rel: string, warn: (w: ImportWarning) => void): Record<string, string> | undefined {
   let names: string[];
   try {
@@ -165,32 +171,34 @@ class Pool {
 /**
  * Imports the directory `dir` as a snapshot through `writer` and returns its root digest.
  *
- * Walks with lstat (bigint, exact ns mtimes), readdir (names as bytes) and readlink, in
- * depth-first order with names sorted by their UTF-8 bytes; reads up to `concurrency`
- * regular files at the same time. The root object carries `dir`'s own attributes.
- * Nothing is persisted until the caller runs `writer.flush()`.
+ * Walks through directory descriptors (src/core/dir-fd.ts: every entry lstat'ed, opened
+ * relative to its parent's descriptor with O_NOFOLLOW and checked against the lstat, file
+ * bytes and xattrs read only through the opened descriptor), in depth-first order with
+ * names sorted by their UTF-8 bytes; reads up to `concurrency` regular files at the same
+ * time. The root object carries `dir`'s own attributes. Nothing is persisted until the
+ * caller runs `writer.flush()`.
+ *
+ * Concurrent changes: an entry that vanishes before it is opened is left out; a directory
+ * renamed or swapped for a symlink is taken as the walk finds it (a symlink is recorded,
+ * never followed); a file that changes while it is read is read again (4 reads in all)
+ * and, with `allowChanging`, stored as last read and listed in `changing`.
  *
  * @throws AwcError E_SOURCE_NOT_FOUND when `dir` does not exist or is not a directory;
  *   E_UNSUPPORTED_NAME for a name or symlink target that is not valid UTF-8;
- *   E_CHANGED_DURING_READ (retryable) when a file changes or disappears while it is read;
+ *   E_CHANGED_DURING_READ (retryable, `details.path` relative to `dir`) when a file keeps
+ *   changing while it is read (unless `allowChanging`);
  *   E_PERMISSION when something cannot be read.
  */
 export async function importDir(dir: string, writer: ContentWriter, opts: ImportDirOptions = {}): Promise<ImportResult> {
-  let rootSt: BigIntStats;
-  try {
-    rootSt = await lstat(dir, { bigint: true });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') {
-      throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
-    }
-    throw toAwcError(err);
-  }
-  if (!rootSt.isDirectory()) throw new AwcError('E_SOURCE_NOT_FOUND', `not a directory: ${dir}`);
+  const opened = DirFd.openRoot(dir);
+  if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+  const { dir: root, st: rootSt } = opened;
 
   const warn = (w: ImportWarning): void => opts.onWarning?.(w);
   const pool = new Pool(Math.max(1, opts.concurrency ?? 8));
   const firstNames = new Map<string, string>(); // "dev:ino" → path of the inode's first name
   const skipped: { path: string; reason: string }[] = [];
+  const changing: string[] = [];
   const progress: ImportProgress = { files: 0, bytes: 0 };
 
   const countFile = (size: number): void => {
@@ -199,39 +207,22 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
     opts.onProgress?.({ ...progress });
   };
 
-  /** Reads one regular file's content (or reuses it) and returns its entry. */
-  const fileEntry = async (abs: string, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> => {
-    const prev = opts.reuse?.(rel, st);
-    if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
-      countFile(prev.size);
-      return { type: 'file', name, ...attrsOf(st, xattrs), size: prev.size, digest: prev.digest, chunks: prev.chunks };
-    }
-    // The writer checks that the file is stable while it reads it; here we also check that
-    // it is still what was lstat'ed during the scan (else its attributes would be stale):
-    // one retry with the new attributes, then E_CHANGED_DURING_READ.
-    let cur = st;
-    for (let attempt = 0; ; attempt++) {
-      let content: FileContent;
-      try {
-        content = await writer.writeFile(abs);
-      } catch (err) {
-        if (err instanceof AwcError && (err.code === 'E_SOURCE_NOT_FOUND' || err.code === 'E_UNSUPPORTED')) throw changed(rel, err);
-        throw err;
+  /** Reads one regular file's content through its descriptor (or reuses it) and returns its entry; closes `fd`. */
+  const fileEntry = async (fd: number, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> => {
+    try {
+      const prev = opts.reuse?.(rel, st);
+      if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
+        countFile(prev.size);
+        return { type: 'file', name, ...attrsOf(st, xattrs), size: prev.size, digest: prev.digest, chunks: prev.chunks };
       }
-      let after: BigIntStats;
-      try {
-        after = await lstat(abs, { bigint: true });
-      } catch (err) {
-        throw changed(rel, err);
-      }
-      const same = after.ino === cur.ino && after.size === cur.size && after.mtimeNs === cur.mtimeNs && after.ctimeNs === cur.ctimeNs;
-      if (same && BigInt(content.size) === cur.size) {
-        countFile(content.size);
-        return { type: 'file', name, ...attrsOf(cur, xattrs), size: content.size, digest: content.digest, chunks: content.chunks };
-      }
-      if (attempt >= 1 || !after.isFile() || after.ino !== st.ino) throw changed(rel);
-      cur = after;
-      xattrs = readXattrs(abs, rel, warn);
+      const c = await writer.writeFileFd(fd, { path: rel, allowChanging: opts.allowChanging });
+      if (c.changing) changing.push(rel);
+      // the attributes of what was read: xattrs again when the inode changed since they were read
+      if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd), rel, warn);
+      countFile(c.size);
+      return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks };
+    } finally {
+      closeSync(fd);
     }
   };
 
@@ -240,58 +231,51 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
    * deterministic), file contents through the pool. Returns (boxed) a promise of the
    * directory's tree digest, resolved once all its entries are written.
    */
-  const scanDir = async (abs: string, rel: string): Promise<{ tree: Promise<Digest> }> => {
-    let raw: Buffer[];
-    try {
-      raw = await readdir(abs, { encoding: 'buffer' });
-    } catch (err) {
-      throw vanished(rel, err);
-    }
-    raw.sort(Buffer.compare);
-    const names = raw.map((b) => decodeUtf8Name(b, rel === '' ? '.' : rel));
-    const stats = await Promise.all(
-      names.map((n) =>
-        lstat(join(abs, n), { bigint: true }).catch((err) => {
-          throw vanished(rel === '' ? n : `${rel}/${n}`, err);
-        }),
-      ),
-    );
+  const scanDir = async (d: DirFd): Promise<{ tree: Promise<Digest> }> => {
+    const names = d.list().map((b) => decodeUtf8Name(b, d.rel === '' ? '.' : d.rel));
     const pending: Promise<Entry>[] = [];
     const add = (p: Promise<Entry>): void => {
       p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
       pending.push(p);
     };
-    for (let i = 0; i < names.length; i++) {
-      const name = names[i];
-      const st = stats[i];
-      const childAbs = join(abs, name);
-      const childRel = rel === '' ? name : `${rel}/${name}`;
-      if (st.isDirectory()) {
-        const xattrs = readXattrs(childAbs, childRel, warn);
-        const sub = await scanDir(childAbs, childRel);
+    for (const name of names) {
+      const childRel = d.childRel(name);
+      const found = d.open(name, undefined);
+      if (!found) continue; // vanished since readdir: taken as absent
+      const st = found.st;
+      if (found.type === 'dir') {
+        let sub: { tree: Promise<Digest> };
+        let xattrs: Record<string, string> | undefined;
+        try {
+          xattrs = readXattrs(found.dir.self, childRel, warn);
+          sub = await scanDir(found.dir);
+        } finally {
+          found.dir.close();
+        }
         add(sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })));
-      } else if (st.isFile()) {
+      } else if (found.type === 'file') {
         if (st.nlink > 1n) {
           const key = `${st.dev}:${st.ino}`;
           const first = firstNames.get(key);
           if (first !== undefined) {
+            closeSync(found.fd);
             add(Promise.resolve({ type: 'hardlink', name, target: first }));
             continue;
           }
           firstNames.set(key, childRel);
         }
-        const xattrs = readXattrs(childAbs, childRel, warn);
-        const { job } = await pool.submit(() => fileEntry(childAbs, childRel, name, st, xattrs));
-        add(job);
-      } else if (st.isSymbolicLink()) {
-        let target: Buffer;
+        let job: Promise<Entry>;
         try {
-          target = await readlink(childAbs, { encoding: 'buffer' });
+          const xattrs = readXattrs(fdPath(found.fd), childRel, warn);
+          ({ job } = await pool.submit(() => fileEntry(found.fd, childRel, name, st, xattrs)));
         } catch (err) {
-          throw vanished(childRel, err);
+          closeSync(found.fd);
+          throw err;
         }
+        add(job);
+      } else if (found.type === 'symlink') {
         if (st.nlink > 1n) warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
-        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: decodeUtf8Name(target, childRel) }));
+        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: decodeUtf8Name(found.target, childRel) }));
       } else if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
         const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
         if (st.nlink > 1n) warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
@@ -308,24 +292,15 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   };
 
   try {
-    const rootXattrs = readXattrs(dir, '.', warn);
-    const scanned = await scanDir(dir, '');
+    const rootXattrs = readXattrs(root.self, '.', warn);
+    const scanned = await scanDir(root);
     const tree = await scanned.tree;
-    const root = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
-    return { root, fileCount: progress.files, byteCount: progress.bytes, skipped };
+    const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
+    return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing };
   } catch (err) {
     await pool.drain();
     throw toAwcError(err);
+  } finally {
+    root.close();
   }
-}
-
-function changed(rel: string, cause?: unknown): AwcError {
-  return new AwcError('E_CHANGED_DURING_READ', `${rel} changed while it was read`, { details: { path: rel }, cause });
-}
-
-/** An entry that disappeared between readdir and lstat/readlink is a concurrent change; other errors keep their meaning. */
-function vanished(rel: string, err: unknown): AwcError {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'ENOENT' || code === 'ENOTDIR') return changed(rel, err);
-  return toAwcError(err);
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { open, stat, type FileHandle } from 'node:fs/promises';
+import * as fs from 'node:fs';
 import { constants as fsc, type BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { sha256, type Digest } from '../core/digest.js';
@@ -56,8 +56,6 @@ const STREAM_BATCH_CHUNKS = 64;
 /** …or this many bytes. */
 const STREAM_BATCH_BYTES = 4 * 1024 * 1024;
 
-const CHANGED = Symbol('changed');
-
 interface PendingChunk {
   digest: Digest;
   data: Uint8Array;
@@ -107,20 +105,53 @@ export class ContentWriter {
   }
 
   /**
-   * Reads, chunks and stores a regular file, in 4 MiB reads. The file is stat'ed before and
-   * after reading (size, mtime, ctime, inode); if it changed, or the bytes read differ from
-   * its size, it is read once more.
+   * Reads, chunks and stores a regular file by path, in 4 MiB reads: opens it, then as
+   * `writeFileFd` with two reads at most.
    * @throws E_CHANGED_DURING_READ (retryable) when it changed during both reads,
    *   E_SOURCE_NOT_FOUND when it does not exist, E_UNSUPPORTED when it is not a regular file,
    *   E_PERMISSION when it cannot be read.
    */
   async writeFile(path: string): Promise<FileContent> {
     this.check();
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const res = await this.readFileOnce(path, attempt);
-      if (res !== CHANGED) return this.counted(res);
+    let fd: number;
+    try {
+      // O_NONBLOCK: opening a fifo must not hang (it is refused as not a regular file).
+      fd = await openFd(path, fsc.O_RDONLY | fsc.O_NONBLOCK);
+    } catch (err) {
+      throw sourceError(err, path);
     }
-    throw new AwcError('E_CHANGED_DURING_READ', `${path} changed while it was read`, { details: { path } });
+    try {
+      const { digest, size, chunks } = await this.writeFileFd(fd, { path, attempts: 2 });
+      return { digest, size, chunks };
+    } finally {
+      await closeFd(fd);
+    }
+  }
+
+  /**
+   * Reads, chunks and stores the regular file open at `fd` (positional 4 MiB reads; `fd` is
+   * neither moved nor closed). The descriptor is fstat'ed before and after each read (size,
+   * mtime, ctime, inode, device); when they differ, or the bytes read differ from the size,
+   * the file is read again after a short pause (5, 10, 20 … ms), up to `attempts` reads in
+   * all (default 4). `path` only names the file in errors and test hooks.
+   * @returns the content, `st` (the fstat after the last read, bigint) and `changing`: true
+   *   when every read saw a change and `allowChanging` let the last read's bytes stand.
+   * @throws E_CHANGED_DURING_READ (retryable, details.path = `path`) when every read saw a
+   *   change and `allowChanging` is not set; E_UNSUPPORTED when it is not a regular file;
+   *   E_PERMISSION when it cannot be read.
+   */
+  async writeFileFd(fd: number, opts: { path: string; attempts?: number; allowChanging?: boolean }): Promise<FileContent & { st: BigIntStats; changing: boolean }> {
+    this.check();
+    const attempts = Math.max(1, opts.attempts ?? 4);
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) await new Promise((r) => setTimeout(r, 5 * 2 ** (attempt - 1)));
+      const r = await this.readFdOnce(fd, opts.path, attempt);
+      if (!r.changed) return { ...this.counted(r.content), st: r.st, changing: false };
+      if (attempt + 1 >= attempts) {
+        if (opts.allowChanging) return { ...this.counted(r.content), st: r.st, changing: true };
+        throw new AwcError('E_CHANGED_DURING_READ', `${opts.path} changed while it was read (${attempts} reads)`, { details: { path: opts.path } });
+      }
+    }
   }
 
   /**
@@ -234,50 +265,31 @@ export class ContentWriter {
     return { digest, size: data.length, chunks: batch.map((b) => ({ digest: b.digest, size: b.data.length })) };
   }
 
-  private async readFileOnce(path: string, attempt: number): Promise<FileContent | typeof CHANGED> {
-    let fh: FileHandle;
+  /** One read of the file at `fd`: its content, the fstat after, and whether it changed meanwhile. */
+  private async readFdOnce(fd: number, path: string, attempt: number): Promise<{ content: FileContent; st: BigIntStats; changed: boolean }> {
     try {
-      // O_NONBLOCK: opening a fifo must not hang (it is refused below as not a regular file).
-      fh = await open(path, fsc.O_RDONLY | fsc.O_NONBLOCK);
-    } catch (err) {
-      throw sourceError(err, path);
-    }
-    try {
-      const before = await fh.stat({ bigint: true });
+      const before = await fstatBig(fd);
       if (!before.isFile()) throw new AwcError('E_UNSUPPORTED', `${path} is not a regular file`);
       const size = Number(before.size);
-      let res: FileContent;
-      let got: number;
+      let content: FileContent;
       if (size < READ_SIZE) {
         // One read (plus one byte to notice growth), one index lookup.
         const buf = Buffer.allocUnsafe(size + 1);
-        got = await readFully(fh, buf, 0);
-        if (got !== size) return CHANGED;
-        res = await this.storeBuffer(buf.subarray(0, got));
+        const got = await readFully(fd, buf, 0);
+        content = await this.storeBuffer(buf.subarray(0, got));
       } else {
-        const r = await this.streamFile(fh, size + 1);
-        res = r;
-        got = r.size;
+        content = await this.streamFile(fd, size + 1);
       }
       await this.hooks?.afterRead?.(path, attempt);
-      const after = await fh.stat({ bigint: true });
-      let byPath: BigIntStats;
-      try {
-        byPath = await stat(path, { bigint: true });
-      } catch {
-        return CHANGED;
-      }
-      if (got !== size || !sameFile(before, after) || !sameFile(before, byPath)) return CHANGED;
-      return res;
+      const after = await fstatBig(fd);
+      return { content, st: after, changed: content.size !== size || !sameFile(before, after) };
     } catch (err) {
       throw err instanceof AwcError ? err : toAwcError(err);
-    } finally {
-      await fh.close();
     }
   }
 
   /** Streams a large file through the chunker in READ_SIZE reads (at most `limit` bytes), reusing one buffer. */
-  private async streamFile(fh: FileHandle, limit: number): Promise<FileContent> {
+  private async streamFile(fd: number, limit: number): Promise<FileContent> {
     const chunker = new Chunker();
     const whole = createHash('sha256');
     const buf = Buffer.allocUnsafe(READ_SIZE);
@@ -285,7 +297,7 @@ export class ContentWriter {
     let pos = 0;
     while (pos < limit) {
       const want = Math.min(READ_SIZE, limit - pos);
-      const n = await readFully(fh, want === READ_SIZE ? buf : buf.subarray(0, want), pos);
+      const n = await readFully(fd, want === READ_SIZE ? buf : buf.subarray(0, want), pos);
       if (n === 0) break;
       const view = buf.subarray(0, n);
       whole.update(view);
@@ -383,12 +395,26 @@ export class ContentWriter {
   }
 }
 
-async function readFully(fh: FileHandle, buf: Buffer, position: number): Promise<number> {
+// Descriptor calls as promises (fs/promises works on FileHandles only).
+function openFd(path: string, flags: number): Promise<number> {
+  return new Promise((res, rej) => fs.open(path, flags, (err, fd) => (err ? rej(err) : res(fd))));
+}
+
+function closeFd(fd: number): Promise<void> {
+  return new Promise((res, rej) => fs.close(fd, (err) => (err ? rej(err) : res())));
+}
+
+function fstatBig(fd: number): Promise<BigIntStats> {
+  return new Promise((res, rej) => fs.fstat(fd, { bigint: true }, (err, st) => (err ? rej(err) : res(st))));
+}
+
+/** Reads into `buf` from file offset `position` until it is full or the file ends; returns the bytes read. */
+async function readFully(fd: number, buf: Buffer, position: number): Promise<number> {
   let got = 0;
   while (got < buf.length) {
-    const { bytesRead } = await fh.read(buf, got, buf.length - got, position + got);
-    if (bytesRead === 0) break;
-    got += bytesRead;
+    const n = await new Promise<number>((res, rej) => fs.read(fd, buf, got, buf.length - got, position + got, (err, bytesRead) => (err ? rej(err) : res(bytesRead))));
+    if (n === 0) break;
+    got += n;
   }
   return got;
 }
