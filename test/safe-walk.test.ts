@@ -146,8 +146,11 @@ describe('directory import and export --dir never follow a swapped directory', (
     const target = join(parent, 'out');
     const a = await Awc.open({ home, mountDriver: 'copy' });
     try {
-      // the directory being written is the temporary one beside the target
-      const tmpOf = (): string => join(parent, readdirSync(parent).find((n) => n.startsWith('.awc-export-'))!);
+      // the directory being written: the temporary one beside the target (or the target itself, where an export writes in place)
+      const tmpOf = (): string => {
+        const tmp = readdirSync(parent).find((n) => n.startsWith('.awc-export-'));
+        return tmp === undefined ? target : join(parent, tmp);
+      };
       const hook = swapOnce('d', tmpOf, victim);
       await assert.rejects(a.export(snap, { dir: target }), (e: unknown) => e instanceof AwcError && e.code === 'E_PATH_TRAVERSAL');
       assert.ok(hook.fired());
@@ -196,8 +199,11 @@ describe('race: 200 checkpoints against a loop swapping a directory for a symlin
     awcOk(home, ['mount', ws, mnt], env);
     mkdirSync(join(mnt, 'd'));
     for (let i = 0; i < 20; i++) writeFileSync(join(mnt, 'd', `f${i}.txt`), `file ${i}\n`);
-    // the swapping loop, bounded in count and time
-    const loop = spawn('bash', ['-c', `cd "$1" && for i in $(seq 1 200000); do mv d d.real; ln -s "$2" d; rm d; mv d.real d; done`, 'swap', mnt, secret.dir], { stdio: 'ignore' });
+    // the swapping loop `mv d d.real; ln -s <secret> d; rm d; mv d.real d`, bounded in count and time
+    // (a Node loop: no fork per step, so the symlink comes and goes within microseconds, as an attacker's would)
+    const swap = `const fs = require('fs'); const [d, secret] = process.argv.slice(1); const end = Date.now() + 90000;
+      for (let i = 0; i < 5e6 && Date.now() < end; i++) { try { fs.renameSync(d, d + '.real'); fs.symlinkSync(secret, d); fs.unlinkSync(d); fs.renameSync(d + '.real', d); } catch {} }`;
+    const loop = spawn(process.execPath, ['-e', swap, join(mnt, 'd'), secret.dir], { stdio: 'ignore' });
     const exited = new Promise<void>((r) => loop.once('exit', () => r()));
     const a = await Awc.open({ home, mountDriver: 'overlay' });
     let ok = 0;
