@@ -11,12 +11,12 @@ import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { walkTree } from '../store/tree-source.js';
-import { DirFd } from '../core/dir-fd.js';
 import { buildLayer } from '../host/layer-builder.js';
 import { mergeUpper, type UpperStatCache } from '../host/upper-merge.js';
 import { detectDriver, type DriverReport } from '../host/doctor.js';
 import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
 import { isMounted } from '../host/mount-util.js';
+import { recordStats } from '../host/copy-stat-cache.js';
 import { DaemonClient } from '../daemon/client.js';
 import { loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
 import { importDir } from './import-dir.js';
@@ -521,41 +521,4 @@ async function prepareTarget(target: string): Promise<void> {
 /** `{changing}` when some file kept changing while read, else nothing (results carry the key only when it says something). */
 function changingOf(changing: string[] | undefined): { changing?: string[] } {
   return changing && changing.length > 0 ? { changing } : {};
-}
-
-/**
- * Records ino, size, mtime and ctime (ns) of every path under `dir` for the copy driver's
- * stat cache, walking through directory descriptors (a directory swapped for a symlink is
- * recorded as the symlink, never followed). Paths in `skip` (files stored while they kept
- * changing) are left out, so that the next checkpoint reads them again.
- */
-function recordStats(dir: string, skip: string[] = []): Record<string, [string, string, string, string]> {
-  const out: Record<string, [string, string, string, string]> = {};
-  const omit = new Set(skip);
-  const walk = (d: DirFd): void => {
-    for (const raw of d.list()) {
-      const name = raw.toString('utf8');
-      const st = d.lstat(name);
-      if (!st) continue;
-      const r = d.childRel(name);
-      if (!omit.has(r)) out[r] = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()];
-      if (!st.isDirectory()) continue;
-      const found = d.open(name, st);
-      if (found?.type === 'file') fs.closeSync(found.fd);
-      if (found?.type !== 'dir') continue;
-      try {
-        walk(found.dir);
-      } finally {
-        found.dir.close();
-      }
-    }
-  };
-  const root = DirFd.openRoot(dir);
-  if (!root) return out;
-  try {
-    walk(root.dir);
-  } finally {
-    root.dir.close();
-  }
-  return out;
 }

@@ -1,8 +1,7 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { constants as fsc } from 'node:fs';
-import { lchown, link, lutimes, open, symlink, type FileHandle } from 'node:fs/promises';
+import { lchown, link, open, symlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { setAttributeSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
@@ -11,6 +10,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import type { Entry, EntryAttrs, FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { splitDev, type ExportCounts } from './export-tar.js';
+import { runWithDir, setTreeTimes } from './export-times.js';
 
 /**
  * Exporting a snapshot into a directory on the local file system.
@@ -73,114 +73,6 @@ export interface ExportDirResult extends ExportCounts {
 /** Holes are left for whole zero blocks of this many bytes, aligned in the file. */
 const HOLE_BLOCK = 4096;
 const ZERO = Buffer.alloc(HOLE_BLOCK);
-
-/**
- * Sets times by paths relative to the directory open as fd 3: each parent is opened one
- * component at a time with O_PATH|O_DIRECTORY|O_NOFOLLOW (openat), the time set with
- * utimensat(…, AT_SYMLINK_NOFOLLOW). '' is the directory itself.
- */
-const UTIME_SCRIPT = [
-  'import os, sys',
-  'd = sys.stdin.buffer.read().split(b"\\0")',
-  'cache = {}',
-  'def opendir(rel):',
-  '    if rel == b"": return 3',
-  '    if rel in cache: return cache[rel]',
-  '    if len(cache) > 256:',
-  '        for f in cache.values(): os.close(f)',
-  '        cache.clear()',
-  '    head, _, name = rel.rpartition(b"/")',
-  '    fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=opendir(head))',
-  '    cache[rel] = fd',
-  '    return fd',
-  'for i in range(0, len(d) - 1, 2):',
-  '    rel, t = d[i], int(d[i + 1])',
-  '    if rel == b"":',
-  '        os.utime(3, ns=(t, t))',
-  '        continue',
-  '    head, _, name = rel.rpartition(b"/")',
-  '    os.utime(name, ns=(t, t), dir_fd=opendir(head), follow_symlinks=False)',
-].join('\n');
-
-/** Runs `cmd` with the directory `dir` as its fd 3; resolves with its exit status and stderr (or undefined when it cannot start). */
-async function runWithDir(cmd: string, args: string[], dir: DirFd, input?: Buffer[]): Promise<{ code: number | null; stderr: string } | undefined> {
-  const child = spawn(cmd, args, { stdio: [input ? 'pipe' : 'ignore', 'ignore', 'pipe', dir.fd] });
-  const started = await new Promise<boolean>((res) => {
-    child.once('spawn', () => res(true));
-    child.once('error', () => res(false));
-  });
-  if (!started) return undefined;
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => (stderr = (stderr + s).slice(-4000)));
-  const exited = new Promise<number | null>((res) => child.once('close', (code) => res(code)));
-  if (input) {
-    child.stdin!.on('error', () => undefined); // reported through the exit status
-    let batch: Buffer[] = [];
-    let size = 0;
-    for (const b of input) {
-      batch.push(b);
-      size += b.length;
-      if (size >= 1 << 16) {
-        if (!child.stdin!.write(Buffer.concat(batch))) await Promise.race([new Promise((r) => child.stdin!.once('drain', r)), exited]);
-        batch = [];
-        size = 0;
-      }
-    }
-    child.stdin!.end(Buffer.concat(batch));
-  }
-  return { code: await exited, stderr };
-}
-
-/** Sets modification (and access) times exactly with one python3 process; false when python3 cannot be started. */
-async function setTimesExact(top: DirFd, items: readonly [string, string][]): Promise<boolean> {
-  const r = await runWithDir('python3', ['-I', '-c', UTIME_SCRIPT], top, items.map(([rel, ns]) => Buffer.from(`${rel}\0${ns}\0`, 'utf8')));
-  if (!r) return false;
-  if (r.code !== 0) {
-    const errCode = /PermissionError/.test(r.stderr) ? 'E_PERMISSION' : 'E_INTERNAL';
-    throw new AwcError(errCode, `setting modification times failed: ${r.stderr.trim().split('\n').pop() ?? `exit ${r.code}`}`);
-  }
-  return true;
-}
-
-/** Sets times to the microsecond with lutimes, each parent opened through descriptors. */
-async function setTimesNode(top: DirFd, items: readonly [string, string][]): Promise<void> {
-  const dirs = new Map<string, DirFd>();
-  try {
-    for (const [rel, ns] of items) {
-      const s = utimeSeconds(ns);
-      if (rel === '') {
-        fs.futimesSync(top.fd, s, s);
-        continue;
-      }
-      const cut = rel.lastIndexOf('/');
-      const head = cut < 0 ? '' : rel.slice(0, cut);
-      let d = dirs.get(head);
-      if (!d) {
-        if (dirs.size > 256) for (const x of dirs.values()) x.close();
-        if (dirs.size > 256) dirs.clear();
-        d = top.openRel(head);
-        dirs.set(head, d);
-      }
-      await lutimes(d.path(rel.slice(cut + 1)), s, s);
-    }
-  } catch (err) {
-    throw toAwcError(err);
-  } finally {
-    for (const x of dirs.values()) x.close();
-  }
-}
-
-/** Seconds (double) that Node/libuv turns into exactly the microsecond of `ns` (the remainder below 1 µs is lost). */
-function utimeSeconds(ns: string): number {
-  const n = BigInt(ns);
-  let sec = n / 1_000_000_000n;
-  let rem = n % 1_000_000_000n;
-  if (rem < 0n) {
-    sec -= 1n;
-    rem += 1_000_000_000n;
-  }
-  return Number(sec) + (Number(rem / 1000n) + 0.5) / 1e6;
-}
 
 /** Maps a creation failure of `name` in `dir`: an existing name is a symlink (E_PATH_TRAVERSAL) or a concurrent writer (E_TARGET_BUSY). */
 function createError(dir: DirFd, name: string, err: unknown): AwcError {
@@ -437,10 +329,7 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
     throw toAwcError(err);
   }
 
-  let precision: 'ns' | 'us' = 'us';
-  if (opts.mtimes !== 'node' && (await setTimesExact(top, times))) precision = 'ns';
-  else await setTimesNode(top, times);
-  return { ...counts, mtimePrecision: precision };
+  return { ...counts, mtimePrecision: await setTreeTimes(top, times, opts.mtimes ?? 'auto') };
 }
 
 /** Writes `buf` at file offset `pos`, skipping (leaving holes for) aligned all-zero blocks of HOLE_BLOCK bytes. */
