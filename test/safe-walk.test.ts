@@ -9,8 +9,8 @@
  */
 import { test, describe, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, mkdtempSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc as runAwc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
@@ -176,6 +176,33 @@ describe('directory import and export --dir never follow a swapped directory', (
     assert.equal(errorOf(r).code, 'E_TARGET_EXISTS');
     assert.deepEqual(readdirSync(victim), []);
     assert.ok(lstatSync(link).isSymbolicLink());
+  });
+});
+
+describe('trees deeper than PATH_MAX', () => {
+  const work = mkdtempSync(join(tmpdir(), 'awc-safewalk-deep-'));
+  const home = join(work, 'home');
+  const env = { AWC_MOUNT_DRIVER: 'copy' };
+  after(() => execFileSync('rm', ['-rf', work])); // coreutils rm walks by descriptors too
+
+  test('a 6 KB path imports and exports (--dir) and imports back to the same root', () => {
+    // built through descriptors: mkdir by the full path would fail with ENAMETOOLONG
+    mkdirSync(join(work, 'src'));
+    let fd = openSync(join(work, 'src'), 'r');
+    for (let i = 0; i < 30; i++) {
+      const name = String(i).padEnd(200, 'x');
+      mkdirSync(`/proc/self/fd/${fd}/${name}`);
+      const next = openSync(`/proc/self/fd/${fd}/${name}`, 'r');
+      closeSync(fd);
+      fd = next;
+    }
+    writeFileSync(`/proc/self/fd/${fd}/leaf.txt`, 'deep leaf\n');
+    closeSync(fd);
+    const imp = awcOk(home, ['snapshot', 'import', join(work, 'src')], env);
+    assert.equal(imp.files, 1);
+    awcOk(home, ['export', imp.id, '--dir', join(work, 'out')], env);
+    const back = awcOk(home, ['snapshot', 'import', join(work, 'out')], env);
+    assert.equal(back.root, imp.root);
   });
 });
 
