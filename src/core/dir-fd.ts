@@ -110,7 +110,8 @@ export class DirFd {
   }
 
   /**
-   * Opens the child `name` that an lstat found as `seen`, without following a symlink, and
+   * Opens the child `name` that an lstat found as `seen` (the caller's lstat of it, or
+   * undefined to lstat it here), without following a symlink, and
    * checks that the object opened is the one seen (device, inode, type). Directories are
    * opened (a new DirFd), regular files opened for reading (a descriptor: close it), symlinks
    * read (their target as bytes); other types are not opened. When the object is not the
