@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, truncateSync } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ import { getAttributeSync, listAttributesSync, setAttributeSync } from 'fs-xattr
 import { ContentFuse, type ContentSource } from '../src/host/fuse/content-fuse.js';
 import { shortContentName } from '../src/host/fuse/content-table.js';
 import { mountsAt, readMountInfo, runCommand } from '../src/host/fuse/mount-util.js';
+import { canCreateUsers, createTestUser } from './helpers/unprivileged.js';
 
 const canRun = process.getuid?.() === 0 && existsSync('/dev/fuse');
 const skip = canRun ? false : 'needs root and /dev/fuse';
@@ -169,7 +170,7 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
       const st = await fsp.stat(pathOf(mnt, hSmall));
       assert.ok(st.isFile());
       assert.equal(st.size, small.length);
-      assert.equal(st.mode & 0o777, 0o444);
+      assert.equal(st.mode & 0o777, 0o400, 'root-only: users read contents through a workspace');
       const st2 = await fsp.stat(pathOf(mnt, hSmall));
       assert.equal(st2.ino, st.ino, 'stable node id');
       assert.equal((await fsp.stat(pathOf(mnt, hBig))).size, big.length);
@@ -252,6 +253,27 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
       assert.deepEqual(await fsp.readFile(pathOf(mnt, hSmall)), small);
       assert.equal(src.reads, readsBefore, 'second read served from the page cache');
     });
+  });
+
+  it('serves no byte to other users, even where they can reach the mount point (root-only modes, default_permissions)', { skip: canCreateUsers() ? false : 'needs useradd and setpriv' }, async () => {
+    const src = new MemSource();
+    const hex = src.add(Buffer.from('tenant data\n'), 'sync');
+    const user = createTestUser();
+    try {
+      await withFuse(src, async (mnt, _fuse, root) => {
+        chmodSync(root, 0o755); // in AWC the mount point sits in a 0700 directory; here anyone reaches it
+        assert.equal((await sh(`cat ${pathOf(mnt, hex)}`)).out, 'tenant data\n', 'root reads it');
+        const asUser = (cmd: string): Promise<{ code: number | null; out: string }> => sh(`setpriv --reuid ${user.uid} --regid ${user.gid} --clear-groups -- sh -c '${cmd}'`);
+        const r = await asUser(`cat ${pathOf(mnt, hex)}`);
+        assert.notEqual(r.code, 0);
+        assert.match(r.out, /Permission denied/);
+        const l = await asUser(`ls ${mnt}`);
+        assert.notEqual(l.code, 0);
+        assert.match(l.out, /Permission denied/);
+      });
+    } finally {
+      user.remove();
+    }
   });
 
   it('works as an overlayfs data-only lower layer behind metacopy placeholders', async () => {

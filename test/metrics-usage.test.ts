@@ -112,6 +112,7 @@ describe('awc usage and awc metrics', () => {
     const w0 = mid.workspaces.find((w: { id: string }) => w.id === ws[0]);
     assert.equal(w0.mountDriver, 'copy');
     assert.ok(w0.copyBytes >= fixtureBytes, `the materialised copy is counted (${w0.copyBytes})`);
+    assert.ok(w0.upperBytes < fixtureBytes, `the materialised copy is counted once, not as upper bytes too (${w0.upperBytes})`);
     writeFileSync(join(target, 'big.bin'), randomBytes(MiB));
     const after = awcOk(home, ['usage']);
     assert.ok(after.host.totalBytes - before >= MiB, `host bytes grew by ${after.host.totalBytes - before}`);

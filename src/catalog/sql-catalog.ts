@@ -1,4 +1,3 @@
-import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import {
@@ -14,6 +13,7 @@ import {
 } from 'kysely';
 import type { Digest } from '../core/digest.js';
 import { AwcError } from '../core/errors.js';
+import { mkdirPrivate, touchPrivateSync } from '../core/private-fs.js';
 import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../store/pack-types.js';
 import type {
   Catalog,
@@ -194,14 +194,22 @@ export class SqlCatalog implements Catalog {
   }
 
   /**
-   * Opens (creating it and its parent directory if needed) the SQLite catalog at `path`,
+   * Opens (creating it 0600 and its parent directory 0700 if needed) the SQLite catalog at `path`,
    * with WAL journal, `busy_timeout`, foreign keys on and `synchronous=FULL`, and applies
    * pending migrations. Safe to call from several processes on the same file.
    * @throws E_CATALOG_BUSY (another process held the lock too long), E_FORMAT (written by a newer awc)
    */
   static async openSqlite(path: string, opts: OpenSqliteOptions = {}): Promise<SqlCatalog> {
     const busy = opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
-    if (path !== ':memory:') await mkdir(dirname(resolve(path)), { recursive: true });
+    if (path !== ':memory:') {
+      // created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the same mode
+      await mkdirPrivate(dirname(resolve(path)));
+      try {
+        touchPrivateSync(path);
+      } catch {
+        // a read-only or unwritable place: SQLite reports it when it opens the file
+      }
+    }
     const sqlite = new BetterSqlite3(path, { timeout: busy });
     let db: Kysely<Database> | undefined;
     try {

@@ -136,7 +136,8 @@ program
     withAwc(async (awc, o) => {
       const r = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising') });
       o.progressDone();
-      o.result(r, () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''})`);
+      const left = r.leftOut?.length ? `\nleft out (no nosuid,nodev mount as an ordinary user):\n${r.leftOut.map((l) => `  ${l.path}: ${l.reason}`).join('\n')}` : '';
+      o.result(r, () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''})${left}`);
     }),
   );
 
@@ -230,7 +231,7 @@ daemon
     }
     await client.call('POST', '/v1/stop', { force: opts.force === true }, { start: false });
     // wait until the process has exited (it unmounts after it stops answering)
-    const pidFile = pathsOf(config.home).pidFile;
+    const pidFile = pathsOf(config).pidFile;
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline && ((await client.running()) || livePid(pidFile) !== undefined)) await new Promise((r) => setTimeout(r, 100));
     o.result({ running: false, stopped: true }, () => 'awcd stopped');
@@ -289,7 +290,7 @@ program
       const json = (await client.call('GET', '/v1/metrics.json', undefined, { start: false, timeoutMs: 10_000 })) as Parameters<typeof flattenMetrics>[0];
       o.result({ running: true, metrics: flattenMetrics(json) }, () => '');
     } else {
-      process.stdout.write((await fetchDaemonText(pathsOf(config.home).socket, '/metrics')).text);
+      process.stdout.write((await fetchDaemonText(pathsOf(config).socket, '/metrics')).text);
     }
   });
 

@@ -1,8 +1,9 @@
 import { request } from 'node:http';
 import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, closeSync } from 'node:fs';
+import { closeSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { AwcError, type ErrorJson } from '../core/errors.js';
+import { AwcError, toAwcError, type ErrorJson } from '../core/errors.js';
+import { mkdirPrivateSync, openPrivateAppendSync } from '../core/private-fs.js';
 import { pathsOf, type AwcConfig } from '../service/config.js';
 
 /**
@@ -13,7 +14,7 @@ export class DaemonClient {
   private socket: string;
 
   constructor(private config: AwcConfig) {
-    this.socket = pathsOf(config.home).socket;
+    this.socket = pathsOf(config).socket;
   }
 
   /**
@@ -41,11 +42,16 @@ export class DaemonClient {
     }
   }
 
-  /** Starts `awc daemon run` detached (log in `<home>/host/awcd.log`) and waits until it answers. */
+  /** Starts `awc daemon run` detached (log in `<home>/host/awcd.log`, 0600) and waits until it answers. */
   async start(): Promise<void> {
-    const paths = pathsOf(this.config.home);
-    mkdirSync(paths.hostDir, { recursive: true });
-    const log = openSync(paths.logFile, 'a');
+    const paths = pathsOf(this.config);
+    let log: number;
+    try {
+      mkdirPrivateSync(paths.hostDir);
+      log = openPrivateAppendSync(paths.logFile);
+    } catch (err) {
+      throw toAwcError(err);
+    }
     const main = fileURLToPath(new URL('../cli/main.js', import.meta.url));
     const child = spawn(process.execPath, [main, '--home', this.config.home, 'daemon', 'run'], {
       detached: true,

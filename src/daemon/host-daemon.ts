@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
@@ -16,10 +16,13 @@ import { ChunkFetcher, type FetchEvent } from '../host/chunk-fetcher.js';
 import { CachedContentSource } from '../host/cached-content-source.js';
 import type { BlobIndex } from '../store/pack-types.js';
 import { buildLayer, type Layer } from '../host/layer-builder.js';
-import { isMounted, mountOverlay, unmount } from '../host/mount-util.js';
+import { checkMountTarget, isMounted, mountOverlay, unmount } from '../host/mount-util.js';
 import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
 import { DaemonMetrics } from './metrics.js';
+import { listenOnSocket, resolveGroup } from './socket-file.js';
+import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
+import { prepareHome } from '../service/private-home.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -36,6 +39,8 @@ export interface DaemonStatus {
   host: string;
   home: string;
   startedAt: string;
+  /** The API socket this daemon listens on. */
+  socket: string;
   content: string;
   contentObjects: number;
   mounts: { workspace: string; namespace: string; path: string }[];
@@ -44,7 +49,8 @@ export interface DaemonStatus {
 /**
  * The host daemon (`awcd`): owns the content FUSE mount (one per host, lazily serving file
  * contents by digest), the layer directories, and every overlay workspace mount on this
- * host. Serves a JSON API on a Unix socket (mode 0660):
+ * host. Serves a JSON API on a Unix socket (`paths.socket`: 0600, or 0660 root:<socketGroup>;
+ * see socket-file.ts):
  *
  * - `GET /v1/status` → DaemonStatus
  * - `POST /v1/mount {namespace, workspace, target}` → `{workspace, path, driver, resumed}`
@@ -82,7 +88,7 @@ export class HostDaemon extends EventEmitter {
 
   constructor(readonly config: AwcConfig) {
     super();
-    this.paths = pathsOf(config.home);
+    this.paths = pathsOf(config);
   }
 
   private reader(ns: string): ContentReader {
@@ -100,7 +106,9 @@ export class HostDaemon extends EventEmitter {
    * @throws E_FUSE, E_MOUNT_FAILED, E_DAEMON_UNAVAILABLE (another daemon answers on the socket)
    */
   async start(): Promise<void> {
-    await mkdir(this.paths.hostDir, { recursive: true });
+    const gid = this.config.socketGroup === undefined ? undefined : resolveGroup(this.config.socketGroup);
+    await prepareHome(this.paths);
+    await mkdirPrivate(this.paths.hostDir);
     if (await socketAnswers(this.paths.socket)) {
       throw new AwcError('E_DAEMON_UNAVAILABLE', `another host daemon already serves ${this.paths.socket}`, { hint: 'Use it, or stop it first with `awc daemon stop`.' });
     }
@@ -109,12 +117,11 @@ export class HostDaemon extends EventEmitter {
       // a daemon that stopped answering is still unmounting: starting now would race it for the mounts
       throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon (pid ${other}) is still stopping`, { hint: 'Wait for it to exit, then start again.' });
     }
-    await mkdir(this.paths.objects, { recursive: true });
     this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
     // a daemon that died leaves its content mount behind, disconnected (ENOTCONN): detach it first
     if (isMounted(this.paths.content)) await unmount(this.paths.content, true);
-    await mkdir(this.paths.content, { recursive: true });
+    await mkdirPrivate(this.paths.content);
     this.cache = new ChunkCache({ dir: this.paths.cache, budgetBytes: this.config.cacheBytes });
     await this.cache.open();
     // Pack read-ahead: a miss reads up to 8 MiB of the pack (its neighbours, snapshotted
@@ -147,15 +154,9 @@ export class HostDaemon extends EventEmitter {
     await this.fuse.mount();
     // remount before answering on the socket, so `awc daemon start` returns with the mounts back
     await this.remountAll();
-    await rm(this.paths.socket, { force: true });
     this.server = createServer((req, res) => void this.handle(req, res));
-    await new Promise<void>((resolve, reject) => {
-      this.server!.once('error', reject);
-      this.server!.listen(this.paths.socket, () => resolve());
-    });
-    await chmod(this.paths.socket, 0o660);
-    this.socketIno = fs.statSync(this.paths.socket).ino;
-    await writeFile(this.paths.pidFile, String(process.pid));
+    this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
+    await writeFilePrivate(this.paths.pidFile, String(process.pid));
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
   }
 
@@ -178,9 +179,11 @@ export class HostDaemon extends EventEmitter {
    * Mounts a workspace: builds (once per snapshot) the layer directory, registers its
    * content objects with the FUSE server, and mounts one overlayfs with a private upper.
    * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
-   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND
+   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget)
    */
   async mount(ns: string, wsId: string, target: string, op: 'mount' | 'remount' = 'mount'): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
+    // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
+    if (op === 'mount') await checkMountTarget(target, this.config.home);
     const ws = await this.catalog.getWorkspace(ns, wsId);
     if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const pending = await readHostState(this.paths.workspaces, ws.id);
@@ -199,7 +202,8 @@ export class HostDaemon extends EventEmitter {
     const dirs = workspaceDirs(this.paths.workspaces, ws.id);
     if (!pending) {
       await rm(dirs.dir, { recursive: true, force: true });
-      await mkdir(dirs.upper, { recursive: true });
+      await mkdirPrivate(dirs.dir);
+      await mkdir(dirs.upper);
       // the overlay root shows the upper directory's own attributes: give it the snapshot root's
       const root = await reader.readRoot(layerRoot);
       fs.chownSync(dirs.upper, root.uid, root.gid);
@@ -207,7 +211,7 @@ export class HostDaemon extends EventEmitter {
       const t = nsToUtimeSeconds(root.mtimeNs);
       fs.utimesSync(dirs.upper, t, t);
     }
-    await mkdir(dirs.work, { recursive: true });
+    await mkdirPrivate(dirs.work);
     await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
     try {
       await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: ns, driver: 'overlay', target, layerSnapshotId, layerRoot });
@@ -298,6 +302,7 @@ export class HostDaemon extends EventEmitter {
       host: this.config.host,
       home: this.config.home,
       startedAt: this.startedAt,
+      socket: this.paths.socket,
       content: this.paths.content,
       contentObjects: this.source.size,
       mounts: [...this.mounts.entries()].map(([workspace, m]) => ({ workspace, namespace: m.namespace, path: m.path })),

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { closeSync, openSync, readSync, utimes } from 'node:fs';
-import { mkdir, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { mkdirPrivate } from '../core/private-fs.js';
 import { join } from 'node:path';
 import { sha256, type Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -226,7 +227,7 @@ export class ChunkCache extends EventEmitter {
   private async scan(): Promise<void> {
     const found: { digest: Digest; size: number; mtimeMs: number }[] = [];
     try {
-      await mkdir(this.dir, { recursive: true, mode: 0o700 });
+      await mkdirPrivate(this.dir);
       for (const aa of await readdir(this.dir)) {
         if (!HEX2.test(aa)) continue;
         const sub = join(this.dir, aa);
@@ -590,7 +591,7 @@ export class ChunkCache extends EventEmitter {
     try {
       if (before) await before;
       if (!this.madeDirs.has(aa)) {
-        await mkdir(sub, { recursive: true, mode: 0o700 });
+        await mkdirPrivate(sub);
         this.madeDirs.add(aa);
       }
       await writeFile(tmp, data, { mode: 0o600, flag: 'wx' });

@@ -1,4 +1,5 @@
-import { mkdir, rename, rm, writeFile, readFile, stat } from 'node:fs/promises';
+import { mkdir, rename, rm, readFile, stat } from 'node:fs/promises';
+import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -80,7 +81,9 @@ export interface BuildLayerOptions {
  * objects of the snapshot share a short name, the layer uses the long form `/<aa>/<hex>`.
  * Hardlinked files share one placeholder inode; empty files are plain empty files.
  *
- * Layout: `<layersDir>/<root hex>/tree` (the overlay lower) and `meta.json`. Built in a
+ * Layout: `<layersDir>/<root hex>/tree` (the overlay lower) and `meta.json` (0600).
+ * `<layersDir>` and `<root hex>` are 0700: the tree holds the snapshot's own modes, setuid
+ * bits and device nodes, so only root may reach it (docs/explanation/security.md). Built in a
  * temporary directory and renamed into place, so a crash never leaves a half layer.
  * Returns the existing layer when present. Cost: O(files), synchronous file system calls.
  *
@@ -105,11 +108,12 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
   } catch {
     // not built yet
   }
-  await mkdir(layersDir, { recursive: true });
+  await mkdirPrivate(layersDir);
   const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
   await rm(tmp, { recursive: true, force: true });
   const treeDir = join(tmp, 'tree');
-  await mkdir(treeDir, { recursive: true });
+  await mkdirPrivate(tmp);
+  await mkdir(treeDir);
   const meta: LayerMeta = { v: 1, root, files: 0, dirs: 0, contents: {}, hardlinks: {} };
   const dirTimes: [string, string][] = [];
   try {
@@ -123,7 +127,7 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
       const t = nsToUtimeSeconds(ns);
       fs.utimesSync(p, t, t);
     }
-    await writeFile(join(tmp, 'meta.json'), JSON.stringify(meta));
+    await writeFilePrivate(join(tmp, 'meta.json'), JSON.stringify(meta));
     try {
       await rename(tmp, base);
     } catch (err) {

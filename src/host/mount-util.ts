@@ -1,3 +1,5 @@
+import { readdir, stat } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
 import { readMountInfo, runCommand } from './fuse/mount-util.js';
 import { AwcError } from '../core/errors.js';
 
@@ -43,4 +45,41 @@ export async function unmount(target: string, lazy = false): Promise<void> {
     if (/busy/i.test((err as Error).message)) throw new AwcError('E_TARGET_BUSY', `${target} is busy: ${(err as Error).message}`, { hint: 'Close the shells and programs using it, or pass --force for a lazy unmount.' });
     throw err;
   }
+}
+
+/**
+ * Exposes the directory `src` at `target` through a bind mount that carries `nosuid,nodev`
+ * from its first moment: `src` is first bound onto itself and remounted `nosuid,nodev`
+ * (where only root can reach it, under the 0700 home), that mount is bound at `target`
+ * (a bind copies the mount's flags), and the self-bind is removed. Nothing is ever
+ * reachable at `target` without the flags. On failure nothing stays mounted.
+ * @throws E_MOUNT_FAILED
+ */
+export async function bindMountNoSuid(src: string, target: string): Promise<void> {
+  try {
+    await run('mount', ['--bind', src, src], { what: `bind mount of ${src}` });
+    await run('mount', ['-o', 'remount,bind,nosuid,nodev', src], { what: `remount of ${src} nosuid,nodev` });
+    await run('mount', ['--bind', src, target], { what: `bind mount at ${target}` });
+  } catch (err) {
+    await unmount(target, true).catch(() => undefined);
+    await unmount(src, true).catch(() => undefined);
+    throw err;
+  }
+  await unmount(src, true);
+}
+
+/**
+ * Checks a workspace mount target: an absolute path outside the AWC `home`, an existing
+ * empty directory, not a mount point (so a mount never hides anything, e.g. a system
+ * directory, whoever asked for it).
+ * @throws E_USAGE (relative, or inside the home), E_TARGET_BUSY (missing or not a directory, not empty, a mount point)
+ */
+export async function checkMountTarget(target: string, home: string): Promise<void> {
+  if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
+  const h = resolve(home);
+  if (target === h || target.startsWith(h + '/')) throw new AwcError('E_USAGE', `${target} is inside the AWC home ${h}`, { hint: 'Mount workspaces outside the data directory.' });
+  const st = await stat(target).catch(() => undefined);
+  if (!st?.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);
+  if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${target} is not empty`);
+  if (isMounted(target)) throw new AwcError('E_TARGET_BUSY', `${target} is already a mount point`);
 }

@@ -1,4 +1,5 @@
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm } from 'node:fs/promises';
+import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import { join } from 'node:path';
 import type { Digest } from '../core/digest.js';
 
@@ -13,18 +14,26 @@ export interface WorkspaceHostState {
   workspaceId: string;
   namespace: string;
   driver: 'overlay' | 'copy';
-  /** Absolute mount target (copy driver: the materialised directory). */
+  /** Absolute mount target. */
   target: string;
+  /**
+   * Copy driver: the private directory the snapshot is materialised in (`<workspace dir>/tree`,
+   * bind-mounted at `target` with nosuid,nodev). Absent: materialised at `target` itself,
+   * without setuid/setgid bits or device nodes (no bind mount could be made; see `leftOut`).
+   */
+  tree?: string;
+  /** Copy driver without a bind mount: what was not materialised (relative path, reason). */
+  leftOut?: { path: string; reason: string }[];
   layerSnapshotId: string;
   layerRoot: Digest;
   /** Copy driver: the stat of every materialised path (relative) when it was written, to skip unchanged files. */
   statCache?: Record<string, [string, string, string, string]>;
 }
 
-/** Directory layout of one workspace on this host. */
-export function workspaceDirs(workspacesDir: string, id: string): { dir: string; upper: string; work: string; state: string } {
+/** Directory layout of one workspace on this host (`tree`: the copy driver's materialised snapshot). */
+export function workspaceDirs(workspacesDir: string, id: string): { dir: string; upper: string; work: string; tree: string; state: string } {
   const dir = join(workspacesDir, id);
-  return { dir, upper: join(dir, 'upper'), work: join(dir, 'work'), state: join(dir, 'state.json') };
+  return { dir, upper: join(dir, 'upper'), work: join(dir, 'work'), tree: join(dir, 'tree'), state: join(dir, 'state.json') };
 }
 
 /** Reads the state, or undefined when the workspace has none on this host. */
@@ -37,12 +46,12 @@ export async function readHostState(workspacesDir: string, id: string): Promise<
   }
 }
 
-/** Writes the state atomically (temp file + rename). */
+/** Writes the state atomically (temp file + rename; directory 0700, file 0600). */
 export async function writeHostState(workspacesDir: string, s: WorkspaceHostState): Promise<void> {
   const d = workspaceDirs(workspacesDir, s.workspaceId);
-  await mkdir(d.dir, { recursive: true });
+  await mkdirPrivate(d.dir);
   const tmp = `${d.state}.tmp`;
-  await writeFile(tmp, JSON.stringify(s));
+  await writeFilePrivate(tmp, JSON.stringify(s));
   await rename(tmp, d.state);
 }
 

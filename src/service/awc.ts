@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, stat } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
@@ -15,17 +15,20 @@ import { buildLayer } from '../host/layer-builder.js';
 import { mergeUpper, type UpperStatCache } from '../host/upper-merge.js';
 import { detectDriver, type DriverReport } from '../host/doctor.js';
 import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
-import { isMounted } from '../host/mount-util.js';
+import { checkMountTarget } from '../host/mount-util.js';
 import { recordStats } from '../host/copy-stat-cache.js';
 import { DaemonClient } from '../daemon/client.js';
 import { loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
 import { importDir } from './import-dir.js';
 import { importTar } from './import-tar.js';
 import { exportDir } from './export-dir.js';
+import { copyTreeOf, mountCopy, rebindCopy, releaseCopy, restoreLeftOut } from './copy-driver.js';
 import { exportTar } from './export-tar.js';
 import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
 import { countRoot } from './tree-stats.js';
+import { prepareHome } from './private-home.js';
+import { writeFilePrivate } from '../core/private-fs.js';
 
 /** Result of an import: the new snapshot and what was stored. */
 export interface ImportResult {
@@ -64,6 +67,11 @@ export interface MountResult {
   driver: 'overlay' | 'copy';
   /** True when the mount resumed private changes kept from an earlier mount. */
   resumed: boolean;
+  /**
+   * Copy driver without a nosuid,nodev bind mount (not root): the setuid/setgid bits and
+   * device nodes that were not materialised (slash-separated path, reason). Absent otherwise.
+   */
+  leftOut?: { path: string; reason: string }[];
 }
 
 /** Progress callback for long work (files and bytes done so far). */
@@ -82,14 +90,14 @@ export class Awc {
     readonly catalog: Catalog,
     readonly store: ObjectStore,
   ) {
-    this.paths = pathsOf(config.home);
+    this.paths = pathsOf(config);
   }
 
-  /** Opens the catalog and object store under the configured home (created on first use). */
+  /** Opens the catalog and object store under the configured home (created 0700 on first use; see prepareHome). */
   static async open(overrides: Partial<AwcConfig> = {}): Promise<Awc> {
     const config = loadConfig(overrides);
-    const paths = pathsOf(config.home);
-    await mkdir(paths.objects, { recursive: true });
+    const paths = pathsOf(config);
+    await prepareHome(paths);
     const catalog = await SqlCatalog.openSqlite(paths.catalog);
     return new Awc(config, catalog, new FsObjectStore(paths.objects));
   }
@@ -204,17 +212,22 @@ export class Awc {
 
   /**
    * Mounts a workspace at `dir` (created when missing; must be empty). Overlay driver via
-   * the host daemon (started on demand), else the copy driver.
+   * the host daemon (started on demand), else the copy driver. A copy workspace whose bind
+   * mount is gone (a reboot) is shown again at the same target (`resumed`).
    * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root)
    */
   async mount(wsRef: string, dir: string, opts: { onProgress?: Progress } = {}): Promise<MountResult> {
     const ws = await this.getWorkspace(wsRef);
+    if (ws.mountState === 'mounted' && ws.mountDriver === 'copy' && ws.mountHost === this.config.host && ws.mountPath === resolve(dir)) {
+      const state = await readHostState(this.paths.workspaces, ws.id);
+      if (state && (await rebindCopy(state, (t) => prepareTarget(t, this.config.home)))) return { workspace: ws.id, path: state.target, driver: 'copy', resumed: true };
+    }
     if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
     if (target === this.config.home || target.startsWith(this.config.home + '/')) {
       throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, { hint: 'Mount workspaces outside the data directory.' });
     }
-    await prepareTarget(target);
+    await prepareTarget(target, this.config.home);
     const report = this.doctor();
     if (this.config.mountDriver === 'overlay' && report.driver !== 'overlay') {
       throw new AwcError('E_PERMISSION', `the overlay driver was asked for but ${report.reason}`);
@@ -233,23 +246,14 @@ export class Awc {
       const r = (await client.call('POST', '/v1/mount', { namespace: this.namespace, workspace: ws.id, target })) as MountResult;
       return r;
     }
-    return this.mountCopy(ws, target, pending, opts.onProgress);
-  }
-
-  private async mountCopy(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, onProgress?: Progress): Promise<MountResult> {
-    if (pending) throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, { hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.` });
-    const head = await this.getSnapshot(ws.headSnapshotId);
-    await exportDir(this.reader(), head.root, target, { onProgress });
-    const statCache = recordStats(target);
-    await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: this.namespace, driver: 'copy', target, layerSnapshotId: head.id, layerRoot: head.root, statCache });
-    await this.catalog.setMount(ws.id, { path: target, driver: 'copy', host: this.config.host });
-    return { workspace: ws.id, path: target, driver: 'copy', resumed: false };
+    return mountCopy(this, ws, target, pending, opts.onProgress);
   }
 
   /**
    * Unmounts a workspace (by ref or mount path). Overlay: the upper is kept when it holds
    * uncheckpointed changes (the next mount resumes them) unless `discard`. Copy driver: the
-   * materialised directory is removed; uncheckpointed changes are refused unless `discard`.
+   * nosuid,nodev bind mount is removed (lazily with `force`) and the materialised tree
+   * deleted; uncheckpointed changes are refused unless `discard`.
    * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes)
    */
   async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<{ workspace: string; path: string; pending: boolean }> {
@@ -268,8 +272,7 @@ export class Awc {
       const head = await this.getSnapshot(ws.headSnapshotId);
       const dirty = live !== undefined && live !== head.root;
       if (dirty && !opts.discard) throw new AwcError('E_IN_USE', `workspace ${ws.id} has changes that are not checkpointed`, { hint: `Run \`awc checkpoint ${ws.id}\` first, or pass --discard to drop them.` });
-      await rm(path, { recursive: true, force: true });
-      await mkdir(path, { recursive: true });
+      await releaseCopy(state ?? { v: 1, workspaceId: ws.id, namespace: this.namespace, driver: 'copy', target: path, layerSnapshotId: head.id, layerRoot: head.root }, opts.force ?? false);
       await removeHostState(this.paths.workspaces, ws.id);
       await this.catalog.setMount(ws.id, null);
       return { workspace: ws.id, path, pending: false };
@@ -315,7 +318,7 @@ export class Awc {
       const reader = this.reader();
       for await (const { path, entry } of walkTree(reader, state.layerRoot)) base.set(path, entry);
       const cache = state.statCache ?? {};
-      const r = await importDir(state.target, writer, {
+      const r = await importDir(copyTreeOf(state), writer, {
         // stat cache: a file or symlink whose inode, size, mtime and ctime are as materialised is the base entry
         reuse: (rel: string, st: fs.BigIntStats) => {
           const c = cache[rel];
@@ -325,7 +328,8 @@ export class Awc {
         },
         allowChanging,
       });
-      return { root: r.root, filesRead: writer.stats.files, skipped: r.skipped, changing: r.changing };
+      const root = await restoreLeftOut(this.reader(writer.sessionBlob.bind(writer)), writer, r.root, base, state.leftOut);
+      return { root, filesRead: writer.stats.files, skipped: r.skipped, changing: r.changing };
     }
     const dirs = workspaceDirs(this.paths.workspaces, state.workspaceId);
     const layer = await buildLayer(this.reader(), state.layerRoot, this.paths.layers);
@@ -369,7 +373,7 @@ export class Awc {
     }
     if (state.driver === 'copy') {
       // the materialised directory now equals the new head: refresh the stat cache against it
-      const statCache = recordStats(state.target, scan.changing);
+      const statCache = recordStats(copyTreeOf(state), scan.changing);
       await writeHostState(this.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
     }
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
@@ -477,7 +481,7 @@ async function readUpperCache(dir: string): Promise<UpperStatCache> {
 /** Writes the upper stat cache atomically. */
 async function writeUpperCache(dir: string, cache: UpperStatCache): Promise<void> {
   const tmp = join(dir, 'upper-cache.json.tmp');
-  await writeFile(tmp, JSON.stringify(cache));
+  await writeFilePrivate(tmp, JSON.stringify(cache));
   await rename(tmp, join(dir, 'upper-cache.json'));
 }
 
@@ -501,8 +505,8 @@ async function checkTarTarget(path: string): Promise<void> {
   if (!fs.existsSync(parent) || !fs.statSync(parent).isDirectory()) throw new AwcError('E_USAGE', `the directory ${parent} does not exist`);
 }
 
-/** Creates the target when missing; refuses a non-empty directory, a file, or a mount point. */
-async function prepareTarget(target: string): Promise<void> {
+/** Creates the target when missing; refuses a non-empty directory, a file, a mount point, or a path inside the home. */
+async function prepareTarget(target: string, home: string): Promise<void> {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
   let existing: fs.Stats | undefined;
   try {
@@ -512,10 +516,7 @@ async function prepareTarget(target: string): Promise<void> {
   }
   if (existing && !existing.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} exists and is not a directory`);
   await mkdir(target, { recursive: true });
-  const st = await stat(target);
-  if (!st.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);
-  if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${target} is not empty`);
-  if (isMounted(target)) throw new AwcError('E_TARGET_BUSY', `${target} is already a mount point`);
+  await checkMountTarget(target, home);
 }
 
 /** `{changing}` when some file kept changing while read, else nothing (results carry the key only when it says something). */

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { homedir, hostname } from 'node:os';
+import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 
@@ -19,10 +20,18 @@ export interface AwcConfig {
   cacheBytes: number;
   /** This host's name in the catalog (mount records). */
   host: string;
+  /** The daemon's API socket (`socket`, `AWC_SOCKET`); unset: see {@link pathsOf}. */
+  socket?: string;
+  /**
+   * Group (name or number) allowed to use the daemon socket (`socketGroup`,
+   * `AWC_SOCKET_GROUP`): the socket is then 0660 root:<group>; unset: 0600, root only.
+   */
+  socketGroup?: string;
 }
 
 /** Paths derived from the home directory. */
 export interface AwcPaths {
+  home: string;
   catalog: string;
   objects: string;
   hostDir: string;
@@ -42,7 +51,7 @@ export function defaultHome(): string {
 
 /**
  * Loads and validates the configuration once. Order: defaults, `<home>/config.json`,
- * `AWC_NAMESPACE`, `AWC_MOUNT_DRIVER`, `AWC_PACK_BYTES`, `AWC_HOST`, then `overrides`.
+ * `AWC_NAMESPACE`, `AWC_MOUNT_DRIVER`, `AWC_PACK_BYTES`, `AWC_HOST`, `AWC_SOCKET`, `AWC_SOCKET_GROUP`, then `overrides`.
  * The home comes from `overrides.home`, else `AWC_HOME`, else `defaultHome()`.
  * @throws E_CONFIG on an unreadable file or invalid value (with the offending key).
  */
@@ -62,6 +71,8 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   if (env.AWC_PACK_BYTES) merged.packBytes = Number(env.AWC_PACK_BYTES);
   if (env.AWC_CACHE_BYTES) merged.cacheBytes = Number(env.AWC_CACHE_BYTES);
   if (env.AWC_HOST) merged.host = env.AWC_HOST;
+  if (env.AWC_SOCKET) merged.socket = env.AWC_SOCKET;
+  if (env.AWC_SOCKET_GROUP) merged.socketGroup = env.AWC_SOCKET_GROUP;
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
   const ns = merged.namespace;
   if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns)) throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
@@ -71,17 +82,43 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   if (typeof merged.host !== 'string' || merged.host === '') throw new AwcError('E_CONFIG', 'invalid host name');
   const cb = merged.cacheBytes as number;
   if (!Number.isSafeInteger(cb) || cb < 0) throw new AwcError('E_CONFIG', `invalid cacheBytes ${JSON.stringify(merged.cacheBytes)}`, { hint: 'Use a whole number of bytes (0 disables the disk cache).' });
-  return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, cacheBytes: cb, host: merged.host };
+  const socket = merged.socket;
+  if (socket !== undefined && (typeof socket !== 'string' || !socket.startsWith('/'))) throw new AwcError('E_CONFIG', `invalid socket ${JSON.stringify(socket)}`, { hint: 'Use an absolute path for the daemon socket.' });
+  const group = merged.socketGroup;
+  if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group))) throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
+  return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, cacheBytes: cb, host: merged.host, socket, socketGroup: group };
 }
 
-/** Paths under the home directory. */
-export function pathsOf(home: string): AwcPaths {
+/** Where root's daemons put their sockets: a root-owned directory outside every home. */
+export const ROOT_RUN_DIR = '/run/awc';
+
+/**
+ * The daemon socket of a home: `config.socket` when set; else, for root, in
+ * {@link ROOT_RUN_DIR} (`awcd.sock` for the default home `/var/lib/awc`,
+ * `<first 12 hex of sha256(home)>.sock` for any other, so several homes on one host never
+ * share a socket); for other users, `<home>/host/awcd.sock` (inside their private home).
+ */
+export function socketPathOf(config: Pick<AwcConfig, 'home' | 'socket'>): string {
+  if (config.socket !== undefined) return config.socket;
+  const home = resolve(config.home);
+  if (process.getuid?.() !== 0) return join(home, 'host', 'awcd.sock');
+  if (home === '/var/lib/awc') return join(ROOT_RUN_DIR, 'awcd.sock');
+  return join(ROOT_RUN_DIR, `${createHash('sha256').update(home).digest('hex').slice(0, 12)}.sock`);
+}
+
+/**
+ * Paths of a home: everything under the home directory (kept 0700 / 0600), except the
+ * daemon socket (see {@link socketPathOf}), the single source of truth for where it is.
+ */
+export function pathsOf(config: Pick<AwcConfig, 'home' | 'socket'>): AwcPaths {
+  const home = resolve(config.home);
   const hostDir = join(home, 'host');
   return {
+    home,
     catalog: join(home, 'catalog.sqlite'),
     objects: join(home, 'objects'),
     hostDir,
-    socket: join(hostDir, 'awcd.sock'),
+    socket: socketPathOf(config),
     pidFile: join(hostDir, 'awcd.pid'),
     logFile: join(hostDir, 'awcd.log'),
     content: join(hostDir, 'content'),

@@ -18,7 +18,8 @@ import { runWithDir, setTreeTimes } from './export-times.js';
  * Recreates regular files (streamed; aligned all-zero 4 KiB blocks are left as holes, so
  * sparse files stay sparse), directories (also empty ones), symlinks (verbatim targets;
  * never followed), hardlinks (`link(2)` to the first name), fifos (`mkfifo`), and device
- * nodes (`mknod`, root only: E_PERMISSION otherwise). Then mode bits incl.
+ * nodes (`mknod`, root only: E_PERMISSION otherwise; with `unprivileged` they are left
+ * out, and setuid/setgid bits of non-directories cleared, see `leftOut`). Then mode bits incl.
  * setuid/setgid/sticky, owner (`lchown`, root only; otherwise the files belong to the
  * caller), xattrs, and last the modification times of everything (directories after
  * their contents, symlinks with `lutimes`; atime is set to the same value).
@@ -62,13 +63,25 @@ export interface ExportDirOptions {
   concurrency?: number;
   /** Replace a non-empty target directory (default: refuse it with E_TARGET_EXISTS). */
   overwrite?: boolean;
+  /**
+   * Materialise nothing that grants privileges where no nosuid,nodev mount protects the
+   * target: setuid/setgid bits of non-directories are cleared and device nodes are not
+   * created; each is listed in the result's `leftOut`.
+   */
+  unprivileged?: boolean;
 }
 
 /** Result of `exportDir`: counts plus the precision the modification times were set with. */
 export interface ExportDirResult extends ExportCounts {
   /** `ns`: exact; `us`: truncated to whole microseconds. */
   mtimePrecision: 'ns' | 'us';
+  /** With `unprivileged`: what was not materialised (slash-separated path, reason). */
+  leftOut: { path: string; reason: string }[];
 }
+
+/** Reasons given in `leftOut`. */
+export const LEFT_OUT_SETID = 'setuid/setgid bits not materialised (no nosuid mount)';
+export const LEFT_OUT_DEVICE = 'device node not materialised (no nodev mount)';
 
 /** Holes are left for whole zero blocks of this many bytes, aligned in the file. */
 const HOLE_BLOCK = 4096;
@@ -184,6 +197,13 @@ function moveInPlace(parent: DirFd, tmp: string, name: string, shown: string, ov
 async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: ExportDirOptions): Promise<ExportDirResult> {
   const isRoot = process.getuid?.() === 0;
   const counts: ExportCounts = { files: 0, bytes: 0 };
+  const leftOut: { path: string; reason: string }[] = [];
+  /** The mode to give a non-directory (setuid/setgid cleared when unprivileged). */
+  const safeMode = (rel: string, mode: number): number => {
+    if (!opts.unprivileged || (mode & 0o6000) === 0) return mode;
+    leftOut.push({ path: rel, reason: LEFT_OUT_SETID });
+    return mode & ~0o6000;
+  };
   const times: [string, string][] = []; // (path relative to top, mtimeNs), applied last
   const exported = new Map<string, Promise<void>>(); // relative path of each regular file → done
   const symlinks = new Set<string>();
@@ -215,7 +235,7 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
       await fh.truncate(e.size); // extends over a trailing hole
       setXattrs(fdPath(fh.fd), rel, e);
       if (isRoot) await fh.chown(e.uid, e.gid);
-      await fh.chmod(e.mode);
+      await fh.chmod(safeMode(rel, e.mode));
     } finally {
       await fh.close();
     }
@@ -306,8 +326,12 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
         case 'fifo':
         case 'chardev':
         case 'blockdev':
+          if (opts.unprivileged && e.type !== 'fifo') {
+            leftOut.push({ path: rel, reason: LEFT_OUT_DEVICE });
+            break;
+          }
           await makeSpecial(d, e, isRoot);
-          await applySpecialAttrs(d, e, isRoot);
+          await applySpecialAttrs(d, { ...e, mode: safeMode(rel, e.mode) }, isRoot);
           times.push([rel, e.mtimeNs]);
           break;
         default:
@@ -329,7 +353,7 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
     throw toAwcError(err);
   }
 
-  return { ...counts, mtimePrecision: await setTreeTimes(top, times, opts.mtimes ?? 'auto') };
+  return { ...counts, mtimePrecision: await setTreeTimes(top, times, opts.mtimes ?? 'auto'), leftOut };
 }
 
 /** Writes `buf` at file offset `pos`, skipping (leaving holes for) aligned all-zero blocks of HOLE_BLOCK bytes. */

@@ -2,6 +2,7 @@ import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex } from '../core/digest.js';
 import { readHostState, workspaceDirs } from '../host/workspace-state.js';
+import { copyTreeOf } from './copy-driver.js';
 import { formatBytes } from '../core/format-bytes.js';
 import type { Awc } from './awc.js';
 
@@ -54,7 +55,7 @@ import type { Awc } from './awc.js';
  *         mountState: 'mounted' | 'unmounted', mountDriver: 'overlay' | 'copy' | null, mountPath: string | null,
  *         logicalBytes: number,  // head snapshot's byteCount
  *         upperBytes: number,    // <home>/host/workspaces/<id> on this host
- *         copyBytes: number,     // copy driver: the materialised target directory
+ *         copyBytes: number,     // copy driver: the materialised tree (bound at the target)
  *         hostBytes: number      // upperBytes + copyBytes
  *       }]                       // oldest first
  *     }
@@ -133,9 +134,11 @@ export async function computeUsage(awc: Awc): Promise<UsageReport> {
   for (const w of workspaces) {
     headOf.set(w.headSnapshotId, (headOf.get(w.headSnapshotId) ?? 0) + 1);
     const head = byId.get(w.headSnapshotId) ?? (await awc.getSnapshot(w.headSnapshotId));
-    const upperBytes = await allocatedOf(workspaceDirs(awc.paths.workspaces, w.id).dir, seen);
+    const dirs = workspaceDirs(awc.paths.workspaces, w.id);
     const state = await readHostState(awc.paths.workspaces, w.id).catch(() => undefined);
-    const copyBytes = state?.driver === 'copy' ? await allocatedOf(state.target, seen) : 0;
+    // the copy driver's private tree (bound at the target) is counted once, as copyBytes
+    const upperBytes = await allocatedOf(dirs.dir, seen, { skip: dirs.tree });
+    const copyBytes = state?.driver === 'copy' ? await allocatedOf(copyTreeOf(state), seen) : 0;
     wsRows.push({
       id: w.id,
       name: w.name,
@@ -243,10 +246,11 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
  * Allocated bytes (`st_blocks × 512`) of `root` and everything below it, without following
  * symlinks or descending into another file system (a mount point below `root`, e.g. a live
  * FUSE or overlay mount, is not entered). Inodes with several links are counted once across
- * all calls sharing `seen`. `shallow` counts `root` itself only. Missing paths (also ones
+ * all calls sharing `seen`. `shallow` counts `root` itself only; `skip` is a path below
+ * `root` that is neither counted nor entered. Missing paths (also ones
  * vanishing during the walk) count 0.
  */
-async function allocatedOf(root: string, seen: Set<string>, opts: { shallow?: boolean } = {}): Promise<number> {
+async function allocatedOf(root: string, seen: Set<string>, opts: { shallow?: boolean; skip?: string } = {}): Promise<number> {
   const st = await lstatOrUndefined(root);
   if (!st) return 0;
   const dev = st.dev;
@@ -270,7 +274,7 @@ async function allocatedOf(root: string, seen: Set<string>, opts: { shallow?: bo
       const stats = await Promise.all(batch.map(lstatOrUndefined));
       for (let j = 0; j < batch.length; j++) {
         const s = stats[j];
-        if (!s || s.dev !== dev) continue;
+        if (!s || s.dev !== dev || batch[j] === opts.skip) continue;
         total += count(s);
         if (s.isDirectory()) stack.push(batch[j]);
       }

@@ -1,14 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
-import { link, mkdir, open, opendir, rename, stat, unlink } from 'node:fs/promises';
+import { link, open, opendir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, sep } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
+import { mkdirPrivate, PRIVATE_FILE_MODE } from '../core/private-fs.js';
 import type { ObjectStore } from './object-store.js';
 
 /**
  * The object store over a local directory (the embedded default). An object with key
  * `a/b/c` is the file `<root>/a/b/c`.
  *
+ * - Directories are created 0700 and objects 0600 (whatever the umask): nobody but the
+ *   owner reads the store.
  * - `put` is create-only and idempotent: the body is written to a temporary file in the
  *   target directory (`.tmp-<random>`), fsynced, then hard-linked into place (link fails
  *   when the name exists, so an existing object is never replaced; on file systems without
@@ -27,10 +30,12 @@ export class FsObjectStore implements ObjectStore {
     const path = this.path(key);
     if (await exists(path)) return;
     const dir = dirname(path);
-    await mkdir(dir, { recursive: true });
+    await mkdirPrivate(dir).catch((err) => {
+      throw toAwcError(err);
+    });
     const tmp = join(dir, `.tmp-${process.pid}-${randomBytes(6).toString('hex')}`);
     try {
-      const fh = await open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL, 0o644);
+      const fh = await open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, PRIVATE_FILE_MODE);
       try {
         let off = 0;
         while (off < body.length) {

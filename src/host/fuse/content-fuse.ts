@@ -18,6 +18,12 @@
  * recycled, FORGET is ignored), entries and attributes are valid for a day, and OPEN, OPENDIR
  * and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
  *
+ * Access: everything is root-owned, directories 0500 and files 0400, and the mount has
+ * `default_permissions` (the kernel checks those modes) besides `allow_other` (overlayfs
+ * reads its lowers with the mounter's, root's, credentials): no other user reads a byte here
+ * even if they reached the mount point, which sits under a 0700 directory anyway. Users read
+ * contents only through a workspace's overlay, which checks the snapshot's own modes.
+ *
  * LOOKUPs of announced content are answered by the reader workers themselves, from a shared
  * table (content-table.ts), and so are READs of content {@link ContentFuse.offer}ed to the hot
  * arena (content-arena.ts): a cold file read ahead into memory then never waits for the main
@@ -419,7 +425,7 @@ export class ContentFuse extends EventEmitter {
       this.mountedPath = mp;
       const initDone = new Promise<void>((resolve, reject) => (this.initWaiter = { resolve, reject }));
       initDone.catch(() => undefined);
-      const args = ['-i', '-t', 'fuse.awc', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0,allow_other,ro', 'awc', mp];
+      const args = ['-i', '-t', 'fuse.awc', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions,ro', 'awc', mp];
       const r = await runCommand('mount', args, [this.fd]);
       if (r.code !== 0) {
         throw new AwcError('E_MOUNT_FAILED', `mount of content FUSE on ${mp} failed: ${(r.stderr || r.stdout).trim() || `exit ${r.code ?? r.signal}`}`);
@@ -714,13 +720,13 @@ export class ContentFuse extends EventEmitter {
     a.ino = nodeid;
     a.time = this.mountTime;
     if (nodeid === FUSE_ROOT_ID) {
-      a.mode = S_IFDIR | 0o555;
+      a.mode = S_IFDIR | 0o500;
       a.nlink = 2 + 256;
       a.size = 0;
       return true;
     }
     if (nodeid >= DIR_BASE && nodeid < FIRST_FILE_ID) {
-      a.mode = S_IFDIR | 0o555;
+      a.mode = S_IFDIR | 0o500;
       a.nlink = 2;
       a.size = 0;
       return true;

@@ -72,14 +72,14 @@ export const DIR_BASE = 2;
 export const FIRST_FILE_ID = DIR_BASE + 256;
 
 /**
- * Fills `a` with the attributes of a content file (node id, size in bytes; read-only, one
+ * Fills `a` with the attributes of a content file (node id, size in bytes; 0400, one
  * link, root-owned, every time `time` seconds), as both the main thread and the workers
  * report them.
  */
 export function contentFileAttr(a: Attr, nodeid: number, size: number, time: number): Attr {
   a.ino = nodeid;
   a.size = size;
-  a.mode = S_IFREG | 0o444;
+  a.mode = S_IFREG | 0o400;
   a.nlink = 1;
   a.uid = 0;
   a.gid = 0;

@@ -1,0 +1,52 @@
+import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+
+/** A throw-away system user for tests that check what another local user can do. */
+export interface TestUser {
+  name: string;
+  uid: number;
+  gid: number;
+  /** Runs a command as this user (`setpriv --reuid --regid --clear-groups`, cwd `/`). */
+  run(cmd: string, args: string[], env?: NodeJS.ProcessEnv): SpawnSyncReturns<string>;
+  /** Runs a Node script (CommonJS, argv[1] = `arg`) as this user and parses its stdout as JSON. */
+  node(script: string, arg?: string): any;
+  /** Removes the user (and its group). Never throws. */
+  remove(): void;
+}
+
+/** True when tests can create users and switch to them (root, useradd and setpriv present). */
+export function canCreateUsers(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  return ['useradd', 'userdel', 'setpriv'].every((c) => spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status === 0);
+}
+
+/** Creates a system user `awctest-<random>` without a home (`useradd -M -r`), with its own group. */
+export function createTestUser(): TestUser {
+  const name = `awctest-${randomBytes(4).toString('hex')}`;
+  execFileSync('useradd', ['-M', '-r', '-U', '-s', '/usr/sbin/nologin', name], { stdio: 'pipe' });
+  const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }).trim());
+  const gid = Number(execFileSync('id', ['-g', name], { encoding: 'utf8' }).trim());
+  const run = (cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> =>
+    spawnSync('setpriv', ['--reuid', String(uid), '--regid', String(gid), '--clear-groups', '--', cmd, ...args], {
+      encoding: 'utf8',
+      cwd: '/',
+      env: { PATH: process.env.PATH, ...env },
+      maxBuffer: 64 * 1024 * 1024,
+      timeout: 120_000,
+    });
+  return {
+    name,
+    uid,
+    gid,
+    run,
+    node(script: string, arg = ''): any {
+      const r = run(process.execPath, ['-e', script, arg]);
+      if (r.status !== 0) throw new Error(`node as ${name} exited ${r.status}: ${r.stderr}`);
+      return JSON.parse(r.stdout);
+    },
+    remove(): void {
+      spawnSync('userdel', [name], { stdio: 'ignore' });
+      spawnSync('groupdel', [name], { stdio: 'ignore' });
+    },
+  };
+}
