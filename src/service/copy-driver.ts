@@ -13,7 +13,8 @@ import type { Awc, MountResult } from './awc.js';
 import { exportDir, LEFT_OUT_DEVICE, LEFT_OUT_SETID } from './export-dir.js';
 
 /**
- * The copy driver's materialisation (docs/explanation/security.md, "Copy driver").
+ * The copy driver: materialising, mounting and releasing a workspace
+ * (docs/explanation/security.md, "Setuid bits and device nodes from snapshots").
  *
  * As root, the snapshot is written in full (setuid bits, device nodes and all) into the
  * workspace's private directory `<home>/host/workspaces/<id>/tree`, under the 0700 home,
