@@ -23,7 +23,7 @@ describe('host daemon crash, stop and restart (overlay driver)', { skip: detectD
     rmSync(work, { recursive: true, force: true });
   });
 
-  test('a killed daemon comes back with the workspace remounted and its private changes intact', () => {
+  test('a killed daemon (and its supervisor) comes back with the workspace remounted and its private changes intact', () => {
     mkdirSync(src);
     writeFileSync(join(src, 'base.txt'), 'base\n');
     awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
@@ -32,16 +32,21 @@ describe('host daemon crash, stop and restart (overlay driver)', { skip: detectD
     writeFileSync(join(mnt, 'uncheckpointed.txt'), 'private change\n');
     const status = awcOk(home, ['daemon', 'status']);
     assert.equal(status.running, true);
-    process.kill(status.pid, 'SIGKILL');
-    // wait for the process to be gone
+    // the whole daemon: a daemon killed alone is started again by its supervisor (daemon-lifecycle.test.ts)
+    const pids: number[] = [status.supervisor, status.pid].filter((p) => typeof p === 'number');
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    // wait for the processes to be gone (a zombie counts as gone)
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline) {
+    const gone = (pid: number) => {
       try {
-        process.kill(status.pid, 0);
+        process.kill(pid, 0);
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return stat[stat.lastIndexOf(')') + 2] === 'Z';
       } catch {
-        break;
+        return true;
       }
-    }
+    };
+    while (Date.now() < deadline && !pids.every(gone));
     assert.equal(awcOk(home, ['daemon', 'status']).running, false);
     const started = awcOk(home, ['daemon', 'start']);
     assert.notEqual(started.pid, status.pid);

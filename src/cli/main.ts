@@ -11,6 +11,14 @@ import { Output, formatBytes } from './output.js';
 import { runMainDemo } from './demo-main.js';
 import { runFanoutDemo } from './demo-fanout.js';
 import { fetchDaemonText, flattenMetrics } from '../daemon/metrics.js';
+import { cleanDeadDaemon, stopDaemon } from '../daemon/stop.js';
+import type { CleanedMount } from '../host/leftovers.js';
+
+/** One line about a mount a dead daemon left and that was cleaned. */
+function describeCleaned(c: CleanedMount): string {
+  const what = c.kind === 'content' ? 'content FUSE' : 'overlay';
+  return c.error ? `${what} at ${c.path}: could not unmount (${c.error})` : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
+}
 import { computeUsage, formatUsage } from '../service/usage.js';
 
 /** The package's version, from package.json next to dist/. */
@@ -150,7 +158,7 @@ program
   .action((target: string, opts: { discard?: boolean; force?: boolean }) =>
     withAwc(async (awc, o) => {
       const r = await awc.unmount(target, opts);
-      o.result(r, () => `${r.workspace} unmounted from ${r.path}${r.pending ? ' (uncheckpointed changes kept on this host; the next mount resumes them)' : ''}`);
+      o.result(r, () => `${r.workspace} unmounted from ${r.path}${r.holders ? ` (detached lazily: still used by ${r.holders.map((h) => `pid ${h.pid} ${h.command}`).join(', ')}; it cannot be mounted again until they exit)` : r.pending ? ' (uncheckpointed changes kept on this host; the next mount resumes them)' : ''}`);
     }),
   );
 
@@ -198,11 +206,24 @@ program
 
 program
   .command('doctor')
-  .description('say which mount driver this host will use and why')
+  .description('say which mount driver this host will use and why; clean mounts a dead daemon left')
   .action(() =>
     withAwc(async (awc, o) => {
-      const r = awc.doctor();
-      o.result(r, () => [`driver: ${r.driver}`, `why: ${r.reason}`, ...r.checks.map((c) => `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`)].join('\n'));
+      const d = awc.doctor();
+      // a daemon that died left mounts behind: clean them (nothing is touched while a daemon or its supervisor lives)
+      const paths = pathsOf(awc.config);
+      const daemon = { running: livePid(paths.pidFile) !== undefined, supervisor: livePid(paths.supervisorPidFile) ?? null };
+      const cleaned = await cleanDeadDaemon(awc.config);
+      const r = { ...d, daemon, cleaned };
+      o.result(r, () =>
+        [
+          `driver: ${r.driver}`,
+          `why: ${r.reason}`,
+          ...r.checks.map((c) => `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`),
+          `daemon: ${daemon.running ? 'running' : 'not running'}${daemon.supervisor ? ` (supervisor pid ${daemon.supervisor})` : ''}`,
+          ...cleaned.map((c) => `left by a dead daemon: ${describeCleaned(c)}`),
+        ].join('\n'),
+      );
     }),
   );
 
@@ -222,28 +243,23 @@ daemon
   .description('unmount everything (uncheckpointed changes are kept) and stop the daemon')
   .option('--force', 'detach mounts that are in use (lazy unmount) instead of refusing')
   .action(async (opts: { force?: boolean }) => {
+    // --json: {running: false, stopped, cleaned: [{kind, path, upper?, lazy, error?}]}
     const o = out();
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
-    const client = new DaemonClient(config);
-    if (!(await client.running())) {
-      o.result({ running: false }, () => 'awcd is not running');
-      return;
-    }
-    await client.call('POST', '/v1/stop', { force: opts.force === true }, { start: false });
-    // wait until the process has exited (it unmounts after it stops answering)
-    const pidFile = pathsOf(config).pidFile;
-    const deadline = Date.now() + 60_000;
-    while (Date.now() < deadline && ((await client.running()) || livePid(pidFile) !== undefined)) await new Promise((r) => setTimeout(r, 100));
-    o.result({ running: false, stopped: true }, () => 'awcd stopped');
+    const r = await stopDaemon(config, opts.force === true);
+    o.result(r, () => [r.stopped ? 'awcd stopped' : 'awcd is not running', ...r.cleaned.map(describeCleaned)].join('\n'));
   });
 daemon
   .command('status')
   .description('is the daemon running, and what it has mounted')
   .action(async () => {
     const o = out();
-    const client = new DaemonClient(loadConfig({ home: globals().home, namespace: globals().namespace }));
+    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
+    const client = new DaemonClient(config);
     if (!(await client.running())) {
-      o.result({ running: false }, () => 'awcd is not running');
+      // a live supervisor is starting a daemon that died again
+      const supervisor = livePid(pathsOf(config).supervisorPidFile);
+      o.result(supervisor === undefined ? { running: false } : { running: false, supervisor }, () => (supervisor === undefined ? 'awcd is not running' : `awcd is not running; its supervisor (pid ${supervisor}) is starting it again`));
       return;
     }
     const s = (await client.call('GET', '/v1/status', undefined, { start: false })) as { pid: number; mounts: { workspace: string; path: string }[]; contentObjects: number };
@@ -251,16 +267,31 @@ daemon
   });
 daemon
   .command('run')
-  .description('run the daemon in the foreground (what `start` runs)')
+  .description('run the daemon and its supervisor in the foreground (what `start` runs)')
   .action(async () => {
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
-    const d = new HostDaemon(config);
-    d.on('log', (l) => process.stderr.write(JSON.stringify({ time: new Date().toISOString(), ...l }) + '\n'));
+    const logLine = (role: string) => (l: Record<string, unknown>) => process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role, ...l }) + '\n');
+    if (process.env.AWC_DAEMON_WORKER !== '1') {
+      // the supervisor: keeps the content FUSE connection and starts the daemon (this command with AWC_DAEMON_WORKER=1)
+      const { runSupervisor } = await import('../daemon/supervisor.js');
+      process.exit(await runSupervisor(config, logLine('supervisor')));
+    }
+    const fuseFd = process.env.AWC_FUSE_FD === undefined ? undefined : Number(process.env.AWC_FUSE_FD);
+    const resume = process.env.AWC_FUSE_RESUME === '1';
+    const d = new HostDaemon(config, { fuseFd, resume });
+    d.on('log', logLine('daemon'));
     const stop = () => void d.stop().then(() => process.exit(0));
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);
     d.on('stopped', () => process.exit(0));
-    await d.start();
+    try {
+      await d.start();
+    } catch (err) {
+      const e = err instanceof AwcError ? err : undefined;
+      logLine('daemon')({ level: 'error', msg: 'start failed', code: e?.code, err: String(err) });
+      const { EXIT_REFUSED, EXIT_SESSION_LOST } = await import('../daemon/supervisor.js');
+      process.exit(e?.code === 'E_DAEMON_UNAVAILABLE' ? EXIT_REFUSED : resume && e?.code === 'E_FUSE' ? EXIT_SESSION_LOST : 1);
+    }
     await new Promise(() => undefined);
   });
 

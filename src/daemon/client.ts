@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { AwcError, toAwcError, type ErrorJson } from '../core/errors.js';
 import { mkdirPrivateSync, openPrivateAppendSync } from '../core/private-fs.js';
 import { pathsOf, type AwcConfig } from '../service/config.js';
+import { livePid } from './pid-file.js';
 
 /**
  * Client of the host daemon's HTTP API on its Unix socket (JSON bodies; errors as
@@ -42,9 +43,18 @@ export class DaemonClient {
     }
   }
 
-  /** Starts `awc daemon run` detached (log in `<home>/host/awcd.log`, 0600) and waits until it answers. */
+  /**
+   * Starts the daemon under its supervisor (supervisor-main.js, what `awc daemon run` runs),
+   * detached (log in `<home>/host/awcd.log`, 0600), and waits until it answers.
+   */
   async start(): Promise<void> {
     const paths = pathsOf(this.config);
+    const deadline = Date.now() + 120_000;
+    // a live supervisor is already starting a daemon (one that died): wait for it, never start a second one
+    while (livePid(paths.supervisorPidFile) !== undefined && Date.now() < deadline) {
+      if (await this.running()) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
     let log: number;
     try {
       mkdirPrivateSync(paths.hostDir);
@@ -52,20 +62,20 @@ export class DaemonClient {
     } catch (err) {
       throw toAwcError(err);
     }
-    const main = fileURLToPath(new URL('../cli/main.js', import.meta.url));
-    const child = spawn(process.execPath, [main, '--home', this.config.home, 'daemon', 'run'], {
+    const main = fileURLToPath(new URL('./supervisor-main.js', import.meta.url));
+    const child = spawn(process.execPath, [main, '--home', this.config.home], {
       detached: true,
       stdio: ['ignore', log, log],
       env: { ...process.env, AWC_HOME: this.config.home, AWC_NAMESPACE: this.config.namespace },
     });
     child.unref();
     closeSync(log);
-    const deadline = Date.now() + 120_000;
     let exited: number | null = null;
     child.on('exit', (code) => (exited = code ?? -1));
     while (Date.now() < deadline) {
       if (await this.running()) return;
-      if (exited !== null) break;
+      // ours gave up, and no other supervisor (one that started at the same time) is starting a daemon
+      if (exited !== null && livePid(paths.supervisorPidFile) === undefined) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not start (see ${paths.logFile})`);

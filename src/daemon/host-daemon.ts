@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
@@ -17,12 +17,17 @@ import { CachedContentSource } from '../host/cached-content-source.js';
 import type { BlobIndex } from '../store/pack-types.js';
 import { buildLayer, type Layer } from '../host/layer-builder.js';
 import { checkMountTarget, isMounted, mountOverlay, unmount } from '../host/mount-util.js';
+import { mountsAt, readMountInfo } from '../host/fuse/mount-util.js';
+import { describeUse, overlayUpper, probeUpperInUse, upperInUse, type Holder } from '../host/upper-use.js';
+import { cleanLeftovers, findLeftovers } from '../host/leftovers.js';
 import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
 import { DaemonMetrics } from './metrics.js';
 import { listenOnSocket, resolveGroup } from './socket-file.js';
 import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import { prepareHome } from '../service/private-home.js';
+import { livePid } from './pid-file.js';
+import { PendingRemounts } from './pending-remounts.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -44,6 +49,22 @@ export interface DaemonStatus {
   content: string;
   contentObjects: number;
   mounts: { workspace: string; namespace: string; path: string }[];
+  /** Pid of the supervisor that keeps the content FUSE connection across restarts, or null. */
+  supervisor: number | null;
+  /** True when this daemon took over the content FUSE connection of the one before it. */
+  resumedConnection: boolean;
+  /** True when a death of this daemon keeps the connection and fails only its in-flight requests (served on a clone of the supervisor's descriptor). */
+  keepsConnection: boolean;
+  /** Workspaces to remount once their old overlay (on a dead connection) has no users: who still holds it. */
+  waiting: { workspace: string; path: string; holders: Holder[] }[];
+}
+
+/** Options of a {@link HostDaemon}. */
+export interface HostDaemonOptions {
+  /** A /dev/fuse descriptor the supervisor keeps open (src/daemon/supervisor.ts). */
+  fuseFd?: number;
+  /** Take over the live connection of that descriptor (a restart after a crash) instead of mounting. */
+  resume?: boolean;
 }
 
 /**
@@ -81,14 +102,27 @@ export class HostDaemon extends EventEmitter {
   /** Inode of the socket file this daemon listens on (to never remove a successor's). */
   private socketIno?: number;
   private mounts = new Map<string, { namespace: string; path: string }>();
+  /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
+  private readonly waiting: PendingRemounts;
   private startedAt = new Date().toISOString();
   private stopping?: Promise<void>;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
   readonly metrics = new DaemonMetrics();
 
-  constructor(readonly config: AwcConfig) {
+  constructor(
+    readonly config: AwcConfig,
+    private readonly opts: HostDaemonOptions = {},
+  ) {
     super();
     this.paths = pathsOf(config);
+    this.waiting = new PendingRemounts(
+      this.paths.workspaces,
+      async (ns, wsId, path) => {
+        await this.catalog.setMount(wsId, null);
+        await this.mount(ns, wsId, path, 'remount');
+      },
+      (l) => this.emit('log', l),
+    );
   }
 
   private reader(ns: string): ContentReader {
@@ -101,9 +135,13 @@ export class HostDaemon extends EventEmitter {
   }
 
   /**
-   * Starts: catalog, content FUSE mount (a stale one from a crashed daemon is detached
-   * first), the API socket, then remounts the workspaces recorded as mounted on this host.
-   * @throws E_FUSE, E_MOUNT_FAILED, E_DAEMON_UNAVAILABLE (another daemon answers on the socket)
+   * Starts: catalog, content FUSE (a live connection kept by the supervisor is taken over;
+   * else a stale mount from a crashed daemon is detached first and a new one mounted), the API
+   * socket, then the workspaces recorded as mounted on this host: adopted as they are when
+   * their overlay still sits on the live connection, else remounted once the old overlay has
+   * no users (see remountAll).
+   * @throws E_FUSE (with `resume`: no live connection to take over), E_MOUNT_FAILED,
+   *   E_DAEMON_UNAVAILABLE (another daemon answers on the socket)
    */
   async start(): Promise<void> {
     const gid = this.config.socketGroup === undefined ? undefined : resolveGroup(this.config.socketGroup);
@@ -119,9 +157,11 @@ export class HostDaemon extends EventEmitter {
     }
     this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
+    const resume = this.opts.resume === true && this.opts.fuseFd !== undefined;
     // a daemon that died leaves its content mount behind, disconnected (ENOTCONN): detach it first
-    if (isMounted(this.paths.content)) await unmount(this.paths.content, true);
-    await mkdirPrivate(this.paths.content);
+    if (!resume && isMounted(this.paths.content)) await unmount(this.paths.content, true);
+    // (never touch a live content mount before it is served: a stat of it would wait for this very process)
+    if (!resume) await mkdirPrivate(this.paths.content);
     this.cache = new ChunkCache({ dir: this.paths.cache, budgetBytes: this.config.cacheBytes });
     await this.cache.open();
     // Pack read-ahead: a miss reads up to 8 MiB of the pack (its neighbours, snapshotted
@@ -133,7 +173,8 @@ export class HostDaemon extends EventEmitter {
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
     // (x64 only: the arena's lock-free check was written and tested for x86's memory order; see content-arena.ts)
-    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source, arenaBytes: process.arch === 'x64' ? ARENA_BYTES : 0 });
+    const session = this.opts.fuseFd === undefined ? undefined : { fd: this.opts.fuseFd, stateFile: this.paths.fuseSession, nodeLog: this.paths.fuseNodes, resume };
+    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source, arenaBytes: process.arch === 'x64' ? ARENA_BYTES : 0, session });
     const fuse = this.fuse;
     this.fetcher.on('fetch', (e: FetchEvent) => {
       if (!e.readAhead) return;
@@ -151,28 +192,71 @@ export class HostDaemon extends EventEmitter {
       this.metrics.mountedWorkspaces.set(this.mounts.size);
       if (this.fuse) this.metrics.syncWorkerFuseOps(this.fuse.workerOps);
     });
+    // taking over: the layers of the workspaces still mounted are registered before any request is served
+    if (resume) await this.registerMountedLayers();
     await this.fuse.mount();
     // remount before answering on the socket, so `awc daemon start` returns with the mounts back
     await this.remountAll();
+    await this.sweepStrayOverlays();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
   }
 
-  /** Remounts every workspace the catalog says is mounted on this host (after a crash or restart). */
+  /**
+   * Registers the layers of the overlays that may still read from the connection taken over,
+   * before it is served: those of the workspaces recorded as mounted here, and those of
+   * workspaces whose earlier mount lives on detached (`unmount --force` with processes inside).
+   */
+  private async registerMountedLayers(): Promise<void> {
+    const mounted = new Set<string>();
+    for (const ws of await this.catalog.listMountedOnHost(this.config.host)) if (ws.mountDriver === 'overlay') mounted.add(ws.id);
+    const ids = await readdir(this.paths.workspaces).catch(() => [] as string[]);
+    for (const id of ids) {
+      try {
+        const state = await readHostState(this.paths.workspaces, id);
+        if (!state || state.driver !== 'overlay') continue;
+        const dirs = workspaceDirs(this.paths.workspaces, id);
+        if (!mounted.has(id) && !(state.mount && (await probeUpperInUse(dirs.upper, dirs.dir)))) continue;
+        await this.layer(state.namespace, state.layerRoot);
+      } catch (err) {
+        this.emit('log', { level: 'error', msg: 'layer of a mounted workspace failed', workspace: id, err: String(err) });
+      }
+    }
+  }
+
+  /**
+   * The workspaces the catalog says are mounted on this host (after a crash or restart). On a
+   * connection taken over, an overlay still mounted at its path is adopted as it is: processes
+   * inside keep their files. Otherwise the old overlay reads from a dead connection: it is
+   * replaced, but only once nobody uses it (never two overlays on one upper); until then the
+   * workspace waits (status `waiting`), retried every second.
+   */
   private async remountAll(): Promise<void> {
     for (const ws of await this.catalog.listMountedOnHost(this.config.host)) {
       if (ws.mountDriver !== 'overlay' || !ws.mountPath) continue;
       try {
-        if (isMounted(ws.mountPath)) await unmount(ws.mountPath, true);
-        await this.catalog.setMount(ws.id, null);
-        await this.mount(ws.namespace, ws.id, ws.mountPath, 'remount');
-        this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
+        const upper = workspaceDirs(this.paths.workspaces, ws.id).upper;
+        const here = mountsAt(ws.mountPath, 'overlay').at(-1);
+        if (this.fuse?.resumedConnection && here && overlayUpper(here) === upper && (await readHostState(this.paths.workspaces, ws.id))) {
+          this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath });
+          this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
+          continue;
+        }
+        if (await this.waiting.tryRemount(ws.namespace, ws.id, ws.mountPath)) this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
       } catch (err) {
         this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
       }
     }
+    this.metrics.mountedWorkspaces.set(this.mounts.size);
+  }
+
+  /** Overlays on this home's uppers that no workspace of this daemon owns (a mount the dead daemon had not recorded): unmounted, lazily when busy. */
+  private async sweepStrayOverlays(): Promise<void> {
+    const owned = new Set([...this.mounts.values(), ...this.waiting.entries().map(([, w]) => w)].map((m) => m.path));
+    const strays = findLeftovers(this.paths, readMountInfo()).filter((l) => l.kind === 'overlay' && !owned.has(l.path));
+    for (const c of await cleanLeftovers(strays)) this.emit('log', { level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
   }
 
   /**
@@ -200,6 +284,13 @@ export class HostDaemon extends EventEmitter {
     const reader = this.reader(ns);
     const layer = await this.layer(ns, layerRoot);
     const dirs = workspaceDirs(this.paths.workspaces, ws.id);
+    if (fs.existsSync(dirs.upper)) {
+      // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
+      const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
+      if (use.inUse) {
+        throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, { details: { holders: use.holders, mountedAt: use.mountedAt } });
+      }
+    }
     if (!pending) {
       await rm(dirs.dir, { recursive: true, force: true });
       await mkdirPrivate(dirs.dir);
@@ -214,7 +305,9 @@ export class HostDaemon extends EventEmitter {
     await mkdirPrivate(dirs.work);
     await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
     try {
-      await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: ns, driver: 'overlay', target, layerSnapshotId, layerRoot });
+      const m = mountsAt(target, 'overlay').at(-1);
+      const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
+      await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: ns, driver: 'overlay', target, layerSnapshotId, layerRoot, mount });
       await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
     } catch (err) {
       await unmount(target, true);
@@ -236,6 +329,7 @@ export class HostDaemon extends EventEmitter {
     await unmount(ws.mountPath, force);
     await this.catalog.setMount(ws.id, null);
     this.mounts.delete(ws.id);
+    this.waiting.delete(ws.id);
     this.metrics.mountOperations.inc({ op: 'unmount', driver: 'overlay' });
     this.metrics.mountedWorkspaces.set(this.mounts.size);
     return { workspace: ws.id, path: ws.mountPath };
@@ -306,6 +400,10 @@ export class HostDaemon extends EventEmitter {
       content: this.paths.content,
       contentObjects: this.source.size,
       mounts: [...this.mounts.entries()].map(([workspace, m]) => ({ workspace, namespace: m.namespace, path: m.path })),
+      supervisor: this.opts.fuseFd === undefined ? null : (livePid(this.paths.supervisorPidFile) ?? null),
+      resumedConnection: this.fuse?.resumedConnection ?? false,
+      keepsConnection: (this.fuse?.servesOnClone ?? false) && livePid(this.paths.supervisorPidFile) !== undefined,
+      waiting: this.waiting.entries().map(([workspace, w]) => ({ workspace, path: w.path, holders: w.holders })),
     };
   }
 
@@ -339,6 +437,7 @@ export class HostDaemon extends EventEmitter {
   /** Stops the daemon (see unmountAll; stop always forces, callers check busy mounts first). */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      this.waiting.stop();
       try {
         await this.unmountAll(true);
       } catch (err) {
@@ -406,22 +505,7 @@ export class HostDaemon extends EventEmitter {
   }
 }
 
-/** The pid in a daemon pid file when that process is alive, else undefined. */
-export function livePid(pidFile: string): number | undefined {
-  let pid: number;
-  try {
-    pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
-  } catch {
-    return undefined;
-  }
-  if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  try {
-    process.kill(pid, 0);
-    return pid;
-  } catch {
-    return undefined;
-  }
-}
+export { livePid } from './pid-file.js';
 
 /** True when something accepts connections on the Unix socket `path`. */
 function socketAnswers(path: string): Promise<boolean> {

@@ -26,6 +26,12 @@ export interface WorkspaceHostState {
   leftOut?: { path: string; reason: string }[];
   layerSnapshotId: string;
   layerRoot: Digest;
+  /**
+   * Overlay driver: the overlay's mount id and device (`major:minor`) as /proc/self/mountinfo
+   * showed them right after mounting. A lazily detached overlay keeps its mount id: the holder
+   * scan (upper-use.ts) finds the processes that keep it alive by it.
+   */
+  mount?: { id: number; dev: string };
   /** Copy driver: the stat of every materialised path (relative) when it was written, to skip unchanged files. */
   statCache?: Record<string, [string, string, string, string]>;
 }

@@ -17,7 +17,9 @@ import { detectDriver, type DriverReport } from '../host/doctor.js';
 import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
 import { checkMountTarget } from '../host/mount-util.js';
 import { recordStats } from '../host/copy-stat-cache.js';
+import { describeUse, upperInUse, type Holder, type UpperUse } from '../host/upper-use.js';
 import { DaemonClient } from '../daemon/client.js';
+import { livePid } from '../daemon/pid-file.js';
 import { loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
 import { importDir } from './import-dir.js';
 import { importTar } from './import-tar.js';
@@ -214,7 +216,8 @@ export class Awc {
    * Mounts a workspace at `dir` (created when missing; must be empty). Overlay driver via
    * the host daemon (started on demand), else the copy driver. A copy workspace whose bind
    * mount is gone (a reboot) is shown again at the same target (`resumed`).
-   * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root)
+   * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root),
+   *   E_STILL_MOUNTED (an earlier mount is still alive: detached but used, or in another mount namespace)
    */
   async mount(wsRef: string, dir: string, opts: { onProgress?: Progress } = {}): Promise<MountResult> {
     const ws = await this.getWorkspace(wsRef);
@@ -233,6 +236,8 @@ export class Awc {
       throw new AwcError('E_PERMISSION', `the overlay driver was asked for but ${report.reason}`);
     }
     let pending = await readHostState(this.paths.workspaces, ws.id);
+    // never two overlays on one upper (and never remove an upper an earlier mount still writes to)
+    if (pending?.driver === 'overlay') await this.refuseWhileUsed(pending, 'it cannot be mounted again');
     if (pending && (await this.liveRoot(ws, pending)) === (await this.getSnapshot(ws.headSnapshotId)).root) {
       // kept changes that were all checkpointed since: start clean on the head
       await removeHostState(this.paths.workspaces, ws.id);
@@ -254,13 +259,18 @@ export class Awc {
    * uncheckpointed changes (the next mount resumes them) unless `discard`. Copy driver: the
    * nosuid,nodev bind mount is removed (lazily with `force`) and the materialised tree
    * deleted; uncheckpointed changes are refused unless `discard`.
-   * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes)
+   * An overlay detached with `force` while processes still use it keeps its upper (they may
+   * still write there): the result is `pending` and names them in `holders`, and the
+   * workspace cannot be mounted again (E_STILL_MOUNTED) nor discarded until they exit.
+   * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes),
+   *   E_STILL_MOUNTED (discard of an upper an earlier mount still uses)
    */
-  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<{ workspace: string; path: string; pending: boolean }> {
+  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<{ workspace: string; path: string; pending: boolean; holders?: Holder[] }> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
     if (ws.mountState !== 'mounted') {
       if (state && opts.discard) {
+        if (state.driver === 'overlay') await this.refuseWhileUsed(state, 'its changes cannot be discarded');
         await removeHostState(this.paths.workspaces, ws.id);
         return { workspace: ws.id, path: state.target, pending: false };
       }
@@ -278,7 +288,9 @@ export class Awc {
       return { workspace: ws.id, path, pending: false };
     }
     const client = new DaemonClient(this.config);
-    await client.call('POST', '/v1/unmount', { namespace: this.namespace, workspace: ws.id, force: opts.force ?? false }, { start: false }).catch(async (err: unknown) => {
+    // a daemon that died and that its supervisor is starting again still serves the mount: wait for it
+    const supervised = livePid(this.paths.supervisorPidFile) !== undefined;
+    await client.call('POST', '/v1/unmount', { namespace: this.namespace, workspace: ws.id, force: opts.force ?? false }, { start: supervised }).catch(async (err: unknown) => {
       // daemon gone: the mount is dead anyway; detach it and clear the record
       if (err instanceof AwcError && err.code === 'E_DAEMON_UNAVAILABLE') {
         const { unmount } = await import('../host/mount-util.js');
@@ -290,11 +302,32 @@ export class Awc {
     });
     let pending = false;
     if (state) {
+      if (opts.force) {
+        // a lazy detach: processes may still write into the upper through the old mount
+        const use = await this.upperUse(state);
+        if (use.inUse) {
+          if (opts.discard) throw new AwcError('E_STILL_MOUNTED', `workspace ${ws.id} was detached from ${path}, but its changes are not discarded: the old mount is still alive (${describeUse(use)})`, { hint: `Run \`awc unmount ${ws.id} --discard\` again once those processes have exited.`, details: { holders: use.holders } });
+          return { workspace: ws.id, path, pending: true, holders: use.holders };
+        }
+      }
       const head = await this.getSnapshot(ws.headSnapshotId);
       pending = opts.discard ? false : (await this.liveRoot(ws, state)) !== head.root;
       if (!pending) await removeHostState(this.paths.workspaces, ws.id);
     }
     return { workspace: ws.id, path, pending };
+  }
+
+  /** Whether an earlier overlay of a workspace still uses its upper (see upper-use.ts). */
+  private upperUse(state: WorkspaceHostState): Promise<UpperUse> {
+    const dirs = workspaceDirs(this.paths.workspaces, state.workspaceId);
+    return upperInUse(dirs.upper, dirs.dir, state.mount ? [state.mount.id] : []);
+  }
+
+  /** @throws E_STILL_MOUNTED when an earlier overlay still uses the workspace's upper */
+  private async refuseWhileUsed(state: WorkspaceHostState, what: string): Promise<void> {
+    if (!fs.existsSync(workspaceDirs(this.paths.workspaces, state.workspaceId).upper)) return;
+    const use = await this.upperUse(state);
+    if (use.inUse) throw new AwcError('E_STILL_MOUNTED', `workspace ${state.workspaceId}: ${what} while an earlier mount is alive (${describeUse(use)})`, { details: { holders: use.holders } });
   }
 
   private async workspaceByRefOrPath(refOrPath: string): Promise<WorkspaceRow> {

@@ -37,6 +37,12 @@ export interface AwcPaths {
   hostDir: string;
   socket: string;
   pidFile: string;
+  /** Pid of the daemon's supervisor (keeps the content FUSE connection across daemon restarts). */
+  supervisorPidFile: string;
+  /** The content FUSE connection a restarted daemon takes over (src/host/fuse/fuse-session.ts). */
+  fuseSession: string;
+  /** Node ids handed out on that connection, in order. */
+  fuseNodes: string;
   logFile: string;
   content: string;
   cache: string;
@@ -120,6 +126,9 @@ export function pathsOf(config: Pick<AwcConfig, 'home' | 'socket'>): AwcPaths {
     hostDir,
     socket: socketPathOf(config),
     pidFile: join(hostDir, 'awcd.pid'),
+    supervisorPidFile: join(hostDir, 'awcd-supervisor.pid'),
+    fuseSession: join(hostDir, 'content-session.json'),
+    fuseNodes: join(hostDir, 'content-nodes.bin'),
     logFile: join(hostDir, 'awcd.log'),
     content: join(hostDir, 'content'),
     cache: join(hostDir, 'cache'),

@@ -30,7 +30,7 @@
  * thread.
  */
 import { EventEmitter } from 'node:events';
-import { closeSync, openSync, realpathSync, statSync, writeFileSync, writeSync, writevSync } from 'node:fs';
+import { closeSync, existsSync, openSync, realpathSync, statSync, writeFileSync, writeSync, writevSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
@@ -57,7 +57,9 @@ import {
   type ReaderWorkerMessage,
   type TableUpdate,
 } from './control.js';
-import { abortFuseConnection, ensureFusectl, mountsAt, runCommand } from './mount-util.js';
+import { abortFuseConnection, ensureFusectl, FUSECTL_DIR, mountsAt, runCommand } from './mount-util.js';
+import { cloneFuseDevice } from './dev-clone.js';
+import { NodeLog, readSessionState, writeSessionState, type FuseSessionState } from './fuse-session.js';
 import {
   ATTR_OUT_SIZE,
   DT_DIR,
@@ -129,6 +131,15 @@ export interface ContentFuseOptions {
    * {@link ContentFuse.offer}); default 0 = off (every READ goes to the main thread).
    */
   arenaBytes?: number;
+  /**
+   * Keep-alive session: serve a connection whose /dev/fuse descriptor `fd` a supervisor keeps
+   * open (see fuse-session.ts and src/daemon/supervisor.ts). With `resume` false the server
+   * mounts with that descriptor; with `resume` true it takes over the live connection recorded
+   * in `stateFile` (no mount, no INIT) and answers for the node ids in `nodeLog`. Either way it
+   * reads requests from a clone of `fd` when it can (FUSE_DEV_IOC_CLONE), so its death fails
+   * only the requests it had read, and it never aborts the connection when the process dies.
+   */
+  session?: { fd: number; stateFile: string; nodeLog: string; resume: boolean };
 }
 
 /** Counters of a {@link ContentFuse}: requests received per opcode name (`lookup`, `read`, …). */
@@ -213,7 +224,13 @@ export class ContentFuse extends EventEmitter {
   private readonly dirBuf = Buffer.alloc(OUT_HEADER_SIZE + 64 * 1024);
   private readonly iov: Buffer[] = [this.hdr, this.hdr];
   private readonly attrScratch: Attr = { ino: 0, size: 0, mode: 0, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: 0 };
-  private readonly mountTime = Math.floor(Date.now() / 1000);
+  private mountTime = Math.floor(Date.now() / 1000);
+  private readonly session: ContentFuseOptions['session'];
+  /** The connection this server takes over (session.resume), read at construction. */
+  private readonly resumed: FuseSessionState | undefined;
+  private readonly nodeLog: NodeLog | undefined;
+  /** True when requests are read from a clone of the session descriptor. */
+  private cloned = false;
 
   /** Creates a server; nothing happens until {@link mount}. */
   constructor(opts: ContentFuseOptions) {
@@ -225,6 +242,27 @@ export class ContentFuse extends EventEmitter {
     this.readAheadKb = Math.max(0, Math.floor(opts.readAheadKb ?? MAX_PAGES * 4));
     const arenaBytes = Math.max(0, Math.floor(opts.arenaBytes ?? 0));
     if (arenaBytes > 0) this.arena = new ContentArena(arenaBytes, (u) => void Atomics.exchange(this.ctrl, CTRL_ARENA_RESERVE, u));
+    this.session = opts.session;
+    if (this.session?.resume) {
+      this.resumed = readSessionState(this.session.stateFile);
+      if (this.resumed) {
+        this.mountTime = this.resumed.mountTime;
+        this.protoMinor = this.resumed.protoMinor;
+        // the same node ids, in the same order, as the server before us handed out
+        for (const [hex, size] of NodeLog.read(this.session.nodeLog)) this.addNode(hex, size, false);
+      }
+    }
+    if (this.session) this.nodeLog = new NodeLog(this.session.nodeLog, !this.resumed);
+  }
+
+  /** True when this server took over a live connection (no mount, no INIT) instead of mounting. */
+  get resumedConnection(): boolean {
+    return this.resumed !== undefined;
+  }
+
+  /** True when requests are read from a clone of the session descriptor (see ContentFuseOptions.session). */
+  get servesOnClone(): boolean {
+    return this.cloned;
   }
 
   /** The FUSE connection id (the minor device number of the mount; /sys/fs/fuse/connections/<id>), once mounted. */
@@ -291,6 +329,7 @@ export class ContentFuse extends EventEmitter {
       this.addNode(hex, size);
       if (before >= 0) this.shortNameCollision(short);
     }
+    this.nodeLog?.flush();
   }
 
   /**
@@ -359,10 +398,11 @@ export class ContentFuse extends EventEmitter {
   }
 
   /** Gives a content object the next node id and publishes it in the table (hex not present yet). */
-  private addNode(hex: string, size: number): number {
+  private addNode(hex: string, size: number, log = true): number {
     const id = FIRST_FILE_ID + this.nodeHex.length;
     this.nodeHex.push(hex);
     this.nodeSize.push(size);
+    if (log) this.nodeLog?.add(hex, size);
     const grewTable = this.table.insert(hex, id, size);
     const grewNodes = this.arena?.ensureNode(id - FIRST_FILE_ID) ?? false;
     if (grewTable || grewNodes) this.publishTable(grewTable);
@@ -401,6 +441,7 @@ export class ContentFuse extends EventEmitter {
       } catch {
         /* reported below */
       }
+      if (this.session?.resume) return this.resume(mp);
       if (mountsAt(mp, 'fuse.awc').length > 0) {
         throw new AwcError('E_TARGET_BUSY', `a content FUSE is already mounted on ${mp}`, {
           hint: `Unmount it first (umount -l ${mp}); a stale one is left by a daemon that died.`,
@@ -412,15 +453,20 @@ export class ContentFuse extends EventEmitter {
         throw new AwcError('E_MOUNT_FAILED', `content FUSE mount point ${this.mountpoint} is not a directory`, { cause: err });
       }
       ensureFusectl();
-      try {
-        this.fd = openSync('/dev/fuse', 'r+');
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        throw new AwcError(code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED', `cannot open /dev/fuse: ${String(err)}`, { cause: err });
+      if (this.session) {
+        this.fd = this.session.fd;
+      } else {
+        try {
+          this.fd = openSync('/dev/fuse', 'r+');
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          throw new AwcError(code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED', `cannot open /dev/fuse: ${String(err)}`, { cause: err });
+        }
+        // a session's connection outlives this process: only an unsupervised one is aborted at exit
+        live.add(this);
+        installExitHook();
+        this.startWorkers();
       }
-      live.add(this);
-      installExitHook();
-      this.startWorkers();
 
       this.mountedPath = mp;
       const initDone = new Promise<void>((resolve, reject) => (this.initWaiter = { resolve, reject }));
@@ -429,6 +475,11 @@ export class ContentFuse extends EventEmitter {
       const r = await runCommand('mount', args, [this.fd]);
       if (r.code !== 0) {
         throw new AwcError('E_MOUNT_FAILED', `mount of content FUSE on ${mp} failed: ${(r.stderr || r.stdout).trim() || `exit ${r.code ?? r.signal}`}`);
+      }
+      if (this.session) {
+        // INIT waits in the connection's queue: whichever descriptor reads first gets it
+        this.serveOnClone();
+        this.startWorkers();
       }
       const m = mountsAt(mp, 'fuse.awc').at(-1);
       if (m) this.connId = m.minor;
@@ -445,10 +496,43 @@ export class ContentFuse extends EventEmitter {
           this.emitError(new AwcError('E_FUSE', `cannot set readahead of content FUSE: ${String(err)}`, { cause: err }));
         }
       }
+      if (this.session && this.protoMinor !== undefined && this.connId !== undefined) {
+        writeSessionState(this.session.stateFile, { v: 1, connId: this.connId, protoMinor: this.protoMinor, mountTime: this.mountTime, cloned: this.cloned, mountpoint: mp });
+      }
       this.state = 'mounted';
     } catch (err) {
       await (this.unmountPromise ??= this.teardown());
       throw err;
+    }
+  }
+
+  /**
+   * Takes over the live connection of the session (see ContentFuseOptions.session): checks
+   * that it is the one mounted at `mp`, then serves it. @throws E_FUSE when it is not alive
+   */
+  private resume(mp: string): void {
+    const s = this.resumed;
+    const m = mountsAt(mp, 'fuse.awc').at(-1);
+    if (!s || s.mountpoint !== mp || !m || m.minor !== s.connId || !existsSync(`${FUSECTL_DIR}/${s.connId}`)) {
+      throw new AwcError('E_FUSE', `no live content FUSE connection to take over at ${mp}`);
+    }
+    this.connId = s.connId;
+    this.mountedPath = mp;
+    this.serveOnClone();
+    this.startWorkers();
+    writeSessionState(this.session!.stateFile, { ...s, cloned: this.cloned });
+    this.state = 'mounted';
+  }
+
+  /** Reads requests from a clone of the session descriptor when the kernel lets us (else from it directly). */
+  private serveOnClone(): void {
+    try {
+      this.fd = cloneFuseDevice(this.session!.fd);
+      this.cloned = true;
+    } catch (err) {
+      this.fd = this.session!.fd;
+      this.cloned = false;
+      this.emitError(err);
     }
   }
 
@@ -605,15 +689,17 @@ export class ContentFuse extends EventEmitter {
     this.ports = [];
     for (const p of this.tablePorts) p.close();
     this.tablePorts = [];
-    // 5. Close the device.
-    if (this.fd >= 0) {
+    // 5. Close the device (and a session's own descriptor: the supervisor keeps its copy).
+    for (const fd of new Set([this.fd, this.session?.fd ?? -1])) {
+      if (fd < 0) continue;
       try {
-        closeSync(this.fd);
+        closeSync(fd);
       } catch {
         /* already closed */
       }
-      this.fd = -1;
     }
+    this.fd = -1;
+    this.nodeLog?.close();
     live.delete(this);
     this.state = 'closed';
   }
@@ -764,6 +850,7 @@ export class ContentFuse extends EventEmitter {
         const info = key.short ? undefined : this.source.lookup(name);
         if (!info) return this.replyError(unique, Errno.ENOENT);
         nodeid = this.addNode(name, info.size);
+        this.nodeLog?.flush(); // before the kernel learns the id
       }
     } else {
       return this.replyError(unique, Errno.ENOTDIR);

@@ -69,15 +69,16 @@ export interface CommandResult {
 
 /**
  * Runs a command asynchronously (never spawnSync: mount(2) and umount(2) may wait on replies
- * that this very process must send). `extraFds` become the child's fds 3, 4, ….
+ * that this very process must send). `extraFds` become the child's fds 3, 4, …; `env`
+ * defaults to this process's environment.
  */
-export function runCommand(cmd: string, args: string[], extraFds: number[] = [], timeoutMs = 30_000): Promise<CommandResult> {
+export function runCommand(cmd: string, args: string[], extraFds: number[] = [], timeoutMs = 30_000, env?: NodeJS.ProcessEnv): Promise<CommandResult> {
   return new Promise((resolve) => {
     const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', ...extraFds];
     let stdout = '';
     let stderr = '';
     let settled = false;
-    const child = spawn(cmd, args, { stdio });
+    const child = spawn(cmd, args, { stdio, env: env ?? process.env });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));

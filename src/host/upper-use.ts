@@ -1,0 +1,206 @@
+/**
+ * Is an overlay upper directory still in use by a mount, and by whom?
+ *
+ * Two overlays on one upper are undefined behaviour (the kernel only warns with index=off).
+ * An overlay lazily detached (`umount -l`) leaves /proc/self/mountinfo but lives on while a
+ * process holds a file, a working directory or a mapping in it, and a copy of the mount in
+ * another mount namespace keeps it alive too. Measured on Linux 6.18 (see docs/decisions.md):
+ *
+ * - The kernel's own answer is the upper inode's in-use flag (I_OVL_INUSE), set while any
+ *   overlay superblock uses it. A probe mount with `index=on` fails with EBUSY on an upper in
+ *   use; with `workdir=/proc` (never on the upper's mount) it fails in every case before it
+ *   writes anything, with EINVAL ("workdir and upperdir must reside under the same mount")
+ *   when the upper is free.
+ * - The holders: `/proc/<pid>/fdinfo/<n>` gives the mount id of every open file, and an O_PATH
+ *   open of `/proc/<pid>/{cwd,root,map_files/*}` gives it for directories and mappings (our
+ *   own fdinfo of that descriptor); a detached mount keeps its id. An O_PATH open and fdinfo
+ *   never call into the file system, so a hung FUSE cannot block the scan. (st_dev does not
+ *   work for mappings: /proc/<pid>/maps shows the underlying file's device.)
+ */
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { readMountInfo, runCommand, unescapeMountField, type MountInfo } from './fuse/mount-util.js';
+
+/** O_PATH (Linux, every architecture Node runs on but alpha/parisc/sparc). */
+const O_PATH = 0o10000000;
+
+/** A process that keeps an overlay alive: pid, command name, and what it holds. */
+export interface Holder {
+  pid: number;
+  command: string;
+  /** `fd <n>`, `cwd`, `root`, `map`, or `mount` (the overlay is mounted in the process's mount namespace). */
+  via: string;
+  /** The path the process sees (for a detached mount, relative to the mount's root). */
+  path?: string;
+}
+
+/** Answer of {@link upperInUse}. */
+export interface UpperUse {
+  /** True when an overlay superblock still uses the upper (the kernel's flag), or a holder was found. */
+  inUse: boolean;
+  /** Processes holding it (empty when none could be seen, e.g. in another PID namespace). */
+  holders: Holder[];
+  /** Where an overlay on the upper is still mounted in this process's mount namespace. */
+  mountedAt: string[];
+}
+
+/** The `upperdir=` of an overlay's super options (unescaped), or undefined. */
+export function overlayUpper(m: MountInfo): string | undefined {
+  if (m.fsType !== 'overlay') return undefined;
+  for (const opt of m.superOptions.split(',')) if (opt.startsWith('upperdir=')) return Buffer.from(unescapeMountField(opt.slice(9)), 'latin1').toString('utf8');
+  return undefined;
+}
+
+/**
+ * The kernel's answer: does an overlay superblock (mounted, detached, or in another
+ * namespace) use `upper` as its upper directory? `scratch` is a directory on any file system
+ * where the probe's empty lower and target directories are made (and removed).
+ * Never mounts anything (see the file comment); false when the probe could not run.
+ */
+export async function probeUpperInUse(upper: string, scratch: string): Promise<boolean> {
+  const lower = join(scratch, 'probe-lower');
+  const target = join(scratch, 'probe-target');
+  mkdirSync(lower, { recursive: true, mode: 0o700 });
+  mkdirSync(target, { recursive: true, mode: 0o700 });
+  try {
+    // LC_ALL=C: the answer is read from mount(8)'s message
+    const r = await runCommand('mount', ['-t', 'overlay', 'overlay', '-o', `index=on,lowerdir=${lower},upperdir=${upper},workdir=/proc`, target], [], 30_000, { ...process.env, LC_ALL: 'C' });
+    if (r.code === 0) {
+      // cannot happen (workdir on /proc): undo it and say free, which the kernel just proved
+      await runCommand('umount', ['-l', target]);
+      return false;
+    }
+    return /busy|already mounted/i.test(r.stderr + r.stdout);
+  } finally {
+    rmSync(lower, { recursive: true, force: true });
+    rmSync(target, { recursive: true, force: true });
+  }
+}
+
+/** Mount id of what `/proc/<pid>/<link>` points at (an O_PATH open, never reaching the file system), or undefined. */
+function linkMountId(link: string): number | undefined {
+  let fd: number;
+  try {
+    fd = openSync(link, O_PATH);
+  } catch {
+    return undefined;
+  }
+  try {
+    return fdinfoMountId(`/proc/self/fdinfo/${fd}`);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function fdinfoMountId(path: string): number | undefined {
+  try {
+    const m = /^mnt_id:\s*(\d+)/m.exec(readFileSync(path, 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function safe<T>(f: () => T, fallback: T): T {
+  try {
+    return f();
+  } catch {
+    return fallback;
+  }
+}
+
+/**
+ * Processes that keep an overlay on `upper` alive, in any mount namespace this process can see
+ * through /proc: those with a file, directory or mapping on one of its mounts (`mountIds`: the
+ * ids recorded when it was mounted, detached or not, plus every mount of it found in a
+ * namespace's mountinfo), and those in another mount namespace where it is still mounted.
+ * Synchronous; a few ms per hundred processes. Never includes this process.
+ */
+export function findHolders(upper: string, mountIds: Iterable<number> = []): Holder[] {
+  const ids = new Set(mountIds);
+  const ownNs = safe(() => readlinkSync('/proc/self/ns/mnt'), '');
+  const pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number).filter((p) => p !== process.pid);
+  const nsMounts = new Map<string, MountInfo[]>();
+  const nsOf = new Map<number, string>();
+  for (const pid of pids) {
+    const ns = safe(() => readlinkSync(`/proc/${pid}/ns/mnt`), '');
+    nsOf.set(pid, ns);
+    if (ns === '' || nsMounts.has(ns)) continue;
+    const mounts = safe(() => readMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'latin1')), [] as MountInfo[]).filter((m) => overlayUpper(m) === upper);
+    nsMounts.set(ns, mounts);
+    for (const m of mounts) ids.add(m.mountId);
+  }
+  const out: Holder[] = [];
+  const command = (pid: number) => safe(() => readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), '?');
+  for (const pid of pids) {
+    const ns = nsOf.get(pid) ?? '';
+    const add = (via: string, path?: string) => out.push({ pid, command: command(pid), via, path });
+    if (ns !== ownNs) {
+      const m = nsMounts.get(ns)?.[0];
+      if (m) {
+        add('mount', Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
+        continue;
+      }
+    }
+    if (ids.size === 0) continue;
+    const base = `/proc/${pid}`;
+    let found = false;
+    for (const fd of safe(() => readdirSync(`${base}/fd`), [] as string[])) {
+      const id = fdinfoMountId(`${base}/fdinfo/${fd}`);
+      if (id !== undefined && ids.has(id)) {
+        add(`fd ${fd}`, safe(() => readlinkSync(`${base}/fd/${fd}`), undefined));
+        found = true;
+        break;
+      }
+    }
+    if (found) continue;
+    for (const link of ['cwd', 'root']) {
+      const id = linkMountId(`${base}/${link}`);
+      if (id !== undefined && ids.has(id)) {
+        add(link, safe(() => readlinkSync(`${base}/${link}`), undefined));
+        found = true;
+        break;
+      }
+    }
+    if (found) continue;
+    const seen = new Set<string>();
+    for (const range of safe(() => readdirSync(`${base}/map_files`), [] as string[])) {
+      const target = safe(() => readlinkSync(`${base}/map_files/${range}`), '');
+      if (seen.has(target)) continue;
+      seen.add(target);
+      const id = linkMountId(`${base}/map_files/${range}`);
+      if (id !== undefined && ids.has(id)) {
+        add('map', target);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Whether an earlier overlay on `upper` is alive anywhere, and who holds it: the kernel's
+ * in-use flag (probe) and the holder scan. `scratch` is where the probe makes its directories.
+ */
+export async function upperInUse(upper: string, scratch: string, mountIds: Iterable<number> = []): Promise<UpperUse> {
+  const busy = await probeUpperInUse(upper, scratch);
+  const holders = findHolders(upper, mountIds);
+  const mountedAt = readMountInfo().filter((m) => overlayUpper(m) === upper).map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
+  return { inUse: busy || holders.length > 0 || mountedAt.length > 0, holders, mountedAt };
+}
+
+/** Why a workspace's upper counts as in use, for an E_STILL_MOUNTED message. */
+export function describeUse(use: UpperUse): string {
+  const parts: string[] = [];
+  if (use.mountedAt.length > 0) parts.push(`mounted at ${use.mountedAt.join(', ')}`);
+  if (use.holders.length > 0) parts.push(`held by ${describeHolders(use.holders)}`);
+  if (parts.length === 0) parts.push('held by no process visible here (another PID namespace, or a mount namespace without processes)');
+  return parts.join('; ');
+}
+
+/** "pid 123 (sh, fd 3), pid 456 (bash, cwd)" for messages; at most `max` named. */
+export function describeHolders(holders: Holder[], max = 5): string {
+  const named = holders.slice(0, max).map((h) => `pid ${h.pid} (${h.command}, ${h.via}${h.path ? ` ${h.path}` : ''})`);
+  if (holders.length > max) named.push(`${holders.length - max} more`);
+  return named.join(', ');
+}
