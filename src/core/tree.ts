@@ -186,3 +186,21 @@ export function decodeRoot(bytes: Uint8Array): RootObject {
   if (obj.chunker !== CHUNKER_ID) throw new AwcError('E_FORMAT', `root uses unknown chunker ${obj.chunker}`);
   return obj;
 }
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Decodes a file name (or symlink target) read as raw bytes; tree format v1 holds UTF-8
+ * names only (docs/decisions.md), so nothing is ever decoded lossily.
+ * @param where the entry's path in the tree, for the error (slash-separated, relative)
+ * @throws AwcError E_UNSUPPORTED_NAME when the bytes are not valid UTF-8 (`details.bytesHex` holds them).
+ */
+export function decodeUtf8Name(raw: Uint8Array, where: string): string {
+  try {
+    return utf8.decode(raw);
+  } catch {
+    throw new AwcError('E_UNSUPPORTED_NAME', `${where}: name is not valid UTF-8: ${JSON.stringify(Buffer.from(raw).toString('latin1'))}`, {
+      details: { path: where, bytesHex: Buffer.from(raw).toString('hex') },
+    });
+  }
+}

@@ -3,7 +3,7 @@ import * as xattr from 'fs-xattr';
 import { isDigest, type Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError } from '../core/errors.js';
-import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
+import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
 import { shortContentName } from './fuse/content-table.js';
 
@@ -164,7 +164,7 @@ class Merger {
 
   /** Merges the upper directory `dir` (its `rel` is the path in the workspace) into `children`. */
   async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null): Promise<void> {
-    const names = dir.list().map((b) => b.toString('utf8')).sort(compareNames);
+    const names = dir.list().map((b) => decodeUtf8Name(b, dir.childRel(b.toString('latin1')))).sort(compareNames);
     for (const name of names) {
       const relPath = dir.childRel(name);
       const base = children.get(name);
@@ -211,7 +211,7 @@ class Merger {
         continue;
       }
       if (found.type === 'symlink') {
-        children.set(name, { type: 'symlink', name, ...keepBaseTime(attrsFromStat(st, undefined), base), target: found.target.toString('utf8') });
+        children.set(name, { type: 'symlink', name, ...keepBaseTime(attrsFromStat(st, undefined), base), target: decodeUtf8Name(found.target, relPath) });
         continue;
       }
       if (st.isCharacterDevice() && st.rdev === 0n) {

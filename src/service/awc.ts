@@ -278,7 +278,7 @@ export class Awc {
     }
     const path = ws.mountPath!;
     if (ws.mountDriver === 'copy') {
-      const live = state ? await this.liveRoot(ws, state) : undefined;
+      const live = state && !opts.discard ? await this.liveRoot(ws, state) : undefined; // discarding needs no scan
       const head = await this.getSnapshot(ws.headSnapshotId);
       const dirty = live !== undefined && live !== head.root;
       if (dirty && !opts.discard) throw new AwcError('E_IN_USE', `workspace ${ws.id} has changes that are not checkpointed`, { hint: `Run \`awc checkpoint ${ws.id}\` first, or pass --discard to drop them.` });

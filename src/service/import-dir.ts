@@ -3,7 +3,7 @@ import { getAttributeSync, listAttributesSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
-import type { Entry, EntryAttrs } from '../core/tree.js';
+import { decodeUtf8Name, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter } from '../store/content-writer.js';
 
 /**
@@ -72,22 +72,6 @@ export interface ImportDirOptions {
   concurrency?: number;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing with E_CHANGED_DURING_READ. */
   allowChanging?: boolean;
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * Decodes a file name (or symlink target) read as raw bytes.
- * @throws AwcError E_UNSUPPORTED_NAME when the bytes are not valid UTF-8.
- */
-export function decodeUtf8Name(raw: Uint8Array, where: string): string {
-  try {
-    return utf8.decode(raw);
-  } catch {
-    throw new AwcError('E_UNSUPPORTED_NAME', `${where}: name is not valid UTF-8: ${JSON.stringify(Buffer.from(raw).toString('latin1'))}`, {
-      details: { path: where, bytesHex: Buffer.from(raw).toString('hex') },
-    });
-  }
 }
 
 /** What to do with an xattr by name: record it (`user.*`), drop it silently (`trusted.overlay.*`), or skip it with a warning. */
@@ -232,7 +216,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
    * directory's tree digest, resolved once all its entries are written.
    */
   const scanDir = async (d: DirFd): Promise<{ tree: Promise<Digest> }> => {
-    const names = d.list().map((b) => decodeUtf8Name(b, d.rel === '' ? '.' : d.rel));
+    const names = d.list().map((b) => decodeUtf8Name(b, d.childRel(b.toString('latin1'))));
     const pending: Promise<Entry>[] = [];
     const add = (p: Promise<Entry>): void => {
       p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile

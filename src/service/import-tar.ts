@@ -6,7 +6,8 @@ import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
-import { classifyXattr, decodeUtf8Name, type ImportProgress, type ImportResult, type ImportWarning } from './import-dir.js';
+import { decodeUtf8Name } from '../core/tree.js';
+import { classifyXattr, type ImportProgress, type ImportResult, type ImportWarning } from './import-dir.js';
 
 /**
  * Importing a tar archive as a snapshot.

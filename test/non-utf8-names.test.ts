@@ -1,0 +1,46 @@
+import { test, describe, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
+import { detectDriver } from '../src/host/doctor.js';
+
+/**
+ * Tree format v1 holds UTF-8 names only: a name that is not valid UTF-8, made inside a
+ * workspace, is refused at checkpoint with E_UNSUPPORTED_NAME naming the entry — never
+ * decoded lossily (which dropped it, or merged it with a real name of U+FFFD characters).
+ */
+for (const driver of ['overlay', 'copy'] as const) {
+  const possible = driver === 'copy' || detectDriver('auto').driver === 'overlay';
+  describe(`names that are not UTF-8 (${driver} driver)`, { skip: possible ? false : 'overlay is not possible on this host' }, () => {
+    const work = mkdtempSync(join(tmpdir(), `awc-names-${driver}-`));
+    const home = join(work, 'home');
+    const env = { AWC_MOUNT_DRIVER: driver };
+    after(() => {
+      cleanupMounts(home, work);
+      rmSync(work, { recursive: true, force: true });
+    });
+
+    test('a checkpoint refuses the name (E_UNSUPPORTED_NAME, exit 7) and keeps the head', () => {
+      const src = join(work, 'src');
+      mkdirSync(src);
+      writeFileSync(join(src, 'base.txt'), 'base\n');
+      const snap = awcOk(home, ['snapshot', 'import', src], env);
+      const ws = awcOk(home, ['fork', snap.id], env).workspaces[0].id;
+      const mnt = join(work, 'mnt');
+      awcOk(home, ['mount', ws, mnt], env);
+      mkdirSync(join(mnt, 'sub'));
+      writeFileSync(Buffer.from(join(mnt, 'sub') + '/\xff\xfe', 'latin1'), 'invalid-name');
+      writeFileSync(join(mnt, 'sub', '\ufffd\ufffd'), 'valid-fffd');
+      const r = awc(home, ['checkpoint', ws], env);
+      assert.equal(r.code, 7, r.stderr);
+      const e = errorOf(r) as { code: string; message: string; details?: { path?: string; bytesHex?: string } };
+      assert.equal(e.code, 'E_UNSUPPORTED_NAME');
+      assert.match(e.message, /^sub\//, 'the message names the entry inside the workspace');
+      assert.ok(!e.message.includes('/host/workspaces/'), 'never the host path of the upper');
+      assert.equal(awcOk(home, ['show', ws], env).headSnapshotId, snap.id, 'the head did not move');
+      awcOk(home, ['unmount', ws, '--discard'], env);
+    });
+  });
+}
