@@ -92,7 +92,7 @@ describe('CLI errors', () => {
     expectError(['snapshot', 'import', notTar], 'E_USAGE', 2);
     const existing = join(work, 'exists.tar');
     writeFileSync(existing, 'keep me');
-    expectError(['export', snap, '--tar', existing], 'E_TARGET_BUSY', 4);
+    expectError(['export', snap, '--tar', existing], 'E_TARGET_EXISTS', 4);
     assert.equal(readFileSync(existing, 'utf8'), 'keep me');
     expectError(['export', snap, '--tar', join(work, 'no-such-dir', 'x.tar')], 'E_USAGE', 2);
     const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;

@@ -1,5 +1,5 @@
 import { Kysely, Migrator, sql, type Migration, type MigrationProvider } from 'kysely';
-import { AwcError } from '../core/errors.js';
+import { AwcError, toAwcError } from '../core/errors.js';
 
 /**
  * Catalog migrations, in code, run through Kysely's `Migrator` with a static provider.
@@ -138,7 +138,8 @@ export const MIGRATION_LOCK_TABLE = 'awc_migration_lock';
 /**
  * Applies every pending migration (idempotent: a no-op on an up-to-date database).
  * Returns the names of the migrations applied by this call.
- * @throws E_INTERNAL when a migration fails (the failed migration's transaction is rolled back),
+ * @throws E_NO_SPACE / E_READ_ONLY / E_IO when the disk fails it, else E_INTERNAL when a migration fails
+ *   (the failed migration's transaction is rolled back),
  *   E_FORMAT when the database has migrations this version does not know (it was written by a newer awc).
  */
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
@@ -157,7 +158,9 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
         cause: error,
       });
     }
-    throw new AwcError('E_INTERNAL', `catalog migration failed: ${msg}`, { cause: error });
+    // a full or read-only disk is the environment's failure (E_NO_SPACE, E_READ_ONLY…), not a bug
+    const mapped = toAwcError(error);
+    throw new AwcError(mapped.code, `catalog migration failed: ${msg}`, { cause: error });
   }
   return (results ?? []).filter((r) => r.status === 'Success' && r.direction === 'Up').map((r) => r.migrationName);
 }

@@ -1,3 +1,5 @@
+import { constants as fsc } from 'node:fs';
+import { access } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import {
@@ -12,7 +14,7 @@ import {
   type Transaction,
 } from 'kysely';
 import type { Digest } from '../core/digest.js';
-import { AwcError } from '../core/errors.js';
+import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate, touchPrivateSync } from '../core/private-fs.js';
 import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../store/pack-types.js';
 import type {
@@ -23,6 +25,7 @@ import type {
   WorkspaceRow,
 } from './catalog.js';
 import { newId, newIds, type IdPrefix } from './ids.js';
+import { checkName } from './names.js';
 import { migrateToLatest } from './migrations.js';
 import type { Database, NewBlobRecord, NewWorkspaceRecord, SnapshotRecord, WorkspaceRecord } from './schema.js';
 
@@ -72,6 +75,18 @@ const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
 class ImmediateSqliteDriver extends SqliteDriver {
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+  }
+  /**
+   * SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR…);
+   * the ROLLBACK that follows would then fail with "no transaction is active" and hide the
+   * error that mattered: that failure is ignored.
+   */
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    try {
+      await connection.executeQuery(CompiledQuery.raw('rollback'));
+    } catch (err) {
+      if (!/no transaction is active/.test((err as Error).message)) throw err;
+    }
   }
 }
 
@@ -131,15 +146,24 @@ function mapError(err: unknown): unknown {
   return err;
 }
 
-function checkName(name: string | null | undefined, what: string): void {
-  if (name === null || name === undefined) return;
-  if (typeof name !== 'string' || name.length === 0) {
-    throw new AwcError('E_USAGE', `a ${what} name must be a non-empty string`);
+/**
+ * SQLite says only "unable to open database file" (SQLITE_CANTOPEN) or SQLITE_READONLY when
+ * the catalog's directory is not writable: ask the file system why (EROFS, EACCES…) so that
+ * the error gets its code (E_READ_ONLY, E_PERMISSION). Other errors are mapped as usual.
+ */
+async function whyCannotOpen(err: unknown, path: string): Promise<unknown> {
+  const c = errCode(err) ?? '';
+  if (path === ':memory:' || !(c.startsWith('SQLITE_CANTOPEN') || c.startsWith('SQLITE_READONLY'))) return mapError(err);
+  try {
+    await access(dirname(resolve(path)), fsc.W_OK);
+    await access(path, fsc.W_OK).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+  } catch (probe) {
+    const p = toAwcError(probe);
+    return new AwcError(p.code, `cannot open the catalog ${path}: ${(probe as Error).message}`, { cause: err });
   }
-  if (/^(sn|ws|ns)_/i.test(name)) {
-    // refs resolve by id before name, across kinds: a name shaped like any id would be shadowed or shadow one
-    throw new AwcError('E_USAGE', `a ${what} name cannot start with sn_, ws_ or ns_ (reserved for ids): ${JSON.stringify(name)}`);
-  }
+  return toAwcError(err);
 }
 
 /** A snapshot record ready to insert (byte_count as a number). */
@@ -210,7 +234,12 @@ export class SqlCatalog implements Catalog {
         // a read-only or unwritable place: SQLite reports it when it opens the file
       }
     }
-    const sqlite = new BetterSqlite3(path, { timeout: busy });
+    let sqlite: BetterSqlite3.Database;
+    try {
+      sqlite = new BetterSqlite3(path, { timeout: busy });
+    } catch (err) {
+      throw await whyCannotOpen(err, path);
+    }
     let db: Kysely<Database> | undefined;
     try {
       sqlite.pragma(`busy_timeout = ${Math.max(0, Math.floor(busy))}`);
@@ -224,7 +253,7 @@ export class SqlCatalog implements Catalog {
     } catch (err) {
       if (db) await db.destroy().catch(() => undefined);
       else sqlite.close();
-      throw mapError(err);
+      throw await whyCannotOpen(err, path);
     }
   }
 
@@ -606,7 +635,7 @@ export class SqlCatalog implements Catalog {
         .execute();
       if (ws.length > 0) {
         throw new AwcError('E_IN_USE', `snapshot ${id} is the base or head of workspace(s) ${ws.map((w) => w.name ?? w.id).join(', ')}`, {
-          hint: 'Remove those workspaces first (`awc rm <workspace>`).',
+          hint: 'It cannot be deleted while those workspaces exist.',
           details: { workspaces: ws.map((w) => w.id) },
         });
       }

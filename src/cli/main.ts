@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { Command, CommanderError } from 'commander';
-import { AwcError } from '../core/errors.js';
+import { AwcError, ERROR_CODES } from '../core/errors.js';
 import { Awc } from '../service/awc.js';
 import { loadConfig, pathsOf } from '../service/config.js';
 import { formatChanges } from '../service/diff.js';
@@ -20,6 +21,8 @@ function describeCleaned(c: CleanedMount): string {
   return c.error ? `${what} at ${c.path}: could not unmount (${c.error})` : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
 }
 import { computeUsage, formatUsage } from '../service/usage.js';
+import { checkHome, detectDriver } from '../host/doctor.js';
+import { PendingFile } from '../service/pending-file.js';
 
 /** The package's version, from package.json next to dist/. */
 function packageVersion(): string {
@@ -35,6 +38,10 @@ interface Globals {
   json?: boolean;
   namespace?: string;
 }
+
+// A closed pipe (`awc ls | head -1`): stop quietly with status 141, as GNU tools and git do (docs/reference/errors.md).
+process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? ERROR_CODES.E_CLOSED_PIPE.exit : out().error(err)));
+process.stderr.on('error', () => process.exit(ERROR_CODES.E_CLOSED_PIPE.exit)); // nowhere left to say anything
 
 const program = new Command();
 program
@@ -56,10 +63,13 @@ function out(): Output {
   return new Output(globals().json === true);
 }
 
-/** Runs `fn` with an open service, closing it afterwards. */
-async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` with an open service, closing it afterwards. Only `create` (snapshot import)
+ * makes a missing home; every other command answers E_NO_HOME there.
+ */
+async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
   const g = globals();
-  const awc = await Awc.open({ home: g.home, namespace: g.namespace });
+  const awc = await Awc.open({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false });
   try {
     return await fn(awc, out());
   } finally {
@@ -90,7 +100,7 @@ snapshot
       o.progressDone();
       for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
       o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: ${r.files} files, ${formatBytes(r.bytes)}; stored ${formatBytes(r.storedBytes)} new`);
-    }),
+    }, { create: true }),
   );
 snapshot
   .command('ls')
@@ -198,6 +208,13 @@ program
   .option('--overwrite', 'with --dir: replace a non-empty directory')
   .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean }) =>
     withAwc(async (awc, o) => {
+      // Ctrl-C or a kill: remove the half-written archive, then exit as the signal would (128 + n)
+      for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+        process.once(sig, () => {
+          PendingFile.removeAllSync();
+          process.exit(128 + osConstants.signals[sig]);
+        });
+      }
       const r = await awc.export(ref, { ...opts, onProgress: progress(o, 'exporting') });
       o.progressDone();
       if (opts.tar !== '-') o.result(r, () => `${r.id}: ${r.files} files, ${formatBytes(r.bytes)} written to ${opts.tar ?? opts.dir}`);
@@ -206,26 +223,28 @@ program
 
 program
   .command('doctor')
-  .description('say which mount driver this host will use and why; clean mounts a dead daemon left')
-  .action(() =>
-    withAwc(async (awc, o) => {
-      const d = awc.doctor();
-      // a daemon that died left mounts behind: clean them (nothing is touched while a daemon or its supervisor lives)
-      const paths = pathsOf(awc.config);
-      const daemon = { running: livePid(paths.pidFile) !== undefined, supervisor: livePid(paths.supervisorPidFile) ?? null };
-      const cleaned = await cleanDeadDaemon(awc.config);
-      const r = { ...d, daemon, cleaned };
-      o.result(r, () =>
-        [
-          `driver: ${r.driver}`,
-          `why: ${r.reason}`,
-          ...r.checks.map((c) => `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`),
-          `daemon: ${daemon.running ? 'running' : 'not running'}${daemon.supervisor ? ` (supervisor pid ${daemon.supervisor})` : ''}`,
-          ...cleaned.map((c) => `left by a dead daemon: ${describeCleaned(c)}`),
-        ].join('\n'),
-      );
-    }),
-  );
+  .description('say which mount driver this host will use and why, whether the home is usable; clean mounts a dead daemon left')
+  .action(async () => {
+    // needs no home and creates nothing: it also answers on a missing or read-only home
+    const o = out();
+    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
+    const d = detectDriver(config.mountDriver);
+    const home = checkHome(config.home);
+    // a daemon that died left mounts behind: clean them (nothing is touched while a daemon or its supervisor lives; nothing to clean in a home that is missing or read-only)
+    const paths = pathsOf(config);
+    const daemon = { running: livePid(paths.pidFile) !== undefined, supervisor: livePid(paths.supervisorPidFile) ?? null };
+    const cleaned = home.ok ? await cleanDeadDaemon(config) : [];
+    const r = { ...d, checks: [...d.checks, home], daemon, cleaned };
+    o.result(r, () =>
+      [
+        `driver: ${r.driver}`,
+        `why: ${r.reason}`,
+        ...r.checks.map((c) => `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`),
+        `daemon: ${daemon.running ? 'running' : 'not running'}${daemon.supervisor ? ` (supervisor pid ${daemon.supervisor})` : ''}`,
+        ...cleaned.map((c) => `left by a dead daemon: ${describeCleaned(c)}`),
+      ].join('\n'),
+    );
+  });
 
 const daemon = program.command('daemon').description('the host daemon (content FUSE server and overlay mounts)');
 daemon

@@ -26,9 +26,13 @@ export class Output {
     process.stderr.write(this.json ? JSON.stringify({ warning: text }) + '\n' : `awc: warning: ${text}\n`);
   }
 
-  /** Prints an error (`{code, message, hint, retryable}` as JSON with --json) and returns the exit status. */
+  /**
+   * Prints an error (`{code, message, hint, retryable}` as JSON with --json) and returns the
+   * exit status. A closed pipe (E_CLOSED_PIPE) prints nothing and returns 141.
+   */
   error(err: unknown): number {
     const e: AwcError = toAwcError(err);
+    if (e.code === 'E_CLOSED_PIPE') return e.exitCode; // nobody reads the output any more: nothing to say (like SIGPIPE)
     if (this.json) process.stderr.write(JSON.stringify(e.toJSON()) + '\n');
     else {
       process.stderr.write(`awc: ${e.code}: ${e.message}\n  hint: ${e.hint}\n`);

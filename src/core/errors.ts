@@ -1,3 +1,6 @@
+import { accessSync, constants, existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+
 /**
  * The one error class of AWC and its code registry.
  *
@@ -13,7 +16,11 @@ export interface ErrorSpec {
   hint: string;
 }
 
-/** The code registry. Exit codes: 2 usage, 3 not found, 4 conflict/state, 5 integrity, 6 environment, 7 unsupported, 1 internal. */
+/**
+ * The code registry. Exit codes: 2 usage, 3 not found, 4 conflict/state, 5 integrity, 6 environment, 7 unsupported,
+ * 1 internal (a bug in AWC, and nothing else), 141 the reader of stdout went away (the CLI prints nothing, like a
+ * program killed by SIGPIPE).
+ */
 export const ERROR_CODES = {
   E_USAGE: { exit: 2, retryable: false, hint: 'Run `awc --help` or `awc <command> --help` for usage.' },
   E_CONFIG: { exit: 2, retryable: false, hint: 'Check the configuration file and AWC_* environment variables.' },
@@ -21,7 +28,7 @@ export const ERROR_CODES = {
   E_SOURCE_NOT_FOUND: { exit: 3, retryable: false, hint: 'Check the path you passed.' },
   E_NO_HOME: { exit: 3, retryable: false, hint: 'No AWC home exists there yet; create one with `awc snapshot import <dir>`, or pass --home / AWC_HOME.' },
   E_OBJECT_NOT_FOUND: { exit: 5, retryable: false, hint: 'The object store lacks an object the catalog refers to; restore the object store from a copy, or re-import the snapshot.' },
-  E_AMBIGUOUS: { exit: 2, retryable: false, hint: 'Use the full id instead of a prefix or name.' },
+  E_AMBIGUOUS: { exit: 2, retryable: false, hint: 'Use the full id instead of a prefix or name, or say the kind: snapshot:<name>, workspace:<name>.' },
   E_NAME_TAKEN: { exit: 4, retryable: false, hint: 'Pick another name (names are unique per namespace among snapshots, and among workspaces).' },
   E_ALREADY_MOUNTED: { exit: 4, retryable: false, hint: 'Unmount it first with `awc unmount <workspace>`.' },
   E_NOT_MOUNTED: { exit: 4, retryable: false, hint: 'Mount it first with `awc mount <workspace> <dir>`.' },
@@ -39,6 +46,8 @@ export const ERROR_CODES = {
   E_NO_SPACE: { exit: 6, retryable: true, hint: 'The disk (or quota) is full; free space, or lower AWC_CACHE_BYTES, and run the command again.' },
   E_READ_ONLY: { exit: 6, retryable: false, hint: 'The file system is read-only; pass a writable --home (or AWC_HOME), or remount it read-write.' },
   E_NAME_TOO_LONG: { exit: 7, retryable: false, hint: 'A path or name is longer than the system allows (255 bytes a name, 4096 a path); shorten it.' },
+  E_IO: { exit: 6, retryable: false, hint: 'The operating system reported an I/O error; check the disk (`dmesg`) and its free space.' },
+  E_CLOSED_PIPE: { exit: 141, retryable: false, hint: 'The program reading the output closed it early (e.g. `head`); awc stopped writing.' },
   E_PERMISSION: { exit: 6, retryable: false, hint: 'Run as root, or use the copy driver (AWC_MOUNT_DRIVER=copy).' },
   E_MOUNT_FAILED: { exit: 6, retryable: true, hint: 'Run `awc doctor` to see which mount driver this host can use.' },
   E_DAEMON_UNAVAILABLE: { exit: 6, retryable: true, hint: 'Start it with `awc daemon start` and check `awc daemon status`.' },
@@ -95,10 +104,71 @@ export class AwcError extends Error {
   }
 }
 
-/** Wraps any thrown value as an AwcError (E_INTERNAL unless it already is one). */
+/** Errno codes of the environment (not of AWC) and the code each one is reported as. */
+const ERRNO_CODES: Record<string, ErrorCode> = {
+  ENOSPC: 'E_NO_SPACE',
+  EDQUOT: 'E_NO_SPACE',
+  EROFS: 'E_READ_ONLY',
+  ENAMETOOLONG: 'E_NAME_TOO_LONG',
+  EACCES: 'E_PERMISSION',
+  EPERM: 'E_PERMISSION',
+  EIO: 'E_IO',
+};
+
+/**
+ * The code of a SQLite result code as better-sqlite3 throws it (`err.code`, e.g. `SQLITE_FULL`,
+ * `SQLITE_IOERR_SHMSIZE`), or undefined for codes that mean a bug (misuse, constraint…).
+ * SQLite reports a full disk as SQLITE_FULL, or as SQLITE_IOERR_SHMSIZE when the WAL index cannot grow.
+ */
+function sqliteCode(code: string): { code: ErrorCode; hint?: string } | undefined {
+  if (code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE') return { code: 'E_NO_SPACE' };
+  if (code.startsWith('SQLITE_READONLY')) return { code: 'E_READ_ONLY' };
+  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN')) return { code: 'E_IO' };
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return { code: 'E_INTEGRITY', hint: 'The catalog (catalog.sqlite) is damaged; restore it from a copy.' };
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return { code: 'E_CATALOG_BUSY' };
+  return undefined;
+}
+
+/**
+ * Node's recursive `mkdir` answers ENOENT when the real failure is a read-only file system
+ * (or a permission); a recursive mkdir has no other reason for ENOENT than a race. Asks the
+ * nearest existing ancestor why it cannot be written, or undefined when `e` is something else.
+ */
+function realMkdirError(e: NodeJS.ErrnoException | undefined): NodeJS.ErrnoException | undefined {
+  if (e?.code !== 'ENOENT' || e.syscall !== 'mkdir' || typeof e.path !== 'string') return undefined;
+  for (let dir = dirname(e.path); ; dir = dirname(dir)) {
+    if (existsSync(dir)) {
+      try {
+        accessSync(dir, constants.W_OK);
+        return undefined;
+      } catch (probe) {
+        const p = probe as NodeJS.ErrnoException;
+        return Object.assign(new Error(`cannot create ${e.path}: ${p.message.replace(/, access .*$/, '')}`), { code: p.code, path: e.path }) as NodeJS.ErrnoException;
+      }
+    }
+    if (dir === dirname(dir)) return undefined;
+  }
+}
+
+/**
+ * Wraps any thrown value as an AwcError. An AwcError is returned as is; an error of the
+ * environment is given its stable code (the one place where this mapping lives): errno
+ * ENOSPC/EDQUOT → E_NO_SPACE, EROFS → E_READ_ONLY, ENAMETOOLONG → E_NAME_TOO_LONG,
+ * EACCES/EPERM → E_PERMISSION, EIO → E_IO, and SQLite's codes
+ * (SQLITE_FULL → E_NO_SPACE, SQLITE_READONLY* → E_READ_ONLY, SQLITE_IOERR* → E_IO,
+ * SQLITE_CORRUPT* → E_INTEGRITY, SQLITE_BUSY* → E_CATALOG_BUSY). Anything else is
+ * E_INTERNAL: a bug in AWC. (EPIPE is not mapped here: only the writer of stdout knows that
+ * it means "the reader went away", E_CLOSED_PIPE; elsewhere, a pipe to a child, it may be a bug.)
+ */
 export function toAwcError(err: unknown): AwcError {
   if (err instanceof AwcError) return err;
-  const e = err as NodeJS.ErrnoException;
-  if (e && (e.code === 'EACCES' || e.code === 'EPERM')) return new AwcError('E_PERMISSION', e.message, { cause: err });
+  const e = realMkdirError(err as NodeJS.ErrnoException) ?? (err as NodeJS.ErrnoException);
+  const raw = typeof e?.code === 'string' ? e.code : undefined;
+  if (raw !== undefined && ERRNO_CODES[raw]) {
+    const message = e.path && !e.message.includes(e.path) ? `${e.message} (${e.path})` : e.message;
+    return new AwcError(ERRNO_CODES[raw], message, { cause: err });
+  }
+  const sq = raw?.startsWith('SQLITE_') ? sqliteCode(raw) : undefined;
+  if (sq) return new AwcError(sq.code, `${e.message} (${raw})`, { cause: err, hint: sq.hint });
   return new AwcError('E_INTERNAL', e?.message ?? String(err), { cause: err });
 }

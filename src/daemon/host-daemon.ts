@@ -8,7 +8,7 @@ import type { Digest } from '../core/digest.js';
 import { nsToUtimeSeconds } from '../core/time.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { SqlCatalog } from '../catalog/sql-catalog.js';
-import { FsObjectStore } from '../store/fs-object-store.js';
+import { FsObjectStore, TEMP_GRACE_MS } from '../store/fs-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
 import { ChunkCache } from '../host/chunk-cache.js';
@@ -65,6 +65,8 @@ export interface HostDaemonOptions {
   fuseFd?: number;
   /** Take over the live connection of that descriptor (a restart after a crash) instead of mounting. */
   resume?: boolean;
+  /** Age (ms) of the object store's leftover temporary files that `start` removes (default TEMP_GRACE_MS, 1 h). */
+  tempGraceMs?: number;
 }
 
 /**
@@ -157,6 +159,7 @@ export class HostDaemon extends EventEmitter {
     }
     this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
+    this.emit('log', { level: 'info', msg: 'swept temporary objects left by killed writers', ...(await this.store.sweepTemp(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))) });
     const resume = this.opts.resume === true && this.opts.fuseFd !== undefined;
     // a daemon that died leaves its content mount behind, disconnected (ENOTCONN): detach it first
     if (!resume && isMounted(this.paths.content)) await unmount(this.paths.content, true);

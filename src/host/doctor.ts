@@ -1,5 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
+import { join } from 'node:path';
 import type { MountDriverChoice } from '../service/config.js';
 
 /** One check `awc doctor` ran and its outcome. */
@@ -49,5 +50,21 @@ function safeRead(p: string): string {
     return readFileSync(p, 'utf8');
   } catch {
     return '';
+  }
+}
+
+/**
+ * What `awc doctor` says about the home: missing (commands other than `snapshot import`
+ * answer E_NO_HOME), read-only, not writable, or writable. Creates nothing.
+ */
+export function checkHome(home: string): DoctorCheck {
+  const name = 'home';
+  if (!existsSync(join(home, 'catalog.sqlite'))) return { name, ok: false, detail: `${home}: no AWC home yet (\`awc snapshot import <dir>\` creates it)` };
+  try {
+    accessSync(home, constants.W_OK);
+    return { name, ok: true, detail: `${home}: writable` };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { name, ok: false, detail: `${home}: ${code === 'EROFS' ? 'on a read-only file system' : `not writable (${code})`}` };
   }
 }

@@ -1,11 +1,12 @@
 import { mkdir, readFile, rename, stat } from 'node:fs/promises';
 import * as fs from 'node:fs';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { AwcError } from '../core/errors.js';
+import { isAbsolute, join, resolve } from 'node:path';
+import { AwcError, toAwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { Entry } from '../core/tree.js';
 import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import { SqlCatalog } from '../catalog/sql-catalog.js';
+import { checkName } from '../catalog/names.js';
 import { FsObjectStore } from '../store/fs-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
@@ -20,12 +21,12 @@ import { recordStats } from '../host/copy-stat-cache.js';
 import { describeUse, upperInUse, type Holder, type UpperUse } from '../host/upper-use.js';
 import { DaemonClient } from '../daemon/client.js';
 import { livePid } from '../daemon/pid-file.js';
-import { loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
+import { assertHome, loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
 import { importDir } from './import-dir.js';
 import { importTar } from './import-tar.js';
 import { exportDir } from './export-dir.js';
 import { copyTreeOf, mountCopy, rebindCopy, releaseCopy, restoreLeftOut } from './copy-driver.js';
-import { exportTar } from './export-tar.js';
+import { checkTarTarget, exportTar } from './export-tar.js';
 import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
 import { countRoot } from './tree-stats.js';
@@ -95,10 +96,16 @@ export class Awc {
     this.paths = pathsOf(config);
   }
 
-  /** Opens the catalog and object store under the configured home (created 0700 on first use; see prepareHome). */
-  static async open(overrides: Partial<AwcConfig> = {}): Promise<Awc> {
+  /**
+   * Opens the catalog and object store under the configured home. A missing home is created
+   * (0700; see prepareHome) unless `create` is false (what the CLI's read-only commands
+   * pass): then nothing is created and a home without its catalog is E_NO_HOME.
+   * @throws E_NO_HOME, E_CONFIG, E_READ_ONLY / E_NO_SPACE / E_PERMISSION (the home's file system)
+   */
+  static async open(overrides: Partial<AwcConfig> = {}, opts: { create?: boolean } = {}): Promise<Awc> {
     const config = loadConfig(overrides);
     const paths = pathsOf(config);
+    if (opts.create === false) await assertHome(config.home);
     await prepareHome(paths);
     const catalog = await SqlCatalog.openSqlite(paths.catalog);
     return new Awc(config, catalog, new FsObjectStore(paths.objects));
@@ -117,8 +124,9 @@ export class Awc {
     return new ContentReader({ store: this.store, index: this.catalog.blobIndex(this.namespace), extra });
   }
 
-  private writer(dryRun = false): ContentWriter {
-    return new ContentWriter({ store: this.store, index: this.catalog.blobIndex(this.namespace), packBytes: this.config.packBytes, dryRun });
+  /** A content writer; a dry run with `keepChunks` keeps the new chunks it saw in memory (see ContentWriterOptions). */
+  private writer(dryRun = false, keepChunks = false): ContentWriter {
+    return new ContentWriter({ store: this.store, index: this.catalog.blobIndex(this.namespace), packBytes: this.config.packBytes, dryRun, keepChunks });
   }
 
   /**
@@ -131,9 +139,12 @@ export class Awc {
     let st: fs.Stats;
     try {
       st = await stat(src);
-    } catch {
-      throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
+      throw toAwcError(err);
     }
+    checkName(opts.name, 'snapshot');
     if (opts.name !== undefined) await this.assertSnapshotNameFree(opts.name);
     const writer = this.writer();
     if (!st.isDirectory() && !(st.isFile() && looksLikeTar(src))) {
@@ -168,30 +179,41 @@ export class Awc {
     return this.catalog.listWorkspaces(this.namespace);
   }
 
+  /** A snapshot by id, unique id prefix or name (optionally written `snapshot:<ref>`). @throws E_NOT_FOUND, E_AMBIGUOUS */
   getSnapshot(ref: string): Promise<SnapshotRow> {
-    return this.catalog.getSnapshot(this.namespace, ref);
+    return this.catalog.getSnapshot(this.namespace, ref.replace(/^snapshot:/i, ''));
   }
 
+  /** A workspace by id, unique id prefix or name (optionally written `workspace:<ref>`). @throws E_NOT_FOUND, E_AMBIGUOUS */
   getWorkspace(ref: string): Promise<WorkspaceRow> {
-    return this.catalog.getWorkspace(this.namespace, ref);
+    return this.catalog.getWorkspace(this.namespace, ref.replace(/^workspace:/i, ''));
   }
 
-  /** Resolves a ref as a snapshot first, then as a workspace. @throws E_NOT_FOUND, E_AMBIGUOUS */
+  /**
+   * Resolves a ref that may name a snapshot or a workspace (`show`, `diff`, `export`). Ids
+   * carry their kind (`sn_…`, `ws_…`), and `snapshot:<ref>` / `workspace:<ref>` say it; a
+   * bare name or id prefix that matches a snapshot and a workspace is refused.
+   * @throws E_NOT_FOUND, E_AMBIGUOUS (with a hint naming both and how to say which)
+   */
   async resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }> {
     // ids carry their kind (names may not start with sn_/ws_), so a workspace id never resolves as a snapshot
-    if (/^ws_/i.test(ref)) return { kind: 'workspace', workspace: await this.getWorkspace(ref) };
-    if (/^sn_/i.test(ref)) return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
-    try {
-      return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
-    } catch (err) {
-      if (!(err instanceof AwcError) || err.code !== 'E_NOT_FOUND') throw err;
+    if (/^(ws_|workspace:)/i.test(ref)) return { kind: 'workspace', workspace: await this.getWorkspace(ref) };
+    if (/^(sn_|snapshot:)/i.test(ref)) return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
+    const unlessNotFound = <T>(p: Promise<T>): Promise<T | undefined> =>
+      p.catch((err: unknown) => {
+        if (err instanceof AwcError && err.code === 'E_NOT_FOUND') return undefined;
+        throw err;
+      });
+    const [snapshot, workspace] = await Promise.all([unlessNotFound(this.getSnapshot(ref)), unlessNotFound(this.getWorkspace(ref))]);
+    if (snapshot && workspace) {
+      throw new AwcError('E_AMBIGUOUS', `${JSON.stringify(ref)} names both snapshot ${snapshot.id} and workspace ${workspace.id}`, {
+        hint: `Say which: snapshot:${ref} or workspace:${ref} (or the id ${snapshot.id} / ${workspace.id}).`,
+        details: { ref, snapshot: snapshot.id, workspace: workspace.id },
+      });
     }
-    try {
-      return { kind: 'workspace', workspace: await this.getWorkspace(ref) };
-    } catch (err) {
-      if (err instanceof AwcError && err.code === 'E_NOT_FOUND') throw new AwcError('E_NOT_FOUND', `no snapshot or workspace ${JSON.stringify(ref)}`);
-      throw err;
-    }
+    if (snapshot) return { kind: 'snapshot', snapshot };
+    if (workspace) return { kind: 'workspace', workspace };
+    throw new AwcError('E_NOT_FOUND', `no snapshot or workspace ${JSON.stringify(ref)}`);
   }
 
   /**
@@ -444,10 +466,12 @@ export class Awc {
 
   /**
    * Diffs two refs. One ref: a workspace's head against its live state, or a snapshot's
-   * parent against it. Returns the changes and, with `patch`, a git-style patch.
+   * parent against it. Returns the changes and, with `patch`, a git-style patch. For a patch
+   * the dry-run scan of a live state keeps its new bytes (in no store yet) in memory.
+   * @throws E_NOT_FOUND, E_AMBIGUOUS, E_CHANGED_DURING_READ (a live file kept changing)
    */
   async diff(fromRef: string, toRef?: string, opts: { patch?: boolean; binary?: boolean; metadata?: boolean } = {}): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
-    const writer = this.writer(true);
+    const writer = this.writer(true, opts.patch === true);
     let from: Digest;
     let to: Digest;
     if (toRef === undefined) {
@@ -467,16 +491,14 @@ export class Awc {
     const changes = await diffSnapshots(src, from, to, { metadata: opts.metadata });
     const out: { from: Digest; to: Digest; changes: Change[]; patch?: string } = { from, to, changes };
     if (opts.patch) {
-      out.patch = await renderPatch(src, (f) => this.readLive(f), changes, from, to, { binary: opts.binary ? 'full' : 'summary' });
+      const readAll = async (f: { size: number; chunks: { digest: Digest; size: number }[] }): Promise<Buffer> => {
+        const parts: Buffer[] = [];
+        for await (const b of src.readFile(f)) parts.push(b); // new bytes of a live state come from the writer's session
+        return Buffer.concat(parts);
+      };
+      out.patch = await renderPatch(src, readAll, changes, from, to, { binary: opts.binary ? 'full' : 'summary' });
     }
     return out;
-  }
-
-  /** Reads a file's bytes for a patch: from the store, or (live state) from the upper when not stored. */
-  private async readLive(f: { size: number; chunks: { digest: Digest; size: number }[]; digest: Digest }): Promise<Buffer> {
-    const parts: Buffer[] = [];
-    for await (const b of this.reader().readFile(f)) parts.push(b);
-    return Buffer.concat(parts);
   }
 
   private async emptyRoot(writer: ContentWriter): Promise<Digest> {
@@ -488,7 +510,7 @@ export class Awc {
    * Exports a snapshot (or a workspace's head) as a tar file or into a directory (written
    * beside it under a temporary name, in place only when complete; `overwrite` replaces a
    * non-empty directory).
-   * @throws E_NOT_FOUND, E_TARGET_EXISTS (directory not empty), E_PATH_TRAVERSAL
+   * @throws E_NOT_FOUND, E_TARGET_EXISTS (a tar file that exists, a directory not empty), E_PATH_TRAVERSAL, E_NO_SPACE…
    */
   async export(ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number }> {
     if ((opts.tar === undefined) === (opts.dir === undefined)) throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
@@ -529,13 +551,6 @@ function looksLikeTar(path: string): boolean {
   } finally {
     fs.closeSync(fd);
   }
-}
-
-/** A tar target must not exist yet, and its directory must. @throws E_TARGET_BUSY, E_USAGE */
-async function checkTarTarget(path: string): Promise<void> {
-  if (fs.existsSync(path)) throw new AwcError('E_TARGET_BUSY', `${path} already exists`, { hint: 'Export to a new file name, or remove the file first.' });
-  const parent = dirname(path);
-  if (!fs.existsSync(parent) || !fs.statSync(parent).isDirectory()) throw new AwcError('E_USAGE', `the directory ${parent} does not exist`);
 }
 
 /** Creates the target when missing; refuses a non-empty directory, a file, a mount point, or a path inside the home. */

@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
+import { lstat } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
-import { AwcError } from '../core/errors.js';
+import { AwcError, toAwcError } from '../core/errors.js';
 
 /** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
 export type MountDriverChoice = 'auto' | 'overlay' | 'copy';
@@ -56,29 +57,45 @@ export function defaultHome(): string {
 }
 
 /**
- * Loads and validates the configuration once. Order: defaults, `<home>/config.json`,
- * `AWC_NAMESPACE`, `AWC_MOUNT_DRIVER`, `AWC_PACK_BYTES`, `AWC_HOST`, `AWC_SOCKET`, `AWC_SOCKET_GROUP`, then `overrides`.
- * The home comes from `overrides.home`, else `AWC_HOME`, else `defaultHome()`.
- * @throws E_CONFIG on an unreadable file or invalid value (with the offending key).
+ * The keys of `<home>/config.json` (camelCase) and the environment variable that overrides
+ * each, with its type: docs/reference/configuration.md lists them. `AWC_HOME` has no key
+ * (the file lives in the home).
+ */
+export const CONFIG_KEYS = {
+  namespace: { env: 'AWC_NAMESPACE', type: 'string' },
+  mountDriver: { env: 'AWC_MOUNT_DRIVER', type: 'string' },
+  packBytes: { env: 'AWC_PACK_BYTES', type: 'number' },
+  cacheBytes: { env: 'AWC_CACHE_BYTES', type: 'number' },
+  host: { env: 'AWC_HOST', type: 'string' },
+  socket: { env: 'AWC_SOCKET', type: 'string' },
+  socketGroup: { env: 'AWC_SOCKET_GROUP', type: 'string' },
+} as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
+
+/**
+ * Loads and validates the configuration once. Order: defaults, `<home>/config.json`, the
+ * `AWC_*` variables of CONFIG_KEYS, then `overrides`. The home comes from `overrides.home`,
+ * else `AWC_HOME`, else `defaultHome()`.
+ * @throws E_CONFIG on an unreadable file, a key it does not know (the message lists the
+ *   valid ones) or an invalid value (with the offending key).
  */
 export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.ProcessEnv = process.env): AwcConfig {
   const home = resolve(overrides.home ?? env.AWC_HOME ?? defaultHome());
-  let file: Partial<AwcConfig> = {};
+  const path = join(home, 'config.json');
+  let file: Record<string, unknown> = {};
   try {
-    file = JSON.parse(readFileSync(join(home, 'config.json'), 'utf8'));
+    file = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') {
-      throw new AwcError('E_CONFIG', `cannot read ${join(home, 'config.json')}: ${(err as Error).message}`);
+      const mapped = toAwcError(err); // a path too long, a permission…: the environment's code
+      throw mapped.code === 'E_INTERNAL' ? new AwcError('E_CONFIG', `cannot read ${path}: ${(err as Error).message}`) : mapped;
     }
   }
+  checkKeys(file, path);
   const merged: Record<string, unknown> = { namespace: 'default', mountDriver: 'auto', packBytes: 32 * 1024 * 1024, cacheBytes: 10 * 2 ** 30, host: hostname(), ...file };
-  if (env.AWC_NAMESPACE) merged.namespace = env.AWC_NAMESPACE;
-  if (env.AWC_MOUNT_DRIVER) merged.mountDriver = env.AWC_MOUNT_DRIVER;
-  if (env.AWC_PACK_BYTES) merged.packBytes = Number(env.AWC_PACK_BYTES);
-  if (env.AWC_CACHE_BYTES) merged.cacheBytes = Number(env.AWC_CACHE_BYTES);
-  if (env.AWC_HOST) merged.host = env.AWC_HOST;
-  if (env.AWC_SOCKET) merged.socket = env.AWC_SOCKET;
-  if (env.AWC_SOCKET_GROUP) merged.socketGroup = env.AWC_SOCKET_GROUP;
+  for (const [key, spec] of Object.entries(CONFIG_KEYS)) {
+    const v = env[spec.env];
+    if (v) merged[key] = spec.type === 'number' ? Number(v) : v;
+  }
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
   const ns = merged.namespace;
   if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns)) throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
@@ -93,6 +110,35 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const group = merged.socketGroup;
   if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group))) throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
   return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, cacheBytes: cb, host: merged.host, socket, socketGroup: group };
+}
+
+/** config.json must be an object of CONFIG_KEYS only. @throws E_CONFIG naming the unknown key and the valid ones */
+function checkKeys(file: unknown, path: string): void {
+  const valid = Object.keys(CONFIG_KEYS);
+  if (typeof file !== 'object' || file === null || Array.isArray(file)) throw new AwcError('E_CONFIG', `${path} must hold a JSON object`, { hint: `Write {"key": value, …} with the keys ${valid.join(', ')}.` });
+  for (const key of Object.keys(file)) {
+    if (valid.includes(key)) continue;
+    const env = Object.entries(CONFIG_KEYS).find(([, s]) => s.env === key)?.[0];
+    throw new AwcError('E_CONFIG', `unknown key ${JSON.stringify(key)} in ${path}`, {
+      hint: `Valid keys: ${valid.join(', ')}${env ? ` (AWC_* names are for the environment; in config.json it is "${env}")` : ''}. See docs/reference/configuration.md.`,
+      details: { key, valid },
+    });
+  }
+}
+
+/**
+ * Commands that only read (everything but `snapshot import`) call this instead of creating a
+ * home: a home is a directory with its `catalog.sqlite`.
+ * @throws E_NO_HOME naming `home` (nothing is created), E_NAME_TOO_LONG / E_PERMISSION… when it cannot be looked at
+ */
+export async function assertHome(home: string): Promise<void> {
+  try {
+    await lstat(pathsOf({ home }).catalog);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw toAwcError(err);
+    throw new AwcError('E_NO_HOME', `there is no AWC home at ${home} (no catalog.sqlite there)`, { details: { home } });
+  }
 }
 
 /** Where root's daemons put their sockets: a root-owned directory outside every home. */

@@ -1,11 +1,12 @@
 import { once } from 'node:events';
-import { createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { lstat, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import tarStream from 'tar-stream';
 import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Entry, EntryAttrs, FileEntry, TreeObject } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
+import { PendingFile } from './pending-file.js';
 
 /**
  * Exporting a snapshot as a pax tar archive (POSIX.1-2001), readable by GNU tar, bsdtar
@@ -25,6 +26,22 @@ import type { ContentReader } from '../store/content-reader.js';
  * Hardlinks are type `link` with the first name (`./<target>`) as target; fifos and
  * devices are recorded with their major/minor numbers.
  */
+
+/** A tar target must not exist yet (not even as a dangling symlink), and its directory must. @throws E_TARGET_EXISTS, E_USAGE, E_NAME_TOO_LONG */
+export async function checkTarTarget(path: string): Promise<void> {
+  const missing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
+  const target = await lstat(path).catch((err: unknown) => {
+    if (missing(err)) return undefined;
+    throw toAwcError(err);
+  });
+  if (target) throw new AwcError('E_TARGET_EXISTS', `${path} already exists`, { hint: 'Export to a new file name, or remove the file first.' });
+  const parent = dirname(path);
+  const dir = await stat(parent).catch((err: unknown) => {
+    if (missing(err) || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
+    throw toAwcError(err);
+  });
+  if (!dir?.isDirectory()) throw new AwcError('E_USAGE', `the directory ${parent} does not exist`);
+}
 
 /** Counts of an export: regular files (each hardlinked inode once) and their bytes. */
 export interface ExportCounts {
@@ -87,22 +104,28 @@ function paxRecords(a: EntryAttrs): Record<string, string> {
 }
 
 /**
- * Writes the snapshot `root` as a pax tar archive to `out` (a file path, created or
- * truncated, and removed again on failure; or a writable stream, which is ended). File contents are streamed from
- * `reader.readFile`, never held whole.
+ * Writes the snapshot `root` as a pax tar archive to `out`: a file path that must not exist
+ * (written under a temporary name beside it, mode 0600, and moved there only once complete
+ * and fsynced; on any failure nothing is left), or a writable stream, which is ended. File
+ * contents are streamed from `reader.readFile`, never held whole.
  *
  * @returns regular files (each hardlinked inode once) and their bytes.
  * @throws AwcError E_OBJECT_NOT_FOUND / E_INTEGRITY from the reader, E_FORMAT for a
  *   hardlink whose target is not an earlier regular file, E_UNSUPPORTED for device numbers
- *   beyond the ustar fields, E_PERMISSION/E_INTERNAL on write errors.
+ *   beyond the ustar fields; on write errors E_NO_SPACE, E_READ_ONLY, E_PERMISSION, E_IO,
+ *   E_CLOSED_PIPE (a stream whose reader went away), E_TARGET_EXISTS (the file appeared meanwhile).
  */
 export async function exportTar(reader: ContentReader, root: Digest, out: string | NodeJS.WritableStream): Promise<ExportCounts> {
   const pack = tarStream.pack();
-  const dest: NodeJS.WritableStream = typeof out === 'string' ? createWriteStream(out) : out;
+  const file = typeof out === 'string' ? await PendingFile.create(out) : undefined;
+  const dest: NodeJS.WritableStream = file ? file.stream() : (out as NodeJS.WritableStream);
   const counts: ExportCounts = { files: 0, bytes: 0 };
+  /** The first write error: it is what failed, whatever the entries being written then report. */
+  let writeError: unknown;
 
   const piped = new Promise<void>((resolve, reject) => {
     dest.on('error', (err: Error) => {
+      writeError ??= err;
       pack.destroy(err);
       reject(err);
     });
@@ -115,6 +138,7 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
   const addEntry = (header: TarHeader, body?: AsyncIterable<Buffer>): Promise<void> =>
     new Promise<void>((resolve, reject) => {
       const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()));
+      sink.on('error', () => undefined); // reported through the entry's callback
       if (header.type !== 'file') return;
       (async () => {
         if (body) {
@@ -230,13 +254,14 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
     await walk(r.tree, '');
     pack.finalize();
     await piped;
+    await file?.commit();
     return counts;
   } catch (err) {
     pack.destroy(err as Error);
-    if (typeof out === 'string') {
-      (dest as ReturnType<typeof createWriteStream>).destroy();
-      await rm(out, { force: true }).catch(() => undefined); // no partial archive left behind
-    }
-    throw toAwcError(err);
+    if (file) (dest as import('node:fs').WriteStream).destroy();
+    await file?.abort(); // no partial archive left behind
+    const cause = writeError ?? err;
+    if (!file && (cause as NodeJS.ErrnoException).code === 'EPIPE') throw new AwcError('E_CLOSED_PIPE', 'the reader of the archive closed the pipe', { cause });
+    throw toAwcError(cause);
   }
 }

@@ -41,6 +41,12 @@ export interface ContentWriterOptions {
   packBytes?: number;
   /** Hash, chunk and build trees but upload nothing (stats still say what would be new). */
   dryRun?: boolean;
+  /**
+   * Dry run only: keep a copy of every new chunk (one in no store) in memory, served by
+   * `sessionBlob`, so that the state scanned can be read back (a patch of a live workspace).
+   * Costs as much memory as the new bytes.
+   */
+  keepChunks?: boolean;
   /** Test-only fault injection: called after a file's bytes were read and before it is stat'ed again. */
   testHooks?: { afterRead?(path: string, attempt: number): void | Promise<void> };
 }
@@ -83,10 +89,11 @@ export class ContentWriter {
   private readonly index: BlobIndex;
   private readonly packBytes: number;
   private readonly dryRun: boolean;
+  private readonly keepChunks: boolean;
   private readonly hooks: ContentWriterOptions['testHooks'];
   /** Digests known to exist: found in the index or written (queued in a pack) by this writer. */
   private readonly known = new Set<Digest>();
-  /** Raw bytes of every tree and root written by this writer. */
+  /** Raw bytes of every tree and root written by this writer (and, with keepChunks, of every new chunk). */
   private readonly session = new Map<Digest, Buffer>();
   /** Trees/roots waiting for their batched index lookup. */
   private readonly pendingMeta = new Map<Digest, { kind: BlobKind; bytes: Buffer }>();
@@ -101,6 +108,7 @@ export class ContentWriter {
     this.index = opts.index;
     this.packBytes = opts.packBytes ?? DEFAULT_PACK_BYTES;
     this.dryRun = opts.dryRun ?? false;
+    this.keepChunks = this.dryRun && (opts.keepChunks ?? false);
     this.hooks = opts.testHooks;
   }
 
@@ -217,7 +225,7 @@ export class ContentWriter {
     return digest;
   }
 
-  /** Raw bytes of a tree or root written by this writer (also in a dry run), else undefined. Do not modify them. */
+  /** Raw bytes of a tree or root written by this writer (also in a dry run), or of a new chunk kept by `keepChunks`, else undefined. Do not modify them. */
   sessionBlob(digest: Digest): Buffer | undefined {
     return this.session.get(digest);
   }
@@ -337,6 +345,7 @@ export class ContentWriter {
       this.known.add(b.digest);
       this.stats.newChunks++;
       this.stats.newBytes += b.data.length;
+      if (this.keepChunks) this.session.set(b.digest, Buffer.from(b.data)); // a copy: read buffers are reused
       if (!this.dryRun) await this.append('chunk', b.digest, b.data);
     }
   }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
-import { link, open, opendir, rename, stat, unlink } from 'node:fs/promises';
+import { link, lstat, open, opendir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, sep } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate, PRIVATE_FILE_MODE } from '../core/private-fs.js';
@@ -25,7 +25,7 @@ export class FsObjectStore implements ObjectStore {
   /** @param root directory holding the objects (created on first put). */
   constructor(readonly root: string) {}
 
-  /** Stores `body` (bytes) under `key` if absent; an existing object is left as is. @throws E_PATH_TRAVERSAL for a bad key, E_PERMISSION/E_INTERNAL on I/O errors. */
+  /** Stores `body` (bytes) under `key` if absent; an existing object is left as is. @throws E_PATH_TRAVERSAL for a bad key, E_NO_SPACE / E_READ_ONLY / E_PERMISSION / E_IO on I/O errors. */
   async put(key: string, body: Uint8Array): Promise<void> {
     const path = this.path(key);
     if (await exists(path)) return;
@@ -128,6 +128,44 @@ export class FsObjectStore implements ObjectStore {
     yield* this.walk(startRel, prefix);
   }
 
+  /**
+   * Removes the temporary files (`.tmp-…`) that a `put` killed midway left behind, when
+   * their mtime is more than `olderThanMs` milliseconds ago (a younger one may belong to a
+   * `put` still running). Walks the whole store without following symlinks.
+   * @returns how many files were removed and their bytes. @throws E_PERMISSION / E_IO… on I/O errors
+   */
+  async sweepTemp(olderThanMs: number): Promise<{ removed: number; bytes: number }> {
+    const before = Date.now() - olderThanMs;
+    const out = { removed: 0, bytes: 0 };
+    const sweep = async (dir: string): Promise<void> => {
+      let entries;
+      try {
+        entries = await opendir(dir);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') return;
+        throw toAwcError(err);
+      }
+      for await (const d of entries) {
+        const p = join(dir, d.name);
+        if (d.isDirectory()) await sweep(p);
+        else if (d.isFile() && d.name.startsWith('.tmp-')) {
+          const st = await lstat(p).catch(() => undefined);
+          if (!st?.isFile() || st.mtimeMs >= before) continue;
+          await unlink(p).then(
+            () => {
+              out.removed++;
+              out.bytes += st.size;
+            },
+            () => undefined, // removed meanwhile
+          );
+        }
+      }
+    };
+    await sweep(this.root);
+    return out;
+  }
+
   private async *walk(rel: string, prefix: string): AsyncGenerator<{ key: string; size: number }> {
     let dir;
     try {
@@ -159,6 +197,9 @@ export class FsObjectStore implements ObjectStore {
     return join(this.root, ...key.split('/'));
   }
 }
+
+/** How old (ms) a temporary file must be before `sweepTemp` callers remove it by default: 1 hour (no `put` takes that long). */
+export const TEMP_GRACE_MS = 60 * 60 * 1000;
 
 const SEGMENT = /^[A-Za-z0-9._-]+$/;
 
