@@ -129,7 +129,7 @@ for (const driver of ['overlay', 'copy'] as const) {
         assert.deepEqual(fired.sort(), ['objects', 'refs/heads', 'tmp_pack_1']);
         assert.equal(r.changed, true);
         const out = join(work, `out-${ws}`);
-        awcOk(home, ['export', r.id, '--dir', out], env);
+        awcOk(home, ['export', r.id, '--dir', out, '--keep-privileges'], env);
         // gone before it was opened: absent; the directory walked while it was renamed: as found
         assert.deepEqual(readdirSync(out).sort(), ['refs', 'src']);
         assert.deepEqual(readdirSync(join(out, 'refs', 'heads')), ['main']);

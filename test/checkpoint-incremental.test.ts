@@ -39,7 +39,7 @@ for (const driver of ['overlay', 'copy'] as const) {
       const d = awcOk(home, ['diff', second.id, third.id], env);
       assert.deepEqual(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]), [['f3.txt', 'modified']]);
       const out = join(work, 'out');
-      awcOk(home, ['export', third.id, '--dir', out], env);
+      awcOk(home, ['export', third.id, '--dir', out, '--keep-privileges'], env);
       awcOk(home, ['unmount', ws], env);
     });
   });

@@ -249,7 +249,7 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     assert.equal(readFileSync(join(mnt, 'log.txt'), 'utf8'), expected);
     const cp = ok(home, ['checkpoint', ws]);
     const out = join(work, 'export-kept');
-    ok(home, ['export', cp.id, '--dir', out]);
+    ok(home, ['export', cp.id, '--dir', out, '--keep-privileges']);
     assert.equal(readFileSync(join(out, 'log.txt'), 'utf8'), expected);
     const warningsAfter = doubleUpperWarnings();
     if (warningsBefore !== undefined && warningsAfter !== undefined) assert.equal(warningsAfter, warningsBefore, 'the kernel warned about two overlays on one upper');

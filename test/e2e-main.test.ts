@@ -135,7 +135,7 @@ for (const driver of ['overlay', 'copy'] as const) {
     test('export --dir of the checkpoint equals the original with the edits; --tar round trip keeps the root digest', () => {
       const ws = awcOk(home, ['show', wsIds[0]], env);
       const out = join(work, 'exported');
-      awcOk(home, ['export', ws.headSnapshotId, '--dir', out], env);
+      awcOk(home, ['export', ws.headSnapshotId, '--dir', out, '--keep-privileges'], env);
       assert.deepEqual(readTreeInfo(out, skipGitIndex), readTreeInfo(expected, skipGitIndex));
       const tar = join(work, 'cp.tar');
       const ex = awcOk(home, ['export', ws.headSnapshotId, '--tar', tar], env);

@@ -83,7 +83,7 @@ for (const driver of ['overlay', 'copy'] as const) {
 
     test('export equals the source: types, modes, links, xattrs and nanosecond mtimes', () => {
       const out = join(work, 'export-base');
-      awcOk(home, ['export', snap.id, '--dir', out], env);
+      awcOk(home, ['export', snap.id, '--dir', out, '--keep-privileges'], env);
       assert.deepEqual(readTreeInfo(out), readTreeInfo(src));
       const timed = ['regular.txt', 'exec.sh', 'big.bin', 'dir/sub/b.txt', 'link-abs', 'dir', 'empty-dir'];
       assert.deepEqual(mtimes(out, timed), mtimes(src, timed));
@@ -107,7 +107,7 @@ for (const driver of ['overlay', 'copy'] as const) {
       const cp = awcOk(home, ['checkpoint', ws], env);
       assert.equal(cp.changed, true);
       const out = join(work, 'export-cp');
-      awcOk(home, ['export', cp.id, '--dir', out], env);
+      awcOk(home, ['export', cp.id, '--dir', out, '--keep-privileges'], env);
       assert.deepEqual(readTreeInfo(out), shown);
       // untouched entries keep their exact nanosecond mtimes through the checkpoint
       const untouched = ['exec.sh', 'big.bin', 'link-abs'];

@@ -38,7 +38,7 @@ function swapOnce(rel: string, base: () => string, to: string): { fired: () => b
 /** What the snapshot `id` holds at `path` once exported (lstat, never followed). */
 function exported(home: string, work: string, id: string, env: NodeJS.ProcessEnv): string {
   const out = join(work, `out-${id}-${Math.random().toString(36).slice(2)}`);
-  awcOk(home, ['export', id, '--dir', out], env);
+  awcOk(home, ['export', id, '--dir', out, '--keep-privileges'], env);
   return out;
 }
 
@@ -200,7 +200,7 @@ describe('trees deeper than PATH_MAX', () => {
     closeSync(fd);
     const imp = awcOk(home, ['snapshot', 'import', join(work, 'src')], env);
     assert.equal(imp.files, 1);
-    awcOk(home, ['export', imp.id, '--dir', join(work, 'out')], env);
+    awcOk(home, ['export', imp.id, '--dir', join(work, 'out'), '--keep-privileges'], env);
     const back = awcOk(home, ['snapshot', 'import', join(work, 'out')], env);
     assert.equal(back.root, imp.root);
   });

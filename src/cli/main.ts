@@ -206,7 +206,8 @@ program
   .option('--tar <file>', 'tar file (pax, exact mtimes; - for stdout)')
   .option('--dir <dir>', 'new or empty directory (appears only when complete)')
   .option('--overwrite', 'with --dir: replace a non-empty directory')
-  .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean }) =>
+  .option('--keep-privileges', 'with --dir: keep setuid/setgid bits and device nodes (left out by default)')
+  .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean }) =>
     withAwc(async (awc, o) => {
       // Ctrl-C or a kill: remove the half-written archive, then exit as the signal would (128 + n)
       for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
@@ -217,6 +218,7 @@ program
       }
       const r = await awc.export(ref, { ...opts, onProgress: progress(o, 'exporting') });
       o.progressDone();
+      for (const l of r.leftOut ?? []) o.warn(`${l.path}: left out: ${l.reason} (pass --keep-privileges to keep it)`);
       if (opts.tar !== '-') o.result(r, () => `${r.id}: ${r.files} files, ${formatBytes(r.bytes)} written to ${opts.tar ?? opts.dir}`);
     }),
   );

@@ -219,17 +219,25 @@ export class DirFd {
 
   /**
    * Removes the child `name` and everything below it, through descriptors (a symlink is
-   * removed, never followed). Missing is fine. @throws AwcError on other failures
+   * removed, never followed). Missing is fine. With `dev`, it never crosses a file-system
+   * boundary: an entry whose st_dev differs (a mount point) stops the removal.
+   * @throws AwcError E_TARGET_BUSY (an entry on another file system, with `dev`); others on other failures
    */
-  removeTree(name: string): void {
+  removeTree(name: string, opts: { dev?: bigint } = {}): void {
     const st = this.lstat(name);
     if (!st) return;
+    if (opts.dev !== undefined && st.dev !== opts.dev) {
+      throw new AwcError('E_TARGET_BUSY', `${this.childRel(name)} is on another file system (a mount point): not removed`, { details: { path: this.childRel(name) } });
+    }
     if (st.isDirectory()) {
       const fd = openOrUndefined(this.path(name), DIR_FLAGS);
       if (fd !== undefined) {
         const sub = new DirFd(fd, this.childRel(name));
         try {
-          for (const n of sub.list()) sub.removeTree(n.toString('utf8'));
+          if (opts.dev !== undefined && fs.fstatSync(fd, { bigint: true }).dev !== opts.dev) {
+            throw new AwcError('E_TARGET_BUSY', `${sub.rel} is on another file system (a mount point): not removed`, { details: { path: sub.rel } });
+          }
+          for (const n of sub.list()) sub.removeTree(n.toString('utf8'), opts);
         } finally {
           sub.close();
         }
@@ -238,15 +246,22 @@ export class DirFd {
           return;
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-          if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw toAwcError(err);
+          if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw this.named(err, name);
         }
       }
     }
     try {
       fs.unlinkSync(this.path(name));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw toAwcError(err);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw this.named(err, name);
     }
+  }
+
+  /** `err` as an AwcError whose message names the child by its slash path from the walk's root, not by its descriptor path. */
+  private named(err: unknown, name: string): AwcError {
+    const e = toAwcError(err);
+    const message = e.message.split(this.path(name)).join(this.childRel(name));
+    return message === e.message ? e : new AwcError(e.code, message, { hint: e.hint, details: e.details, cause: err });
   }
 
   /** Closes the descriptor (idempotent). */

@@ -509,18 +509,20 @@ export class Awc {
   /**
    * Exports a snapshot (or a workspace's head) as a tar file or into a directory (written
    * beside it under a temporary name, in place only when complete; `overwrite` replaces a
-   * non-empty directory).
-   * @throws E_NOT_FOUND, E_TARGET_EXISTS (a tar file that exists, a directory not empty), E_PATH_TRAVERSAL, E_NO_SPACE…
+   * non-empty directory). Into a directory, setuid/setgid bits and device nodes are left
+   * out and listed in `leftOut` unless `keepPrivileges`; a tar keeps them.
+   * @throws E_NOT_FOUND, E_TARGET_EXISTS (a tar file that exists, a directory not empty), E_PATH_TRAVERSAL, E_NO_SPACE…,
+   *   E_USAGE (directory is, holds or is inside the home), E_TARGET_BUSY (a mount point at or below it)
    */
-  async export(ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number }> {
+  async export(ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number; leftOut?: { path: string; reason: string }[] }> {
     if ((opts.tar === undefined) === (opts.dir === undefined)) throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
     const r = await this.resolve(ref);
     const snap = r.kind === 'snapshot' ? r.snapshot : await this.getSnapshot(r.workspace.headSnapshotId);
     if (opts.tar !== undefined && opts.tar !== '-') await checkTarTarget(resolve(opts.tar));
     const res = opts.tar !== undefined
       ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
-      : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress, overwrite: opts.overwrite });
-    return { id: snap.id, root: snap.root, files: res.files, bytes: res.bytes };
+      : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress, overwrite: opts.overwrite, unprivileged: !opts.keepPrivileges, home: this.config.home });
+    return { id: snap.id, root: snap.root, files: res.files, bytes: res.bytes, ...('leftOut' in res ? { leftOut: (res as { leftOut: { path: string; reason: string }[] }).leftOut } : {}) };
   }
 }
 

@@ -2,13 +2,14 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import { lchown, link, open, symlink, type FileHandle } from 'node:fs/promises';
-import { basename, dirname, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { setAttributeSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Entry, EntryAttrs, FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
+import { checkExportTarget, userError } from './export-dir-guard.js';
 import { splitDev, type ExportCounts } from './export-tar.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
 
@@ -50,7 +51,11 @@ import { runWithDir, setTreeTimes } from './export-times.js';
  *
  * The target must be missing or an empty directory; with `overwrite`, a non-empty
  * directory is replaced as a whole (renamed aside, the new tree renamed in, the old one
- * removed).
+ * removed without ever crossing into another file system). Before anything is written,
+ * a target that is, holds or is inside the AWC home (`home`), or that is a mount point or
+ * has one below it, is refused (src/service/export-dir-guard.ts). A failure after the old
+ * tree was renamed aside puts it back; if even that fails, the error names where it is.
+ * Error messages never show the internal `/proc/self/fd/N` paths.
  */
 
 /** Options of `exportDir`. */
@@ -69,6 +74,8 @@ export interface ExportDirOptions {
    * created; each is listed in the result's `leftOut`.
    */
   unprivileged?: boolean;
+  /** The AWC home: a target that is, holds or is inside it is refused (E_USAGE). */
+  home?: string;
 }
 
 /** Result of `exportDir`: counts plus the precision the modification times were set with. */
@@ -95,14 +102,14 @@ function createError(dir: DirFd, name: string, err: unknown): AwcError {
     if (dir.lstat(name)?.isSymbolicLink()) return new AwcError('E_PATH_TRAVERSAL', `refusing to write through the symlink ${rel}`);
     return new AwcError('E_TARGET_BUSY', `${rel} appeared while exporting`);
   }
-  return toAwcError(err);
+  return userError(err);
 }
 
 /** Refuses a target that is not missing or an empty directory (a non-empty one is fine with `overwrite`). @returns whether it exists. */
 function checkTarget(parent: DirFd, name: string, shown: string, overwrite: boolean): boolean {
   const st = parent.lstat(name);
   if (!st) return false;
-  if (!st.isDirectory()) throw new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, { hint: 'Export to a new or empty directory.' });
+  if (!st.isDirectory()) throw notADirectory(shown);
   if (overwrite) return true;
   const found = parent.open(name, st);
   if (found?.type === 'file') fs.closeSync(found.fd);
@@ -113,6 +120,11 @@ function checkTarget(parent: DirFd, name: string, shown: string, overwrite: bool
     found.dir.close();
   }
   return true;
+}
+
+/** The target exists and is a file or the like: nothing replaces it, not even `overwrite`. */
+function notADirectory(shown: string): AwcError {
+  return new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, { hint: 'Export to a new or empty directory; --overwrite replaces only a directory, never a file.' });
 }
 
 /** Hex suffix for names beside the target. */
@@ -129,7 +141,8 @@ function tmpName(kind: string): string {
  * @returns regular files (each hardlinked inode once), their bytes, and the precision the
  *   modification times were set with (see the module docs).
  * @throws AwcError E_TARGET_EXISTS (not retryable: dir not empty without `overwrite`, or
- *   not a directory), E_PATH_TRAVERSAL (a hardlink target outside the exported files, or
+ *   not a directory), E_USAGE (the target is, holds or is inside `home`), E_TARGET_BUSY (a
+ *   mount point at or below the target), E_PATH_TRAVERSAL (a hardlink target outside the exported files, or
  *   writing through a symlink), E_PERMISSION (device nodes when not root, or a denied
  *   operation), E_UNSUPPORTED (the file system refuses the xattrs),
  *   E_OBJECT_NOT_FOUND/E_INTEGRITY from the reader.
@@ -138,6 +151,7 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
   const target = resolve(dir);
   const name = basename(target);
   if (name === '' || target === '/') throw new AwcError('E_USAGE', `cannot export onto ${target}`);
+  checkExportTarget(target, dir, opts.home);
   try {
     fs.mkdirSync(dirname(target), { recursive: true });
   } catch (err) {
@@ -149,7 +163,8 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
   const tmp = tmpName('export');
   let top: DirFd | undefined;
   try {
-    checkTarget(parent.dir, name, dir, opts.overwrite ?? false);
+    const existing = checkTarget(parent.dir, name, dir, opts.overwrite ?? false);
+    if (existing && parent.dir.lstat(name)?.dev !== parent.st.dev) throw new AwcError('E_TARGET_BUSY', `${dir} is a mount point`, { hint: 'Export to a directory that is not a mount point, or unmount it first.' });
     try {
       top = parent.dir.mkdirOpen(tmp, 0o700, '');
     } catch (err) {
@@ -158,39 +173,71 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
     const res = await writeTree(reader, root, top, opts);
     top.close();
     top = undefined;
-    moveInPlace(parent.dir, tmp, name, dir, opts.overwrite ?? false);
+    moveInPlace(parent.dir, { tmp, name, shown: dir, parentPath: dirname(target), overwrite: opts.overwrite ?? false });
     return res;
   } catch (err) {
+    const e = userError(err);
     top?.close();
     try {
-      parent.dir.removeTree(tmp);
+      parent.dir.removeTree(tmp, { dev: parent.st.dev });
     } catch {
       // best effort: the original failure is what the caller needs
     }
-    throw toAwcError(err);
+    throw e;
   } finally {
     parent.dir.close();
   }
 }
 
-/** Renames the finished tree `tmp` onto `name`; with `overwrite` an existing directory is renamed aside first and removed after. */
-function moveInPlace(parent: DirFd, tmp: string, name: string, shown: string, overwrite: boolean): void {
+/**
+ * Renames the finished tree `tmp` onto `name`; with `overwrite` an existing directory is
+ * renamed aside first and removed after (never across a file-system boundary). Any failure
+ * after the rename aside puts the old tree back (the new one goes back to `tmp`, which the
+ * caller removes); when that fails too, the original error says where the old tree is.
+ */
+function moveInPlace(parent: DirFd, o: { tmp: string; name: string; shown: string; parentPath: string; overwrite: boolean }): void {
+  const { tmp, name, shown } = o;
   const st = parent.lstat(name);
   let old: string | undefined;
+  /** Puts the old tree back at `name` and throws `e` (naming where the old tree is when that fails). */
+  const putBack = (e: AwcError): never => {
+    if (old === undefined) throw e;
+    try {
+      fs.renameSync(parent.path(old), parent.path(name));
+    } catch {
+      throw new AwcError(e.code, `${e.message}; the old contents of ${shown} could not be put back and are at ${join(o.parentPath, old)}`, { hint: e.hint, details: e.details, cause: e });
+    }
+    throw e;
+  };
   try {
-    if (st && overwrite) {
-      if (!st.isDirectory()) throw new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`);
+    if (st && o.overwrite) {
+      if (!st.isDirectory()) throw notADirectory(shown);
       old = tmpName('old');
       fs.renameSync(parent.path(name), parent.path(old));
     }
     fs.renameSync(parent.path(tmp), parent.path(name)); // onto nothing, or onto an empty directory
   } catch (err) {
-    if (old !== undefined) fs.renameSync(parent.path(old), parent.path(name));
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR') throw new AwcError('E_TARGET_EXISTS', `${shown} was filled while exporting`, { cause: err });
-    throw toAwcError(err);
+    const e =
+      code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR'
+        ? new AwcError('E_TARGET_EXISTS', `${shown} was filled while exporting`, { cause: err })
+        : code === 'EBUSY'
+          ? new AwcError('E_TARGET_BUSY', `${shown} is busy (a mount point?)`, { cause: err })
+          : userError(err);
+    putBack(e);
   }
-  if (old !== undefined) parent.removeTree(old);
+  if (old === undefined || !st) return;
+  try {
+    parent.removeTree(old, { dev: st.dev });
+  } catch (err) {
+    const e = userError(err);
+    try {
+      fs.renameSync(parent.path(name), parent.path(tmp)); // the new tree aside again
+    } catch {
+      throw new AwcError(e.code, `${e.message}; ${shown} holds the new export, what is left of its old contents is at ${join(o.parentPath, old)}`, { hint: e.hint, cause: e });
+    }
+    putBack(new AwcError(e.code, `could not remove the old contents of ${shown} (${e.message}); the export was undone, ${shown} holds what is left of them`, { hint: e.hint, details: e.details, cause: e }));
+  }
 }
 
 /** Writes the tree of `root` into the open directory `top` (new, 0700) and sets every attribute and time. */
