@@ -54,10 +54,12 @@ export function userError(err: unknown): AwcError {
   const e = toAwcError(err);
   const message = e.message.replace(/\/proc\/self\/fd\/\d+/g, (m) => {
     try {
-      return fs.readlinkSync(m);
+      const now = fs.readlinkSync(m);
+      if (now.startsWith('/')) return now; // not a pipe, socket or anon inode that reuses the number
     } catch {
-      return '<export directory>';
+      // closed meanwhile
     }
+    return '<export directory>';
   });
   return message === e.message ? e : new AwcError(e.code, message, { hint: e.hint, details: e.details, cause: e.cause ?? err });
 }
