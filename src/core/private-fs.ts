@@ -1,5 +1,5 @@
 import * as fs from 'node:fs';
-import { chmod, mkdir, open } from 'node:fs/promises';
+import { chmod, mkdir, open, rename } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 
 /**
@@ -55,6 +55,32 @@ export async function writeFilePrivate(path: string, data: string | Uint8Array):
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * Replaces `path` atomically with a 0600 file holding `data`: written to `<path>.tmp`
+ * ({@link writeFilePrivate}), then renamed over `path`, so a reader sees the old or the new
+ * content, never a part.
+ * @throws the fs error
+ */
+export async function replaceFilePrivate(path: string, data: string | Uint8Array): Promise<void> {
+  const tmp = `${path}.tmp`;
+  await writeFilePrivate(tmp, data);
+  await rename(tmp, path);
+}
+
+/** Synchronous {@link replaceFilePrivate}. */
+export function replaceFilePrivateSync(path: string, data: string | Uint8Array): void {
+  const c = fs.constants;
+  const tmp = `${path}.tmp`;
+  const fd = fs.openSync(tmp, c.O_WRONLY | c.O_CREAT | c.O_TRUNC | c.O_NOFOLLOW, PRIVATE_FILE_MODE);
+  try {
+    fs.fchmodSync(fd, PRIVATE_FILE_MODE);
+    fs.writeFileSync(fd, data);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, path);
 }
 
 /**

@@ -1,5 +1,5 @@
-import { readFile, rename, rm } from 'node:fs/promises';
-import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
+import { readFile, rm } from 'node:fs/promises';
+import { mkdirPrivate, replaceFilePrivate } from '../core/private-fs.js';
 import { join } from 'node:path';
 import type { Digest } from '../core/digest.js';
 
@@ -56,9 +56,7 @@ export async function readHostState(workspacesDir: string, id: string): Promise<
 export async function writeHostState(workspacesDir: string, s: WorkspaceHostState): Promise<void> {
   const d = workspaceDirs(workspacesDir, s.workspaceId);
   await mkdirPrivate(d.dir);
-  const tmp = `${d.state}.tmp`;
-  await writeFilePrivate(tmp, JSON.stringify(s));
-  await rename(tmp, d.state);
+  await replaceFilePrivate(d.state, JSON.stringify(s));
 }
 
 /** Removes all host state of a workspace (upper, work dir, state file). */

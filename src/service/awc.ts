@@ -1,4 +1,4 @@
-import { mkdir, readFile, rename, stat } from 'node:fs/promises';
+import { mkdir, readFile, stat } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -31,7 +31,7 @@ import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
-import { writeFilePrivate } from '../core/private-fs.js';
+import { replaceFilePrivate } from '../core/private-fs.js';
 
 /** Result of an import: the new snapshot and what was stored. */
 export interface ImportResult {
@@ -537,9 +537,7 @@ async function readUpperCache(dir: string): Promise<UpperStatCache> {
 
 /** Writes the upper stat cache atomically. */
 async function writeUpperCache(dir: string, cache: UpperStatCache): Promise<void> {
-  const tmp = join(dir, 'upper-cache.json.tmp');
-  await writeFilePrivate(tmp, JSON.stringify(cache));
-  await rename(tmp, join(dir, 'upper-cache.json'));
+  await replaceFilePrivate(join(dir, 'upper-cache.json'), JSON.stringify(cache));
 }
 
 /** True when the file starts like a tar archive (ustar magic at 257) or a gzip stream. */

@@ -13,7 +13,8 @@
  *   the same ids. Each record is written before the reply that hands the id out, and no fsync
  *   is needed: the connection does not survive a host crash.
  */
-import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, ftruncateSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { replaceFilePrivateSync } from '../../core/private-fs.js';
 
 /** The state of a content FUSE connection that a successor can take over. */
 export interface FuseSessionState {
@@ -45,9 +46,7 @@ export function readSessionState(file: string): FuseSessionState | undefined {
 
 /** Writes the session state atomically (mode 0600). */
 export function writeSessionState(file: string, s: FuseSessionState): void {
-  const tmp = `${file}.tmp`;
-  writeFileSync(tmp, JSON.stringify(s), { mode: 0o600 });
-  renameSync(tmp, file);
+  replaceFilePrivateSync(file, JSON.stringify(s));
 }
 
 /** The append-only log of node ids handed out on one connection (see the file comment). */
