@@ -14,14 +14,71 @@ import { treeStats } from './util.js';
 
 /** First round of packages (a few hundred MiB each round; more rounds until big enough). */
 export const BIG_TREE_PACKAGES: string[][] = [
-  ['typescript', 'aws-sdk@2', 'next', 'react', 'react-dom', 'monaco-editor', '@mui/material', '@mui/icons-material', '@emotion/react', '@emotion/styled', 'googleapis', 'antd', 'three', 'pdfjs-dist', 'firebase', 'rxjs', 'lodash', 'webpack', 'eslint', '@babel/core'],
-  ['@angular/core', '@angular/common', '@angular/compiler', 'echarts', 'mathjax-full', '@fortawesome/free-solid-svg-icons', '@tabler/icons', 'plotly.js-dist', '@tensorflow/tfjs', 'core-js', 'moment', 'date-fns', 'prettier', 'sass', 'less', 'rollup', 'vite'],
-  ['@aws-sdk/client-s3', '@aws-sdk/client-ec2', '@aws-sdk/client-iam', '@azure/arm-compute', '@azure/arm-network', 'office-ui-fabric-react', '@fluentui/react', 'ag-grid-community', 'ckeditor5', 'cesium', 'xlsx', 'highcharts', 'mapbox-gl', 'ol'],
+  [
+    'typescript',
+    'aws-sdk@2',
+    'next',
+    'react',
+    'react-dom',
+    'monaco-editor',
+    '@mui/material',
+    '@mui/icons-material',
+    '@emotion/react',
+    '@emotion/styled',
+    'googleapis',
+    'antd',
+    'three',
+    'pdfjs-dist',
+    'firebase',
+    'rxjs',
+    'lodash',
+    'webpack',
+    'eslint',
+    '@babel/core',
+  ],
+  [
+    '@angular/core',
+    '@angular/common',
+    '@angular/compiler',
+    'echarts',
+    'mathjax-full',
+    '@fortawesome/free-solid-svg-icons',
+    '@tabler/icons',
+    'plotly.js-dist',
+    '@tensorflow/tfjs',
+    'core-js',
+    'moment',
+    'date-fns',
+    'prettier',
+    'sass',
+    'less',
+    'rollup',
+    'vite',
+  ],
+  [
+    '@aws-sdk/client-s3',
+    '@aws-sdk/client-ec2',
+    '@aws-sdk/client-iam',
+    '@azure/arm-compute',
+    '@azure/arm-network',
+    'office-ui-fabric-react',
+    '@fluentui/react',
+    'ag-grid-community',
+    'ckeditor5',
+    'cesium',
+    'xlsx',
+    'highcharts',
+    'mapbox-gl',
+    'ol',
+  ],
 ];
 
-
 /** The packages' install, git repo and marker; returns the tree's path and size. Idempotent. */
-export async function ensureBigTree(opts: { cacheDir: string; minBytes: number; log: (s: string) => void }): Promise<{ dir: string; files: number; bytes: number; packages: string[]; built: boolean }> {
+export async function ensureBigTree(opts: {
+  cacheDir: string;
+  minBytes: number;
+  log: (s: string) => void;
+}): Promise<{ dir: string; files: number; bytes: number; packages: string[]; built: boolean }> {
   const dir = join(opts.cacheDir, 'big-tree');
   const marker = join(opts.cacheDir, 'big-tree.ready.json');
   if (existsSync(marker)) {
@@ -30,14 +87,31 @@ export async function ensureBigTree(opts: { cacheDir: string; minBytes: number; 
       // trees built before the .npmrc was added: commit it so `npm ci` in a worktree agrees with the lockfile
       writeFileSync(join(dir, '.npmrc'), NPMRC);
       await sh('git', ['add', '.npmrc'], dir);
-      await sh('git', ['-c', 'user.name=awc-bench', '-c', 'user.email=bench@awc.invalid', 'commit', '-q', '-m', 'npm: legacy-peer-deps'], dir);
+      await sh(
+        'git',
+        ['-c', 'user.name=awc-bench', '-c', 'user.email=bench@awc.invalid', 'commit', '-q', '-m', 'npm: legacy-peer-deps'],
+        dir,
+      );
     }
     if (m.bytes >= opts.minBytes) return { dir, ...m, built: false };
     opts.log(`big tree at ${dir} has ${m.bytes} bytes, fewer than ${opts.minBytes}: adding packages`);
   }
   mkdirSync(dir, { recursive: true });
   if (!existsSync(join(dir, 'package.json'))) {
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'awc-bench-big-tree', version: '1.0.0', private: true, description: 'AWC benchmark tree (b): real npm packages', dependencies: {} }, null, 2) + '\n');
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify(
+        {
+          name: 'awc-bench-big-tree',
+          version: '1.0.0',
+          private: true,
+          description: 'AWC benchmark tree (b): real npm packages',
+          dependencies: {},
+        },
+        null,
+        2,
+      ) + '\n',
+    );
     writeFileSync(join(dir, '.gitignore'), 'node_modules/\n');
   }
   // peer-dependency conflicts between unrelated packages are expected here; install and ci must agree on them
@@ -45,14 +119,31 @@ export async function ensureBigTree(opts: { cacheDir: string; minBytes: number; 
   let st = treeStats(dir);
   for (const round of BIG_TREE_PACKAGES) {
     if (st.bytes >= opts.minBytes) break;
-    opts.log(`npm install --ignore-scripts ${round.join(' ')}  (tree now ${(st.bytes / 2 ** 20).toFixed(0)} MiB, want ≥ ${(opts.minBytes / 2 ** 20).toFixed(0)} MiB)`);
+    opts.log(
+      `npm install --ignore-scripts ${round.join(' ')}  (tree now ${(st.bytes / 2 ** 20).toFixed(0)} MiB, want ≥ ${(opts.minBytes / 2 ** 20).toFixed(0)} MiB)`,
+    );
     await sh('npm', ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error', ...round], dir);
     st = treeStats(dir);
   }
-  if (st.bytes < opts.minBytes) throw new Error(`big tree reached only ${st.bytes} bytes (< ${opts.minBytes}); add packages to BIG_TREE_PACKAGES`);
+  if (st.bytes < opts.minBytes)
+    throw new Error(`big tree reached only ${st.bytes} bytes (< ${opts.minBytes}); add packages to BIG_TREE_PACKAGES`);
   if (!existsSync(join(dir, '.git'))) await sh('git', ['init', '-q'], dir);
   await sh('git', ['add', 'package.json', 'package-lock.json', '.gitignore', '.npmrc'], dir);
-  await sh('git', ['-c', 'user.name=awc-bench', '-c', 'user.email=bench@awc.invalid', 'commit', '-q', '--allow-empty', '-m', 'big tree: package.json and lockfile'], dir);
+  await sh(
+    'git',
+    [
+      '-c',
+      'user.name=awc-bench',
+      '-c',
+      'user.email=bench@awc.invalid',
+      'commit',
+      '-q',
+      '--allow-empty',
+      '-m',
+      'big tree: package.json and lockfile',
+    ],
+    dir,
+  );
   st = treeStats(dir); // the .git directory now counts too
   const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
   const m = { files: st.files, bytes: st.bytes, packages: Object.keys(pkg.dependencies) };

@@ -11,7 +11,19 @@ export const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
 export const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 
 /** Every figure id the suite produces (per tree; `build` and `test` on tree (a) only). */
-export const FIGURE_IDS = ['fork', 'fork-mount', 'first-mount', 'cli-fork-mount', 'read-warm', 'read-cold', 'build', 'test', 'fanout-backend', 'fanout-disk', 'daemon-rss'] as const;
+export const FIGURE_IDS = [
+  'fork',
+  'fork-mount',
+  'first-mount',
+  'cli-fork-mount',
+  'read-warm',
+  'read-cold',
+  'build',
+  'test',
+  'fanout-backend',
+  'fanout-disk',
+  'daemon-rss',
+] as const;
 export type FigureId = (typeof FIGURE_IDS)[number];
 
 /** One row of the result table. */
@@ -119,7 +131,8 @@ export async function stopDaemon(awc: Awc): Promise<void> {
   // wait for the process itself to exit, not only its socket: a daemon that is still shutting
   // down removes the socket and pid file at its very end, which would hit a successor's
   const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline && ((await client.running()) || (Number.isInteger(pid) && pid > 0 && alive(pid)))) await new Promise((r) => setTimeout(r, 100));
+  while (Date.now() < deadline && ((await client.running()) || (Number.isInteger(pid) && pid > 0 && alive(pid))))
+    await new Promise((r) => setTimeout(r, 100));
   if (Number.isInteger(pid) && pid > 0 && alive(pid)) process.kill(pid, 'SIGKILL');
 }
 

@@ -21,7 +21,9 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
   // as a cross-check, since other work on a shared machine inflates wall time but hardly CPU time
   const cpu: Record<string, number[]> = { 'build awc': [], 'build native': [], 'test awc': [], 'test native': [] };
   const timed = async (what: string, cwd: string, args: string[]) => {
-    const r = hasTime ? await runTimed('/usr/bin/time', ['-f', 'AWC_BENCH_CPU %U %S', process.execPath, ...args], { cwd }) : await runTimed(process.execPath, args, { cwd });
+    const r = hasTime
+      ? await runTimed('/usr/bin/time', ['-f', 'AWC_BENCH_CPU %U %S', process.execPath, ...args], { cwd })
+      : await runTimed(process.execPath, args, { cwd });
     const m = /AWC_BENCH_CPU (\S+) (\S+)\s*$/.exec(r.stderr);
     if (m) cpu[`${what} ${cwd === dir ? 'awc' : 'native'}`].push((Number(m[1]) + Number(m[2])) * 1000);
     return r.ms;
@@ -45,7 +47,10 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
     let discarded = 0;
     for (let i = 0; i < ctx.plan.buildIters; i++) {
       // a round during which anyone dropped the page cache is repeated (at most twice more)
-      const r = await cleanRound(async () => (i % 2 === 0 ? [await build(dir), await build(ctx.dir)] : [await build(ctx.dir), await build(dir)].reverse()), { tries: ctx.plan.buildIters > 1 ? 3 : 1 });
+      const r = await cleanRound(
+        async () => (i % 2 === 0 ? [await build(dir), await build(ctx.dir)] : [await build(ctx.dir), await build(dir)].reverse()),
+        { tries: ctx.plan.buildIters > 1 ? 3 : 1 },
+      );
       a.push(r.value[0]);
       n.push(r.value[1]);
       discarded += r.discarded;
@@ -84,7 +89,9 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
         ratioText: `${fmtRatio(ma / mn)} native time`,
         target: '≤ 1.10× native time',
         met: ma / mn <= 1.1,
-        notes: [`dist/ removed before each run; runs alternate between the workspace and the native tree; a round during which something on the machine dropped the page cache is repeated (up to twice; ${discarded} build/test rounds repeated). Wall times: workspace ${a.map(fmtMs).join(', ')}; native ${n.map(fmtMs).join(', ')} (fastest: ${fmtRatio(Math.min(...a) / Math.min(...n))}).${cpuNote('build')}`],
+        notes: [
+          `dist/ removed before each run; runs alternate between the workspace and the native tree; a round during which something on the machine dropped the page cache is repeated (up to twice; ${discarded} build/test rounds repeated). Wall times: workspace ${a.map(fmtMs).join(', ')}; native ${n.map(fmtMs).join(', ')} (fastest: ${fmtRatio(Math.min(...a) / Math.min(...n))}).${cpuNote('build')}`,
+        ],
       },
       {
         id: 'test',
@@ -100,7 +107,9 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
         ratioText: `${fmtRatio(sa / sn)} native time`,
         target: '≤ 1.10× native time',
         met: sa / sn <= 1.1,
-        notes: [`Runs the test files the build just compiled, inside the workspace and on the native tree. Wall times: workspace ${ta.map(fmtMs).join(', ')}; native ${tn.map(fmtMs).join(', ')} (fastest: ${fmtRatio(Math.min(...ta) / Math.min(...tn))}).${cpuNote('test')}`],
+        notes: [
+          `Runs the test files the build just compiled, inside the workspace and on the native tree. Wall times: workspace ${ta.map(fmtMs).join(', ')}; native ${tn.map(fmtMs).join(', ')} (fastest: ${fmtRatio(Math.min(...ta) / Math.min(...tn))}).${cpuNote('test')}`,
+        ],
       },
     ];
   } finally {

@@ -23,11 +23,29 @@ export async function figFanout(ctx: TreeCtx, log: (s: string) => void): Promise
   const n = ctx.plan.fanoutWorkspaces;
   const files = ctx.plan.fanoutFiles;
   await coldHost(ctx);
-  const one: Fanout = await runFanoutDemo({ home: ctx.home, mountRoot: join(ctx.scratch, 'fanout-1'), snapshot: ctx.snapshotId, workspaces: 1, files, quiet: true });
-  log(`  1 workspace: backend ${one.backend.reads} reads (${fmtBytes(one.backend.bytes)}), FUSE ${one.fuse.reads} READs, ${fmtMs(one.reads.ms)}`);
+  const one: Fanout = await runFanoutDemo({
+    home: ctx.home,
+    mountRoot: join(ctx.scratch, 'fanout-1'),
+    snapshot: ctx.snapshotId,
+    workspaces: 1,
+    files,
+    quiet: true,
+  });
+  log(
+    `  1 workspace: backend ${one.backend.reads} reads (${fmtBytes(one.backend.bytes)}), FUSE ${one.fuse.reads} READs, ${fmtMs(one.reads.ms)}`,
+  );
   await coldHost(ctx);
-  const many: Fanout = await runFanoutDemo({ home: ctx.home, mountRoot: join(ctx.scratch, `fanout-${n}`), snapshot: ctx.snapshotId, workspaces: n, files, quiet: true });
-  log(`  ${n} workspaces: backend ${many.backend.reads} reads (${fmtBytes(many.backend.bytes)}), FUSE ${many.fuse.reads} READs, cache ${many.cache.hits} hits / ${many.cache.misses} misses / ${many.cache.singleflightJoins} joins, ${fmtMs(many.reads.ms)}; mount median ${fmtMs(many.mount.medianMs)}; daemon RSS ${fmtBytes(many.daemon.residentBytes)}`);
+  const many: Fanout = await runFanoutDemo({
+    home: ctx.home,
+    mountRoot: join(ctx.scratch, `fanout-${n}`),
+    snapshot: ctx.snapshotId,
+    workspaces: n,
+    files,
+    quiet: true,
+  });
+  log(
+    `  ${n} workspaces: backend ${many.backend.reads} reads (${fmtBytes(many.backend.bytes)}), FUSE ${many.fuse.reads} READs, cache ${many.cache.hits} hits / ${many.cache.misses} misses / ${many.cache.singleflightJoins} joins, ${fmtMs(many.reads.ms)}; mount median ${fmtMs(many.mount.medianMs)}; daemon RSS ${fmtBytes(many.daemon.residentBytes)}`,
+  );
   const counted = one.backend.counted && many.backend.counted;
   const base = n * one.backend.reads;
   const what = `${many.files} files (${fmtBytes(many.fileBytes)}) × ${n} workspaces = ${many.reads.logicalReads} file reads, ${fmtBytes(many.reads.logicalBytes)} logical`;
@@ -38,7 +56,9 @@ export async function figFanout(ctx: TreeCtx, log: (s: string) => void): Promise
   // (the fetcher's read-ahead windows adapt to the access pattern, so either the GET count or the
   // bytes may differ between the one-workspace and the N-workspace run; neither may grow with N)
   const backendMet = counted
-    ? many.backend.reads <= many.distinct.chunks && (many.backend.reads <= one.backend.reads * 1.05 + 1 || many.backend.bytes <= Math.max(one.backend.bytes, many.distinct.storedBytes) * 1.05)
+    ? many.backend.reads <= many.distinct.chunks &&
+      (many.backend.reads <= one.backend.reads * 1.05 + 1 ||
+        many.backend.bytes <= Math.max(one.backend.bytes, many.distinct.storedBytes) * 1.05)
     : null;
   // one copy of the tree on this disk, allocated like the host's own bytes (du): the fair unit for disk
   const nativeAlloc = duBytes(ctx.dir);
@@ -55,12 +75,17 @@ export async function figFanout(ctx: TreeCtx, log: (s: string) => void): Promise
       ratio: base > 0 ? many.backend.reads / base : null,
       awcText: `${many.backend.reads} reads, ${fmtBytes(many.backend.bytes)} (distinct: ${many.distinct.chunks} chunks, ${fmtBytes(many.distinct.storedBytes)} stored)`,
       baselineText: `${n} × ${one.backend.reads} = ${base} reads (${n} × ${fmtBytes(one.backend.bytes)} = ${fmtBytes(n * one.backend.bytes)})`,
-      ratioText: base > 0 ? `${fmtRatio(many.backend.reads / base)} of ${n} × one; bytes ${fmtRatio(many.backend.bytes / Math.max(1, one.backend.bytes))} one workspace's, ${fmtRatio(many.backend.bytes / Math.max(1, many.distinct.storedBytes))} the distinct chunks' stored bytes` : '—',
+      ratioText:
+        base > 0
+          ? `${fmtRatio(many.backend.reads / base)} of ${n} × one; bytes ${fmtRatio(many.backend.bytes / Math.max(1, one.backend.bytes))} one workspace's, ${fmtRatio(many.backend.bytes / Math.max(1, many.distinct.storedBytes))} the distinct chunks' stored bytes`
+          : '—',
       target: "= 1× the distinct ranges: GETs ≤ distinct chunks, and GETs or bytes ≤ one workspace's (+5%)",
       met: backendMet,
       notes: [
         what + '.',
-        counted ? fuseNote : `NOT MEASURED: the daemon exported no backend reads (awc_backend_reads_total stayed 0 while ${many.fuse.reads} FUSE READs reached it): the chunk cache and its counters are not wired into this daemon yet. ${fuseNote}`,
+        counted
+          ? fuseNote
+          : `NOT MEASURED: the daemon exported no backend reads (awc_backend_reads_total stayed 0 while ${many.fuse.reads} FUSE READs reached it): the chunk cache and its counters are not wired into this daemon yet. ${fuseNote}`,
         `${many.reads.concurrency} reads in flight across all mounts; ${fmtMs(many.reads.ms)} (${(many.reads.bytesPerSecond / 1e6).toFixed(0)} MB/s logical).`,
         `Backend bytes: ${fmtBytes(many.backend.bytes)} for ${n} workspaces, ${fmtBytes(one.backend.bytes)} for one, ${fmtBytes(many.distinct.storedBytes)} stored for the distinct chunks: anything above the last is the fetcher's read-ahead (windows of the pack past the chunks asked for, fetched once; their size adapts to the access pattern).`,
       ],
@@ -72,14 +97,20 @@ export async function figFanout(ctx: TreeCtx, log: (s: string) => void): Promise
       awc: many.disk.hostBytes,
       unit: 'bytes',
       baseline: n * nativeAlloc,
-      baselines: { [`${n} native copies (allocated)`]: n * nativeAlloc, [`${n} × logical bytes`]: many.disk.fullCopiesBytes, 'object store': many.disk.objectStoreBytes },
+      baselines: {
+        [`${n} native copies (allocated)`]: n * nativeAlloc,
+        [`${n} × logical bytes`]: many.disk.fullCopiesBytes,
+        'object store': many.disk.objectStoreBytes,
+      },
       ratio: many.disk.hostBytes / (n * nativeAlloc),
       awcText: `${fmtBytes(many.disk.hostBytes)} (chunk cache ${fmtBytes(many.disk.cacheBytes)}, layers ${fmtBytes(many.disk.layersBytes)}, uppers ${fmtBytes(many.disk.uppersBytes)})`,
       baselineText: `${n} copies ${fmtBytes(n * nativeAlloc)} (${n} × logical ${fmtBytes(many.disk.fullCopiesBytes)}); object store ${fmtBytes(many.disk.objectStoreBytes)}`,
       ratioText: `${fmtRatio(many.disk.hostBytes / (n * nativeAlloc))} of ${n} copies; ${fmtRatio(many.disk.hostBytes / nativeAlloc)} of one`,
       target: `≤ base + uppers = ${fmtBytes(nativeAlloc)} + ${fmtBytes(many.disk.uppersBytes)}`,
       met: many.disk.hostBytes <= diskBase,
-      notes: [`du -sx --block-size=1 of <home>/host (allocated bytes; never enters the mounts): chunk cache + layer directory + uppers. Base = one copy of the tree on this disk (du -sx of the native tree, ${fmtBytes(nativeAlloc)}; logical ${fmtBytes(many.snapshot.bytes)}). Page cache for the distinct content objects after the reads: ${many.pageCache.residentBytes === null ? 'n/a' : fmtBytes(many.pageCache.residentBytes)} resident for ${fmtBytes(many.pageCache.contentBytes)} of content (whole 4 KiB pages): one copy, not ${n}.`],
+      notes: [
+        `du -sx --block-size=1 of <home>/host (allocated bytes; never enters the mounts): chunk cache + layer directory + uppers. Base = one copy of the tree on this disk (du -sx of the native tree, ${fmtBytes(nativeAlloc)}; logical ${fmtBytes(many.snapshot.bytes)}). Page cache for the distinct content objects after the reads: ${many.pageCache.residentBytes === null ? 'n/a' : fmtBytes(many.pageCache.residentBytes)} resident for ${fmtBytes(many.pageCache.contentBytes)} of content (whole 4 KiB pages): one copy, not ${n}.`,
+      ],
     },
     {
       id: 'daemon-rss',
@@ -95,7 +126,9 @@ export async function figFanout(ctx: TreeCtx, log: (s: string) => void): Promise
       ratioText: '—',
       target: '≤ 300 MB',
       met: many.daemon.residentBytes <= 300e6,
-      notes: [`Mount time per workspace: first ${fmtMs(many.mount.firstMs)}, then median ${fmtMs(many.mount.medianMs)}, p95 ${fmtMs(many.mount.p95Ms)}.`],
+      notes: [
+        `Mount time per workspace: first ${fmtMs(many.mount.firstMs)}, then median ${fmtMs(many.mount.medianMs)}, p95 ${fmtMs(many.mount.p95Ms)}.`,
+      ],
     },
   ];
 }

@@ -29,14 +29,17 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
     try {
       const a = await runTimed('git', ['-C', ctx.repo, 'worktree', 'add', '--detach', '-q', dest, 'HEAD']);
       // the checkout's current manifest and lockfile (a worktree of the state that was snapshotted)
-      for (const f of ['package.json', 'package-lock.json', '.npmrc']) if (existsSync(join(ctx.dir, f))) copyFileSync(join(ctx.dir, f), join(dest, f));
+      for (const f of ['package.json', 'package-lock.json', '.npmrc'])
+        if (existsSync(join(ctx.dir, f))) copyFileSync(join(ctx.dir, f), join(dest, f));
       if (i === 0 && ctx.plan.primeNpmCache) {
         // untimed: make sure every tarball of the lockfile is in the local npm cache (the only network use of the suite)
         await runTimed('npm', ['ci', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dest });
         setAside(join(dest, 'node_modules'), ctx.trash);
         spawnSync('sync');
       }
-      const b = await runTimed('npm', ['ci', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dest });
+      const b = await runTimed('npm', ['ci', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], {
+        cwd: dest,
+      });
       wt.push(a.ms + b.ms);
       parts.push({ checkout: a.ms, install: b.ms });
     } catch (err) {
@@ -56,12 +59,17 @@ export async function measureBaselines(ctx: TreeCtx, log: (s: string) => void): 
     cpA: median(cp),
     worktree: wt.length > 0 ? median(wt) : null,
     worktreeError,
-    worktreeMs: parts.length > 0 ? { checkout: median(parts.map((p) => p.checkout)), install: median(parts.map((p) => p.install)) } : undefined,
+    worktreeMs:
+      parts.length > 0 ? { checkout: median(parts.map((p) => p.checkout)), install: median(parts.map((p) => p.install)) } : undefined,
   };
 }
 
-function baselineCells(b: NonNullable<TreeCtx['baselines']>, awcMs: number): Pick<Figure, 'baseline' | 'baselines' | 'baselineText' | 'ratio' | 'ratioText'> {
-  const wtText = b.worktree === null ? `worktree + npm ci: n/a (${b.worktreeError ?? 'not run'})` : `worktree + npm ci ${fmtMs(b.worktree)}`;
+function baselineCells(
+  b: NonNullable<TreeCtx['baselines']>,
+  awcMs: number,
+): Pick<Figure, 'baseline' | 'baselines' | 'baselineText' | 'ratio' | 'ratioText'> {
+  const wtText =
+    b.worktree === null ? `worktree + npm ci: n/a (${b.worktreeError ?? 'not run'})` : `worktree + npm ci ${fmtMs(b.worktree)}`;
   return {
     baseline: b.cpA,
     baselines: { 'cp -a': b.cpA, 'git worktree add + npm ci --offline': b.worktree },
@@ -151,7 +159,9 @@ export async function figForkMount(ctx: TreeCtx, other: Figure | undefined, log:
       awcText: `${fmtMs(m)} median of ${ms.length} (min ${fmtMs(Math.min(...ms))}, max ${fmtMs(Math.max(...ms))})`,
       target: other === undefined ? '≤ 100 ms' : `≤ 100 ms, same as tree (a) (≤ 1.5× + 5 ms of ${fmtMs(other.awc)})`,
       met: m <= 100 && same,
-      notes: [`In-process Awc.fork() + Awc.mount() (daemon API) + one read of package.json, after a \`sync\` that writes the freshly built layer back; daemon start (not included): ${fmtMs(startMs)}.`],
+      notes: [
+        `In-process Awc.fork() + Awc.mount() (daemon API) + one read of package.json, after a \`sync\` that writes the freshly built layer back; daemon start (not included): ${fmtMs(startMs)}.`,
+      ],
     },
     {
       id: 'first-mount',

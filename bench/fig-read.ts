@@ -39,7 +39,9 @@ export async function figReadWarm(ctx: TreeCtx): Promise<Figure> {
     };
     for (let i = 0; i < ctx.plan.readIters; i++) {
       // a round during which anyone dropped the page cache was not warm: warm up again and repeat it
-      const r = await cleanRound(() => [readAllSync(dir, paths).ms, readAllSync(ctx.dir, paths).ms, readAllSync(`${po}/mnt`, paths).ms], { prepare: warmUp });
+      const r = await cleanRound(() => [readAllSync(dir, paths).ms, readAllSync(ctx.dir, paths).ms, readAllSync(`${po}/mnt`, paths).ms], {
+        prepare: warmUp,
+      });
       a.push(r.value[0]);
       n.push(r.value[1]);
       o.push(r.value[2]);

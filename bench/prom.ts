@@ -19,7 +19,9 @@ export function fetchMetrics(socket: string): Promise<string> {
 }
 
 /** Reads the daemon's metrics now; `delta(later)` gives counter increases since. */
-export async function snapshotMetrics(socket: string): Promise<{ samples: Samples; error?: string; delta: (later: Samples, name: string, labels?: Record<string, string>) => number }> {
+export async function snapshotMetrics(
+  socket: string,
+): Promise<{ samples: Samples; error?: string; delta: (later: Samples, name: string, labels?: Record<string, string>) => number }> {
   const r = await fetchMetricsRetry(socket);
   const samples = parseProm(r.text);
   return { samples, error: r.error, delta: (later, name, labels) => sumOf(later, name, labels) - sumOf(samples, name, labels) };

@@ -66,15 +66,19 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--trees') {
       a.trees = new Set(val().split(','));
       if ([...a.trees].some((t) => t !== 'a' && t !== 'b')) throw new Error('--trees takes a, b or a,b');
-    }
-    else if (k === '--only') {
+    } else if (k === '--only') {
       for (const name of val().split(',')) {
         const g = Object.entries(GROUPS).find(([group, ids]) => group === name || ids.includes(name));
-        if (!g) throw new Error(`--only: unknown figure ${JSON.stringify(name)} (groups: ${Object.keys(GROUPS).join(', ')}; ids: ${Object.values(GROUPS).flat().join(', ')})`);
+        if (!g)
+          throw new Error(
+            `--only: unknown figure ${JSON.stringify(name)} (groups: ${Object.keys(GROUPS).join(', ')}; ids: ${Object.values(GROUPS).flat().join(', ')})`,
+          );
         a.only.add(g[0]);
       }
     } else if (k === '--help' || k === '-h') {
-      process.stdout.write('usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b] [--render RESULT.json]\n');
+      process.stdout.write(
+        'usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b] [--render RESULT.json]\n',
+      );
       process.exit(0);
     } else throw new Error(`unknown argument ${k}`);
   }
@@ -83,7 +87,19 @@ function parseArgs(argv: string[]): Args {
 
 function plan(quick: boolean, tree: 'a' | 'b'): Plan {
   if (quick) {
-    return { forkIters: 5, forkMountIters: 5, cliIters: 2, cpIters: 1, worktreeIters: 1, readIters: 1, buildIters: 1, fanoutWorkspaces: 10, fanoutFiles: 1000, testFiles: ['dist/test/fastcdc.test.js'], primeNpmCache: false };
+    return {
+      forkIters: 5,
+      forkMountIters: 5,
+      cliIters: 2,
+      cpIters: 1,
+      worktreeIters: 1,
+      readIters: 1,
+      buildIters: 1,
+      fanoutWorkspaces: 10,
+      fanoutFiles: 1000,
+      testFiles: ['dist/test/fastcdc.test.js'],
+      primeNpmCache: false,
+    };
   }
   return {
     forkIters: 25,
@@ -135,11 +151,17 @@ async function main(): Promise<number> {
     const treeA = join(runDir, 'tree-a');
     await runTimed('cp', ['-a', PROJECT.replace(/\/$/, ''), treeA]);
     for (const d of ['dist', '.awc-test']) rmSync(join(treeA, d), { recursive: true, force: true });
-    const sources: { label: 'a' | 'b'; title: string; dir: string }[] = [{ label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA }];
+    const sources: { label: 'a' | 'b'; title: string; dir: string }[] = [
+      { label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA },
+    ];
     if (!args.quick && args.trees.has('b')) {
       const aBytes = treeStats(treeA).bytes;
       const big = await ensureBigTree({ cacheDir: args.cacheDir, minBytes: 10 * aBytes, log });
-      sources.push({ label: 'b', title: `real npm packages (${big.packages.length} top-level: ${big.packages.slice(0, 8).join(', ')}, …) as a git repo with package.json + lockfile`, dir: big.dir });
+      sources.push({
+        label: 'b',
+        title: `real npm packages (${big.packages.length} top-level: ${big.packages.slice(0, 8).join(', ')}, …) as a git repo with package.json + lockfile`,
+        dir: big.dir,
+      });
     }
     for (const s of sources.filter((x) => args.trees.has(x.label))) {
       log(`\n== tree (${s.label}): ${s.dir}`);
@@ -152,9 +174,34 @@ async function main(): Promise<number> {
       const snap = await awc.importSnapshot(s.dir, { name: `tree-${s.label}` });
       const importMs = now() - ti;
       log(`  ${stats.files} files, ${fmtBytes(stats.bytes)}; imported in ${fmtMs(importMs)} (stored ${fmtBytes(snap.storedBytes)})`);
-      const ctx: TreeCtx = { label: s.label, title: s.title, dir: s.dir, stats, repo: s.dir, home, awc, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes, scratch, trash: join(runDir, 'trash'), plan: plan(args.quick, s.label) };
+      const ctx: TreeCtx = {
+        label: s.label,
+        title: s.title,
+        dir: s.dir,
+        stats,
+        repo: s.dir,
+        home,
+        awc,
+        snapshotId: snap.id,
+        importMs,
+        storedBytes: snap.storedBytes,
+        scratch,
+        trash: join(runDir, 'trash'),
+        plan: plan(args.quick, s.label),
+      };
       ctxs.push(ctx);
-      trees.push({ label: s.label, title: s.title, dir: s.dir, files: stats.files, bytes: stats.bytes, dirs: stats.dirs, symlinks: stats.symlinks, snapshotId: snap.id, importMs, storedBytes: snap.storedBytes });
+      trees.push({
+        label: s.label,
+        title: s.title,
+        dir: s.dir,
+        files: stats.files,
+        bytes: stats.bytes,
+        dirs: stats.dirs,
+        symlinks: stats.symlinks,
+        snapshotId: snap.id,
+        importMs,
+        storedBytes: snap.storedBytes,
+      });
       const prev = (id: string) => (s.label === 'b' ? figures.find((f) => f.id === id && f.tree === 'a') : undefined);
       const add = (fs: Figure | Figure[]) => {
         for (const f of Array.isArray(fs) ? fs : [fs]) {
@@ -187,7 +234,15 @@ async function main(): Promise<number> {
     else if (failed) log(`kept ${runDir} for inspection (daemon logs: ${runDir}/home-*/host/awcd.log); remove it with rm -rf`);
     else if (!args.keep) rmSync(runDir, { recursive: true, force: true });
   }
-  const result: BenchResult = { quick: args.quick, machine, trees, figures, durationMs: now() - t0, loadAvgEnd: loadavg(), plan: Object.fromEntries(ctxs.map((c) => [c.label, c.plan])) };
+  const result: BenchResult = {
+    quick: args.quick,
+    machine,
+    trees,
+    figures,
+    durationMs: now() - t0,
+    loadAvgEnd: loadavg(),
+    plan: Object.fromEntries(ctxs.map((c) => [c.label, c.plan])),
+  };
   if (args.json) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
   else process.stdout.write('\n' + renderTable(result) + '\n');
   const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));

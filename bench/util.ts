@@ -1,5 +1,16 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { basename, join } from 'node:path';
 
@@ -127,7 +138,10 @@ export function dropCount(): number {
  * `tries` times; `prepare` (untimed, e.g. a warm-up) runs before every attempt.
  * @returns the last round's result, how many attempts were discarded, and whether it is clean.
  */
-export async function cleanRound<T>(round: () => Promise<T> | T, opts: { tries?: number; prepare?: () => Promise<void> | void } = {}): Promise<{ value: T; discarded: number; clean: boolean }> {
+export async function cleanRound<T>(
+  round: () => Promise<T> | T,
+  opts: { tries?: number; prepare?: () => Promise<void> | void } = {},
+): Promise<{ value: T; discarded: number; clean: boolean }> {
   const tries = opts.tries ?? 10;
   let discarded = 0;
   for (;;) {
@@ -148,7 +162,11 @@ export function duBytes(dir: string): number {
 }
 
 /** Runs a command; resolves with its wall time and output; rejects on a non-zero exit (with stderr). */
-export function runTimed(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ ms: number; stdout: string; stderr: string }> {
+export function runTimed(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ ms: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const t0 = now();
     const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -23,7 +23,10 @@ if (missing.length > 0) {
   if (process.getuid && process.getuid() === 0 && has('apt-get')) {
     console.error(`awc setup: installing ${missing.join(' ')} with apt-get`);
     execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
-    execFileSync('apt-get', ['install', '-y', '-qq', ...missing], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    execFileSync('apt-get', ['install', '-y', '-qq', ...missing], {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
   } else {
     console.error(`awc setup: missing system tools: ${missing.join(' ')} (install them, or run as root to have them installed)`);
   }

@@ -61,7 +61,10 @@ async function rejectsWith(p: Promise<unknown>, code: ErrorCode): Promise<AwcErr
 }
 
 async function count(cat: SqlCatalog, table: 'snapshots' | 'workspaces' | 'packs' | 'blobs' | 'namespaces'): Promise<number> {
-  const r = await cat.db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow();
+  const r = await cat.db
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll().as('n'))
+    .executeTakeFirstOrThrow();
   return toNum(r.n as number | string);
 }
 
@@ -92,7 +95,10 @@ describe('SqlCatalog (SQLite)', () => {
 
     const again = await SqlCatalog.openSqlite(path);
     assert.deepEqual(await again.migrate(), []);
-    const applied = await again.db.selectFrom('awc_migration' as never).selectAll().execute();
+    const applied = await again.db
+      .selectFrom('awc_migration' as never)
+      .selectAll()
+      .execute();
     assert.equal(applied.length, Object.keys(MIGRATIONS).length);
     assert.equal((await again.getSnapshot(NS, 'keep')).id, s.id);
     const raw = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(again.db);
@@ -121,7 +127,11 @@ describe('SqlCatalog (SQLite)', () => {
       const child = await cat.createSnapshot(snap({ parentId: s.id }));
       assert.equal(child.parentId, s.id);
       const list = await cat.listSnapshots(NS);
-      assert.deepEqual(list.map((x) => x.id), [child.id, s.id], 'newest first');
+      assert.deepEqual(
+        list.map((x) => x.id),
+        [child.id, s.id],
+        'newest first',
+      );
       await rejectsWith(cat.createSnapshot(snap({ parentId: 'sn_nope' })), 'E_NOT_FOUND');
       await rejectsWith(cat.createSnapshot(snap({ name: '' })), 'E_USAGE');
     } finally {
@@ -185,11 +195,18 @@ describe('SqlCatalog (SQLite)', () => {
       console.log(`fork of 1000 workspaces: ${ms.toFixed(1)} ms`);
       assert.equal(ws.length, 1000);
       assert.equal(new Set(ws.map((w) => w.id)).size, 1000);
-      assert.deepEqual(ws.map((w) => w.name), names);
+      assert.deepEqual(
+        ws.map((w) => w.name),
+        names,
+      );
       assert.ok(ws.every((w) => w.baseSnapshotId === s.id && w.headSnapshotId === s.id && w.mountState === 'unmounted'));
       assert.equal(await count(cat, 'workspaces'), 1000);
       const listed = await cat.listWorkspaces(NS);
-      assert.deepEqual(listed.map((w) => w.id), ws.map((w) => w.id), 'oldest first, in fork order');
+      assert.deepEqual(
+        listed.map((w) => w.id),
+        ws.map((w) => w.id),
+        'oldest first, in fork order',
+      );
       assert.deepEqual(await cat.getWorkspace(NS, 'agent-998'), ws[998]);
       // A fork of 1 right after also works, and an empty fork is a no-op.
       assert.equal((await cat.forkWorkspaces(NS, s.id, ['one'])).length, 1);
@@ -227,7 +244,11 @@ describe('SqlCatalog (SQLite)', () => {
       const [w] = await cat.forkWorkspaces(NS, base.id, ['w']);
       // The new pack repeats 5 blobs of the base pack: they keep their first location.
       const p = mkPack('packs/cp1', 8, 'x');
-      const c1 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap({ message: 'cp1', packs: [p] }) });
+      const c1 = await cat.commitCheckpoint({
+        workspaceId: w!.id,
+        expectedHeadId: base.id,
+        snapshot: snap({ message: 'cp1', packs: [p] }),
+      });
       assert.equal(c1.parentId, base.id);
       assert.equal(c1.message, 'cp1');
       const after1 = await cat.getWorkspace(NS, 'w');
@@ -240,13 +261,14 @@ describe('SqlCatalog (SQLite)', () => {
       assert.equal(loc.get(sha256('x/0'))!.pack, 'packs/base');
       assert.equal(loc.get(sha256('x/7'))!.pack, 'packs/cp1');
 
-      const c2 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: c1.id, snapshot: snap({ name: 'second', parentId: 'ignored' }) });
+      const c2 = await cat.commitCheckpoint({
+        workspaceId: w!.id,
+        expectedHeadId: c1.id,
+        snapshot: snap({ name: 'second', parentId: 'ignored' }),
+      });
       assert.equal(c2.parentId, c1.id);
       assert.equal((await cat.getWorkspace(NS, w!.id)).headSnapshotId, c2.id);
-      await rejectsWith(
-        cat.commitCheckpoint({ workspaceId: 'ws_nope', expectedHeadId: c2.id, snapshot: snap() }),
-        'E_NOT_FOUND',
-      );
+      await rejectsWith(cat.commitCheckpoint({ workspaceId: 'ws_nope', expectedHeadId: c2.id, snapshot: snap() }), 'E_NOT_FOUND');
       await rejectsWith(
         cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: c2.id, snapshot: snap({ name: 'base' }) }),
         'E_NAME_TAKEN',
@@ -265,7 +287,11 @@ describe('SqlCatalog (SQLite)', () => {
       const c1 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap() });
       const before = { s: await count(cat, 'snapshots'), p: await count(cat, 'packs'), b: await count(cat, 'blobs') };
       const e = await rejectsWith(
-        cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap({ name: 'stale', packs: [mkPack('packs/stale', 50, 's')] }) }),
+        cat.commitCheckpoint({
+          workspaceId: w!.id,
+          expectedHeadId: base.id,
+          snapshot: snap({ name: 'stale', packs: [mkPack('packs/stale', 50, 's')] }),
+        }),
         'E_CHANGED_DURING_READ',
       );
       assert.equal(e.retryable, true);
@@ -343,7 +369,10 @@ describe('SqlCatalog (SQLite)', () => {
       assert.deepEqual(await cat.getWorkspace(NS, 'a'), m);
       assert.deepEqual(await cat.findWorkspaceByMountPath('/mnt/a'), m);
       assert.equal(await cat.findWorkspaceByMountPath('/mnt/none'), undefined);
-      assert.deepEqual((await cat.listMountedOnHost('h1')).map((w) => w.id), [a!.id]);
+      assert.deepEqual(
+        (await cat.listMountedOnHost('h1')).map((w) => w.id),
+        [a!.id],
+      );
       assert.deepEqual(await cat.listMountedOnHost('h2'), []);
       // Re-recording the same mount is idempotent; another target is refused.
       await cat.setMount(a!.id, { path: '/mnt/a', driver: 'overlay', host: 'h1' });
@@ -353,7 +382,10 @@ describe('SqlCatalog (SQLite)', () => {
       await rejectsWith(cat.setMount('ws_nope', null), 'E_NOT_FOUND');
       // Same path on another host is another target.
       await cat.setMount(b!.id, { path: '/mnt/a', driver: 'copy', host: 'h2' });
-      assert.deepEqual((await cat.listMountedOnHost('h2')).map((w) => w.id), [b!.id]);
+      assert.deepEqual(
+        (await cat.listMountedOnHost('h2')).map((w) => w.id),
+        [b!.id],
+      );
       // Mounted workspaces cannot be deleted.
       await rejectsWith(cat.deleteWorkspace(NS, a!.id), 'E_ALREADY_MOUNTED');
 
@@ -456,7 +488,11 @@ await cat.close();
       let head = base.id;
       const [w] = await cat.forkWorkspaces(NS, base.id, ['parent-w']);
       for (let i = 0; i < 30; i++) {
-        const c = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: head, snapshot: snap({ packs: [mkPack(`packs/par${i}`, 200, `par${i}`)] }) });
+        const c = await cat.commitCheckpoint({
+          workspaceId: w!.id,
+          expectedHeadId: head,
+          snapshot: snap({ packs: [mkPack(`packs/par${i}`, 200, `par${i}`)] }),
+        });
         head = c.id;
       }
       assert.equal(await done, 0, stderr);

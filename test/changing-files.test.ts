@@ -64,103 +64,115 @@ function assertNamesWorkspacePath(r: CliResult, rel: string, home: string): void
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 for (const driver of ['overlay', 'copy'] as const) {
-  describe(`checkpoint of a workspace whose files change while read (${driver} driver)`, { skip: driver === 'copy' || overlayPossible ? false : 'overlay is not possible on this host' }, () => {
-    const work = mkdtempSync(join(tmpdir(), `awc-changing-${driver}-`));
-    const home = join(work, 'home');
-    const env = { AWC_MOUNT_DRIVER: driver };
-    let snap: string;
-    before(() => {
-      const src = join(work, 'src');
-      mkdirSync(join(src, 'src'), { recursive: true });
-      writeFileSync(join(src, 'src', 'a.txt'), 'a\n');
-      snap = awcOk(home, ['snapshot', 'import', src], env).id;
-    });
-    after(() => {
-      dirFdTestHooks.beforeOpen = undefined;
-      cleanupMounts(home, work);
-      rmSync(work, { recursive: true, force: true });
-    });
-
-    test('a file rewritten continuously → retryable E_CHANGED_DURING_READ naming src/big.bin; --allow-changing stores it and says so', async () => {
-      const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
-      const mnt = join(work, `mnt-${ws}`);
-      awcOk(home, ['mount', ws, mnt], env);
-      writeFileSync(join(mnt, 'src', 'big.bin'), Buffer.alloc(BIG, 7));
-      writeFileSync(join(mnt, 'src', 'calm.txt'), 'calm\n');
-      const w = rewriter(join(mnt, 'src', 'big.bin'));
-      try {
-        await sleep(100);
-        assertNamesWorkspacePath(runAwc(home, ['checkpoint', ws], env), 'src/big.bin', home);
-        const ok = awcOk(home, ['checkpoint', ws, '--allow-changing'], env);
-        assert.equal(ok.changed, true);
-        assert.deepEqual(ok.changing, ['src/big.bin']);
-      } finally {
-        await w.stop();
-      }
-      // once it is calm, a plain checkpoint reads it (it was not put in the stat cache) and says nothing is changing
-      const calm = awcOk(home, ['checkpoint', ws], env);
-      assert.equal(calm.changing, undefined);
-      assert.equal(calm.changed, true);
-      awcOk(home, ['unmount', ws, '--discard'], env);
-    });
-
-    test('a temp file renamed away and directories renamed during the scan: the checkpoint succeeds with the tree as the walk found it', async () => {
-      const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
-      const mnt = join(work, `mnt-${ws}`);
-      awcOk(home, ['mount', ws, mnt], env);
-      writeFileSync(join(mnt, 'tmp_pack_1'), 'temp\n');
-      mkdirSync(join(mnt, 'objects', 'ab'), { recursive: true });
-      writeFileSync(join(mnt, 'objects', 'ab', 'cd'), 'object\n');
-      mkdirSync(join(mnt, 'refs', 'heads'), { recursive: true });
-      writeFileSync(join(mnt, 'refs', 'heads', 'main'), 'ref\n');
-      const a = await Awc.open({ home, mountDriver: driver });
-      const fired: string[] = [];
-      try {
-        dirFdTestHooks.beforeOpen = (rel) => {
-          if (fired.includes(rel)) return;
-          if (rel === 'tmp_pack_1') renameSync(join(mnt, 'tmp_pack_1'), join(mnt, 'pack-1.pack'));
-          else if (rel === 'objects') renameSync(join(mnt, 'objects'), join(mnt, 'objects.old'));
-          else if (rel === 'refs/heads') renameSync(join(mnt, 'refs'), join(mnt, 'refs.moved')); // while the walk is inside it
-          else return;
-          fired.push(rel);
-        };
-        const r = await a.checkpoint(ws);
+  describe(
+    `checkpoint of a workspace whose files change while read (${driver} driver)`,
+    { skip: driver === 'copy' || overlayPossible ? false : 'overlay is not possible on this host' },
+    () => {
+      const work = mkdtempSync(join(tmpdir(), `awc-changing-${driver}-`));
+      const home = join(work, 'home');
+      const env = { AWC_MOUNT_DRIVER: driver };
+      let snap: string;
+      before(() => {
+        const src = join(work, 'src');
+        mkdirSync(join(src, 'src'), { recursive: true });
+        writeFileSync(join(src, 'src', 'a.txt'), 'a\n');
+        snap = awcOk(home, ['snapshot', 'import', src], env).id;
+      });
+      after(() => {
         dirFdTestHooks.beforeOpen = undefined;
-        assert.deepEqual(fired.sort(), ['objects', 'refs/heads', 'tmp_pack_1']);
-        assert.equal(r.changed, true);
-        const out = join(work, `out-${ws}`);
-        awcOk(home, ['export', r.id, '--dir', out, '--keep-privileges'], env);
-        // gone before it was opened: absent; the directory walked while it was renamed: as found
-        assert.deepEqual(readdirSync(out).sort(), ['refs', 'src']);
-        assert.deepEqual(readdirSync(join(out, 'refs', 'heads')), ['main']);
-      } finally {
-        dirFdTestHooks.beforeOpen = undefined;
-        await a.close();
-      }
-      awcOk(home, ['unmount', ws, '--discard'], env);
-    });
+        cleanupMounts(home, work);
+        rmSync(work, { recursive: true, force: true });
+      });
 
-    test('git-gc-like churn (temp files appearing and vanishing, packs renamed, a directory renamed back and forth) never fails a checkpoint', { timeout: 120_000 }, async () => {
-      const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
-      const mnt = join(work, `mnt-${ws}`);
-      awcOk(home, ['mount', ws, mnt], env);
-      mkdirSync(join(mnt, 'pack'));
-      for (let i = 0; i < 50; i++) writeFileSync(join(mnt, 'pack', `keep-${i}.idx`), `idx ${i}\n`);
-      const churn = loop(mnt, 'echo "$i" > pack/tmp_$i; mv pack/tmp_$i pack/pack-$i.pack; rm -f pack/pack-$((i-1)).pack; mv pack pack2; mv pack2 pack');
-      const failures: string[] = [];
-      try {
-        await sleep(50);
-        for (let i = 0; i < 12; i++) {
-          const r = runAwc(home, ['checkpoint', ws], env);
-          if (r.code !== 0) failures.push(r.stderr.trim());
+      test('a file rewritten continuously → retryable E_CHANGED_DURING_READ naming src/big.bin; --allow-changing stores it and says so', async () => {
+        const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
+        const mnt = join(work, `mnt-${ws}`);
+        awcOk(home, ['mount', ws, mnt], env);
+        writeFileSync(join(mnt, 'src', 'big.bin'), Buffer.alloc(BIG, 7));
+        writeFileSync(join(mnt, 'src', 'calm.txt'), 'calm\n');
+        const w = rewriter(join(mnt, 'src', 'big.bin'));
+        try {
+          await sleep(100);
+          assertNamesWorkspacePath(runAwc(home, ['checkpoint', ws], env), 'src/big.bin', home);
+          const ok = awcOk(home, ['checkpoint', ws, '--allow-changing'], env);
+          assert.equal(ok.changed, true);
+          assert.deepEqual(ok.changing, ['src/big.bin']);
+        } finally {
+          await w.stop();
         }
-      } finally {
-        await churn.stop();
-      }
-      assert.deepEqual(failures, []);
-      awcOk(home, ['unmount', ws, '--discard'], env);
-    });
-  });
+        // once it is calm, a plain checkpoint reads it (it was not put in the stat cache) and says nothing is changing
+        const calm = awcOk(home, ['checkpoint', ws], env);
+        assert.equal(calm.changing, undefined);
+        assert.equal(calm.changed, true);
+        awcOk(home, ['unmount', ws, '--discard'], env);
+      });
+
+      test('a temp file renamed away and directories renamed during the scan: the checkpoint succeeds with the tree as the walk found it', async () => {
+        const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
+        const mnt = join(work, `mnt-${ws}`);
+        awcOk(home, ['mount', ws, mnt], env);
+        writeFileSync(join(mnt, 'tmp_pack_1'), 'temp\n');
+        mkdirSync(join(mnt, 'objects', 'ab'), { recursive: true });
+        writeFileSync(join(mnt, 'objects', 'ab', 'cd'), 'object\n');
+        mkdirSync(join(mnt, 'refs', 'heads'), { recursive: true });
+        writeFileSync(join(mnt, 'refs', 'heads', 'main'), 'ref\n');
+        const a = await Awc.open({ home, mountDriver: driver });
+        const fired: string[] = [];
+        try {
+          dirFdTestHooks.beforeOpen = (rel) => {
+            if (fired.includes(rel)) return;
+            if (rel === 'tmp_pack_1') renameSync(join(mnt, 'tmp_pack_1'), join(mnt, 'pack-1.pack'));
+            else if (rel === 'objects') renameSync(join(mnt, 'objects'), join(mnt, 'objects.old'));
+            else if (rel === 'refs/heads')
+              renameSync(join(mnt, 'refs'), join(mnt, 'refs.moved')); // while the walk is inside it
+            else return;
+            fired.push(rel);
+          };
+          const r = await a.checkpoint(ws);
+          dirFdTestHooks.beforeOpen = undefined;
+          assert.deepEqual(fired.sort(), ['objects', 'refs/heads', 'tmp_pack_1']);
+          assert.equal(r.changed, true);
+          const out = join(work, `out-${ws}`);
+          awcOk(home, ['export', r.id, '--dir', out, '--keep-privileges'], env);
+          // gone before it was opened: absent; the directory walked while it was renamed: as found
+          assert.deepEqual(readdirSync(out).sort(), ['refs', 'src']);
+          assert.deepEqual(readdirSync(join(out, 'refs', 'heads')), ['main']);
+        } finally {
+          dirFdTestHooks.beforeOpen = undefined;
+          await a.close();
+        }
+        awcOk(home, ['unmount', ws, '--discard'], env);
+      });
+
+      test(
+        'git-gc-like churn (temp files appearing and vanishing, packs renamed, a directory renamed back and forth) never fails a checkpoint',
+        { timeout: 120_000 },
+        async () => {
+          const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
+          const mnt = join(work, `mnt-${ws}`);
+          awcOk(home, ['mount', ws, mnt], env);
+          mkdirSync(join(mnt, 'pack'));
+          for (let i = 0; i < 50; i++) writeFileSync(join(mnt, 'pack', `keep-${i}.idx`), `idx ${i}\n`);
+          const churn = loop(
+            mnt,
+            'echo "$i" > pack/tmp_$i; mv pack/tmp_$i pack/pack-$i.pack; rm -f pack/pack-$((i-1)).pack; mv pack pack2; mv pack2 pack',
+          );
+          const failures: string[] = [];
+          try {
+            await sleep(50);
+            for (let i = 0; i < 12; i++) {
+              const r = runAwc(home, ['checkpoint', ws], env);
+              if (r.code !== 0) failures.push(r.stderr.trim());
+            }
+          } finally {
+            await churn.stop();
+          }
+          assert.deepEqual(failures, []);
+          awcOk(home, ['unmount', ws, '--discard'], env);
+        },
+      );
+    },
+  );
 }
 
 describe('snapshot import of a directory that changes while read', () => {
@@ -190,7 +202,10 @@ describe('snapshot import of a directory that changes while read', () => {
     const src = join(work, 'repo');
     mkdirSync(join(src, 'objects', 'pack'), { recursive: true });
     for (let i = 0; i < 200; i++) writeFileSync(join(src, `file-${i}.txt`), `file ${i}\n`);
-    const churn = loop(src, 'echo "$i" > objects/pack/tmp_pack_$i; mv objects/pack/tmp_pack_$i objects/pack/pack-$i.pack; rm -f objects/pack/pack-$((i-1)).pack; mv objects objects.tmp; mv objects.tmp objects');
+    const churn = loop(
+      src,
+      'echo "$i" > objects/pack/tmp_pack_$i; mv objects/pack/tmp_pack_$i objects/pack/pack-$i.pack; rm -f objects/pack/pack-$((i-1)).pack; mv objects objects.tmp; mv objects.tmp objects',
+    );
     const failures: string[] = [];
     try {
       await sleep(50);

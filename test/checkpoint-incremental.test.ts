@@ -37,7 +37,10 @@ for (const driver of ['overlay', 'copy'] as const) {
       const third = awcOk(home, ['checkpoint', ws], env);
       assert.equal(third.filesRead, 1);
       const d = awcOk(home, ['diff', second.id, third.id], env);
-      assert.deepEqual(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]), [['f3.txt', 'modified']]);
+      assert.deepEqual(
+        d.changes.map((c: { path: string; status: string }) => [c.path, c.status]),
+        [['f3.txt', 'modified']],
+      );
       const out = join(work, 'out');
       awcOk(home, ['export', third.id, '--dir', out, '--keep-privileges'], env);
       awcOk(home, ['unmount', ws], env);

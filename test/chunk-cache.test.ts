@@ -30,7 +30,6 @@ async function tmp(t: { after(fn: () => Promise<void>): void }): Promise<string>
   return dir;
 }
 
-
 interface Fixture {
   dir: string;
   fsStore: FsObjectStore;
@@ -238,7 +237,9 @@ test('100 concurrent readers of the same cold files: one backend read per distin
     for (const r of results) for (const { f, b } of r) assert.ok(b.equals(f.data), `reader got wrong bytes for ${f.hex}`);
     assert.equal(fx.store.gets, expected);
     assert.equal(fetcher.stats.backendReads, expected);
-    t.diagnostic(`${fx.files.length} files, ${allRefs.length} chunk refs, ${fx.packs.length} packs: 100 readers → ${fx.store.gets} backend reads, ${joins} joins`);
+    t.diagnostic(
+      `${fx.files.length} files, ${allRefs.length} chunk refs, ${fx.packs.length} packs: 100 readers → ${fx.store.gets} backend reads, ${joins} joins`,
+    );
     assert.ok(joins > 0 && fetcher.joins === joins);
     await cache.idle();
     assert.equal(cache.count, new Set(allRefs.map((r) => r.digest)).size);
@@ -308,8 +309,14 @@ test('ranged reads of multi-chunk files: cold and warm match the original bytes'
     await cache.idle();
   }
   assert.equal((await source.read(fx.files[0].hex, 0, 0)).length, 0);
-  await assert.rejects(async () => source.read('0'.repeat(64), 0, 10), (e) => code(e) === 'E_NOT_FOUND');
-  await assert.rejects(async () => source.read(fx.files[0].hex, -1, 10), (e) => code(e) === 'E_USAGE');
+  await assert.rejects(
+    async () => source.read('0'.repeat(64), 0, 10),
+    (e) => code(e) === 'E_NOT_FOUND',
+  );
+  await assert.rejects(
+    async () => source.read(fx.files[0].hex, -1, 10),
+    (e) => code(e) === 'E_USAGE',
+  );
 });
 
 test('sync hit path: after a warm read, source.read returns a Buffer, not a Promise', async (t) => {
@@ -324,7 +331,11 @@ test('sync hit path: after a warm read, source.read returns a Buffer, not a Prom
     assert.ok((await cold).equals(f.data));
   }
   await cache.idle();
-  assert.equal(misses, fx.files.reduce((n, f) => n + f.fc.chunks.length, 0), 'one miss per cold chunk');
+  assert.equal(
+    misses,
+    fx.files.reduce((n, f) => n + f.fc.chunks.length, 0),
+    'one miss per cold chunk',
+  );
   let hits = 0;
   cache.on('hit', () => hits++);
   const gets = fx.store.gets;
@@ -396,7 +407,10 @@ test('budget: the cache never exceeds it (in memory and on disk), evicts, and re
   // a request bigger than the whole budget still returns every chunk
   const big = fx.files.flatMap((f) => f.fc.chunks);
   const bufs = await fetcher.get(big, fx.index);
-  assert.equal(bufs.reduce((n, x) => n + x.length, 0), total);
+  assert.equal(
+    bufs.reduce((n, x) => n + x.length, 0),
+    total,
+  );
   assert.ok(cache.bytes <= budget && diskBytes(cacheDir) <= budget);
   await fetcher.idle();
   assert.ok(cache.bytes <= budget && diskBytes(cacheDir) <= budget);
@@ -463,7 +477,10 @@ test('corruption: a flipped byte in a pack is E_INTEGRITY after one refetch, not
   // a read that avoids the bad chunk works; one that touches it fails again
   const c0 = f.fc.chunks[0].size;
   assert.ok((await source.read(f.hex, 0, c0)).equals(f.data.subarray(0, c0)));
-  await assert.rejects(async () => source.read(f.hex, c0, 10), (e) => code(e) === 'E_INTEGRITY');
+  await assert.rejects(
+    async () => source.read(f.hex, c0, 10),
+    (e) => code(e) === 'E_INTEGRITY',
+  );
 });
 
 test('corruption: a store whose first read is corrupt and second good gives correct bytes after one refetch', async (t) => {
@@ -485,7 +502,10 @@ test('unknown chunk digest → E_OBJECT_NOT_FOUND; other chunks of the call are 
   const fx = await fixture(dir, { count: 2, packBytes: 4 * MiB, sizes: () => 5000 });
   const { cache, fetcher } = await stack(fx, join(dir, 'cache'));
   const unknown = sha256('not stored anywhere');
-  await assert.rejects(fetcher.get([fx.files[0].fc.chunks[0], { digest: unknown, size: 19 }], fx.index), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
+  await assert.rejects(
+    fetcher.get([fx.files[0].fc.chunks[0], { digest: unknown, size: 19 }], fx.index),
+    (e) => code(e) === 'E_OBJECT_NOT_FOUND',
+  );
   await fetcher.idle();
   assert.equal(cache.has(fx.files[0].fc.chunks[0].digest), true);
   await assert.rejects(fetcher.get([{ digest: fx.files[0].fc.chunks[0].digest, size: 4999 }], fx.index), (e) => code(e) === 'E_INTEGRITY');
@@ -539,10 +559,19 @@ test('reopen: a new ChunkCache finds the chunks on disk and trims to a smaller b
 // Memory tier and pack read-ahead
 
 /** A fresh (cold) cache, fetcher and source over a fixture's store, with read-ahead. */
-async function aheadStack(fx: Fixture, cacheDir: string, opts: { readAheadBytes: number; readAheadMinBytes?: number; memoryBytes?: number; budgetBytes?: number }) {
+async function aheadStack(
+  fx: Fixture,
+  cacheDir: string,
+  opts: { readAheadBytes: number; readAheadMinBytes?: number; memoryBytes?: number; budgetBytes?: number },
+) {
   const cache = new ChunkCache({ dir: cacheDir, budgetBytes: opts.budgetBytes ?? 1 << 30, memoryBytes: opts.memoryBytes });
   await cache.open();
-  const fetcher = new ChunkFetcher({ store: fx.store, cache, readAheadBytes: opts.readAheadBytes, readAheadMinBytes: opts.readAheadMinBytes });
+  const fetcher = new ChunkFetcher({
+    store: fx.store,
+    cache,
+    readAheadBytes: opts.readAheadBytes,
+    readAheadMinBytes: opts.readAheadMinBytes,
+  });
   const source = new CachedContentSource(fetcher);
   source.register(fx.contents, fx.index);
   return { cache, fetcher, source };
@@ -608,7 +637,10 @@ test('ChunkCache memory tier: bounded, oldest read-ahead chunks dropped, a hit m
   cache.on('memory-evict', (e) => dropped.push(e.digest));
   const chunks = Array.from({ length: 5 }, () => randomBytes(3000));
   const ds = chunks.map((c) => sha256(c));
-  assert.throws(() => cache.remember(ds[0], chunks[1]), (e) => code(e) === 'E_INTEGRITY');
+  assert.throws(
+    () => cache.remember(ds[0], chunks[1]),
+    (e) => code(e) === 'E_INTEGRITY',
+  );
   assert.equal(cache.has(ds[0]), false);
   for (let i = 0; i < 5; i++) {
     assert.equal(cache.remember(ds[i], chunks[i]), true);
@@ -644,7 +676,10 @@ test('ChunkCache memory tier: bounded, oldest read-ahead chunks dropped, a hit m
   // delete() drops a chunk from the tier too
   assert.equal(cache.delete(ds[3]), false);
   assert.equal(cache.has(ds[3]), false);
-  assert.throws(() => new ChunkCache({ dir, budgetBytes: 1, memoryBytes: -1 }), (e) => code(e) === 'E_USAGE');
+  assert.throws(
+    () => new ChunkCache({ dir, budgetBytes: 1, memoryBytes: -1 }),
+    (e) => code(e) === 'E_USAGE',
+  );
 });
 
 test('read-ahead: a cold sequential read of N neighbouring small files costs the backend reads the pack layout predicts, far fewer than N', async (t) => {
@@ -654,7 +689,10 @@ test('read-ahead: a cold sequential read of N neighbouring small files costs the
   assert.equal(fx.packs.length, 1);
   const pack = fx.packs[0];
   const files = inPackOrder(fx);
-  assert.ok(files.every((f) => f.fc.chunks.length === 1), 'small files: one chunk each');
+  assert.ok(
+    files.every((f) => f.fc.chunks.length === 1),
+    'small files: one chunk each',
+  );
   // Whichever of a pack's first window and its index comes back first, the reads are the same.
   const tail = (offset: number, length: number) => offset + length >= pack.size;
   const orders = {
@@ -672,7 +710,10 @@ test('read-ahead: a cold sequential read of N neighbouring small files costs the
     fx.store.gets = 0;
     fx.store.reads = [];
     fx.store.delay = orders[order];
-    const { cache, fetcher, source } = await aheadStack(fx, join(dir, `cache-${min}-${max}-${order}`), { readAheadBytes: max, readAheadMinBytes: min });
+    const { cache, fetcher, source } = await aheadStack(fx, join(dir, `cache-${min}-${max}-${order}`), {
+      readAheadBytes: max,
+      readAheadMinBytes: min,
+    });
     let misses = 0;
     for (const f of files) {
       const r = source.read(f.hex, 0, f.fc.size);
@@ -681,7 +722,9 @@ test('read-ahead: a cold sequential read of N neighbouring small files costs the
     }
     await fetcher.idle();
     const want = expectedAheadReads(pack, min, max);
-    t.diagnostic(`${N} files, pack ${pack.size} B, windows ${min}..${max} B, ${order}: ${fx.store.gets} backend reads (${want.windows} windows, ${want.async} of them started in the background, + ${want.indexReads} index), ${misses} reads not served synchronously`);
+    t.diagnostic(
+      `${N} files, pack ${pack.size} B, windows ${min}..${max} B, ${order}: ${fx.store.gets} backend reads (${want.windows} windows, ${want.async} of them started in the background, + ${want.indexReads} index), ${misses} reads not served synchronously`,
+    );
     assert.equal(fetcher.stats.packIndexReads, want.indexReads);
     assert.equal(fx.store.gets, want.windows + want.indexReads);
     assert.equal(fetcher.stats.backendReads, fx.store.gets);
@@ -781,7 +824,10 @@ test('read-ahead: a corrupt blob inside a window is never served, its neighbours
     }
     assert.equal(fx.store.gets, 1);
     // asked for: read on its own, refetched once, then E_INTEGRITY; never served, never cached
-    await assert.rejects(async () => source.read(bad.hex, 0, bad.fc.size), (e) => code(e) === 'E_INTEGRITY');
+    await assert.rejects(
+      async () => source.read(bad.hex, 0, bad.fc.size),
+      (e) => code(e) === 'E_INTEGRITY',
+    );
     assert.equal(fetcher.stats.refetches, 1);
     assert.equal(fetcher.stats.integrityErrors, 1);
     assert.equal(fx.store.gets, 3, 'one window, then the bad blob alone, then its refetch');
@@ -839,7 +885,9 @@ test('read-ahead: 100 concurrent readers share windows: every chunk read from th
   for (const [d, n] of fetched) assert.equal(n, 1, `chunk ${d} fetched ${n} times`);
   const stored = fx.packs.reduce((n, p) => n + p.size, 0);
   assert.ok(fx.store.bytes <= stored * 1.5, `read ${fx.store.bytes} B of ${stored} B of packs`);
-  t.diagnostic(`${fx.files.length} files in ${fx.packs.length} packs: ${fx.store.gets} backend reads, ${fetcher.stats.readAheadChunks} chunks read ahead, ${fetcher.joins} joins`);
+  t.diagnostic(
+    `${fx.files.length} files in ${fx.packs.length} packs: ${fx.store.gets} backend reads, ${fetcher.stats.readAheadChunks} chunks read ahead, ${fetcher.joins} joins`,
+  );
 
   // a memory tier smaller than one window: never above its size, bytes still right
   const small = await aheadStack(fx, join(dir, 'cache-small'), { readAheadBytes: 1 * MiB, memoryBytes: 32 * 1024 });
@@ -907,7 +955,7 @@ test('ChunkCache write-behind: a burst of puts is served from memory and written
   // idle() does not wait for the quiet time
   const t1 = Date.now();
   await eager.idle();
-  assert.ok(Date.now() - t1 < 5000, "idle() flushes without waiting for a quiet minute");
+  assert.ok(Date.now() - t1 < 5000, 'idle() flushes without waiting for a quiet minute');
   assert.equal(eager.count, 20);
   assert.equal(diskBytes(join(dir, 'b')), eager.bytes);
 });

@@ -36,7 +36,6 @@ async function collect(it: AsyncIterable<Buffer>): Promise<Buffer> {
   return Buffer.concat(parts);
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // FsObjectStore
 
@@ -101,7 +100,14 @@ function mixed(): Buffer {
   // The block repeats: 1 MB is ~16 average chunks, so the chunker is back in step inside the
   // second copy and some chunks repeat whatever the random bytes (300 KB sometimes held none).
   const block = randomBytes(1_000_000);
-  return Buffer.concat([randomBytes(1_500_000), Buffer.alloc(600_000, 0x20), block, Buffer.from('line of text\n'.repeat(50_000)), block, randomBytes(900_000)]);
+  return Buffer.concat([
+    randomBytes(1_500_000),
+    Buffer.alloc(600_000, 0x20),
+    block,
+    Buffer.from('line of text\n'.repeat(50_000)),
+    block,
+    randomBytes(900_000),
+  ]);
 }
 
 test('write + read round trip over FsObjectStore and MemoryBlobIndex', async (t) => {
@@ -329,7 +335,10 @@ test('reader: integrity failures are refetched once, then reported; unknown blob
   assert.ok((await reader.readFileRange(f, 0, f.chunks[0].size)).equals(data.subarray(0, f.chunks[0].size)));
 
   await assert.rejects(reader.readBlob(sha256('unknown')), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
-  await assert.rejects(collect(reader.readChunks([{ digest: sha256('unknown') as Digest, size: 7 }])), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
+  await assert.rejects(
+    collect(reader.readChunks([{ digest: sha256('unknown') as Digest, size: 7 }])),
+    (e) => code(e) === 'E_OBJECT_NOT_FOUND',
+  );
 });
 
 test('chunk digests are sha256 of raw bytes', async (t) => {
@@ -339,7 +348,12 @@ test('chunk digests are sha256 of raw bytes', async (t) => {
   const f = await writer.writeBuffer(data);
   let off = 0;
   for (const c of f.chunks) {
-    assert.equal(c.digest, `sha256:${createHash('sha256').update(data.subarray(off, off + c.size)).digest('hex')}`);
+    assert.equal(
+      c.digest,
+      `sha256:${createHash('sha256')
+        .update(data.subarray(off, off + c.size))
+        .digest('hex')}`,
+    );
     off += c.size;
   }
 });

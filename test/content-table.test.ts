@@ -116,7 +116,17 @@ describe('content table', () => {
   });
 
   it('refuses names that are neither a 64-hex digest nor a short name', () => {
-    for (const bad of ['', 'ab', 'A'.repeat(22), 'A'.repeat(24), `${'A'.repeat(22)}=`, `${'A'.repeat(22)}/`, 'g'.repeat(64), 'A'.repeat(64), hexOf('x').slice(1)]) {
+    for (const bad of [
+      '',
+      'ab',
+      'A'.repeat(22),
+      'A'.repeat(24),
+      `${'A'.repeat(22)}=`,
+      `${'A'.repeat(22)}/`,
+      'g'.repeat(64),
+      'A'.repeat(64),
+      hexOf('x').slice(1),
+    ]) {
       assert.equal(contentKey(bad), undefined, JSON.stringify(bad));
     }
   });

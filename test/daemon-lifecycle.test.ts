@@ -101,10 +101,11 @@ class Holder {
         this.synced = o.synced;
         this.ino = o.ino;
       }
-      for (const w of [...this.waiters]) if (w.match(o)) {
-        this.waiters.splice(this.waiters.indexOf(w), 1);
-        w.resolve(o);
-      }
+      for (const w of [...this.waiters])
+        if (w.match(o)) {
+          this.waiters.splice(this.waiters.indexOf(w), 1);
+          w.resolve(o);
+        }
     });
   }
 
@@ -129,7 +130,10 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
   const holderScript = join(work, 'holder.cjs');
   const holders: (Holder | ReturnType<typeof spawn>)[] = [];
   after(() => {
-    for (const h of holders) h instanceof Holder ? h.kill() : h.kill('SIGKILL');
+    for (const h of holders) {
+      if (h instanceof Holder) h.kill();
+      else h.kill('SIGKILL');
+    }
     cleanupMounts(home, work);
     rmSync(work, { recursive: true, force: true });
   });
@@ -173,7 +177,10 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     assert.match(e.message, new RegExp(`pid ${sh.pid}\\b`));
     assert.match(e.message, /sleep/);
     assert.equal(overlaysOn(upperOf(ws)).length, 0);
-    assert.ok(u.holders?.some((h: { pid: number }) => h.pid === sh.pid), `unmount --force names the holder: ${JSON.stringify(u)}`);
+    assert.ok(
+      u.holders?.some((h: { pid: number }) => h.pid === sh.pid),
+      `unmount --force names the holder: ${JSON.stringify(u)}`,
+    );
     // discarding the changes under a live mount is refused too
     assert.equal(errorOf(awc(home, ['unmount', ws, '--discard'], {}, { timeoutMs: 60_000 })).code, 'E_STILL_MOUNTED');
     sh.kill('SIGKILL');
@@ -241,7 +248,10 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     assert.equal(now[0]!.mountId, before[0]!.mountId, 'the overlay was kept, not replaced');
     const s2 = ok(home, ['daemon', 'status']);
     assert.equal(s2.resumedConnection, true);
-    assert.deepEqual(s2.mounts.map((m: { workspace: string }) => m.workspace).filter((w: string) => w === ws), [ws]);
+    assert.deepEqual(
+      s2.mounts.map((m: { workspace: string }) => m.workspace).filter((w: string) => w === ws),
+      [ws],
+    );
     // no fsynced byte lost: what the process synced is in the workspace and in a checkpoint of it
     const exit = (await h.ask('exit', (o) => o.exit !== undefined)).exit as number;
     assert.ok(exit > syncedAtKill);
@@ -252,7 +262,8 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     ok(home, ['export', cp.id, '--dir', out, '--keep-privileges']);
     assert.equal(readFileSync(join(out, 'log.txt'), 'utf8'), expected);
     const warningsAfter = doubleUpperWarnings();
-    if (warningsBefore !== undefined && warningsAfter !== undefined) assert.equal(warningsAfter, warningsBefore, 'the kernel warned about two overlays on one upper');
+    if (warningsBefore !== undefined && warningsAfter !== undefined)
+      assert.equal(warningsAfter, warningsBefore, 'the kernel warned about two overlays on one upper');
     ok(home, ['unmount', ws]);
   });
 
@@ -271,12 +282,23 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     const started = ok(home, ['daemon', 'start']);
     const waiting = started.waiting?.find((w: { workspace: string }) => w.workspace === ws);
     assert.ok(waiting, `the workspace waits for its old mount: ${JSON.stringify(started)}`);
-    assert.ok(waiting.holders.some((x: { pid: number }) => x.pid === h.child.pid), `names the holder: ${JSON.stringify(waiting)}`);
-    assert.deepEqual(overlaysOn(upperOf(ws)).map((m) => m.mountId), [before[0]!.mountId], 'only the old overlay uses the upper');
+    assert.ok(
+      waiting.holders.some((x: { pid: number }) => x.pid === h.child.pid),
+      `names the holder: ${JSON.stringify(waiting)}`,
+    );
+    assert.deepEqual(
+      overlaysOn(upperOf(ws)).map((m) => m.mountId),
+      [before[0]!.mountId],
+      'only the old overlay uses the upper',
+    );
     const syncedAtStart = h.synced;
     await waitUntil('the holder to go on writing into the old mount', () => h.synced >= syncedAtStart + 10, 20_000);
     const exit = (await h.ask('exit', (o) => o.exit !== undefined)).exit as number;
-    await waitUntil('the remount once the old mount is free', () => ok(home, ['daemon', 'status']).mounts.some((m: { workspace: string }) => m.workspace === ws), 20_000);
+    await waitUntil(
+      'the remount once the old mount is free',
+      () => ok(home, ['daemon', 'status']).mounts.some((m: { workspace: string }) => m.workspace === ws),
+      20_000,
+    );
     const after = overlaysOn(upperOf(ws));
     assert.equal(after.length, 1);
     assert.equal(readFileSync(join(mnt, 'log.txt'), 'utf8'), Array.from({ length: exit }, (_, i) => `line ${i + 1}\n`).join(''));

@@ -86,7 +86,17 @@ class World {
   private async file(name: string, n: FileNode): Promise<Entry> {
     const data = typeof n.file === 'string' ? Buffer.from(n.file, 'utf8') : n.file;
     const w = await this.writer.writeBuffer(data);
-    return { type: 'file', name, mode: n.mode ?? 0o644, uid: n.uid ?? 0, gid: n.gid ?? 0, mtimeNs: n.mtimeNs ?? MTIME, size: w.size, digest: w.digest, chunks: w.chunks };
+    return {
+      type: 'file',
+      name,
+      mode: n.mode ?? 0o644,
+      uid: n.uid ?? 0,
+      gid: n.gid ?? 0,
+      mtimeNs: n.mtimeNs ?? MTIME,
+      size: w.size,
+      digest: w.digest,
+      chunks: w.chunks,
+    };
   }
 
   /** Flushes the writer once, indexes what it wrote, and returns a reader. */
@@ -134,7 +144,12 @@ describe('diffSnapshots', () => {
   test('added, modified, deleted files in tree order', async () => {
     const { a, b, reader } = await two(
       { 'keep.txt': 'k\n', 'mod.txt': 'one\n', 'gone.txt': 'bye\n', sub: { dir: { 'inner.txt': 'i\n', 'same.txt': 's\n' } } },
-      { 'keep.txt': 'k\n', 'mod.txt': 'two\n', 'new.txt': 'hi\n', sub: { dir: { 'inner.txt': 'I\n', 'same.txt': 's\n', 'added.txt': 'a\n' } } },
+      {
+        'keep.txt': 'k\n',
+        'mod.txt': 'two\n',
+        'new.txt': 'hi\n',
+        sub: { dir: { 'inner.txt': 'I\n', 'same.txt': 's\n', 'added.txt': 'a\n' } },
+      },
     );
     const changes = await diffSnapshots(reader, a, b);
     assert.deepEqual(brief(changes), [
@@ -179,10 +194,7 @@ describe('diffSnapshots', () => {
     assert.equal(changes[2].old?.mode, 0o644);
     assert.equal(changes[2].new?.mode, 0o755);
     assert.equal(changes[1].kind, 'dir');
-    assert.equal(
-      formatChanges(changes),
-      'M  both.sh (0644 → 4755)\nP  d/ (0755 → 0700)\nP  run.sh (0644 → 0755)\n',
-    );
+    assert.equal(formatChanges(changes), 'M  both.sh (0644 → 4755)\nP  d/ (0755 → 0700)\nP  run.sh (0644 → 0755)\n');
   });
 
   test('type changes: file→symlink, file→dir (contents added), dir→file (contents deleted)', async () => {
@@ -212,7 +224,10 @@ describe('diffSnapshots', () => {
   test('added directory reports itself and every entry under it', async () => {
     const { a, b, reader } = await two(
       { top: 't' },
-      { top: 't', pkg: { dir: { 'index.js': 'x', lib: { dir: { 'a.js': 'a', 'b.js': 'b' } }, empty: { dir: {} }, ln: { link: 'index.js' } } } },
+      {
+        top: 't',
+        pkg: { dir: { 'index.js': 'x', lib: { dir: { 'a.js': 'a', 'b.js': 'b' } }, empty: { dir: {} }, ln: { link: 'index.js' } } },
+      },
     );
     const changes = await diffSnapshots(reader, a, b);
     assert.deepEqual(brief(changes), [
@@ -300,7 +315,12 @@ describe('diffSnapshots', () => {
   test('uid/gid/mtime differences are reported only with { metadata: true }', async () => {
     const { a, b, reader } = await two(
       { o: { file: 'x', uid: 0 }, t: { file: 'y', mtimeNs: '1' }, m: { file: 'z' }, d: { dir: { q: 'q' }, uid: 0 } },
-      { o: { file: 'x', uid: 1000 }, t: { file: 'y', mtimeNs: '2' }, m: { file: 'z', mode: 0o600, uid: 5 }, d: { dir: { q: 'q' }, uid: 7 } },
+      {
+        o: { file: 'x', uid: 1000 },
+        t: { file: 'y', mtimeNs: '2' },
+        m: { file: 'z', mode: 0o600, uid: 5 },
+        d: { dir: { q: 'q' }, uid: 7 },
+      },
     );
     assert.deepEqual(brief(await diffSnapshots(reader, a, b)), [['mode-changed', 'm']]);
     const changes = await diffSnapshots(reader, a, b, { metadata: true });
@@ -362,7 +382,12 @@ describe('diffSnapshots', () => {
 const GIT_ENV = { ...process.env, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', LC_ALL: 'C' };
 
 function git(cwd: string, ...args: string[]): string {
-  return execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@e', ...args], { cwd, env: GIT_ENV, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@e', ...args], {
+    cwd,
+    env: GIT_ENV,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
 }
 
 /** What git can see of a working tree: files (content + exec bit) and symlinks (target). */
@@ -508,7 +533,10 @@ describe('renderPatch', () => {
       },
     );
     assert.match(patch, /^diff --git a\/script\.sh b\/script\.sh\nold mode 100644\nnew mode 100755\n(?!index)/m);
-    assert.match(patch, /^diff --git a\/link b\/link\nnew file mode 120000\nindex 0000000\.\.[0-9a-f]{7}\n--- \/dev\/null\n\+\+\+ b\/link\n@@ -0,0 \+1 @@\n\+README\.md\n\\ No newline at end of file\n/m);
+    assert.match(
+      patch,
+      /^diff --git a\/link b\/link\nnew file mode 120000\nindex 0000000\.\.[0-9a-f]{7}\n--- \/dev\/null\n\+\+\+ b\/link\n@@ -0,0 \+1 @@\n\+README\.md\n\\ No newline at end of file\n/m,
+    );
     assert.match(patch, /^diff --git a\/empty b\/empty\nnew file mode 100644\nindex 0000000\.\.e69de29\n(?!---)/m);
     assert.match(patch, /^deleted file mode 100644\nindex e69de29\.\.0000000\n/m);
     assert.match(patch, /^--- a\/sp ace\.txt\t\n\+\+\+ b\/sp ace\.txt\t\n/m);
@@ -525,8 +553,25 @@ describe('renderPatch', () => {
 
   test('type changes render as delete + add; file↔dir; hardlinks as regular files', async () => {
     await applyRoundTrip(
-      { f2l: 'x\n', l2f: { link: 'f2l' }, f2d: 'y\n', d2f: { dir: { inner: 'i\n', deep: { dir: { z: 'z' } } } }, base: 'shared\n', base2: 'other\n', hl: { hardlink: 'base' } },
-      { f2l: { link: 'somewhere' }, l2f: 'now a file\n', f2d: { dir: { n: 'n\n' } }, d2f: 'was a dir\n', base: 'shared\n', base2: 'other\n', hl: { hardlink: 'base2' }, hl2: { hardlink: 'base' } },
+      {
+        f2l: 'x\n',
+        l2f: { link: 'f2l' },
+        f2d: 'y\n',
+        d2f: { dir: { inner: 'i\n', deep: { dir: { z: 'z' } } } },
+        base: 'shared\n',
+        base2: 'other\n',
+        hl: { hardlink: 'base' },
+      },
+      {
+        f2l: { link: 'somewhere' },
+        l2f: 'now a file\n',
+        f2d: { dir: { n: 'n\n' } },
+        d2f: 'was a dir\n',
+        base: 'shared\n',
+        base2: 'other\n',
+        hl: { hardlink: 'base2' },
+        hl2: { hardlink: 'base' },
+      },
     );
   });
 
@@ -555,7 +600,11 @@ describe('renderPatch', () => {
     assert.match(patch, /^Binary files \/dev\/null and b\/new\.bin differ$/m);
     assert.match(patch, /^Binary files a\/gone\.bin and \/dev\/null differ$/m);
 
-    const full = await applyRoundTrip({ 'img.png': bin1, 'gone.bin': bin1, 't.txt': 'x\n' }, { 'img.png': bin2, 'new.bin': bin2, 't.txt': 'y\n' }, { binary: 'full' });
+    const full = await applyRoundTrip(
+      { 'img.png': bin1, 'gone.bin': bin1, 't.txt': 'x\n' },
+      { 'img.png': bin2, 'new.bin': bin2, 't.txt': 'y\n' },
+      { binary: 'full' },
+    );
     assert.match(full, /^GIT binary patch$/m);
     assert.match(full, /^index [0-9a-f]{40}\.\.[0-9a-f]{40} 100644$/m);
   });

@@ -1,7 +1,19 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { lstatSync, appendFileSync, chmodSync, existsSync, linkSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  lstatSync,
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts, copyTree, diffInfo, errorOf, PROJECT, readTreeInfo } from './helpers/cli.js';
@@ -43,125 +55,143 @@ const skipGitIndex = (rel: string) => rel === '.git/index';
 
 for (const driver of ['overlay', 'copy'] as const) {
   const possible = driver === 'copy' || detectDriver('auto').driver === 'overlay';
-  describe(`main job end to end (${driver} driver)`, { skip: possible ? false : 'overlay is not possible on this host (see awc doctor)' }, () => {
-    const work = mkdtempSync(join(tmpdir(), `awc-e2e-${driver}-`));
-    const home = join(work, 'home');
-    const source = join(work, 'source');
-    const expected = join(work, 'expected');
-    const env = { AWC_MOUNT_DRIVER: driver };
-    let snapId = '';
-    let wsIds: string[] = [];
-    let mounts: string[] = [];
-    let original: Map<string, ReturnType<typeof readTreeInfo> extends Map<string, infer V> ? V : never>;
+  describe(
+    `main job end to end (${driver} driver)`,
+    { skip: possible ? false : 'overlay is not possible on this host (see awc doctor)' },
+    () => {
+      const work = mkdtempSync(join(tmpdir(), `awc-e2e-${driver}-`));
+      const home = join(work, 'home');
+      const source = join(work, 'source');
+      const expected = join(work, 'expected');
+      const env = { AWC_MOUNT_DRIVER: driver };
+      let snapId = '';
+      let wsIds: string[] = [];
+      let mounts: string[] = [];
+      let original: Map<string, ReturnType<typeof readTreeInfo> extends Map<string, infer V> ? V : never>;
 
-    before(() => {
-      copyTree(PROJECT, source);
-      // the test's own build output changes while tests run: keep the tree still
-      rmSync(join(source, 'dist'), { recursive: true, force: true });
-      assert.ok(existsSync(join(source, 'node_modules', 'kysely')), 'the checkout has its node_modules installed');
-      copyTree(source, expected);
-      original = readTreeInfo(source, skipGitIndex);
-      assert.ok(original.size > 1000, `a real tree with thousands of entries (got ${original.size})`);
-    });
+      before(() => {
+        copyTree(PROJECT, source);
+        // the test's own build output changes while tests run: keep the tree still
+        rmSync(join(source, 'dist'), { recursive: true, force: true });
+        assert.ok(existsSync(join(source, 'node_modules', 'kysely')), 'the checkout has its node_modules installed');
+        copyTree(source, expected);
+        original = readTreeInfo(source, skipGitIndex);
+        assert.ok(original.size > 1000, `a real tree with thousands of entries (got ${original.size})`);
+      });
 
-    after(() => {
-      cleanupMounts(home, work);
-      rmSync(work, { recursive: true, force: true });
-    });
+      after(() => {
+        cleanupMounts(home, work);
+        rmSync(work, { recursive: true, force: true });
+      });
 
-    test('import prints the snapshot id with counts', () => {
-      const r = awcOk(home, ['snapshot', 'import', source, '--name', 'base'], env);
-      snapId = r.id;
-      assert.match(r.id, /^sn_[0-9a-z]+$/);
-      assert.equal(r.name, 'base');
-      // regular files, each hardlinked inode once
-      const inodes = new Set<string>();
-      for (const [p, n] of readTreeInfo(source)) if (n.type === 'file') inodes.add(String(lstatSync(join(source, p)).ino));
-      assert.equal(r.files, inodes.size);
-      assert.ok(r.bytes > 10_000_000);
-      const ls = awcOk(home, ['snapshot', 'ls'], env);
-      assert.deepEqual(ls.snapshots.map((s: { id: string }) => s.id), [snapId]);
-    });
+      test('import prints the snapshot id with counts', () => {
+        const r = awcOk(home, ['snapshot', 'import', source, '--name', 'base'], env);
+        snapId = r.id;
+        assert.match(r.id, /^sn_[0-9a-z]+$/);
+        assert.equal(r.name, 'base');
+        // regular files, each hardlinked inode once
+        const inodes = new Set<string>();
+        for (const [p, n] of readTreeInfo(source)) if (n.type === 'file') inodes.add(String(lstatSync(join(source, p)).ino));
+        assert.equal(r.files, inodes.size);
+        assert.ok(r.bytes > 10_000_000);
+        const ls = awcOk(home, ['snapshot', 'ls'], env);
+        assert.deepEqual(
+          ls.snapshots.map((s: { id: string }) => s.id),
+          [snapId],
+        );
+      });
 
-    test('fork three workspaces and mount them', () => {
-      const r = awcOk(home, ['fork', 'base', '--name', 'agent', '--count', '3'], env);
-      assert.equal(r.workspaces.length, 3);
-      wsIds = r.workspaces.map((w: { id: string }) => w.id);
-      assert.deepEqual(r.workspaces.map((w: { name: string }) => w.name), ['agent-1', 'agent-2', 'agent-3']);
-      mounts = wsIds.map((_, i) => join(work, `mnt-${i + 1}`));
-      for (let i = 0; i < 3; i++) {
-        const m = awcOk(home, ['mount', wsIds[i], mounts[i]], env);
-        assert.equal(m.driver, driver);
-        assert.equal(m.path, mounts[i]);
-      }
-      const ls = awcOk(home, ['ls'], env);
-      assert.equal(ls.workspaces.filter((w: { mountState: string }) => w.mountState === 'mounted').length, 3);
-      const again = awc(home, ['mount', wsIds[0], join(work, 'elsewhere')], env);
-      assert.notEqual(again.code, 0);
-      assert.equal(errorOf(again).code, 'E_ALREADY_MOUNTED');
-    });
+      test('fork three workspaces and mount them', () => {
+        const r = awcOk(home, ['fork', 'base', '--name', 'agent', '--count', '3'], env);
+        assert.equal(r.workspaces.length, 3);
+        wsIds = r.workspaces.map((w: { id: string }) => w.id);
+        assert.deepEqual(
+          r.workspaces.map((w: { name: string }) => w.name),
+          ['agent-1', 'agent-2', 'agent-3'],
+        );
+        mounts = wsIds.map((_, i) => join(work, `mnt-${i + 1}`));
+        for (let i = 0; i < 3; i++) {
+          const m = awcOk(home, ['mount', wsIds[i], mounts[i]], env);
+          assert.equal(m.driver, driver);
+          assert.equal(m.path, mounts[i]);
+        }
+        const ls = awcOk(home, ['ls'], env);
+        assert.equal(ls.workspaces.filter((w: { mountState: string }) => w.mountState === 'mounted').length, 3);
+        const again = awc(home, ['mount', wsIds[0], join(work, 'elsewhere')], env);
+        assert.notEqual(again.code, 0);
+        assert.equal(errorOf(again).code, 'E_ALREADY_MOUNTED');
+      });
 
-    test('edit one workspace; git and node work inside it', () => {
-      applyEdits(mounts[0]);
-      applyEdits(expected);
-      const st = execFileSync('git', ['--no-optional-locks', 'status', '--porcelain'], { cwd: mounts[0], encoding: 'utf8' });
-      assert.match(st, /README\.md/);
-      assert.match(st, /tsconfig\.json/);
-      const out = execFileSync(process.execPath, ['-e', 'const k = require("kysely"); console.log(typeof k.Kysely, require("./package.json").name)'], { cwd: mounts[0], encoding: 'utf8' });
-      assert.equal(out.trim(), 'function awc');
-      assert.deepEqual(readTreeInfo(mounts[0], skipGitIndex), readTreeInfo(expected, skipGitIndex), 'the mounted view shows exactly the edits');
-    });
+      test('edit one workspace; git and node work inside it', () => {
+        applyEdits(mounts[0]);
+        applyEdits(expected);
+        const st = execFileSync('git', ['--no-optional-locks', 'status', '--porcelain'], { cwd: mounts[0], encoding: 'utf8' });
+        assert.match(st, /README\.md/);
+        assert.match(st, /tsconfig\.json/);
+        const out = execFileSync(
+          process.execPath,
+          ['-e', 'const k = require("kysely"); console.log(typeof k.Kysely, require("./package.json").name)'],
+          { cwd: mounts[0], encoding: 'utf8' },
+        );
+        assert.equal(out.trim(), 'function awc');
+        assert.deepEqual(
+          readTreeInfo(mounts[0], skipGitIndex),
+          readTreeInfo(expected, skipGitIndex),
+          'the mounted view shows exactly the edits',
+        );
+      });
 
-    test('checkpoint, then diff lists exactly the changes', () => {
-      const cp = awcOk(home, ['checkpoint', wsIds[0], '-m', 'edits'], env);
-      assert.match(cp.id, /^sn_/);
-      assert.notEqual(cp.id, snapId);
-      const ws = awcOk(home, ['show', wsIds[0]], env);
-      assert.equal(ws.headSnapshotId, cp.id);
-      const d = awcOk(home, ['diff', snapId, cp.id], env);
-      const got = new Map<string, string>(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]));
-      const want = diffInfo(original, readTreeInfo(expected, skipGitIndex));
-      assert.deepEqual(new Map([...got].sort()), new Map([...want].sort()));
-      // a checkpoint with no further change makes no new snapshot
-      const again = awcOk(home, ['checkpoint', wsIds[0]], env);
-      assert.equal(again.id, cp.id);
-      assert.equal(again.changed, false);
-      // the patch applies with git
-      const patch = awc(home, ['diff', snapId, cp.id, '--patch'], env, { json: false });
-      assert.equal(patch.code, 0, patch.stderr);
-      assert.match(patch.stdout, /^diff --git a\/README\.md b\/README\.md$/m);
-    });
+      test('checkpoint, then diff lists exactly the changes', () => {
+        const cp = awcOk(home, ['checkpoint', wsIds[0], '-m', 'edits'], env);
+        assert.match(cp.id, /^sn_/);
+        assert.notEqual(cp.id, snapId);
+        const ws = awcOk(home, ['show', wsIds[0]], env);
+        assert.equal(ws.headSnapshotId, cp.id);
+        const d = awcOk(home, ['diff', snapId, cp.id], env);
+        const got = new Map<string, string>(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]));
+        const want = diffInfo(original, readTreeInfo(expected, skipGitIndex));
+        assert.deepEqual(new Map([...got].sort()), new Map([...want].sort()));
+        // a checkpoint with no further change makes no new snapshot
+        const again = awcOk(home, ['checkpoint', wsIds[0]], env);
+        assert.equal(again.id, cp.id);
+        assert.equal(again.changed, false);
+        // the patch applies with git
+        const patch = awc(home, ['diff', snapId, cp.id, '--patch'], env, { json: false });
+        assert.equal(patch.code, 0, patch.stderr);
+        assert.match(patch.stdout, /^diff --git a\/README\.md b\/README\.md$/m);
+      });
 
-    test('export --dir of the checkpoint equals the original with the edits; --tar round trip keeps the root digest', () => {
-      const ws = awcOk(home, ['show', wsIds[0]], env);
-      const out = join(work, 'exported');
-      awcOk(home, ['export', ws.headSnapshotId, '--dir', out, '--keep-privileges'], env);
-      assert.deepEqual(readTreeInfo(out, skipGitIndex), readTreeInfo(expected, skipGitIndex));
-      const tar = join(work, 'cp.tar');
-      const ex = awcOk(home, ['export', ws.headSnapshotId, '--tar', tar], env);
-      const re = awcOk(home, ['snapshot', 'import', tar], env);
-      const snap = awcOk(home, ['show', ws.headSnapshotId], env);
-      assert.equal(re.root, snap.root);
-      assert.equal(ex.root, snap.root);
-    });
+      test('export --dir of the checkpoint equals the original with the edits; --tar round trip keeps the root digest', () => {
+        const ws = awcOk(home, ['show', wsIds[0]], env);
+        const out = join(work, 'exported');
+        awcOk(home, ['export', ws.headSnapshotId, '--dir', out, '--keep-privileges'], env);
+        assert.deepEqual(readTreeInfo(out, skipGitIndex), readTreeInfo(expected, skipGitIndex));
+        const tar = join(work, 'cp.tar');
+        const ex = awcOk(home, ['export', ws.headSnapshotId, '--tar', tar], env);
+        const re = awcOk(home, ['snapshot', 'import', tar], env);
+        const snap = awcOk(home, ['show', ws.headSnapshotId], env);
+        assert.equal(re.root, snap.root);
+        assert.equal(ex.root, snap.root);
+      });
 
-    test('the two other workspaces still equal the original tree', () => {
-      assert.deepEqual(readTreeInfo(mounts[1], skipGitIndex), original);
-      const d = awcOk(home, ['diff', wsIds[2]], env);
-      assert.deepEqual(d.changes, []);
-    });
+      test('the two other workspaces still equal the original tree', () => {
+        assert.deepEqual(readTreeInfo(mounts[1], skipGitIndex), original);
+        const d = awcOk(home, ['diff', wsIds[2]], env);
+        assert.deepEqual(d.changes, []);
+      });
 
-    test('unmount all; the targets are empty again', () => {
-      for (let i = 0; i < 3; i++) awcOk(home, ['unmount', wsIds[i]], env);
-      const ls = awcOk(home, ['ls'], env);
-      assert.ok(ls.workspaces.every((w: { mountState: string }) => w.mountState === 'unmounted'));
-      const again = awc(home, ['unmount', wsIds[0]], env);
-      assert.equal(errorOf(again).code, 'E_NOT_MOUNTED');
-      // the checkpointed workspace mounts again at its new head
-      const m = awcOk(home, ['mount', wsIds[0], mounts[0]], env);
-      assert.equal(m.resumed, false);
-      assert.deepEqual(readTreeInfo(mounts[0], skipGitIndex), readTreeInfo(expected, skipGitIndex));
-      awcOk(home, ['unmount', wsIds[0]], env);
-    });
-  });
+      test('unmount all; the targets are empty again', () => {
+        for (let i = 0; i < 3; i++) awcOk(home, ['unmount', wsIds[i]], env);
+        const ls = awcOk(home, ['ls'], env);
+        assert.ok(ls.workspaces.every((w: { mountState: string }) => w.mountState === 'unmounted'));
+        const again = awc(home, ['unmount', wsIds[0]], env);
+        assert.equal(errorOf(again).code, 'E_NOT_MOUNTED');
+        // the checkpointed workspace mounts again at its new head
+        const m = awcOk(home, ['mount', wsIds[0], mounts[0]], env);
+        assert.equal(m.resumed, false);
+        assert.deepEqual(readTreeInfo(mounts[0], skipGitIndex), readTreeInfo(expected, skipGitIndex));
+        awcOk(home, ['unmount', wsIds[0]], env);
+      });
+    },
+  );
 }

@@ -1,7 +1,20 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,7 +94,9 @@ describe('environment errors', () => {
   test('export --tar of a snapshot with a damaged pack → E_INTEGRITY (5), no partial archive', () => {
     const bad = join(work, 'bad-home');
     sh(`cp -a '${home}' '${bad}'`);
-    const packs = sh(`find '${join(bad, 'objects')}' -type f`).stdout.trim().split('\n');
+    const packs = sh(`find '${join(bad, 'objects')}' -type f`)
+      .stdout.trim()
+      .split('\n');
     const pack = packs.map((p) => ({ p, size: statSync(p).size })).sort((a, b) => b.size - a.size)[0]!.p;
     const fd = openSync(pack, 'r+');
     writeSync(fd, Buffer.from('damaged!'), 0, 8, Math.floor(statSync(pack).size / 2));
@@ -100,7 +115,10 @@ describe('environment errors', () => {
     awcOk(home, ['snapshot', 'import', big, '--name', 'zeros'], env);
     const outDir = join(work, 'out-int');
     mkdirSync(outDir);
-    const child = spawn(process.execPath, [CLI, '--home', home, '--json', 'export', 'zeros', '--tar', join(outDir, 'z.tar')], { env: { ...process.env, ...env }, stdio: 'ignore' });
+    const child = spawn(process.execPath, [CLI, '--home', home, '--json', 'export', 'zeros', '--tar', join(outDir, 'z.tar')], {
+      env: { ...process.env, ...env },
+      stdio: 'ignore',
+    });
     const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
     const deadline = Date.now() + 30_000;
     while (readdirSync(outDir).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 2));
@@ -187,7 +205,15 @@ describe('environment errors', () => {
 
   test('read-only commands on a missing home → E_NO_HOME (3) naming it, and create nothing', () => {
     const none = join(work, 'no-home');
-    for (const args of [['ls'], ['snapshot', 'ls'], ['show', 'x'], ['diff', 'x'], ['export', 'x', '--tar', join(work, 'n.tar')], ['usage'], ['fork', 'x']]) {
+    for (const args of [
+      ['ls'],
+      ['snapshot', 'ls'],
+      ['show', 'x'],
+      ['diff', 'x'],
+      ['export', 'x', '--tar', join(work, 'n.tar')],
+      ['usage'],
+      ['fork', 'x'],
+    ]) {
       const e = expectError(awc(none, args, env), 'E_NO_HOME', 3);
       assert.ok(e.message.includes(none), e.message);
     }

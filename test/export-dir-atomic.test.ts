@@ -7,7 +7,20 @@
 import { test, describe, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync, writeSync, closeSync } from 'node:fs';
+import {
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+  closeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc as runAwc, awcOk, readTreeInfo } from './helpers/cli.js';
@@ -59,7 +72,11 @@ describe('export --dir appears only when complete', () => {
     assert.equal(readFileSync(join(target, 'a.txt'), 'utf8'), 'stale\n');
     awcOk(home, ['export', snap, '--dir', target, '--overwrite'], env);
     assert.deepEqual(readTreeInfo(target), readTreeInfo(src));
-    assert.deepEqual(readdirSync(work).filter((n) => n.startsWith('.awc-')), [], 'nothing is left beside the target');
+    assert.deepEqual(
+      readdirSync(work).filter((n) => n.startsWith('.awc-')),
+      [],
+      'nothing is left beside the target',
+    );
   });
 
   test('an empty target directory and a missing one both receive the tree; nothing is left beside them', () => {

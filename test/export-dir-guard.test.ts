@@ -8,7 +8,18 @@
 import { test, describe, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync, readFileSync } from 'node:fs';
+import {
+  chmodSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  readFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc as runAwc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
@@ -50,11 +61,14 @@ describe('export --dir --overwrite refuses the home and mounts, touching nothing
     ['the home', () => home],
     ['a parent of the home', () => base],
     ['<home>/objects', () => join(home, 'objects')],
-    ['a symlink to the home', () => {
-      const l = join(work, 'to-home');
-      symlinkSync(home, l);
-      return l;
-    }],
+    [
+      'a symlink to the home',
+      () => {
+        const l = join(work, 'to-home');
+        symlinkSync(home, l);
+        return l;
+      },
+    ],
   ] as const) {
     test(`${what} → E_USAGE, nothing changed`, () => {
       const t = target();
@@ -88,7 +102,11 @@ describe('export --dir --overwrite refuses the home and mounts, touching nothing
       assert.equal(e.code, 'E_TARGET_BUSY');
       assert.match(e.message, /mount point below it/);
       assert.deepEqual([listing(target), listing(source)], before);
-      assert.deepEqual(readdirSync(work).filter((n) => n.startsWith('.awc-')), [], 'nothing left beside the target');
+      assert.deepEqual(
+        readdirSync(work).filter((n) => n.startsWith('.awc-')),
+        [],
+        'nothing left beside the target',
+      );
     } finally {
       spawnSync('umount', ['-l', join(target, 'sub', 'mnt')]);
     }
@@ -110,14 +128,17 @@ describe('export --dir --overwrite refuses the home and mounts, touching nothing
         assert.equal(e.code, 'E_TARGET_BUSY', r.stderr);
         assert.doesNotMatch(r.stderr, /\/proc\/self\/fd/);
         assert.deepEqual(listing(target), before);
-        assert.deepEqual(readdirSync(work).filter((n) => n.startsWith('.awc-')), []);
+        assert.deepEqual(
+          readdirSync(work).filter((n) => n.startsWith('.awc-')),
+          [],
+        );
       }
     } finally {
       spawnSync('umount', ['-l', target]);
     }
   });
 
-  test('an error from writing names the user\'s path, never /proc/self/fd/N (a read-only parent)', () => {
+  test("an error from writing names the user's path, never /proc/self/fd/N (a read-only parent)", () => {
     const ro = join(work, 'ro');
     mkdirSync(ro);
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=1m,ro', 'tmpfs', ro]);
@@ -155,9 +176,18 @@ describe('export --dir --overwrite refuses the home and mounts, touching nothing
       assert.match(e.message, /export was undone/);
       assert.doesNotMatch(r.stderr, /\/proc\/self\/fd/);
       assert.deepEqual(readdirSync(target), ['z-stuck'], 'the old tree is back, the new one is gone');
-      assert.deepEqual(readdirSync(work).filter((n) => n.startsWith('.awc-')), []);
+      assert.deepEqual(
+        readdirSync(work).filter((n) => n.startsWith('.awc-')),
+        [],
+      );
     } finally {
-      for (const d of [target, ...readdirSync(work).filter((n) => n.startsWith('.awc-')).map((n) => join(work, n))]) spawnSync('chattr', ['-i', join(d, 'z-stuck')]);
+      for (const d of [
+        target,
+        ...readdirSync(work)
+          .filter((n) => n.startsWith('.awc-'))
+          .map((n) => join(work, n)),
+      ])
+        spawnSync('chattr', ['-i', join(d, 'z-stuck')]);
     }
   });
 
@@ -169,7 +199,10 @@ describe('export --dir --overwrite refuses the home and mounts, touching nothing
       writeFileSync(join(tree, 'a', 'mnt', 'other-fs.txt'), 'x\n');
       const parent = DirFd.openRoot(work)!;
       try {
-        assert.throws(() => parent.dir.removeTree('rm-tree', { dev: parent.st.dev }), (e: unknown) => e instanceof AwcError && e.code === 'E_TARGET_BUSY' && /a\/mnt/.test(e.message));
+        assert.throws(
+          () => parent.dir.removeTree('rm-tree', { dev: parent.st.dev }),
+          (e: unknown) => e instanceof AwcError && e.code === 'E_TARGET_BUSY' && /a\/mnt/.test(e.message),
+        );
       } finally {
         parent.dir.close();
       }

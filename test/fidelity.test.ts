@@ -1,7 +1,19 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, chmodSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awcOk, cleanupMounts, readTreeInfo } from './helpers/cli.js';
@@ -39,7 +51,22 @@ function makeFixture(root: string): void {
   execFileSync('mkfifo', [join(root, 'fifo')]);
   execFileSync('setfattr', ['-n', 'user.note', '-v', 'kept', join(root, 'regular.txt')]);
   let ns = 1_700_000_000_123_456_789n;
-  for (const p of ['regular.txt', 'empty', 'exec.sh', 'setuid', 'big.bin', 'dir/a.txt', 'dir/sub/b.txt', 'hl-first', 'link-rel', 'link-abs', 'fifo', 'dir/sub', 'dir', 'empty-dir']) {
+  for (const p of [
+    'regular.txt',
+    'empty',
+    'exec.sh',
+    'setuid',
+    'big.bin',
+    'dir/a.txt',
+    'dir/sub/b.txt',
+    'hl-first',
+    'link-rel',
+    'link-abs',
+    'fifo',
+    'dir/sub',
+    'dir',
+    'empty-dir',
+  ]) {
     touchNs(join(root, p), (ns += 1_000_000_007n).toString());
   }
 }
@@ -112,7 +139,10 @@ for (const driver of ['overlay', 'copy'] as const) {
       // untouched entries keep their exact nanosecond mtimes through the checkpoint
       const untouched = ['exec.sh', 'big.bin', 'link-abs'];
       assert.deepEqual(mtimes(out, untouched), mtimes(src, untouched));
-      assert.equal(execFileSync('getfattr', ['--only-values', '-n', 'user.note', join(out, 'other', 'regular-moved.txt')], { encoding: 'utf8' }), 'kept');
+      assert.equal(
+        execFileSync('getfattr', ['--only-values', '-n', 'user.note', join(out, 'other', 'regular-moved.txt')], { encoding: 'utf8' }),
+        'kept',
+      );
       // tar round trip of the checkpoint keeps the root digest
       const tar = join(work, 'cp.tar');
       awcOk(home, ['export', cp.id, '--tar', tar], env);

@@ -1,7 +1,21 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, linkSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -286,7 +300,15 @@ describe('import / export', () => {
     const tarPath = join(tmp, 'gnu-check.tar');
     await exportTar(env.reader, original, tarPath);
     const listing = execFileSync('tar', ['-tvf', tarPath], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    for (const needle of ['./hello.txt', './big.bin', './n1/n2/n3/deep.txt', 'link-rel -> hello.txt', './z/orig.bin link to ./a/later.bin', 'ünïcode-名前.txt', `long-${'x'.repeat(120)}.txt`]) {
+    for (const needle of [
+      './hello.txt',
+      './big.bin',
+      './n1/n2/n3/deep.txt',
+      'link-rel -> hello.txt',
+      './z/orig.bin link to ./a/later.bin',
+      'ünïcode-名前.txt',
+      `long-${'x'.repeat(120)}.txt`,
+    ]) {
       assert.ok(listing.includes(needle), `listing has ${needle}:\n${listing}`);
     }
     assert.match(listing, /^-rwsr-xr-x .* \.\/suid$/m);
@@ -294,7 +316,9 @@ describe('import / export', () => {
     if (isRoot) assert.match(listing, /^b.* 300,70000 .* \.\/devs\/blk$/m);
     const out = join(tmp, 'gnu-out');
     mkdirSync(out);
-    execFileSync('tar', ['-C', out, '-xpf', tarPath, '--xattrs', '--xattrs-include=user.*', '--numeric-owner'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('tar', ['-C', out, '-xpf', tarPath, '--xattrs', '--xattrs-include=user.*', '--numeric-owner'], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     assert.deepEqual(readFileSync(join(out, 'big.bin')), readFileSync(join(src, 'big.bin')));
     assert.equal(getAttributeSync(join(out, 'hello.txt'), 'user.test').toString(), 'hello-xattr');
     // GNU tar restores everything, ns mtimes included, except xattr values that are not
@@ -313,7 +337,18 @@ describe('import / export', () => {
 
   it('importTar reads a GNU tar pax archive of the same tree identically', async () => {
     const tarPath = join(tmp, 'made-by-gnu.tar');
-    execFileSync('tar', ['--format=posix', '--xattrs', '--xattrs-include=user.*', '--sort=name', '--numeric-owner', '-C', src, '-cf', tarPath, '.']);
+    execFileSync('tar', [
+      '--format=posix',
+      '--xattrs',
+      '--xattrs-include=user.*',
+      '--sort=name',
+      '--numeric-owner',
+      '-C',
+      src,
+      '-cf',
+      tarPath,
+      '.',
+    ]);
     const w = env.writer();
     const res = await importTar(tarPath, w);
     assert.equal(res.root, original);
@@ -330,7 +365,9 @@ describe('import / export', () => {
     if (res.mtimePrecision === 'ns') assert.equal(back.root, original);
     else {
       await env.commit(w);
-      await assertSameEntries(env, original, back.root, (_, e) => (e.type === 'hardlink' ? e : { ...e, mtimeNs: (BigInt(e.mtimeNs) / 1000n).toString() }));
+      await assertSameEntries(env, original, back.root, (_, e) =>
+        e.type === 'hardlink' ? e : { ...e, mtimeNs: (BigInt(e.mtimeNs) / 1000n).toString() },
+      );
     }
     assert.ok(statSync(join(out, 'holes.bin')).blocks * 512 < 400_000, 'zero runs are written as holes');
     assert.deepEqual(readFileSync(join(out, 'holes.bin')), readFileSync(join(src, 'holes.bin')));
@@ -380,7 +417,10 @@ describe('import / export', () => {
       ['inner.tar', [{ header: { name: 'ok/../../evil', type: 'file' }, body: 'x' }]],
       ['abs.tar', [{ header: { name: '/abs', type: 'file' }, body: 'x' }]],
       ['link.tar', [{ header: { name: 'h', type: 'link', linkname: '../evil' } }]],
-      ['under-symlink.tar', [{ header: { name: 'l', type: 'symlink', linkname: '/etc' } }, { header: { name: 'l/passwd', type: 'file' }, body: 'x' }]],
+      [
+        'under-symlink.tar',
+        [{ header: { name: 'l', type: 'symlink', linkname: '/etc' } }, { header: { name: 'l/passwd', type: 'file' }, body: 'x' }],
+      ],
     ];
     for (const [name, items] of cases) {
       const path = join(dir, name);

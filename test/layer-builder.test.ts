@@ -58,7 +58,11 @@ describe('layer builder', { skip }, () => {
   it('placeholders get 24-byte short redirects and allocate no block', async () => {
     const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
     dirs.push(layers);
-    const files: [string, string, number][] = Array.from({ length: 20 }, (_, i) => [`f${String(i).padStart(2, '0')}`, hexOf(`content ${i}`), 1000 + i]);
+    const files: [string, string, number][] = Array.from({ length: 20 }, (_, i) => [
+      `f${String(i).padStart(2, '0')}`,
+      hexOf(`content ${i}`),
+      1000 + i,
+    ]);
     const { src, root } = source(files);
     const layer = await buildLayer(src, root, layers);
     for (const [name, hex, size] of files) {

@@ -37,7 +37,9 @@ function jsonSample(metrics: Record<string, unknown>, name: string, labels: Reco
   const v = metrics[name];
   if (typeof v === 'number') return v;
   if (!Array.isArray(v)) return NaN;
-  return v.filter((s: { labels: Record<string, string> }) => Object.entries(labels).every(([k, x]) => String(s.labels[k]) === x)).reduce((a: number, s: { value: number }) => a + s.value, 0);
+  return v
+    .filter((s: { labels: Record<string, string> }) => Object.entries(labels).every(([k, x]) => String(s.labels[k]) === x))
+    .reduce((a: number, s: { value: number }) => a + s.value, 0);
 }
 
 describe('awc usage and awc metrics', () => {
@@ -84,15 +86,32 @@ describe('awc usage and awc metrics', () => {
     assert.equal(u.totals.logicalBytes, 3 * snap.bytes);
     assert.equal(u.totals.snapshotLogicalBytes, snap.bytes);
     assert.ok(u.totals.uniqueStoredBytes > 0, 'something is stored');
-    assert.ok(u.totals.uniqueStoredBytes < fixtureBytes, `compressible fixture stores less than its size (${u.totals.uniqueStoredBytes} vs ${fixtureBytes})`);
+    assert.ok(
+      u.totals.uniqueStoredBytes < fixtureBytes,
+      `compressible fixture stores less than its size (${u.totals.uniqueStoredBytes} vs ${fixtureBytes})`,
+    );
     assert.equal(u.totals.uniqueStoredBytes, u.stored.bytes);
     assert.ok(u.stored.packs >= 1 && u.stored.blobs >= 1);
     assert.ok(u.totals.dedupRatio > 3, `3 copies of a compressible tree in a fraction of its size (ratio ${u.totals.dedupRatio})`);
     assert.equal(u.host.totalBytes, 0, 'nothing materialised before any mount');
     assert.equal(u.totals.hostBytes, 0);
-    assert.deepEqual(u.snapshots.map((s: { id: string; headOf: number; logicalBytes: number; workspaceLogicalBytes: number; layerBytes: number }) => [s.id, s.headOf, s.logicalBytes, s.workspaceLogicalBytes, s.layerBytes]), [[snap.id, 3, snap.bytes, 3 * snap.bytes, 0]]);
     assert.deepEqual(
-      u.workspaces.map((w: { id: string; logicalBytes: number; hostBytes: number; mountState: string }) => [w.id, w.logicalBytes, w.hostBytes, w.mountState]),
+      u.snapshots.map((s: { id: string; headOf: number; logicalBytes: number; workspaceLogicalBytes: number; layerBytes: number }) => [
+        s.id,
+        s.headOf,
+        s.logicalBytes,
+        s.workspaceLogicalBytes,
+        s.layerBytes,
+      ]),
+      [[snap.id, 3, snap.bytes, 3 * snap.bytes, 0]],
+    );
+    assert.deepEqual(
+      u.workspaces.map((w: { id: string; logicalBytes: number; hostBytes: number; mountState: string }) => [
+        w.id,
+        w.logicalBytes,
+        w.hostBytes,
+        w.mountState,
+      ]),
       ws.map((id) => [id, snap.bytes, 0, 'unmounted']),
     );
     const h = awc(home, ['usage'], {}, { json: false });
@@ -132,79 +151,88 @@ describe('awc usage and awc metrics', () => {
   });
 
   const overlay = detectDriver('auto').driver === 'overlay';
-  test('overlay driver: FUSE, mount and checkpoint metrics; sparse layers cost ~0', { skip: overlay ? false : 'overlay is not possible on this host (see awc doctor)' }, () => {
-    const env = { AWC_MOUNT_DRIVER: 'overlay' };
-    const target = join(work, 'overlay-mnt');
-    assert.equal(awcOk(home, ['mount', ws[1], target], env).driver, 'overlay');
-    let read = 0;
-    for (const d of [target, join(target, 'sub')]) for (const n of readdirSync(d)) if (n.endsWith('.txt')) read += readFileSync(join(d, n)).length;
-    assert.equal(read, fixtureBytes);
+  test(
+    'overlay driver: FUSE, mount and checkpoint metrics; sparse layers cost ~0',
+    { skip: overlay ? false : 'overlay is not possible on this host (see awc doctor)' },
+    () => {
+      const env = { AWC_MOUNT_DRIVER: 'overlay' };
+      const target = join(work, 'overlay-mnt');
+      assert.equal(awcOk(home, ['mount', ws[1], target], env).driver, 'overlay');
+      let read = 0;
+      for (const d of [target, join(target, 'sub')])
+        for (const n of readdirSync(d)) if (n.endsWith('.txt')) read += readFileSync(join(d, n)).length;
+      assert.equal(read, fixtureBytes);
 
-    const text = awc(home, ['metrics'], {}, { json: false });
-    assert.equal(text.code, 0, text.stderr);
-    assert.ok(sample(text.stdout, 'awc_fuse_operations_total') > 0, 'FUSE requests are counted');
-    assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'read' }) > 0);
-    // LOOKUPs are answered by the FUSE reader workers: counted all the same
-    assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'lookup' }) >= 16, 'worker-side LOOKUPs are counted');
-    assert.ok(sample(text.stdout, 'awc_fuse_worker_operations_total', { op: 'lookup' }) >= 16, 'and shown as answered by the workers');
-    // every placeholder: a short redirect (≤ 24 bytes) that fits in the inode, so no block at all
-    const layers = join(home, 'host', 'layers');
-    let placeholders = 0;
-    const walk = (d: string): void => {
-      for (const n of readdirSync(d)) {
-        const p = join(d, n);
-        const st = lstatSync(p);
-        if (st.isDirectory()) walk(p);
-        else if (st.isFile() && st.size > 0) {
-          placeholders++;
-          const redirect = getAttributeSync(p, 'trusted.overlay.redirect').toString();
-          assert.match(redirect, /^\/[A-Za-z0-9_-]{23}$/, p);
-          assert.equal(st.blocks, 0, `${p}: ${st.blocks} blocks allocated (an xattr block?)`);
+      const text = awc(home, ['metrics'], {}, { json: false });
+      assert.equal(text.code, 0, text.stderr);
+      assert.ok(sample(text.stdout, 'awc_fuse_operations_total') > 0, 'FUSE requests are counted');
+      assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'read' }) > 0);
+      // LOOKUPs are answered by the FUSE reader workers: counted all the same
+      assert.ok(sample(text.stdout, 'awc_fuse_operations_total', { op: 'lookup' }) >= 16, 'worker-side LOOKUPs are counted');
+      assert.ok(sample(text.stdout, 'awc_fuse_worker_operations_total', { op: 'lookup' }) >= 16, 'and shown as answered by the workers');
+      // every placeholder: a short redirect (≤ 24 bytes) that fits in the inode, so no block at all
+      const layers = join(home, 'host', 'layers');
+      let placeholders = 0;
+      const walk = (d: string): void => {
+        for (const n of readdirSync(d)) {
+          const p = join(d, n);
+          const st = lstatSync(p);
+          if (st.isDirectory()) walk(p);
+          else if (st.isFile() && st.size > 0) {
+            placeholders++;
+            const redirect = getAttributeSync(p, 'trusted.overlay.redirect').toString();
+            assert.match(redirect, /^\/[A-Za-z0-9_-]{23}$/, p);
+            assert.equal(st.blocks, 0, `${p}: ${st.blocks} blocks allocated (an xattr block?)`);
+          }
         }
-      }
-    };
-    for (const l of readdirSync(layers)) walk(join(layers, l, 'tree'));
-    assert.ok(placeholders >= 16, `${placeholders} placeholders`);
-    assert.ok(sample(text.stdout, 'awc_mount_operations_total', { op: 'mount' }) >= 1);
-    assert.equal(sample(text.stdout, 'awc_mounted_workspaces'), 1);
-    assert.ok(sample(text.stdout, 'awc_content_objects') >= 16);
-    assert.ok(sample(text.stdout, 'awc_process_resident_memory_bytes') > 0, 'default process metrics with the awc_ prefix');
-    for (const name of ['awc_backend_reads_total', 'awc_cache_hits_total', 'awc_singleflight_joins_total', 'awc_cache_budget_bytes']) assert.ok(text.stdout.includes(`# TYPE ${name} `), name);
+      };
+      for (const l of readdirSync(layers)) walk(join(layers, l, 'tree'));
+      assert.ok(placeholders >= 16, `${placeholders} placeholders`);
+      assert.ok(sample(text.stdout, 'awc_mount_operations_total', { op: 'mount' }) >= 1);
+      assert.equal(sample(text.stdout, 'awc_mounted_workspaces'), 1);
+      assert.ok(sample(text.stdout, 'awc_content_objects') >= 16);
+      assert.ok(sample(text.stdout, 'awc_process_resident_memory_bytes') > 0, 'default process metrics with the awc_ prefix');
+      for (const name of ['awc_backend_reads_total', 'awc_cache_hits_total', 'awc_singleflight_joins_total', 'awc_cache_budget_bytes'])
+        assert.ok(text.stdout.includes(`# TYPE ${name} `), name);
 
-    // writes land in the upper; a checkpoint (run by the CLI) is reported to the daemon
-    writeFileSync(join(target, 'new.bin'), randomBytes(256 * 1024));
-    const cp = awcOk(home, ['checkpoint', ws[1]], env);
-    assert.equal(cp.changed, true);
-    // a copy-driver checkpoint is reported too, while the daemon runs
-    const copyTarget = join(work, 'copy-mnt-2');
-    awcOk(home, ['mount', ws[2], copyTarget], { AWC_MOUNT_DRIVER: 'copy' });
-    writeFileSync(join(copyTarget, 'x.txt'), 'changed\n');
-    awcOk(home, ['checkpoint', ws[2]], { AWC_MOUNT_DRIVER: 'copy' });
+      // writes land in the upper; a checkpoint (run by the CLI) is reported to the daemon
+      writeFileSync(join(target, 'new.bin'), randomBytes(256 * 1024));
+      const cp = awcOk(home, ['checkpoint', ws[1]], env);
+      assert.equal(cp.changed, true);
+      // a copy-driver checkpoint is reported too, while the daemon runs
+      const copyTarget = join(work, 'copy-mnt-2');
+      awcOk(home, ['mount', ws[2], copyTarget], { AWC_MOUNT_DRIVER: 'copy' });
+      writeFileSync(join(copyTarget, 'x.txt'), 'changed\n');
+      awcOk(home, ['checkpoint', ws[2]], { AWC_MOUNT_DRIVER: 'copy' });
 
-    const j = awcOk(home, ['metrics']);
-    assert.equal(j.running, true);
-    const m = j.metrics as Record<string, unknown>;
-    assert.ok(jsonSample(m, 'awc_fuse_operations_total') > 0);
-    assert.ok(jsonSample(m, 'awc_mount_operations_total', { op: 'mount', driver: 'overlay' }) >= 1);
-    assert.equal(jsonSample(m, 'awc_checkpoints_total', { driver: 'overlay' }), 1);
-    assert.equal(jsonSample(m, 'awc_checkpoints_total', { driver: 'copy' }), 1);
-    assert.ok(jsonSample(m, 'awc_checkpoint_bytes_total') >= 256 * 1024);
-    assert.equal(m.awc_checkpoint_duration_seconds_count, 2);
-    assert.equal(typeof m.awc_checkpoint_duration_seconds_sum, 'number');
-    assert.equal(m.awc_mounted_workspaces, 1);
-    assert.ok((m.awc_process_resident_memory_bytes as number) > 0);
+      const j = awcOk(home, ['metrics']);
+      assert.equal(j.running, true);
+      const m = j.metrics as Record<string, unknown>;
+      assert.ok(jsonSample(m, 'awc_fuse_operations_total') > 0);
+      assert.ok(jsonSample(m, 'awc_mount_operations_total', { op: 'mount', driver: 'overlay' }) >= 1);
+      assert.equal(jsonSample(m, 'awc_checkpoints_total', { driver: 'overlay' }), 1);
+      assert.equal(jsonSample(m, 'awc_checkpoints_total', { driver: 'copy' }), 1);
+      assert.ok(jsonSample(m, 'awc_checkpoint_bytes_total') >= 256 * 1024);
+      assert.equal(m.awc_checkpoint_duration_seconds_count, 2);
+      assert.equal(typeof m.awc_checkpoint_duration_seconds_sum, 'number');
+      assert.equal(m.awc_mounted_workspaces, 1);
+      assert.ok((m.awc_process_resident_memory_bytes as number) > 0);
 
-    const u = awcOk(home, ['usage']);
-    const w1 = u.workspaces.find((w: { id: string }) => w.id === ws[1]);
-    assert.equal(w1.mountDriver, 'overlay');
-    assert.ok(w1.upperBytes >= 256 * 1024, `the upper holds the written file (${w1.upperBytes})`);
-    const layer = u.snapshots.find((s: { id: string }) => s.id === snap.id).layerBytes;
-    assert.ok(layer > 0 && layer < fixtureBytes / 2, `the layer's placeholders are sparse (${layer} allocated for ${fixtureBytes} logical)`);
+      const u = awcOk(home, ['usage']);
+      const w1 = u.workspaces.find((w: { id: string }) => w.id === ws[1]);
+      assert.equal(w1.mountDriver, 'overlay');
+      assert.ok(w1.upperBytes >= 256 * 1024, `the upper holds the written file (${w1.upperBytes})`);
+      const layer = u.snapshots.find((s: { id: string }) => s.id === snap.id).layerBytes;
+      assert.ok(
+        layer > 0 && layer < fixtureBytes / 2,
+        `the layer's placeholders are sparse (${layer} allocated for ${fixtureBytes} logical)`,
+      );
 
-    awcOk(home, ['unmount', ws[1], '--discard'], env);
-    awcOk(home, ['unmount', ws[2], '--discard'], { AWC_MOUNT_DRIVER: 'copy' });
-    const end = awcOk(home, ['metrics']).metrics as Record<string, unknown>;
-    assert.equal(jsonSample(end, 'awc_mount_operations_total', { op: 'unmount', driver: 'overlay' }), 1);
-    assert.equal(end.awc_mounted_workspaces, 0);
-  });
+      awcOk(home, ['unmount', ws[1], '--discard'], env);
+      awcOk(home, ['unmount', ws[2], '--discard'], { AWC_MOUNT_DRIVER: 'copy' });
+      const end = awcOk(home, ['metrics']).metrics as Record<string, unknown>;
+      assert.equal(jsonSample(end, 'awc_mount_operations_total', { op: 'unmount', driver: 'overlay' }), 1);
+      assert.equal(end.awc_mounted_workspaces, 0);
+    },
+  );
 });

@@ -80,7 +80,10 @@ test('a digest added twice is stored once; an empty pack is valid', () => {
   const empty = new PackWriter().finish();
   assert.equal(empty.bytes.length, PACK_FOOTER_SIZE);
   assert.deepEqual(parsePackIndex(empty.bytes), []);
-  assert.throws(() => w.finish() && w.add('chunk', sha256(raw), raw), (e) => code(e) === 'E_INTERNAL');
+  assert.throws(
+    () => w.finish() && w.add('chunk', sha256(raw), raw),
+    (e) => code(e) === 'E_INTERNAL',
+  );
 });
 
 test('a corrupted byte in a blob is detected (E_INTEGRITY), for stored and lz4 blobs', () => {
@@ -103,26 +106,45 @@ test('a corrupted index byte is detected', () => {
   const { pack } = build();
   const bad = Buffer.from(pack.bytes);
   bad[bad.length - PACK_FOOTER_SIZE - 3] ^= 0xff;
-  assert.throws(() => parsePackIndex(bad), (err) => code(err) === 'E_INTEGRITY');
+  assert.throws(
+    () => parsePackIndex(bad),
+    (err) => code(err) === 'E_INTEGRITY',
+  );
 });
 
 test('a truncated or foreign pack is rejected (E_FORMAT)', () => {
   const { pack } = build();
   for (const len of [0, 10, PACK_FOOTER_SIZE - 1, pack.bytes.length - 1, pack.bytes.length - 30]) {
-    assert.throws(() => parsePackIndex(pack.bytes.subarray(0, len)), (err) => code(err) === 'E_FORMAT', `length ${len}`);
+    assert.throws(
+      () => parsePackIndex(pack.bytes.subarray(0, len)),
+      (err) => code(err) === 'E_FORMAT',
+      `length ${len}`,
+    );
   }
   // Index bigger than what is there.
   const short = pack.bytes.subarray(pack.bytes.length - PACK_FOOTER_SIZE - 10);
-  assert.throws(() => parsePackIndex(short), (err) => code(err) === 'E_FORMAT');
+  assert.throws(
+    () => parsePackIndex(short),
+    (err) => code(err) === 'E_FORMAT',
+  );
   // Wrong version.
   const v2 = Buffer.from(pack.bytes);
   v2.writeUInt16LE(2, v2.length - PACK_FOOTER_SIZE + 36);
-  assert.throws(() => parsePackIndex(v2), (err) => code(err) === 'E_FORMAT');
+  assert.throws(
+    () => parsePackIndex(v2),
+    (err) => code(err) === 'E_FORMAT',
+  );
   // Wrong magic.
   const magic = Buffer.from(pack.bytes);
   magic[magic.length - 1] = 0;
-  assert.throws(() => parsePackIndex(magic), (err) => code(err) === 'E_FORMAT');
+  assert.throws(
+    () => parsePackIndex(magic),
+    (err) => code(err) === 'E_FORMAT',
+  );
   // Blob bytes of the wrong length.
   const e = pack.entries[0];
-  assert.throws(() => decodeBlob(pack.bytes.subarray(e.offset, e.offset + e.storedLength - 1), e), (err) => code(err) === 'E_FORMAT');
+  assert.throws(
+    () => decodeBlob(pack.bytes.subarray(e.offset, e.offset + e.storedLength - 1), e),
+    (err) => code(err) === 'E_FORMAT',
+  );
 });

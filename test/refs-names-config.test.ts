@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PROJECT, awc, awcOk, errorOf } from './helpers/cli.js';
-import { CONFIG_KEYS } from '../src/service/config.js';
+import { CONFIG_KEYS } from '../src/config/config.js';
 
 /** Hints name real commands; config.json keys are checked; refs resolve by kind or are refused as ambiguous; names are validated. */
 describe('refs, names, configuration and hints', () => {
@@ -58,7 +58,7 @@ describe('refs, names, configuration and hints', () => {
       const help = awc(home, [...group, '--help'], env, { json: false }).stdout;
       const names = new Set<string>();
       for (const line of help.slice(help.indexOf('Commands:')).split('\n').slice(1)) {
-        const m = /^  ([a-z][a-z|-]*)/.exec(line);
+        const m = /^ {2}([a-z][a-z|-]*)/.exec(line);
         if (m) for (const n of m[1]!.split('|')) names.add(n);
       }
       return names;
@@ -102,7 +102,11 @@ describe('refs, names, configuration and hints', () => {
     const snap = awcOk(home, ['show', 'snapshot:base'], env);
     assert.equal(snap.kind, 'snapshot');
     assert.equal(awcOk(home, ['show', 'workspace:base'], env).id, ws);
-    for (const args of [['show', 'base'], ['diff', 'base'], ['export', 'base', '--tar', join(work, 'amb.tar')]]) {
+    for (const args of [
+      ['show', 'base'],
+      ['diff', 'base'],
+      ['export', 'base', '--tar', join(work, 'amb.tar')],
+    ]) {
       const e = expectError(awc(home, args, env), 'E_AMBIGUOUS', 2);
       assert.match(e.hint, /snapshot:base/);
       assert.match(e.hint, /workspace:base/);
@@ -116,7 +120,19 @@ describe('refs, names, configuration and hints', () => {
 
   test('names are validated: no newlines or control characters, at most 128 characters, no "/", no ref prefix', () => {
     const before = awcOk(home, ['snapshot', 'ls'], env).snapshots.length;
-    const bad = ['two\nlines', 'tab\there', 'x'.repeat(5000), 'x'.repeat(129), 'a/b', '..', ' padded', 'snapshot:x', 'workspace:y', 'WS_upper', 'bell\u0007'];
+    const bad = [
+      'two\nlines',
+      'tab\there',
+      'x'.repeat(5000),
+      'x'.repeat(129),
+      'a/b',
+      '..',
+      ' padded',
+      'snapshot:x',
+      'workspace:y',
+      'WS_upper',
+      'bell\u0007',
+    ];
     for (const name of bad) {
       const e = expectError(awc(home, ['snapshot', 'import', src, '--name', name], env), 'E_USAGE', 2);
       assert.match(e.hint, /1 to 128 characters/);

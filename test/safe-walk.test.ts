@@ -10,7 +10,20 @@
 import { test, describe, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, mkdtempSync, readdirSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc as runAwc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
@@ -43,60 +56,67 @@ function exported(home: string, work: string, id: string, env: NodeJS.ProcessEnv
 }
 
 for (const driver of ['overlay', 'copy'] as const) {
-  describe(`checkpoint scan never follows a directory swapped for a symlink (${driver} driver)`, { skip: driver === 'copy' || overlayPossible ? false : 'overlay is not possible on this host' }, () => {
-    const work = mkdtempSync(join(tmpdir(), `awc-safewalk-${driver}-`));
-    const home = join(work, 'home');
-    const env = { AWC_MOUNT_DRIVER: driver };
-    let secret: Secret;
-    let snap: string;
-    before(() => {
-      secret = makeSecret(join(work, 'outside'));
-      const src = join(work, 'src');
-      mkdirSync(join(src, 'keep'), { recursive: true });
-      writeFileSync(join(src, 'keep', 'a.txt'), 'a\n');
-      snap = awcOk(home, ['snapshot', 'import', src], env).id;
-    });
-    after(() => {
-      dirFdTestHooks.beforeOpen = undefined;
-      cleanupMounts(home, work);
-      rmSync(work, { recursive: true, force: true });
-    });
-
-    for (const [what, target] of [['a directory the test made', 'secret'], ['/etc', '/etc']] as const) {
-      test(`d swapped for a symlink to ${what} between lstat and open: the symlink is recorded, nothing behind it`, async () => {
-        const to = target === 'secret' ? secret.dir : target;
-        const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
-        const mnt = join(work, `mnt-${ws}`);
-        awcOk(home, ['mount', ws, mnt], env);
-        mkdirSync(join(mnt, 'd'));
-        writeFileSync(join(mnt, 'd', 'inner.txt'), 'inner\n');
-        const a = await Awc.open({ home, mountDriver: driver });
-        try {
-          const hook = swapOnce('d', () => mnt, to);
-          const r = await a.checkpoint(ws);
-          dirFdTestHooks.beforeOpen = undefined;
-          assert.ok(hook.fired(), 'the walk opened d');
-          assert.equal(r.changed, true);
-          const out = exported(home, work, r.id, env);
-          assert.ok(lstatSync(join(out, 'd')).isSymbolicLink(), 'd is recorded as the symlink it became');
-          assert.equal(readlinkSync(join(out, 'd')), to);
-          assert.ok(!existsSync(join(out, 'd.real')) || lstatSync(join(out, 'd.real')).isDirectory());
-          const digests = target === 'secret' ? new Set<Digest>([secret.digest]) : etcDigests();
-          await assertNoLeak(a, digests, target === 'secret' ? secret : undefined);
-          // the next checkpoint sees d.real (the moved directory) and the symlink, still nothing behind it
-          const r2 = await a.checkpoint(ws);
-          const out2 = exported(home, work, r2.id, env);
-          assert.ok(lstatSync(join(out2, 'd')).isSymbolicLink());
-          assert.deepEqual(readdirSync(join(out2, 'd.real')), ['inner.txt']);
-          await assertNoLeak(a, digests, target === 'secret' ? secret : undefined);
-        } finally {
-          dirFdTestHooks.beforeOpen = undefined;
-          await a.close();
-        }
-        awcOk(home, ['unmount', ws, '--discard'], env);
+  describe(
+    `checkpoint scan never follows a directory swapped for a symlink (${driver} driver)`,
+    { skip: driver === 'copy' || overlayPossible ? false : 'overlay is not possible on this host' },
+    () => {
+      const work = mkdtempSync(join(tmpdir(), `awc-safewalk-${driver}-`));
+      const home = join(work, 'home');
+      const env = { AWC_MOUNT_DRIVER: driver };
+      let secret: Secret;
+      let snap: string;
+      before(() => {
+        secret = makeSecret(join(work, 'outside'));
+        const src = join(work, 'src');
+        mkdirSync(join(src, 'keep'), { recursive: true });
+        writeFileSync(join(src, 'keep', 'a.txt'), 'a\n');
+        snap = awcOk(home, ['snapshot', 'import', src], env).id;
       });
-    }
-  });
+      after(() => {
+        dirFdTestHooks.beforeOpen = undefined;
+        cleanupMounts(home, work);
+        rmSync(work, { recursive: true, force: true });
+      });
+
+      for (const [what, target] of [
+        ['a directory the test made', 'secret'],
+        ['/etc', '/etc'],
+      ] as const) {
+        test(`d swapped for a symlink to ${what} between lstat and open: the symlink is recorded, nothing behind it`, async () => {
+          const to = target === 'secret' ? secret.dir : target;
+          const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
+          const mnt = join(work, `mnt-${ws}`);
+          awcOk(home, ['mount', ws, mnt], env);
+          mkdirSync(join(mnt, 'd'));
+          writeFileSync(join(mnt, 'd', 'inner.txt'), 'inner\n');
+          const a = await Awc.open({ home, mountDriver: driver });
+          try {
+            const hook = swapOnce('d', () => mnt, to);
+            const r = await a.checkpoint(ws);
+            dirFdTestHooks.beforeOpen = undefined;
+            assert.ok(hook.fired(), 'the walk opened d');
+            assert.equal(r.changed, true);
+            const out = exported(home, work, r.id, env);
+            assert.ok(lstatSync(join(out, 'd')).isSymbolicLink(), 'd is recorded as the symlink it became');
+            assert.equal(readlinkSync(join(out, 'd')), to);
+            assert.ok(!existsSync(join(out, 'd.real')) || lstatSync(join(out, 'd.real')).isDirectory());
+            const digests = target === 'secret' ? new Set<Digest>([secret.digest]) : etcDigests();
+            await assertNoLeak(a, digests, target === 'secret' ? secret : undefined);
+            // the next checkpoint sees d.real (the moved directory) and the symlink, still nothing behind it
+            const r2 = await a.checkpoint(ws);
+            const out2 = exported(home, work, r2.id, env);
+            assert.ok(lstatSync(join(out2, 'd')).isSymbolicLink());
+            assert.deepEqual(readdirSync(join(out2, 'd.real')), ['inner.txt']);
+            await assertNoLeak(a, digests, target === 'secret' ? secret : undefined);
+          } finally {
+            dirFdTestHooks.beforeOpen = undefined;
+            await a.close();
+          }
+          awcOk(home, ['unmount', ws, '--discard'], env);
+        });
+      }
+    },
+  );
 }
 
 describe('directory import and export --dir never follow a swapped directory', () => {
@@ -206,64 +226,68 @@ describe('trees deeper than PATH_MAX', () => {
   });
 });
 
-describe('race: 200 checkpoints against a loop swapping a directory for a symlink', { skip: overlayPossible ? false : 'overlay is not possible on this host' }, () => {
-  const work = mkdtempSync(join(tmpdir(), 'awc-safewalk-race-'));
-  const home = join(work, 'home');
-  const env = { AWC_MOUNT_DRIVER: 'overlay' };
-  after(() => {
-    cleanupMounts(home, work);
-    rmSync(work, { recursive: true, force: true });
-  });
+describe(
+  'race: 200 checkpoints against a loop swapping a directory for a symlink',
+  { skip: overlayPossible ? false : 'overlay is not possible on this host' },
+  () => {
+    const work = mkdtempSync(join(tmpdir(), 'awc-safewalk-race-'));
+    const home = join(work, 'home');
+    const env = { AWC_MOUNT_DRIVER: 'overlay' };
+    after(() => {
+      cleanupMounts(home, work);
+      rmSync(work, { recursive: true, force: true });
+    });
 
-  test('no snapshot ever holds a byte from outside the workspace', { timeout: 120_000 }, async (t) => {
-    const secret = makeSecret(join(work, 'outside'));
-    const src = join(work, 'src');
-    mkdirSync(src);
-    writeFileSync(join(src, 'seed.txt'), 'seed\n');
-    const snap = awcOk(home, ['snapshot', 'import', src], env).id;
-    const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
-    const mnt = join(work, 'mnt');
-    awcOk(home, ['mount', ws, mnt], env);
-    mkdirSync(join(mnt, 'd'));
-    for (let i = 0; i < 20; i++) writeFileSync(join(mnt, 'd', `f${i}.txt`), `file ${i}\n`);
-    // the swapping loop `mv d d.real; ln -s <secret> d; rm d; mv d.real d`, bounded in count and time
-    // (a Node loop: no fork per step, so the symlink comes and goes within microseconds, as an attacker's would)
-    const swap = `const fs = require('fs'); const [d, secret] = process.argv.slice(1); const end = Date.now() + 90000;
+    test('no snapshot ever holds a byte from outside the workspace', { timeout: 120_000 }, async (t) => {
+      const secret = makeSecret(join(work, 'outside'));
+      const src = join(work, 'src');
+      mkdirSync(src);
+      writeFileSync(join(src, 'seed.txt'), 'seed\n');
+      const snap = awcOk(home, ['snapshot', 'import', src], env).id;
+      const ws = awcOk(home, ['fork', snap], env).workspaces[0].id;
+      const mnt = join(work, 'mnt');
+      awcOk(home, ['mount', ws, mnt], env);
+      mkdirSync(join(mnt, 'd'));
+      for (let i = 0; i < 20; i++) writeFileSync(join(mnt, 'd', `f${i}.txt`), `file ${i}\n`);
+      // the swapping loop `mv d d.real; ln -s <secret> d; rm d; mv d.real d`, bounded in count and time
+      // (a Node loop: no fork per step, so the symlink comes and goes within microseconds, as an attacker's would)
+      const swap = `const fs = require('fs'); const [d, secret] = process.argv.slice(1); const end = Date.now() + 90000;
       for (let i = 0; i < 5e6 && Date.now() < end; i++) { try { fs.renameSync(d, d + '.real'); fs.symlinkSync(secret, d); fs.unlinkSync(d); fs.renameSync(d + '.real', d); } catch {} }`;
-    const loop = spawn(process.execPath, ['-e', swap, join(mnt, 'd'), secret.dir], { stdio: 'ignore' });
-    const exited = new Promise<void>((r) => loop.once('exit', () => r()));
-    const a = await Awc.open({ home, mountDriver: 'overlay' });
-    let ok = 0;
-    let changing = 0;
-    const deadline = Date.now() + 50_000;
-    try {
-      for (let i = 0; i < 200 && Date.now() < deadline; i++) {
-        writeFileSync(join(mnt, 'seed.txt'), `seed ${i}\n`); // every checkpoint makes a snapshot
-        try {
-          await a.checkpoint(ws);
-          ok++;
-        } catch (err) {
-          // a directory flipping on every look may end a checkpoint with this retryable code, never anything else
-          if (!(err instanceof AwcError) || err.code !== 'E_CHANGED_DURING_READ') throw err;
-          changing++;
+      const loop = spawn(process.execPath, ['-e', swap, join(mnt, 'd'), secret.dir], { stdio: 'ignore' });
+      const exited = new Promise<void>((r) => loop.once('exit', () => r()));
+      const a = await Awc.open({ home, mountDriver: 'overlay' });
+      let ok = 0;
+      let changing = 0;
+      const deadline = Date.now() + 50_000;
+      try {
+        for (let i = 0; i < 200 && Date.now() < deadline; i++) {
+          writeFileSync(join(mnt, 'seed.txt'), `seed ${i}\n`); // every checkpoint makes a snapshot
+          try {
+            await a.checkpoint(ws);
+            ok++;
+          } catch (err) {
+            // a directory flipping on every look may end a checkpoint with this retryable code, never anything else
+            if (!(err instanceof AwcError) || err.code !== 'E_CHANGED_DURING_READ') throw err;
+            changing++;
+          }
         }
+      } finally {
+        loop.kill('SIGKILL');
+        await exited;
+        await a.close();
       }
-    } finally {
-      loop.kill('SIGKILL');
-      await exited;
-      await a.close();
-    }
-    const b = await Awc.open({ home, mountDriver: 'overlay' });
-    try {
-      const snaps = await assertNoLeak(b, new Set([secret.digest]), secret);
-      t.diagnostic(`${ok} checkpoints, ${changing} ended in E_CHANGED_DURING_READ, ${snaps} snapshots checked`);
-      assert.ok(ok >= 100, `${ok} checkpoints succeeded (${changing} ended in E_CHANGED_DURING_READ)`);
-      assert.ok(snaps >= ok, `${snaps} snapshots checked`);
-    } finally {
-      await b.close();
-    }
-    // leave the directory in place for the unmount
-    if (!existsSync(join(mnt, 'd')) && existsSync(join(mnt, 'd.real'))) renameSync(join(mnt, 'd.real'), join(mnt, 'd'));
-    awcOk(home, ['unmount', ws, '--discard'], env);
-  });
-});
+      const b = await Awc.open({ home, mountDriver: 'overlay' });
+      try {
+        const snaps = await assertNoLeak(b, new Set([secret.digest]), secret);
+        t.diagnostic(`${ok} checkpoints, ${changing} ended in E_CHANGED_DURING_READ, ${snaps} snapshots checked`);
+        assert.ok(ok >= 100, `${ok} checkpoints succeeded (${changing} ended in E_CHANGED_DURING_READ)`);
+        assert.ok(snaps >= ok, `${snaps} snapshots checked`);
+      } finally {
+        await b.close();
+      }
+      // leave the directory in place for the unmount
+      if (!existsSync(join(mnt, 'd')) && existsSync(join(mnt, 'd.real'))) renameSync(join(mnt, 'd.real'), join(mnt, 'd'));
+      awcOk(home, ['unmount', ws, '--discard'], env);
+    });
+  },
+);

@@ -39,7 +39,7 @@ describe('leftover temporary objects', () => {
     const store = new FsObjectStore(root);
     await store.put('packs/ab/abcd', Buffer.from('pack'));
     const outside = join(work, 'outside.txt');
-    writeFileSync(outside, 'not the store\'s');
+    writeFileSync(outside, "not the store's");
     utimesSync(outside, twoHoursAgo, twoHoursAgo);
     symlinkSync(outside, join(root, 'packs', 'ab', '.tmp-link'));
     const old = join(root, 'packs', 'ab', '.tmp-1-old');

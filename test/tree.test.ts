@@ -12,7 +12,15 @@ const D2 = sha256('two');
 const base = { mode: 0o644, uid: 1000, gid: 1000, mtimeNs: '1700000000123456789' };
 
 const ENTRIES: Entry[] = [
-  { type: 'file', name: 'b.txt', ...base, size: 3, digest: D1, chunks: [{ digest: D1, size: 3 }], xattrs: { 'user.z': 'eg==', 'user.a': 'YQ==' } },
+  {
+    type: 'file',
+    name: 'b.txt',
+    ...base,
+    size: 3,
+    digest: D1,
+    chunks: [{ digest: D1, size: 3 }],
+    xattrs: { 'user.z': 'eg==', 'user.a': 'YQ==' },
+  },
   { type: 'dir', name: 'a', ...base, mode: 0o755, tree: D2 },
   { type: 'symlink', name: 'link', ...base, mode: 0o777, target: '/does/not/exist' },
   { type: 'hardlink', name: 'c.txt', target: 'b.txt' },
@@ -26,7 +34,9 @@ test('tree digest is stable (pinned) and the encoding canonical', () => {
   assert.equal(digest, 'sha256:777c62f8161ced2e64a0075cd678ba37a861c98360eb0b1be4171312fa8af378');
   const text = bytes.toString('utf8');
   // Sorted by name bytes, fixed key order, xattrs sorted, mtime as a decimal string.
-  assert.ok(text.startsWith('{"v":1,"entries":[{"type":"dir","name":"a","mode":493,"uid":1000,"gid":1000,"mtimeNs":"1700000000123456789","tree":'));
+  assert.ok(
+    text.startsWith('{"v":1,"entries":[{"type":"dir","name":"a","mode":493,"uid":1000,"gid":1000,"mtimeNs":"1700000000123456789","tree":'),
+  );
   assert.ok(text.includes('"xattrs":{"user.a":"YQ==","user.z":"eg=="}'));
   assert.ok(text.includes('{"type":"hardlink","name":"c.txt","target":"b.txt"}'));
 });
@@ -50,27 +60,46 @@ test('decode(encode(x)) round trips', () => {
 
 test('names sort by UTF-8 bytes, not UTF-16 units', () => {
   const names = ['\u{1F600}', '\uFF01', 'a', 'Z', 'é'];
-  const sorted = decodeTree(encodeTree(names.map((name) => ({ type: 'hardlink', name, target: 'x' }) as Entry)).bytes).entries.map((e) => e.name);
+  const sorted = decodeTree(encodeTree(names.map((name) => ({ type: 'hardlink', name, target: 'x' }) as Entry)).bytes).entries.map(
+    (e) => e.name,
+  );
   assert.deepEqual(sorted, ['Z', 'a', 'é', '\uFF01', '\u{1F600}']);
   assert.ok(compareNames('\uFF01', '\u{1F600}') < 0);
 });
 
 test('duplicate names are rejected', () => {
-  assert.throws(() => encodeTree([...ENTRIES, { type: 'hardlink', name: 'a', target: 'b.txt' }]), (e) => code(e) === 'E_FORMAT');
+  assert.throws(
+    () => encodeTree([...ENTRIES, { type: 'hardlink', name: 'a', target: 'b.txt' }]),
+    (e) => code(e) === 'E_FORMAT',
+  );
 });
 
 test('bad names are rejected', () => {
   for (const name of ['', '.', '..', 'a/b', 'nul\0']) {
-    assert.throws(() => encodeTree([{ type: 'hardlink', name, target: 'x' }]), (e) => code(e) === 'E_PATH_TRAVERSAL', JSON.stringify(name));
+    assert.throws(
+      () => encodeTree([{ type: 'hardlink', name, target: 'x' }]),
+      (e) => code(e) === 'E_PATH_TRAVERSAL',
+      JSON.stringify(name),
+    );
   }
-  assert.throws(() => encodeTree([{ type: 'hardlink', name: 'bad\uD800', target: 'x' }]), (e) => code(e) === 'E_UNSUPPORTED_NAME');
+  assert.throws(
+    () => encodeTree([{ type: 'hardlink', name: 'bad\uD800', target: 'x' }]),
+    (e) => code(e) === 'E_UNSUPPORTED_NAME',
+  );
 });
 
 test('decodeTree refuses what is not a v1 tree', () => {
   for (const s of ['not json', '{"v":2,"entries":[]}', '{"v":1}', '{"v":1,"entries":[{"type":"file","name":"x","digest":"md5:1"}]}']) {
-    assert.throws(() => decodeTree(Buffer.from(s)), (e) => code(e) === 'E_FORMAT', s);
+    assert.throws(
+      () => decodeTree(Buffer.from(s)),
+      (e) => code(e) === 'E_FORMAT',
+      s,
+    );
   }
-  assert.throws(() => decodeTree(Buffer.from('{"v":1,"entries":[{"type":"hardlink","name":"..","target":"x"}]}')), (e) => code(e) === 'E_PATH_TRAVERSAL');
+  assert.throws(
+    () => decodeTree(Buffer.from('{"v":1,"entries":[{"type":"hardlink","name":"..","target":"x"}]}')),
+    (e) => code(e) === 'E_PATH_TRAVERSAL',
+  );
 });
 
 test('root objects: chunker recorded, digest pinned, round trip', () => {
@@ -82,6 +111,12 @@ test('root objects: chunker recorded, digest pinned, round trip', () => {
   assert.equal(r.tree, tree);
   assert.equal(r.mtimeNs, '1700000000123456789');
   const other = encodeRoot({ ...base, tree, chunker: 'fastcdc2020-other' });
-  assert.throws(() => decodeRoot(other.bytes), (e) => code(e) === 'E_FORMAT');
-  assert.throws(() => decodeRoot(Buffer.from('{"v":1,"type":"tree"}')), (e) => code(e) === 'E_FORMAT');
+  assert.throws(
+    () => decodeRoot(other.bytes),
+    (e) => code(e) === 'E_FORMAT',
+  );
+  assert.throws(
+    () => decodeRoot(Buffer.from('{"v":1,"type":"tree"}')),
+    (e) => code(e) === 'E_FORMAT',
+  );
 });

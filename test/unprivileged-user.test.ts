@@ -2,7 +2,19 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
@@ -80,7 +92,10 @@ const mode = (p: string): number => lstatSync(p).mode & 0o7777;
 
 /** `awc --home HOME --json ARGS` under umask 000 (modes must not depend on it); the parsed stdout. */
 function awcUmask0(home: string, args: string[], env: NodeJS.ProcessEnv = {}): any {
-  const r = spawnSync('sh', ['-c', 'umask 000 && exec "$0" "$@"', process.execPath, CLI, '--home', home, '--json', ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
+  const r = spawnSync('sh', ['-c', 'umask 000 && exec "$0" "$@"', process.execPath, CLI, '--home', home, '--json', ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+  });
   if (r.status !== 0) throw new Error(`awc ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
@@ -129,7 +144,8 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
 
   test('the home is 0700, the catalog and every object 0600, every directory of the store 0700 (under umask 000); the socket lives outside it', () => {
     assert.equal(mode(home), 0o700);
-    for (const f of ['catalog.sqlite', 'catalog.sqlite-wal', 'catalog.sqlite-shm']) if (existsSync(join(home, f))) assert.equal(mode(join(home, f)), 0o600, f);
+    for (const f of ['catalog.sqlite', 'catalog.sqlite-wal', 'catalog.sqlite-shm'])
+      if (existsSync(join(home, f))) assert.equal(mode(join(home, f)), 0o600, f);
     const objects = files(join(home, 'objects'));
     assert.ok(objects.length > 0);
     for (const f of objects) assert.equal(mode(f), 0o600, f);
@@ -141,8 +157,10 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
     }
     if (overlay) {
       for (const d of ['host/layers', 'host/content']) assert.equal(lstatSync(join(home, d)).mode & 0o077, 0, d);
-      for (const f of ['host/awcd.pid', 'host/awcd.log', `host/layers/${snapRoot.slice(7)}/meta.json`]) assert.equal(mode(join(home, f)), 0o600, f);
-      for (const d of ['host/layers', `host/layers/${snapRoot.slice(7)}`, `host/workspaces/${ws.overlay}/work`]) assert.equal(mode(join(home, d)), 0o700, d);
+      for (const f of ['host/awcd.pid', 'host/awcd.log', `host/layers/${snapRoot.slice(7)}/meta.json`])
+        assert.equal(mode(join(home, f)), 0o600, f);
+      for (const d of ['host/layers', `host/layers/${snapRoot.slice(7)}`, `host/workspaces/${ws.overlay}/work`])
+        assert.equal(mode(join(home, d)), 0o700, d);
       assert.equal(mode(join(home, 'host', 'workspaces', ws.overlay!, 'upper')), 0o755, 'the upper root carries the snapshot root mode');
       const status = awcOk(home, ['daemon', 'status']);
       assert.equal(status.running, true);
@@ -164,7 +182,10 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
     ];
     if (overlay) {
       // a read through the workspace fills the chunk cache (written in the background)
-      assert.equal(user.node(`console.log(JSON.stringify(require('fs').readFileSync(${JSON.stringify(join(mnt.overlay, 'pub.txt'))}, 'utf8')))`), PUB);
+      assert.equal(
+        user.node(`console.log(JSON.stringify(require('fs').readFileSync(${JSON.stringify(join(mnt.overlay, 'pub.txt'))}, 'utf8')))`),
+        PUB,
+      );
       const deadline = Date.now() + 10_000;
       while (files(join(home, 'host', 'cache')).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       const cached = files(join(home, 'host', 'cache'));
@@ -173,7 +194,14 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
       const layer = join(home, 'host', 'layers', snapRoot.slice(7), 'tree');
       assert.equal(mode(join(layer, 'pub.txt')), 0o644, 'the layer keeps the snapshot modes: only its parents keep users out');
       const hex = createHash('sha256').update(PUB).digest('hex');
-      probes.push(['read', join(layer, 'pub.txt')], ['open', join(layer, 'null-dev')], ['read', cached[0]!], ['list', join(home, 'host', 'content')], ['read', join(home, 'host', 'content', hex.slice(0, 2), hex)], ['list', join(home, 'host', 'layers')]);
+      probes.push(
+        ['read', join(layer, 'pub.txt')],
+        ['open', join(layer, 'null-dev')],
+        ['read', cached[0]!],
+        ['list', join(home, 'host', 'content')],
+        ['read', join(home, 'host', 'content', hex.slice(0, 2), hex)],
+        ['list', join(home, 'host', 'layers')],
+      );
     }
     probes.push(['read', join(home, 'host', 'workspaces', ws.copy!, 'tree', 'pub.txt')]);
     const got = user.node(PROBE, JSON.stringify(probes));
@@ -189,19 +217,34 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
   });
 
   for (const d of ['overlay', 'copy'] as const) {
-    test(`cannot use a device node or a setuid bit from the snapshot in a ${d} workspace, yet reads its files`, { skip: d === 'overlay' && !overlay ? 'overlay is not possible on this host' : false }, () => {
-      const m = mnt[d];
-      assert.equal(mode(join(m, 'id-suid')), 0o4755, 'the snapshot mode is shown as is');
-      assert.ok(lstatSync(join(m, 'null-dev')).isCharacterDevice());
-      const got = user.node(PROBE, JSON.stringify([['read', join(m, 'pub.txt')], ['open', join(m, 'null-dev')], ['read', join(m, 'secret.txt')]]));
-      assert.deepEqual(got, { [`read ${join(m, 'pub.txt')}`]: 'ok', [`open ${join(m, 'null-dev')}`]: 'EACCES', [`read ${join(m, 'secret.txt')}`]: 'EACCES' });
-      const id = user.run(join(m, 'id-suid'), ['-u']);
-      assert.equal(id.status, 0, id.stderr);
-      assert.equal(id.stdout.trim(), String(user.uid), 'the setuid-root binary runs with the user\'s own uid');
-      const mi = execFileSync('findmnt', ['-n', '-o', 'OPTIONS', '--mountpoint', m], { encoding: 'utf8' });
-      assert.match(mi, /nosuid/);
-      assert.match(mi, /nodev/);
-    });
+    test(
+      `cannot use a device node or a setuid bit from the snapshot in a ${d} workspace, yet reads its files`,
+      { skip: d === 'overlay' && !overlay ? 'overlay is not possible on this host' : false },
+      () => {
+        const m = mnt[d];
+        assert.equal(mode(join(m, 'id-suid')), 0o4755, 'the snapshot mode is shown as is');
+        assert.ok(lstatSync(join(m, 'null-dev')).isCharacterDevice());
+        const got = user.node(
+          PROBE,
+          JSON.stringify([
+            ['read', join(m, 'pub.txt')],
+            ['open', join(m, 'null-dev')],
+            ['read', join(m, 'secret.txt')],
+          ]),
+        );
+        assert.deepEqual(got, {
+          [`read ${join(m, 'pub.txt')}`]: 'ok',
+          [`open ${join(m, 'null-dev')}`]: 'EACCES',
+          [`read ${join(m, 'secret.txt')}`]: 'EACCES',
+        });
+        const id = user.run(join(m, 'id-suid'), ['-u']);
+        assert.equal(id.status, 0, id.stderr);
+        assert.equal(id.stdout.trim(), String(user.uid), "the setuid-root binary runs with the user's own uid");
+        const mi = execFileSync('findmnt', ['-n', '-o', 'OPTIONS', '--mountpoint', m], { encoding: 'utf8' });
+        assert.match(mi, /nosuid/);
+        assert.match(mi, /nodev/);
+      },
+    );
   }
 
   test('a copy workspace whose bind mount is gone (a reboot) is bound again, nosuid,nodev, by mounting it at the same target', () => {
@@ -211,7 +254,10 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
     const r = awcOk(home, ['mount', ws.copy!, mnt.copy], { AWC_MOUNT_DRIVER: 'copy' });
     assert.equal(r.resumed, true);
     assert.equal(readFileSync(join(mnt.copy, 'kept.txt'), 'utf8'), 'kept\n');
-    assert.match(execFileSync('findmnt', ['-n', '-o', 'OPTIONS', '--mountpoint', mnt.copy], { encoding: 'utf8' }), /nosuid.*nodev|nodev.*nosuid/);
+    assert.match(
+      execFileSync('findmnt', ['-n', '-o', 'OPTIONS', '--mountpoint', mnt.copy], { encoding: 'utf8' }),
+      /nosuid.*nodev|nodev.*nosuid/,
+    );
   });
 
   test('a copy workspace unmounts without leaving its private tree behind', () => {
@@ -224,26 +270,30 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
     assert.equal(spawnSync('findmnt', ['-n', '--mountpoint', mnt.copy]).status, 1, 'the bind mount is gone');
   });
 
-  test('a socketGroup lets its members connect to the daemon socket (0660 root:group) and nobody else', { skip: overlay ? false : 'needs the host daemon' }, () => {
-    const home2 = join(work, 'home2');
-    awcOk(home2, ['daemon', 'start'], { AWC_SOCKET_GROUP: user.name });
-    try {
-      const sock = join('/run/awc', `${createHash('sha256').update(home2).digest('hex').slice(0, 12)}.sock`);
-      const st = lstatSync(sock);
-      assert.equal(st.mode & 0o777, 0o660);
-      assert.equal(st.uid, 0);
-      assert.equal(st.gid, user.gid);
-      // the user with its group (setpriv --clear-groups keeps the real and effective gid)
-      assert.deepEqual(user.node(CONNECT, sock), { ok: 200 });
-      // the whole API is theirs (docs/explanation/security.md), but never a mount over a non-empty directory or into the home
-      const r = user.run(process.execPath, ['-e', MOUNT, sock, '/etc']);
-      assert.deepEqual(JSON.parse(r.stdout), { status: 400, code: 'E_TARGET_BUSY' });
-      const r2 = user.run(process.execPath, ['-e', MOUNT, sock, join(home2, 'host')]);
-      assert.deepEqual(JSON.parse(r2.stdout), { status: 400, code: 'E_USAGE' });
-    } finally {
-      awc(home2, ['daemon', 'stop', '--force']);
-    }
-  });
+  test(
+    'a socketGroup lets its members connect to the daemon socket (0660 root:group) and nobody else',
+    { skip: overlay ? false : 'needs the host daemon' },
+    () => {
+      const home2 = join(work, 'home2');
+      awcOk(home2, ['daemon', 'start'], { AWC_SOCKET_GROUP: user.name });
+      try {
+        const sock = join('/run/awc', `${createHash('sha256').update(home2).digest('hex').slice(0, 12)}.sock`);
+        const st = lstatSync(sock);
+        assert.equal(st.mode & 0o777, 0o660);
+        assert.equal(st.uid, 0);
+        assert.equal(st.gid, user.gid);
+        // the user with its group (setpriv --clear-groups keeps the real and effective gid)
+        assert.deepEqual(user.node(CONNECT, sock), { ok: 200 });
+        // the whole API is theirs (docs/explanation/security.md), but never a mount over a non-empty directory or into the home
+        const r = user.run(process.execPath, ['-e', MOUNT, sock, '/etc']);
+        assert.deepEqual(JSON.parse(r.stdout), { status: 400, code: 'E_TARGET_BUSY' });
+        const r2 = user.run(process.execPath, ['-e', MOUNT, sock, join(home2, 'host')]);
+        assert.deepEqual(JSON.parse(r2.stdout), { status: 400, code: 'E_USAGE' });
+      } finally {
+        awc(home2, ['daemon', 'stop', '--force']);
+      }
+    },
+  );
 
   test('as an ordinary user, the copy driver leaves out setuid bits and device nodes, says so, and a checkpoint keeps them', () => {
     const uhome = join(work, 'user-home');
@@ -261,10 +311,7 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
     const id = run(['fork', 'base', '--name', 'w']).workspaces[0].id;
     const m = run(['mount', id, join(umnt, 'w')]);
     assert.equal(m.driver, 'copy');
-    assert.deepEqual(
-      m.leftOut.map((l: { path: string }) => l.path).sort(),
-      ['id-suid', 'null-dev'],
-    );
+    assert.deepEqual(m.leftOut.map((l: { path: string }) => l.path).sort(), ['id-suid', 'null-dev']);
     assert.equal(mode(join(umnt, 'w', 'id-suid')), 0o755, 'setuid bit not materialised');
     assert.equal(existsSync(join(umnt, 'w', 'null-dev')), false, 'device node not materialised');
     assert.equal(mode(join(uhome, 'awc')), 0o700);
@@ -274,8 +321,16 @@ describe('an unprivileged local user (issue 7 items 2-4)', { skip: canCreateUser
     const cp = run(['checkpoint', id]);
     assert.equal(cp.changed, true);
     const diff = run(['diff', 'base', cp.id]);
-    assert.deepEqual(diff.changes.map((c: { path: string; status: string }) => [c.path, c.status]), [['new.txt', 'added']], 'null-dev kept, id-suid keeps its mode');
-    const meta = run(['diff', 'base', cp.id, '--metadata']).changes as { path: string; old?: { mode: number }; new?: { mode: number; type: string } }[];
+    assert.deepEqual(
+      diff.changes.map((c: { path: string; status: string }) => [c.path, c.status]),
+      [['new.txt', 'added']],
+      'null-dev kept, id-suid keeps its mode',
+    );
+    const meta = run(['diff', 'base', cp.id, '--metadata']).changes as {
+      path: string;
+      old?: { mode: number };
+      new?: { mode: number; type: string };
+    }[];
     assert.equal(meta.find((c) => c.path === 'id-suid')?.new?.mode, 0o4755, 'the setuid bit is kept in the checkpoint');
     run(['unmount', id]);
   });

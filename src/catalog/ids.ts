@@ -71,7 +71,11 @@ export function newIds(prefix: IdPrefix, count: number): string[] {
 
 /** True when `s` is a well-formed id with `prefix`. */
 export function isId(s: string, prefix: IdPrefix): boolean {
-  return s.length === prefix.length + 1 + TIME_CHARS + RANDOM_CHARS && s.startsWith(`${prefix}_`) && /^[0-9a-hjkmnp-tv-z]+$/.test(s.slice(prefix.length + 1));
+  return (
+    s.length === prefix.length + 1 + TIME_CHARS + RANDOM_CHARS &&
+    s.startsWith(`${prefix}_`) &&
+    /^[0-9a-hjkmnp-tv-z]+$/.test(s.slice(prefix.length + 1))
+  );
 }
 
 /** Creation time (ms since the epoch) encoded in an id. */

@@ -17,6 +17,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 
 /** 0001: namespaces, packs, blobs, snapshots, workspaces. */
 const m0001Initial: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations run on any schema (kysely's documented pattern)
   async up(db: Kysely<any>): Promise<void> {
     await db.schema
       .createTable('namespaces')
@@ -111,6 +112,7 @@ const m0001Initial: Migration = {
       .where(sql.ref('mount_host'), 'is not', null)
       .execute();
   },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
   async down(db: Kysely<any>): Promise<void> {
     for (const t of ['workspaces', 'snapshots', 'blobs', 'packs', 'namespaces']) {
       await db.schema.dropTable(t).execute();
@@ -142,6 +144,7 @@ export const MIGRATION_LOCK_TABLE = 'awc_migration_lock';
  *   (the failed migration's transaction is rolled back),
  *   E_FORMAT when the database has migrations this version does not know (it was written by a newer awc).
  */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the migrator takes a database of any schema
 export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
   const migrator = new Migrator({
     db,

@@ -14,10 +14,16 @@ export const NAME_RULE = `Names are 1 to ${MAX_NAME_CHARS} characters, without c
  */
 export function checkName(name: string | null | undefined, what: string): void {
   if (name === null || name === undefined) return;
-  const bad = (why: string) => new AwcError('E_USAGE', `invalid ${what} name ${JSON.stringify(typeof name === 'string' && name.length > 60 ? `${name.slice(0, 60)}…` : name)}: ${why}`, { hint: NAME_RULE });
+  const bad = (why: string) =>
+    new AwcError(
+      'E_USAGE',
+      `invalid ${what} name ${JSON.stringify(typeof name === 'string' && name.length > 60 ? `${name.slice(0, 60)}…` : name)}: ${why}`,
+      { hint: NAME_RULE },
+    );
   if (typeof name !== 'string' || name.length === 0) throw bad('it must be a non-empty string');
   if ([...name].length > MAX_NAME_CHARS) throw bad(`it has ${[...name].length} characters, more than ${MAX_NAME_CHARS}`);
   // C0 and C1 controls, DEL, and the Unicode line and paragraph separators
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
   if (/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(name)) throw bad('it holds a control character');
   if (name.includes('/')) throw bad('it holds a "/"');
   if (name === '.' || name === '..') throw bad('it is a path');

@@ -17,13 +17,7 @@ import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate, touchPrivateSync } from '../core/private-fs.js';
 import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../store/pack-types.js';
-import type {
-  Catalog,
-  MountDriver,
-  NewSnapshot,
-  SnapshotRow,
-  WorkspaceRow,
-} from './catalog.js';
+import type { Catalog, MountDriver, NewSnapshot, SnapshotRow, WorkspaceRow } from './catalog.js';
 import { newId, newIds, type IdPrefix } from './ids.js';
 import { checkName } from './names.js';
 import { migrateToLatest } from './migrations.js';
@@ -377,7 +371,11 @@ export class SqlCatalog implements Catalog {
         .select((eb) => [eb.fn.countAll().as('packs'), eb.fn.sum('size').as('bytes'), eb.fn.sum('blob_count').as('blobs')])
         .where('namespace', '=', nsId)
         .executeTakeFirstOrThrow();
-      return { packs: toNum(r.packs as number | string), bytes: toNum(r.bytes as number | string | null), blobs: toNum(r.blobs as number | string | null) };
+      return {
+        packs: toNum(r.packs as number | string),
+        bytes: toNum(r.bytes as number | string | null),
+        blobs: toNum(r.blobs as number | string | null),
+      };
     });
   }
 
@@ -386,7 +384,11 @@ export class SqlCatalog implements Catalog {
     if (packs.length === 0) return;
     const packRows = packs.map((p) => ({ key: p.key, namespace: nsId, size: p.size, blob_count: p.blobs.length, created_at: now }));
     for (const group of chunks(packRows, this.#rowsPerInsert(5))) {
-      await trx.insertInto('packs').values(group).onConflict((oc) => oc.column('key').doNothing()).execute();
+      await trx
+        .insertInto('packs')
+        .values(group)
+        .onConflict((oc) => oc.column('key').doNothing())
+        .execute();
     }
     const blobRows: NewBlobRecord[] = [];
     for (const p of packs) {
@@ -469,7 +471,12 @@ export class SqlCatalog implements Catalog {
     const rec = this.#snapshotRecord(nsId, s, s.parentId ?? null, now);
     await this.#tx(async (trx) => {
       if (rec.parent_id !== null) {
-        const parent = await trx.selectFrom('snapshots').select('id').where('id', '=', rec.parent_id).where('namespace', '=', nsId).executeTakeFirst();
+        const parent = await trx
+          .selectFrom('snapshots')
+          .select('id')
+          .where('id', '=', rec.parent_id)
+          .where('namespace', '=', nsId)
+          .executeTakeFirst();
         if (!parent) {
           throw new AwcError('E_NOT_FOUND', `parent snapshot ${rec.parent_id} does not exist in namespace "${s.namespace}"`, {
             hint: 'List snapshots with `awc snapshot ls`.',
@@ -563,9 +570,13 @@ export class SqlCatalog implements Catalog {
       if (rows.length === 1) return rows[0]!.id;
       if (rows.length > 1) {
         const ids = rows.slice(0, 5).map((r) => r.id);
-        throw new AwcError('E_AMBIGUOUS', `"${ref}" matches several ${what}s in namespace "${namespace}": ${ids.join(', ')}${rows.length > 5 ? ', …' : ''}`, {
-          details: { ref, candidates: ids },
-        });
+        throw new AwcError(
+          'E_AMBIGUOUS',
+          `"${ref}" matches several ${what}s in namespace "${namespace}": ${ids.join(', ')}${rows.length > 5 ? ', …' : ''}`,
+          {
+            details: { ref, candidates: ids },
+          },
+        );
       }
     }
     throw table === 'snapshots' ? this.#snapshotNotFound(namespace, ref) : this.#workspaceNotFound(namespace, ref);
@@ -686,11 +697,22 @@ export class SqlCatalog implements Catalog {
       updated_at: now,
     }));
     await this.#tx(async (trx) => {
-      const snap = await trx.selectFrom('snapshots').select('id').where('id', '=', snapshotId).where('namespace', '=', nsId).executeTakeFirst();
+      const snap = await trx
+        .selectFrom('snapshots')
+        .select('id')
+        .where('id', '=', snapshotId)
+        .where('namespace', '=', nsId)
+        .executeTakeFirst();
       if (!snap) throw this.#snapshotNotFound(namespace, snapshotId);
       const named = [...seen];
       for (const group of chunks(named, LOOKUP_BATCH)) {
-        const taken = await trx.selectFrom('workspaces').select('name').where('namespace', '=', nsId).where('name', 'in', group).limit(5).execute();
+        const taken = await trx
+          .selectFrom('workspaces')
+          .select('name')
+          .where('namespace', '=', nsId)
+          .where('name', 'in', group)
+          .limit(5)
+          .execute();
         if (taken.length > 0) {
           const list = taken.map((t) => t.name!);
           throw new AwcError('E_NAME_TAKEN', `workspace name(s) already used in namespace "${namespace}": ${list.join(', ')}`, {
@@ -745,7 +767,11 @@ export class SqlCatalog implements Catalog {
 
   /** `workspaces` joined with its namespace name, for queries across namespaces. */
   #workspacesWithNs(db: Db) {
-    return db.selectFrom('workspaces as w').innerJoin('namespaces as n', 'n.id', 'w.namespace').selectAll('w').select('n.name as namespace_name');
+    return db
+      .selectFrom('workspaces as w')
+      .innerJoin('namespaces as n', 'n.id', 'w.namespace')
+      .selectAll('w')
+      .select('n.name as namespace_name');
   }
 
   /**
@@ -796,9 +822,13 @@ export class SqlCatalog implements Catalog {
       }
       if (m) {
         if (ws.mount_state === 'mounted' && (ws.mount_path !== m.path || ws.mount_host !== m.host)) {
-          throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.name ?? ws.id} is already mounted at ${ws.mount_path} on ${ws.mount_host}`, {
-            details: { path: ws.mount_path, host: ws.mount_host },
-          });
+          throw new AwcError(
+            'E_ALREADY_MOUNTED',
+            `workspace ${ws.name ?? ws.id} is already mounted at ${ws.mount_path} on ${ws.mount_host}`,
+            {
+              details: { path: ws.mount_path, host: ws.mount_host },
+            },
+          );
         }
         const other = await trx
           .selectFrom('workspaces')
@@ -820,7 +850,8 @@ export class SqlCatalog implements Catalog {
       try {
         await trx.updateTable('workspaces').set(set).where('id', '=', workspaceId).execute();
       } catch (err) {
-        if (isUniqueViolation(err)) throw new AwcError('E_TARGET_BUSY', `another workspace is mounted at ${m?.path} on ${m?.host}`, { cause: err });
+        if (isUniqueViolation(err))
+          throw new AwcError('E_TARGET_BUSY', `another workspace is mounted at ${m?.path} on ${m?.host}`, { cause: err });
         throw err;
       }
       return toWorkspaceRow({ ...ws, ...set }, ws.namespace_name);

@@ -58,7 +58,14 @@ interface FanoutFigures {
   fuse: { lookups: number; reads: number };
   /** Page cache resident for the distinct content objects after reading (fincore), against their bytes: one copy, whatever N. null without fincore. */
   pageCache: { contentObjects: number; contentBytes: number; residentBytes: number | null };
-  disk: { hostBytes: number; cacheBytes: number; layersBytes: number; uppersBytes: number; objectStoreBytes: number; fullCopiesBytes: number };
+  disk: {
+    hostBytes: number;
+    cacheBytes: number;
+    layersBytes: number;
+    uppersBytes: number;
+    objectStoreBytes: number;
+    fullCopiesBytes: number;
+  };
   daemon: { pid: number; residentBytes: number; residentSource: 'metrics' | 'proc'; mountedWorkspaces: number };
 }
 
@@ -77,9 +84,12 @@ interface FanoutFigures {
 export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFigures> {
   const n = opts.workspaces ?? 100;
   const conc = opts.concurrency ?? 32;
-  if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new AwcError('E_USAGE', `--workspaces must be a whole number from 1 to 10000, got ${opts.workspaces}`);
-  if (opts.files !== undefined && (!Number.isInteger(opts.files) || opts.files < 1)) throw new AwcError('E_USAGE', `--files must be a whole number ≥ 1, got ${opts.files}`);
-  if (!Number.isInteger(conc) || conc < 1 || conc > 4096) throw new AwcError('E_USAGE', `--concurrency must be a whole number from 1 to 4096, got ${opts.concurrency}`);
+  if (!Number.isInteger(n) || n < 1 || n > 10_000)
+    throw new AwcError('E_USAGE', `--workspaces must be a whole number from 1 to 10000, got ${opts.workspaces}`);
+  if (opts.files !== undefined && (!Number.isInteger(opts.files) || opts.files < 1))
+    throw new AwcError('E_USAGE', `--files must be a whole number ≥ 1, got ${opts.files}`);
+  if (!Number.isInteger(conc) || conc < 1 || conc > 4096)
+    throw new AwcError('E_USAGE', `--concurrency must be a whole number from 1 to 4096, got ${opts.concurrency}`);
   const projectRoot = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
   const work = opts.home === undefined || opts.mountRoot === undefined ? mkdtempSync(join(tmpdir(), 'awc-fanout-')) : undefined;
   const home = resolve(opts.home ?? join(work!, 'home'));
@@ -94,7 +104,10 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
   let daemonPid: number | undefined;
   try {
     const doc = awc.doctor();
-    if (doc.driver !== 'overlay') throw new AwcError('E_PERMISSION', `the fan-out demo needs the overlay driver, but ${doc.reason}`, { hint: 'Run it as root on Linux ≥ 6.5 with /dev/fuse (see `awc doctor`).' });
+    if (doc.driver !== 'overlay')
+      throw new AwcError('E_PERMISSION', `the fan-out demo needs the overlay driver, but ${doc.reason}`, {
+        hint: 'Run it as root on Linux ≥ 6.5 with /dev/fuse (see `awc doctor`).',
+      });
     say(`AWC fan-out demo — home ${home}`);
 
     // 1. the snapshot
@@ -109,7 +122,9 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
       const t0 = t();
       const s = await awc.importSnapshot(source, { message: 'fan-out demo base' });
       snapshot = { id: s.id, files: s.files, bytes: s.bytes, storedBytes: s.storedBytes, importMs: t() - t0 };
-      say(`\n$ awc snapshot import ${source}\n  ${s.id}: ${s.files} files, ${formatBytes(s.bytes)}; stored ${formatBytes(s.storedBytes)} in ${(snapshot.importMs! / 1000).toFixed(1)} s`);
+      say(
+        `\n$ awc snapshot import ${source}\n  ${s.id}: ${s.files} files, ${formatBytes(s.bytes)}; stored ${formatBytes(s.storedBytes)} in ${(snapshot.importMs! / 1000).toFixed(1)} s`,
+      );
     }
 
     // 2. fork N: catalog rows only
@@ -139,7 +154,9 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
       p95Ms: sorted[Math.min(sorted.length - 1, Math.ceil(0.95 * sorted.length) - 1)],
       maxMs: sorted[sorted.length - 1],
     };
-    say(`\n$ awc mount <each workspace> ${mnt}/ws-NNNN   (×${n}, overlay driver)\n  first mount ${mount.firstMs.toFixed(0)} ms (builds the snapshot's layer on this host); then median ${mount.medianMs.toFixed(1)} ms, p95 ${mount.p95Ms.toFixed(1)} ms per workspace; ${(mount.totalMs / 1000).toFixed(1)} s in all`);
+    say(
+      `\n$ awc mount <each workspace> ${mnt}/ws-NNNN   (×${n}, overlay driver)\n  first mount ${mount.firstMs.toFixed(0)} ms (builds the snapshot's layer on this host); then median ${mount.medianMs.toFixed(1)} ms, p95 ${mount.p95Ms.toFixed(1)} ms per workspace; ${(mount.totalMs / 1000).toFixed(1)} s in all`,
+    );
 
     // 4. what every workspace reads, and the distinct chunks behind it
     const reader = awc.reader();
@@ -183,7 +200,8 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
             if (bytesRead === 0) break;
             got += bytesRead;
           }
-          if (got !== f.size) throw new AwcError('E_INTEGRITY', `workspace ${ws + 1} read ${got} bytes of ${f.path}, the snapshot says ${f.size}`);
+          if (got !== f.size)
+            throw new AwcError('E_INTEGRITY', `workspace ${ws + 1} read ${got} bytes of ${f.path}, the snapshot says ${f.size}`);
           readBytes += got;
         } finally {
           await fh.close();
@@ -194,21 +212,54 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
     const readMs = t() - t0;
     const after = parseProm(await metricsText(awc.paths.socket));
     const delta = (name: string, labels?: Record<string, string>) => sumOf(after, name, labels) - sumOf(before, name, labels);
-    const reads = { concurrency: conc, ms: readMs, logicalReads: total, logicalBytes: readBytes, bytesPerSecond: readBytes / (readMs / 1000) };
+    const reads = {
+      concurrency: conc,
+      ms: readMs,
+      logicalReads: total,
+      logicalBytes: readBytes,
+      bytesPerSecond: readBytes / (readMs / 1000),
+    };
     const backendReads = delta('awc_backend_reads_total');
-    const cache = { hits: delta('awc_cache_hits_total'), misses: delta('awc_cache_misses_total'), singleflightJoins: delta('awc_singleflight_joins_total'), bytes: after.has('awc_cache_bytes') ? sumOf(after, 'awc_cache_bytes') : null };
-    const fuse = { lookups: delta('awc_fuse_operations_total', { op: 'lookup' }), reads: delta('awc_fuse_operations_total', { op: 'read' }) };
+    const cache = {
+      hits: delta('awc_cache_hits_total'),
+      misses: delta('awc_cache_misses_total'),
+      singleflightJoins: delta('awc_singleflight_joins_total'),
+      bytes: after.has('awc_cache_bytes') ? sumOf(after, 'awc_cache_bytes') : null,
+    };
+    const fuse = {
+      lookups: delta('awc_fuse_operations_total', { op: 'lookup' }),
+      reads: delta('awc_fuse_operations_total', { op: 'read' }),
+    };
     const backend = { reads: backendReads, bytes: delta('awc_backend_read_bytes_total'), counted: backendReads > 0 || fuse.reads === 0 };
     const contents = new Map<string, number>();
     for (const f of files) if (f.size > 0) contents.set(f.digest.slice(f.digest.indexOf(':') + 1), f.size);
-    const pageCache = { contentObjects: contents.size, contentBytes: [...contents.values()].reduce((a, b) => a + b, 0), residentBytes: fincoreBytes([...contents.keys()].map((hex) => join(awc.paths.content, hex.slice(0, 2), hex))) };
-    say(`\nEvery workspace reads the same ${files.length} files (${formatBytes(fileBytes)}), ${conc} reads in flight across all ${n} mounts:`);
-    say(`  logical reads   ${total} files, ${formatBytes(readBytes)} in ${(readMs / 1000).toFixed(2)} s (${formatBytes(reads.bytesPerSecond)}/s)`);
-    say(`  distinct chunks ${distinctChunks.size} (${formatBytes(distinctRaw)} raw, ${formatBytes(distinctStored)} stored): what this host has to fetch, at most`);
-    say(`  backend reads   ${backend.reads} ranged GETs, ${formatBytes(backend.bytes)}${backend.counted ? '' : '  (this daemon does not count backend reads yet: awc_backend_reads_total stayed 0 while FUSE READs reached it)'}`);
-    say(`  chunk cache     ${cache.hits} hits, ${cache.misses} misses, ${cache.singleflightJoins} singleflight joins${cache.bytes === null ? '' : `, ${formatBytes(cache.bytes)} held`}`);
-    say(`  content FUSE    ${fuse.lookups} LOOKUPs, ${fuse.reads} READs for ${total} file reads (the kernel serves the rest from one page cache copy)`);
-    if (pageCache.residentBytes !== null) say(`  page cache      ${formatBytes(pageCache.residentBytes)} resident for the ${pageCache.contentObjects} content objects (${formatBytes(pageCache.contentBytes)}): one copy, not ${n}`);
+    const pageCache = {
+      contentObjects: contents.size,
+      contentBytes: [...contents.values()].reduce((a, b) => a + b, 0),
+      residentBytes: fincoreBytes([...contents.keys()].map((hex) => join(awc.paths.content, hex.slice(0, 2), hex))),
+    };
+    say(
+      `\nEvery workspace reads the same ${files.length} files (${formatBytes(fileBytes)}), ${conc} reads in flight across all ${n} mounts:`,
+    );
+    say(
+      `  logical reads   ${total} files, ${formatBytes(readBytes)} in ${(readMs / 1000).toFixed(2)} s (${formatBytes(reads.bytesPerSecond)}/s)`,
+    );
+    say(
+      `  distinct chunks ${distinctChunks.size} (${formatBytes(distinctRaw)} raw, ${formatBytes(distinctStored)} stored): what this host has to fetch, at most`,
+    );
+    say(
+      `  backend reads   ${backend.reads} ranged GETs, ${formatBytes(backend.bytes)}${backend.counted ? '' : '  (this daemon does not count backend reads yet: awc_backend_reads_total stayed 0 while FUSE READs reached it)'}`,
+    );
+    say(
+      `  chunk cache     ${cache.hits} hits, ${cache.misses} misses, ${cache.singleflightJoins} singleflight joins${cache.bytes === null ? '' : `, ${formatBytes(cache.bytes)} held`}`,
+    );
+    say(
+      `  content FUSE    ${fuse.lookups} LOOKUPs, ${fuse.reads} READs for ${total} file reads (the kernel serves the rest from one page cache copy)`,
+    );
+    if (pageCache.residentBytes !== null)
+      say(
+        `  page cache      ${formatBytes(pageCache.residentBytes)} resident for the ${pageCache.contentObjects} content objects (${formatBytes(pageCache.contentBytes)}): one copy, not ${n}`,
+      );
 
     // 6. disk and memory, once the daemon has written what it fetched to its disk cache
     //    (write-behind: chunks wait in memory until the burst of reads is over)
@@ -233,11 +284,30 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
       ? { pid: status.pid, residentBytes: rssMetric[0].value, residentSource: 'metrics' as const, mountedWorkspaces: status.mounts.length }
       : { pid: status.pid, residentBytes: procRss(status.pid), residentSource: 'proc' as const, mountedWorkspaces: status.mounts.length };
     say(`\nDisk on this host (allocated, du -x ${p.hostDir}): ${formatBytes(disk.hostBytes)}`);
-    say(`  chunk cache ${formatBytes(disk.cacheBytes)} + layers ${formatBytes(disk.layersBytes)} + uppers and state ${formatBytes(disk.uppersBytes)}`);
+    say(
+      `  chunk cache ${formatBytes(disk.cacheBytes)} + layers ${formatBytes(disk.layersBytes)} + uppers and state ${formatBytes(disk.uppersBytes)}`,
+    );
     say(`  ${n} full copies would take ${formatBytes(disk.fullCopiesBytes)}; the object store holds ${formatBytes(disk.objectStoreBytes)}`);
     say(`Daemon (pid ${daemon.pid}) resident memory with ${daemon.mountedWorkspaces} mounts: ${formatBytes(daemon.residentBytes)}`);
 
-    const figures: FanoutFigures = { home, source, snapshot, workspaces: n, forkMs, mount, files: files.length, fileBytes, reads, distinct: { chunks: distinctChunks.size, rawBytes: distinctRaw, storedBytes: distinctStored }, backend, cache, fuse, pageCache, disk, daemon };
+    const figures: FanoutFigures = {
+      home,
+      source,
+      snapshot,
+      workspaces: n,
+      forkMs,
+      mount,
+      files: files.length,
+      fileBytes,
+      reads,
+      distinct: { chunks: distinctChunks.size, rawBytes: distinctRaw, storedBytes: distinctStored },
+      backend,
+      cache,
+      fuse,
+      pageCache,
+      disk,
+      daemon,
+    };
     if (opts.json && !opts.quiet) process.stdout.write(JSON.stringify(figures, null, 2) + '\n');
     return figures;
   } finally {
@@ -254,7 +324,8 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
         await client.call('POST', '/v1/stop', { force: true }, { start: false });
         // wait for the process to exit, not only its socket (it removes socket and pid file last)
         const deadline = Date.now() + 30_000;
-        while (Date.now() < deadline && ((await client.running()) || (daemonPid !== undefined && processAlive(daemonPid)))) await new Promise((r) => setTimeout(r, 100));
+        while (Date.now() < deadline && ((await client.running()) || (daemonPid !== undefined && processAlive(daemonPid))))
+          await new Promise((r) => setTimeout(r, 100));
       } catch {
         // not running
       }
@@ -263,7 +334,8 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
     await awc.close();
     if (work !== undefined) {
       if (opts.home !== undefined) rmSync(work, { recursive: true, force: true });
-      else say(`\nDone; the workspaces are unmounted and the daemon is stopped. Everything lives in ${work}; remove it with: rm -rf ${work}`);
+      else
+        say(`\nDone; the workspaces are unmounted and the daemon is stopped. Everything lives in ${work}; remove it with: rm -rf ${work}`);
     }
   }
 }

@@ -35,12 +35,16 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
 
     let t0 = t();
     const snap = await awc.importSnapshot(source, { name: 'base', message: 'demo base' });
-    say(`\n$ awc snapshot import ${source} --name base\n  ${snap.id}: ${snap.files} files, ${formatBytes(snap.bytes)} (stored ${formatBytes(snap.storedBytes)}) in ${(t() - t0).toFixed(0)} ms`);
+    say(
+      `\n$ awc snapshot import ${source} --name base\n  ${snap.id}: ${snap.files} files, ${formatBytes(snap.bytes)} (stored ${formatBytes(snap.storedBytes)}) in ${(t() - t0).toFixed(0)} ms`,
+    );
     log.snapshot = snap;
 
     t0 = t();
     const wss = await awc.fork('base', { name: 'agent', count: 2 });
-    say(`\n$ awc fork base --name agent --count 2\n  ${wss.map((w) => `${w.id} (${w.name})`).join(', ')} in ${(t() - t0).toFixed(1)} ms — catalog rows only`);
+    say(
+      `\n$ awc fork base --name agent --count 2\n  ${wss.map((w) => `${w.id} (${w.name})`).join(', ')} in ${(t() - t0).toFixed(1)} ms — catalog rows only`,
+    );
     log.workspaces = wss.map((w) => w.id);
 
     const mnt = wss.map((w) => join(work, 'mnt', w.name!));
@@ -74,9 +78,18 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
     }
     if (existsSync(join(ws, '.git'))) {
       const st = execFileSync('git', ['--no-optional-locks', 'status', '--short'], { cwd: ws, encoding: 'utf8' });
-      say(`  $ git status --short\n${st.trimEnd().split('\n').map((l) => `    ${l}`).join('\n')}`);
+      say(
+        `  $ git status --short\n${st
+          .trimEnd()
+          .split('\n')
+          .map((l) => `    ${l}`)
+          .join('\n')}`,
+      );
     }
-    const nodeOut = execFileSync(process.execPath, ['-e', 'console.log(require("./package.json").name)'], { cwd: ws, encoding: 'utf8' }).trim();
+    const nodeOut = execFileSync(process.execPath, ['-e', 'console.log(require("./package.json").name)'], {
+      cwd: ws,
+      encoding: 'utf8',
+    }).trim();
     say(`  $ node -e 'require("./package.json").name' → ${nodeOut}`);
 
     const live = await awc.diff(wss[0].id);
@@ -84,7 +97,9 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
 
     t0 = t();
     const cp = await awc.checkpoint(wss[0].id, { message: 'demo edits' });
-    say(`\n$ awc checkpoint ${wss[0].name} -m "demo edits"\n  ${cp.id} in ${(t() - t0).toFixed(0)} ms: read ${cp.filesRead} changed files, stored ${formatBytes(cp.newBytes)} new`);
+    say(
+      `\n$ awc checkpoint ${wss[0].name} -m "demo edits"\n  ${cp.id} in ${(t() - t0).toFixed(0)} ms: read ${cp.filesRead} changed files, stored ${formatBytes(cp.newBytes)} new`,
+    );
     log.checkpoint = cp;
 
     const d = await awc.diff(snap.id, cp.id, { patch: true });
@@ -97,7 +112,9 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
     say(`\n$ awc export ${cp.id} --tar ${tar}\n  ${ex.files} files, ${formatBytes(ex.bytes)}`);
     const exDir = join(work, 'export');
     await awc.export(cp.id, { dir: exDir });
-    say(`$ awc export ${cp.id} --dir ${exDir}\n  NOTES.md: ${JSON.stringify(readFileSync(join(exDir, 'NOTES.md'), 'utf8').split('\n')[0])}`);
+    say(
+      `$ awc export ${cp.id} --dir ${exDir}\n  NOTES.md: ${JSON.stringify(readFileSync(join(exDir, 'NOTES.md'), 'utf8').split('\n')[0])}`,
+    );
 
     const other = await awc.diff(wss[1].id);
     say(`\nThe other workspace (${wss[1].name}) is untouched: ${other.changes.length} changes against the base.`);

@@ -4,7 +4,7 @@ import { constants as osConstants } from 'node:os';
 import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
 import { Awc } from '../service/awc.js';
-import { loadConfig, pathsOf } from '../service/config.js';
+import { loadConfig, pathsOf } from '../config/config.js';
 import { formatChanges } from '../service/diff.js';
 import { DaemonClient } from '../daemon/client.js';
 import { HostDaemon, livePid } from '../daemon/host-daemon.js';
@@ -18,7 +18,9 @@ import type { CleanedMount } from '../host/leftovers.js';
 /** One line about a mount a dead daemon left and that was cleaned. */
 function describeCleaned(c: CleanedMount): string {
   const what = c.kind === 'content' ? 'content FUSE' : 'overlay';
-  return c.error ? `${what} at ${c.path}: could not unmount (${c.error})` : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
+  return c.error
+    ? `${what} at ${c.path}: could not unmount (${c.error})`
+    : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
 }
 import { computeUsage, formatUsage } from '../service/usage.js';
 import { checkHome, detectDriver } from '../host/doctor.js';
@@ -40,7 +42,9 @@ interface Globals {
 }
 
 // A closed pipe (`awc ls | head -1`): stop quietly with status 141, as GNU tools and git do (docs/reference/errors.md).
-process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? ERROR_CODES.E_CLOSED_PIPE.exit : out().error(err)));
+process.stdout.on('error', (err: NodeJS.ErrnoException) =>
+  process.exit(err.code === 'EPIPE' ? ERROR_CODES.E_CLOSED_PIPE.exit : out().error(err)),
+);
 process.stderr.on('error', () => process.exit(ERROR_CODES.E_CLOSED_PIPE.exit)); // nowhere left to say anything
 
 const program = new Command();
@@ -95,12 +99,25 @@ snapshot
   .option('-m, --message <msg>', 'message')
   .option('--allow-changing', 'store files that keep changing while read as read (listed in "changing") instead of failing')
   .action((source: string, opts: { name?: string; message?: string; allowChanging?: boolean }) =>
-    withAwc(async (awc, o) => {
-      const r = await awc.importSnapshot(source, { name: opts.name, message: opts.message, allowChanging: opts.allowChanging, onProgress: progress(o, 'importing'), onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
-      o.progressDone();
-      for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
-      o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: ${r.files} files, ${formatBytes(r.bytes)}; stored ${formatBytes(r.storedBytes)} new`);
-    }, { create: true }),
+    withAwc(
+      async (awc, o) => {
+        const r = await awc.importSnapshot(source, {
+          name: opts.name,
+          message: opts.message,
+          allowChanging: opts.allowChanging,
+          onProgress: progress(o, 'importing'),
+          onWarning: (w) => o.warn(`${w.path}: ${w.message}`),
+        });
+        o.progressDone();
+        for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
+        o.result(
+          r,
+          () =>
+            `${r.id}${r.name ? ` (${r.name})` : ''}: ${r.files} files, ${formatBytes(r.bytes)}; stored ${formatBytes(r.storedBytes)} new`,
+        );
+      },
+      { create: true },
+    ),
   );
 snapshot
   .command('ls')
@@ -108,7 +125,11 @@ snapshot
   .action(() =>
     withAwc(async (awc, o) => {
       const rows = await awc.listSnapshots();
-      o.result({ snapshots: rows }, () => rows.map((s) => `${s.id}  ${s.name ?? '-'}  ${s.fileCount} files  ${formatBytes(s.byteCount)}  ${s.createdAt}  ${s.message ?? ''}`).join('\n'));
+      o.result({ snapshots: rows }, () =>
+        rows
+          .map((s) => `${s.id}  ${s.name ?? '-'}  ${s.fileCount} files  ${formatBytes(s.byteCount)}  ${s.createdAt}  ${s.message ?? ''}`)
+          .join('\n'),
+      );
     }),
   );
 
@@ -118,7 +139,14 @@ program
   .action(() =>
     withAwc(async (awc, o) => {
       const rows = await awc.listWorkspaces();
-      o.result({ workspaces: rows }, () => rows.map((w) => `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver})` : 'unmounted'}`).join('\n'));
+      o.result({ workspaces: rows }, () =>
+        rows
+          .map(
+            (w) =>
+              `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver})` : 'unmounted'}`,
+          )
+          .join('\n'),
+      );
     }),
   );
 
@@ -129,7 +157,11 @@ program
     withAwc(async (awc, o) => {
       const r = await awc.resolve(ref);
       const data = r.kind === 'snapshot' ? { kind: 'snapshot', ...r.snapshot } : { kind: 'workspace', ...r.workspace };
-      o.result(data, () => Object.entries(data).map(([k, v]) => `${k}: ${v ?? '-'}`).join('\n'));
+      o.result(data, () =>
+        Object.entries(data)
+          .map(([k, v]) => `${k}: ${v ?? '-'}`)
+          .join('\n'),
+      );
     }),
   );
 
@@ -140,10 +172,13 @@ program
   .option('--count <k>', 'how many workspaces', '1')
   .action((snap: string, opts: { name?: string; count: string }) =>
     withAwc(async (awc, o) => {
-      if (!/^\d+$/.test(opts.count)) throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${JSON.stringify(opts.count)}`);
+      if (!/^\d+$/.test(opts.count))
+        throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${JSON.stringify(opts.count)}`);
       const count = Number(opts.count);
       const rows = await awc.fork(snap, { name: opts.name, count });
-      o.result({ workspaces: rows.map((w) => ({ id: w.id, name: w.name })) }, () => rows.map((w) => `${w.id}${w.name ? `  ${w.name}` : ''}`).join('\n'));
+      o.result({ workspaces: rows.map((w) => ({ id: w.id, name: w.name })) }, () =>
+        rows.map((w) => `${w.id}${w.name ? `  ${w.name}` : ''}`).join('\n'),
+      );
     }),
   );
 
@@ -154,7 +189,9 @@ program
     withAwc(async (awc, o) => {
       const r = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising') });
       o.progressDone();
-      const left = r.leftOut?.length ? `\nleft out (no nosuid,nodev mount as an ordinary user):\n${r.leftOut.map((l) => `  ${l.path}: ${l.reason}`).join('\n')}` : '';
+      const left = r.leftOut?.length
+        ? `\nleft out (no nosuid,nodev mount as an ordinary user):\n${r.leftOut.map((l) => `  ${l.path}: ${l.reason}`).join('\n')}`
+        : '';
       o.result(r, () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''})${left}`);
     }),
   );
@@ -168,7 +205,11 @@ program
   .action((target: string, opts: { discard?: boolean; force?: boolean }) =>
     withAwc(async (awc, o) => {
       const r = await awc.unmount(target, opts);
-      o.result(r, () => `${r.workspace} unmounted from ${r.path}${r.holders ? ` (detached lazily: still used by ${r.holders.map((h) => `pid ${h.pid} ${h.command}`).join(', ')}; it cannot be mounted again until they exit)` : r.pending ? ' (uncheckpointed changes kept on this host; the next mount resumes them)' : ''}`);
+      o.result(
+        r,
+        () =>
+          `${r.workspace} unmounted from ${r.path}${r.holders ? ` (detached lazily: still used by ${r.holders.map((h) => `pid ${h.pid} ${h.command}`).join(', ')}; it cannot be mounted again until they exit)` : r.pending ? ' (uncheckpointed changes kept on this host; the next mount resumes them)' : ''}`,
+      );
     }),
   );
 
@@ -182,7 +223,11 @@ program
       const r = await awc.checkpoint(ws, opts);
       for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
       for (const k of r.skipped) o.warn(`${k.path}: skipped (${k.reason}: a snapshot cannot hold it)`);
-      o.result(r, () => (r.changed ? `${r.id}: ${r.files} files, ${formatBytes(r.bytes)}; read ${r.filesRead} changed files, stored ${formatBytes(r.newBytes)} new` : `${r.id}: no changes since the head`));
+      o.result(r, () =>
+        r.changed
+          ? `${r.id}: ${r.files} files, ${formatBytes(r.bytes)}; read ${r.filesRead} changed files, stored ${formatBytes(r.newBytes)} new`
+          : `${r.id}: no changes since the head`,
+      );
     }),
   );
 
@@ -280,18 +325,30 @@ daemon
     if (!(await client.running())) {
       // a live supervisor is starting a daemon that died again
       const supervisor = livePid(pathsOf(config).supervisorPidFile);
-      o.result(supervisor === undefined ? { running: false } : { running: false, supervisor }, () => (supervisor === undefined ? 'awcd is not running' : `awcd is not running; its supervisor (pid ${supervisor}) is starting it again`));
+      o.result(supervisor === undefined ? { running: false } : { running: false, supervisor }, () =>
+        supervisor === undefined ? 'awcd is not running' : `awcd is not running; its supervisor (pid ${supervisor}) is starting it again`,
+      );
       return;
     }
-    const s = (await client.call('GET', '/v1/status', undefined, { start: false })) as { pid: number; mounts: { workspace: string; path: string }[]; contentObjects: number };
-    o.result({ running: true, ...s }, () => [`awcd running (pid ${s.pid}), ${s.contentObjects} content objects known`, ...s.mounts.map((m) => `  ${m.workspace} at ${m.path}`)].join('\n'));
+    const s = (await client.call('GET', '/v1/status', undefined, { start: false })) as {
+      pid: number;
+      mounts: { workspace: string; path: string }[];
+      contentObjects: number;
+    };
+    o.result({ running: true, ...s }, () =>
+      [
+        `awcd running (pid ${s.pid}), ${s.contentObjects} content objects known`,
+        ...s.mounts.map((m) => `  ${m.workspace} at ${m.path}`),
+      ].join('\n'),
+    );
   });
 daemon
   .command('run')
   .description('run the daemon and its supervisor in the foreground (what `start` runs)')
   .action(async () => {
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
-    const logLine = (role: string) => (l: Record<string, unknown>) => process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role, ...l }) + '\n');
+    const logLine = (role: string) => (l: Record<string, unknown>) =>
+      process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role, ...l }) + '\n');
     if (process.env.AWC_DAEMON_WORKER !== '1') {
       // the supervisor: keeps the content FUSE connection and starts the daemon (this command with AWC_DAEMON_WORKER=1)
       const { runSupervisor } = await import('../daemon/supervisor.js');
@@ -339,7 +396,9 @@ program
       return;
     }
     if (o.json) {
-      const json = (await client.call('GET', '/v1/metrics.json', undefined, { start: false, timeoutMs: 10_000 })) as Parameters<typeof flattenMetrics>[0];
+      const json = (await client.call('GET', '/v1/metrics.json', undefined, { start: false, timeoutMs: 10_000 })) as Parameters<
+        typeof flattenMetrics
+      >[0];
       o.result({ running: true, metrics: flattenMetrics(json) }, () => '');
     } else {
       process.stdout.write((await fetchDaemonText(pathsOf(config).socket, '/metrics')).text);
@@ -354,13 +413,22 @@ demo
   .action((opts: { source?: string }) => runMainDemo({ home: globals().home, source: opts.source, json: globals().json === true }));
 demo
   .command('fanout')
-  .description('N workspaces of one snapshot read the same files at once: backend reads, cache, host disk and daemon memory against N copies')
+  .description(
+    'N workspaces of one snapshot read the same files at once: backend reads, cache, host disk and daemon memory against N copies',
+  )
   .option('--workspaces <n>', 'workspaces to fork and mount', '100')
   .option('--files <f>', 'read only the first F regular files (default: all)')
   .option('--source <dir>', 'tree to import (default: this project checkout with its node_modules)')
   .option('--concurrency <c>', 'reads in flight at once across all mounts', '32')
   .action(async (opts: { workspaces: string; files?: string; source?: string; concurrency: string }) => {
-    await runFanoutDemo({ home: globals().home, source: opts.source, workspaces: Number(opts.workspaces), files: opts.files === undefined ? undefined : Number(opts.files), concurrency: Number(opts.concurrency), json: globals().json === true });
+    await runFanoutDemo({
+      home: globals().home,
+      source: opts.source,
+      workspaces: Number(opts.workspaces),
+      files: opts.files === undefined ? undefined : Number(opts.files),
+      concurrency: Number(opts.concurrency),
+      json: globals().json === true,
+    });
   });
 
 async function main(): Promise<void> {

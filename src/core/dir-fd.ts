@@ -190,7 +190,8 @@ export class DirFd {
           next = fs.openSync(`/proc/self/fd/${cur}/${p}`, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          if (code === 'ENOTDIR' || code === 'ELOOP' || code === 'ENOENT') throw new AwcError('E_PATH_TRAVERSAL', `${relPath}: ${p} is not a directory of the tree`, { cause: err });
+          if (code === 'ENOTDIR' || code === 'ELOOP' || code === 'ENOENT')
+            throw new AwcError('E_PATH_TRAVERSAL', `${relPath}: ${p} is not a directory of the tree`, { cause: err });
           throw toAwcError(err);
         }
         fs.closeSync(cur);
@@ -213,7 +214,8 @@ export class DirFd {
     fs.mkdirSync(this.path(name), mode);
     dirFdTestHooks.beforeOpen?.(rel);
     const fd = openOrUndefined(this.path(name), DIR_FLAGS);
-    if (fd === undefined) throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the directory just created`);
+    if (fd === undefined)
+      throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the directory just created`);
     return new DirFd(fd, rel);
   }
 
@@ -227,7 +229,9 @@ export class DirFd {
     const st = this.lstat(name);
     if (!st) return;
     if (opts.dev !== undefined && st.dev !== opts.dev) {
-      throw new AwcError('E_TARGET_BUSY', `${this.childRel(name)} is on another file system (a mount point): not removed`, { details: { path: this.childRel(name) } });
+      throw new AwcError('E_TARGET_BUSY', `${this.childRel(name)} is on another file system (a mount point): not removed`, {
+        details: { path: this.childRel(name) },
+      });
     }
     if (st.isDirectory()) {
       const fd = openOrUndefined(this.path(name), DIR_FLAGS);
@@ -235,7 +239,9 @@ export class DirFd {
         const sub = new DirFd(fd, this.childRel(name));
         try {
           if (opts.dev !== undefined && fs.fstatSync(fd, { bigint: true }).dev !== opts.dev) {
-            throw new AwcError('E_TARGET_BUSY', `${sub.rel} is on another file system (a mount point): not removed`, { details: { path: sub.rel } });
+            throw new AwcError('E_TARGET_BUSY', `${sub.rel} is on another file system (a mount point): not removed`, {
+              details: { path: sub.rel },
+            });
           }
           for (const n of sub.list()) sub.removeTree(n.toString('utf8'), opts);
         } finally {

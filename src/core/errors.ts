@@ -26,28 +26,72 @@ export const ERROR_CODES = {
   E_CONFIG: { exit: 2, retryable: false, hint: 'Check the configuration file and AWC_* environment variables.' },
   E_NOT_FOUND: { exit: 3, retryable: false, hint: 'List what exists with `awc snapshot ls` or `awc ls`.' },
   E_SOURCE_NOT_FOUND: { exit: 3, retryable: false, hint: 'Check the path you passed.' },
-  E_NO_HOME: { exit: 3, retryable: false, hint: 'No AWC home exists there yet; create one with `awc snapshot import <dir>`, or pass --home / AWC_HOME.' },
-  E_OBJECT_NOT_FOUND: { exit: 5, retryable: false, hint: 'The object store lacks an object the catalog refers to; restore the object store from a copy, or re-import the snapshot.' },
-  E_AMBIGUOUS: { exit: 2, retryable: false, hint: 'Use the full id instead of a prefix or name, or say the kind: snapshot:<name>, workspace:<name>.' },
-  E_NAME_TAKEN: { exit: 4, retryable: false, hint: 'Pick another name (names are unique per namespace among snapshots, and among workspaces).' },
+  E_NO_HOME: {
+    exit: 3,
+    retryable: false,
+    hint: 'No AWC home exists there yet; create one with `awc snapshot import <dir>`, or pass --home / AWC_HOME.',
+  },
+  E_OBJECT_NOT_FOUND: {
+    exit: 5,
+    retryable: false,
+    hint: 'The object store lacks an object the catalog refers to; restore the object store from a copy, or re-import the snapshot.',
+  },
+  E_AMBIGUOUS: {
+    exit: 2,
+    retryable: false,
+    hint: 'Use the full id instead of a prefix or name, or say the kind: snapshot:<name>, workspace:<name>.',
+  },
+  E_NAME_TAKEN: {
+    exit: 4,
+    retryable: false,
+    hint: 'Pick another name (names are unique per namespace among snapshots, and among workspaces).',
+  },
   E_ALREADY_MOUNTED: { exit: 4, retryable: false, hint: 'Unmount it first with `awc unmount <workspace>`.' },
   E_NOT_MOUNTED: { exit: 4, retryable: false, hint: 'Mount it first with `awc mount <workspace> <dir>`.' },
   E_TARGET_BUSY: { exit: 4, retryable: true, hint: 'The directory is in use or not empty; pick an empty directory or close what uses it.' },
-  E_TARGET_EXISTS: { exit: 4, retryable: false, hint: 'The target exists and is not empty; export to a new or empty directory, or pass --overwrite to replace it.' },
+  E_TARGET_EXISTS: {
+    exit: 4,
+    retryable: false,
+    hint: 'The target exists and is not empty; export to a new or empty directory, or pass --overwrite to replace it.',
+  },
   E_IN_USE: { exit: 4, retryable: false, hint: 'Remove or unmount what refers to it first.' },
   E_CATALOG_BUSY: { exit: 4, retryable: true, hint: 'Another awc process holds the catalog lock; run the command again.' },
-  E_CHANGED_DURING_READ: { exit: 4, retryable: true, hint: 'A file changed while it was read; run the command again, or pass --allow-changing to store what was read.' },
-  E_STILL_MOUNTED: { exit: 4, retryable: true, hint: 'An earlier mount of this workspace is still alive (processes hold files in it); end those processes, then mount again.' },
+  E_CHANGED_DURING_READ: {
+    exit: 4,
+    retryable: true,
+    hint: 'A file changed while it was read; run the command again, or pass --allow-changing to store what was read.',
+  },
+  E_STILL_MOUNTED: {
+    exit: 4,
+    retryable: true,
+    hint: 'An earlier mount of this workspace is still alive (processes hold files in it); end those processes, then mount again.',
+  },
   E_INTEGRITY: { exit: 5, retryable: false, hint: 'Stored bytes do not match their digest; restore the object store from another copy.' },
   E_FORMAT: { exit: 5, retryable: false, hint: 'The object is not in a format this version reads; upgrade awc.' },
   E_PATH_TRAVERSAL: { exit: 5, retryable: false, hint: 'The archive or tree names a path outside its root; it was refused.' },
   E_UNSUPPORTED: { exit: 7, retryable: false, hint: 'This kind of entry is not supported yet; see docs/reference/formats.md.' },
   E_UNSUPPORTED_NAME: { exit: 7, retryable: false, hint: 'File names must be valid UTF-8 in this version; rename the entry.' },
-  E_NO_SPACE: { exit: 6, retryable: true, hint: 'The disk (or quota) is full; free space, or lower AWC_CACHE_BYTES, and run the command again.' },
-  E_READ_ONLY: { exit: 6, retryable: false, hint: 'The file system is read-only; pass a writable --home (or AWC_HOME), or remount it read-write.' },
-  E_NAME_TOO_LONG: { exit: 7, retryable: false, hint: 'A path or name is longer than the system allows (255 bytes a name, 4096 a path); shorten it.' },
+  E_NO_SPACE: {
+    exit: 6,
+    retryable: true,
+    hint: 'The disk (or quota) is full; free space, or lower AWC_CACHE_BYTES, and run the command again.',
+  },
+  E_READ_ONLY: {
+    exit: 6,
+    retryable: false,
+    hint: 'The file system is read-only; pass a writable --home (or AWC_HOME), or remount it read-write.',
+  },
+  E_NAME_TOO_LONG: {
+    exit: 7,
+    retryable: false,
+    hint: 'A path or name is longer than the system allows (255 bytes a name, 4096 a path); shorten it.',
+  },
   E_IO: { exit: 6, retryable: false, hint: 'The operating system reported an I/O error; check the disk (`dmesg`) and its free space.' },
-  E_CLOSED_PIPE: { exit: 141, retryable: false, hint: 'The program reading the output closed it early (e.g. `head`); awc stopped writing.' },
+  E_CLOSED_PIPE: {
+    exit: 141,
+    retryable: false,
+    hint: 'The program reading the output closed it early (e.g. `head`); awc stopped writing.',
+  },
   E_PERMISSION: { exit: 6, retryable: false, hint: 'Run as root, or use the copy driver (AWC_MOUNT_DRIVER=copy).' },
   E_MOUNT_FAILED: { exit: 6, retryable: true, hint: 'Run `awc doctor` to see which mount driver this host can use.' },
   E_DAEMON_UNAVAILABLE: { exit: 6, retryable: true, hint: 'Start it with `awc daemon start` and check `awc daemon status`.' },
@@ -124,7 +168,8 @@ function sqliteCode(code: string): { code: ErrorCode; hint?: string } | undefine
   if (code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE') return { code: 'E_NO_SPACE' };
   if (code.startsWith('SQLITE_READONLY')) return { code: 'E_READ_ONLY' };
   if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN')) return { code: 'E_IO' };
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') return { code: 'E_INTEGRITY', hint: 'The catalog (catalog.sqlite) is damaged; restore it from a copy.' };
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')
+    return { code: 'E_INTEGRITY', hint: 'The catalog (catalog.sqlite) is damaged; restore it from a copy.' };
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return { code: 'E_CATALOG_BUSY' };
   return undefined;
 }
@@ -143,7 +188,10 @@ function realMkdirError(e: NodeJS.ErrnoException | undefined): NodeJS.ErrnoExcep
         return undefined;
       } catch (probe) {
         const p = probe as NodeJS.ErrnoException;
-        return Object.assign(new Error(`cannot create ${e.path}: ${p.message.replace(/, access .*$/, '')}`), { code: p.code, path: e.path }) as NodeJS.ErrnoException;
+        return Object.assign(new Error(`cannot create ${e.path}: ${p.message.replace(/, access .*$/, '')}`), {
+          code: p.code,
+          path: e.path,
+        }) as NodeJS.ErrnoException;
       }
     }
     if (dir === dirname(dir)) return undefined;

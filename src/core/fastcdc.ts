@@ -58,7 +58,11 @@ if (CHUNKER_ID !== `fastcdc2020-awc1-${MIN_SIZE}-${AVG_SIZE}-${MAX_SIZE}`) {
 /** Derives the gear table (256 uint32) from GEAR_SEED, as documented in the module doc. */
 function makeGear(): Uint32Array {
   const bytes = Buffer.alloc(1024);
-  for (let j = 0; j < 32; j++) createHash('sha256').update(`${GEAR_SEED} ${j}`, 'ascii').digest().copy(bytes, j * 32);
+  for (let j = 0; j < 32; j++)
+    createHash('sha256')
+      .update(`${GEAR_SEED} ${j}`, 'ascii')
+      .digest()
+      .copy(bytes, j * 32);
   const gear = new Uint32Array(256);
   for (let i = 0; i < 256; i++) gear[i] = bytes.readUInt32BE(i * 4);
   return gear;

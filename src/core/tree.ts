@@ -118,7 +118,14 @@ function attrs(e: EntryAttrs): EntryAttrs {
 export function canonicalEntry(e: Entry): Entry {
   switch (e.type) {
     case 'file':
-      return { type: 'file', name: e.name, ...attrs(e), size: e.size, digest: e.digest, chunks: e.chunks.map((c) => ({ digest: c.digest, size: c.size })) };
+      return {
+        type: 'file',
+        name: e.name,
+        ...attrs(e),
+        size: e.size,
+        digest: e.digest,
+        chunks: e.chunks.map((c) => ({ digest: c.digest, size: c.size })),
+      };
     case 'dir':
       return { type: 'dir', name: e.name, ...attrs(e), tree: e.tree };
     case 'symlink':
@@ -142,7 +149,8 @@ export function encodeTree(entries: readonly Entry[]): { bytes: Buffer; digest: 
   const sorted = [...entries].sort((a, b) => compareNames(a.name, b.name));
   for (let i = 0; i < sorted.length; i++) {
     checkName(sorted[i].name);
-    if (i > 0 && sorted[i - 1].name === sorted[i].name) throw new AwcError('E_FORMAT', `duplicate entry name ${JSON.stringify(sorted[i].name)}`);
+    if (i > 0 && sorted[i - 1].name === sorted[i].name)
+      throw new AwcError('E_FORMAT', `duplicate entry name ${JSON.stringify(sorted[i].name)}`);
   }
   const obj: TreeObject = { v: 1, entries: sorted.map(canonicalEntry) };
   const bytes = Buffer.from(JSON.stringify(obj), 'utf8');

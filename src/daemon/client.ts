@@ -4,7 +4,7 @@ import { closeSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { AwcError, toAwcError, type ErrorJson } from '../core/errors.js';
 import { mkdirPrivateSync, openPrivateAppendSync } from '../core/private-fs.js';
-import { pathsOf, type AwcConfig } from '../service/config.js';
+import { pathsOf, type AwcConfig } from '../config/config.js';
 import { livePid } from './pid-file.js';
 
 /**
@@ -84,29 +84,39 @@ export class DaemonClient {
   private raw(method: string, path: string, body: unknown, timeoutMs = 600_000): Promise<unknown> {
     return new Promise((resolve, reject) => {
       const data = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
-      const req = request({ socketPath: this.socket, method, path, headers: data ? { 'content-type': 'application/json', 'content-length': data.length } : {}, timeout: timeoutMs }, (res) => {
-        const parts: Buffer[] = [];
-        res.on('data', (d) => parts.push(d));
-        res.on('end', () => {
-          const text = Buffer.concat(parts).toString('utf8');
-          if (path === '/metrics' && res.statusCode === 200) {
-            resolve(text);
-            return;
-          }
-          let json: { error?: ErrorJson } & Record<string, unknown>;
-          try {
-            json = text === '' ? {} : JSON.parse(text);
-          } catch {
-            reject(new AwcError('E_INTERNAL', `daemon sent a non-JSON answer: ${text.slice(0, 200)}`));
-            return;
-          }
-          if (res.statusCode && res.statusCode >= 400) reject(AwcError.fromJSON(json.error ?? {}));
-          else resolve(json);
-        });
-      });
+      const req = request(
+        {
+          socketPath: this.socket,
+          method,
+          path,
+          headers: data ? { 'content-type': 'application/json', 'content-length': data.length } : {},
+          timeout: timeoutMs,
+        },
+        (res) => {
+          const parts: Buffer[] = [];
+          res.on('data', (d) => parts.push(d));
+          res.on('end', () => {
+            const text = Buffer.concat(parts).toString('utf8');
+            if (path === '/metrics' && res.statusCode === 200) {
+              resolve(text);
+              return;
+            }
+            let json: { error?: ErrorJson } & Record<string, unknown>;
+            try {
+              json = text === '' ? {} : JSON.parse(text);
+            } catch {
+              reject(new AwcError('E_INTERNAL', `daemon sent a non-JSON answer: ${text.slice(0, 200)}`));
+              return;
+            }
+            if (res.statusCode && res.statusCode >= 400) reject(AwcError.fromJSON(json.error ?? {}));
+            else resolve(json);
+          });
+        },
+      );
       req.on('timeout', () => req.destroy(new Error('timeout')));
       req.on('error', (err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon is not running (${this.socket})`));
+        if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED')
+          reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon is not running (${this.socket})`));
         else reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not answer: ${err.message}`));
       });
       if (data) req.write(data);

@@ -21,7 +21,7 @@ import { mountsAt, readMountInfo } from '../host/fuse/mount-util.js';
 import { describeUse, overlayUpper, probeUpperInUse, upperInUse, type Holder } from '../host/upper-use.js';
 import { cleanLeftovers, findLeftovers } from '../host/leftovers.js';
 import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
-import { pathsOf, type AwcConfig, type AwcPaths } from '../service/config.js';
+import { pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
 import { DaemonMetrics } from './metrics.js';
 import { listenOnSocket, resolveGroup } from './socket-file.js';
 import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
@@ -150,16 +150,24 @@ export class HostDaemon extends EventEmitter {
     await prepareHome(this.paths);
     await mkdirPrivate(this.paths.hostDir);
     if (await socketAnswers(this.paths.socket)) {
-      throw new AwcError('E_DAEMON_UNAVAILABLE', `another host daemon already serves ${this.paths.socket}`, { hint: 'Use it, or stop it first with `awc daemon stop`.' });
+      throw new AwcError('E_DAEMON_UNAVAILABLE', `another host daemon already serves ${this.paths.socket}`, {
+        hint: 'Use it, or stop it first with `awc daemon stop`.',
+      });
     }
     const other = livePid(this.paths.pidFile);
     if (other !== undefined && other !== process.pid) {
       // a daemon that stopped answering is still unmounting: starting now would race it for the mounts
-      throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon (pid ${other}) is still stopping`, { hint: 'Wait for it to exit, then start again.' });
+      throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon (pid ${other}) is still stopping`, {
+        hint: 'Wait for it to exit, then start again.',
+      });
     }
     this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
-    this.emit('log', { level: 'info', msg: 'swept temporary objects left by killed writers', ...(await this.store.sweepTemp(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))) });
+    this.emit('log', {
+      level: 'info',
+      msg: 'swept temporary objects left by killed writers',
+      ...(await this.store.sweepTemp(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))),
+    });
     const resume = this.opts.resume === true && this.opts.fuseFd !== undefined;
     // a daemon that died leaves its content mount behind, disconnected (ENOTCONN): detach it first
     if (!resume && isMounted(this.paths.content)) await unmount(this.paths.content, true);
@@ -176,8 +184,16 @@ export class HostDaemon extends EventEmitter {
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
     // (x64 only: the arena's lock-free check was written and tested for x86's memory order; see content-arena.ts)
-    const session = this.opts.fuseFd === undefined ? undefined : { fd: this.opts.fuseFd, stateFile: this.paths.fuseSession, nodeLog: this.paths.fuseNodes, resume };
-    this.fuse = new ContentFuse({ mountpoint: this.paths.content, source: this.source, arenaBytes: process.arch === 'x64' ? ARENA_BYTES : 0, session });
+    const session =
+      this.opts.fuseFd === undefined
+        ? undefined
+        : { fd: this.opts.fuseFd, stateFile: this.paths.fuseSession, nodeLog: this.paths.fuseNodes, resume };
+    this.fuse = new ContentFuse({
+      mountpoint: this.paths.content,
+      source: this.source,
+      arenaBytes: process.arch === 'x64' ? ARENA_BYTES : 0,
+      session,
+    });
     const fuse = this.fuse;
     this.fetcher.on('fetch', (e: FetchEvent) => {
       if (!e.readAhead) return;
@@ -247,7 +263,8 @@ export class HostDaemon extends EventEmitter {
           this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
           continue;
         }
-        if (await this.waiting.tryRemount(ws.namespace, ws.id, ws.mountPath)) this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
+        if (await this.waiting.tryRemount(ws.namespace, ws.id, ws.mountPath))
+          this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
       } catch (err) {
         this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
       }
@@ -259,7 +276,8 @@ export class HostDaemon extends EventEmitter {
   private async sweepStrayOverlays(): Promise<void> {
     const owned = new Set([...this.mounts.values(), ...this.waiting.entries().map(([, w]) => w)].map((m) => m.path));
     const strays = findLeftovers(this.paths, readMountInfo()).filter((l) => l.kind === 'overlay' && !owned.has(l.path));
-    for (const c of await cleanLeftovers(strays)) this.emit('log', { level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
+    for (const c of await cleanLeftovers(strays))
+      this.emit('log', { level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
   }
 
   /**
@@ -268,7 +286,12 @@ export class HostDaemon extends EventEmitter {
    * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
    * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget)
    */
-  async mount(ns: string, wsId: string, target: string, op: 'mount' | 'remount' = 'mount'): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
+  async mount(
+    ns: string,
+    wsId: string,
+    target: string,
+    op: 'mount' | 'remount' = 'mount',
+  ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
     // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
     if (op === 'mount') await checkMountTarget(target, this.config.home);
     const ws = await this.catalog.getWorkspace(ns, wsId);
@@ -291,7 +314,9 @@ export class HostDaemon extends EventEmitter {
       // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
       const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
       if (use.inUse) {
-        throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, { details: { holders: use.holders, mountedAt: use.mountedAt } });
+        throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, {
+          details: { holders: use.holders, mountedAt: use.mountedAt },
+        });
       }
     }
     if (!pending) {
@@ -310,7 +335,16 @@ export class HostDaemon extends EventEmitter {
     try {
       const m = mountsAt(target, 'overlay').at(-1);
       const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
-      await writeHostState(this.paths.workspaces, { v: 1, workspaceId: ws.id, namespace: ns, driver: 'overlay', target, layerSnapshotId, layerRoot, mount });
+      await writeHostState(this.paths.workspaces, {
+        v: 1,
+        workspaceId: ws.id,
+        namespace: ns,
+        driver: 'overlay',
+        target,
+        layerSnapshotId,
+        layerRoot,
+        mount,
+      });
       await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
     } catch (err) {
       await unmount(target, true);
@@ -386,11 +420,21 @@ export class HostDaemon extends EventEmitter {
       m.cacheCorrupt.inc();
       this.emit('log', { level: 'warn', msg: 'cache corrupt', digest: e.digest, reason: e.reason });
     });
-    this.fetcher.on('integrity-error', (e: { digest: string; pack: string }) => this.emit('log', { level: 'error', msg: 'integrity', digest: e.digest, pack: e.pack }));
-    this.fetcher.on('refetch', (e: { digest: string; pack: string }) => this.emit('log', { level: 'warn', msg: 'refetch', digest: e.digest, pack: e.pack }));
-    this.fetcher.on('cache-error', (e: { digest: string; error: unknown }) => this.emit('log', { level: 'warn', msg: 'cache write failed', digest: e.digest, err: String(e.error) }));
-    this.fetcher.on('read-ahead-drop', (e: { digest: string; pack: string }) => this.emit('log', { level: 'warn', msg: 'read-ahead chunk failed verification (dropped)', digest: e.digest, pack: e.pack }));
-    this.fetcher.on('pack-index-error', (e: { pack: string; error: unknown }) => this.emit('log', { level: 'warn', msg: 'pack index unusable (no read-ahead there for now)', pack: e.pack, err: String(e.error) }));
+    this.fetcher.on('integrity-error', (e: { digest: string; pack: string }) =>
+      this.emit('log', { level: 'error', msg: 'integrity', digest: e.digest, pack: e.pack }),
+    );
+    this.fetcher.on('refetch', (e: { digest: string; pack: string }) =>
+      this.emit('log', { level: 'warn', msg: 'refetch', digest: e.digest, pack: e.pack }),
+    );
+    this.fetcher.on('cache-error', (e: { digest: string; error: unknown }) =>
+      this.emit('log', { level: 'warn', msg: 'cache write failed', digest: e.digest, err: String(e.error) }),
+    );
+    this.fetcher.on('read-ahead-drop', (e: { digest: string; pack: string }) =>
+      this.emit('log', { level: 'warn', msg: 'read-ahead chunk failed verification (dropped)', digest: e.digest, pack: e.pack }),
+    );
+    this.fetcher.on('pack-index-error', (e: { pack: string; error: unknown }) =>
+      this.emit('log', { level: 'warn', msg: 'pack index unusable (no read-ahead there for now)', pack: e.pack, err: String(e.error) }),
+    );
   }
 
   status(): DaemonStatus {
@@ -482,7 +526,11 @@ export class HostDaemon extends EventEmitter {
           out = await this.metrics.json();
           break;
         case 'POST /v1/checkpoint-report':
-          this.metrics.recordCheckpoint({ driver: str(body, 'driver'), durationMs: body.durationMs as number, newBytes: body.newBytes as number });
+          this.metrics.recordCheckpoint({
+            driver: str(body, 'driver'),
+            durationMs: body.durationMs as number,
+            newBytes: body.newBytes as number,
+          });
           out = { ok: true };
           break;
         case 'POST /v1/stop': {

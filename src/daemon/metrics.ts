@@ -83,7 +83,8 @@ export class DaemonMetrics {
    */
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    const counter = <L extends string = never>(name: string, help: string, labelNames: readonly L[] = []) => new Counter<L>({ name, help, labelNames, registers });
+    const counter = <L extends string = never>(name: string, help: string, labelNames: readonly L[] = []) =>
+      new Counter<L>({ name, help, labelNames, registers });
     const gauge = (name: string, help: string) => new Gauge({ name, help, registers });
     this.backendReads = counter('awc_backend_reads_total', 'Object-store reads (ranged GETs) made for content.');
     this.backendReadBytes = counter('awc_backend_read_bytes_total', 'Bytes returned by object-store reads for content.');
@@ -93,7 +94,10 @@ export class DaemonMetrics {
     this.cacheEvictedBytes = counter('awc_cache_evicted_bytes_total', 'Bytes evicted from the chunk cache.');
     this.cacheInsertedBytes = counter('awc_cache_inserted_bytes_total', 'Bytes inserted into the chunk cache.');
     this.cacheCorrupt = counter('awc_cache_corrupt_total', 'Cached chunks that failed digest verification (dropped and refetched).');
-    this.singleflightJoins = counter('awc_singleflight_joins_total', 'Requests that joined an in-flight backend read instead of making their own.');
+    this.singleflightJoins = counter(
+      'awc_singleflight_joins_total',
+      'Requests that joined an in-flight backend read instead of making their own.',
+    );
     this.fuseOperations = counter('awc_fuse_operations_total', 'FUSE requests received by the content server, by opcode.', ['op']);
     this.fuseWorkerOperations = counter(
       'awc_fuse_worker_operations_total',
@@ -112,7 +116,10 @@ export class DaemonMetrics {
     this.leaseEvents = counter('awc_lease_events_total', 'Lease events, by event.', ['event']);
     this.cacheBytes = gauge('awc_cache_bytes', 'Bytes held by the chunk cache.');
     this.cacheBudgetBytes = gauge('awc_cache_budget_bytes', 'Byte budget of the chunk cache.');
-    this.cachePendingBytes = gauge('awc_cache_pending_bytes', 'Bytes of chunks waiting to be written to the disk cache (write-behind; served from memory meanwhile).');
+    this.cachePendingBytes = gauge(
+      'awc_cache_pending_bytes',
+      'Bytes of chunks waiting to be written to the disk cache (write-behind; served from memory meanwhile).',
+    );
     this.mountedWorkspaces = gauge('awc_mounted_workspaces', 'Workspaces mounted by this daemon.');
     this.contentObjects = gauge('awc_content_objects', 'Content objects known to the content FUSE server.');
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'awc_' });
@@ -150,9 +157,11 @@ export class DaemonMetrics {
    * @throws E_USAGE when a value is not a finite number ≥ 0 or driver is empty
    */
   recordCheckpoint(r: { driver: string; durationMs: number; newBytes: number }): void {
-    if (typeof r.driver !== 'string' || !/^[a-z0-9_-]{1,32}$/.test(r.driver)) throw new AwcError('E_USAGE', `invalid checkpoint driver ${JSON.stringify(r.driver)}`);
+    if (typeof r.driver !== 'string' || !/^[a-z0-9_-]{1,32}$/.test(r.driver))
+      throw new AwcError('E_USAGE', `invalid checkpoint driver ${JSON.stringify(r.driver)}`);
     for (const k of ['durationMs', 'newBytes'] as const) {
-      if (typeof r[k] !== 'number' || !Number.isFinite(r[k]) || r[k] < 0) throw new AwcError('E_USAGE', `invalid checkpoint ${k} ${JSON.stringify(r[k])}`);
+      if (typeof r[k] !== 'number' || !Number.isFinite(r[k]) || r[k] < 0)
+        throw new AwcError('E_USAGE', `invalid checkpoint ${k} ${JSON.stringify(r[k])}`);
     }
     this.checkpoints.inc({ driver: r.driver });
     this.checkpointBytes.inc(r.newBytes);
@@ -201,7 +210,9 @@ export type FlatMetric = number | { labels: Record<string, string | number>; val
  * `le`), `h_sum` and `h_count`. One sample without labels becomes a bare number; anything
  * else (labelled metrics, even with no samples yet) an array.
  */
-export function flattenMetrics(json: readonly { name: string; values?: readonly { value: number; labels?: Record<string, string | number>; metricName?: string }[] }[]): Record<string, FlatMetric> {
+export function flattenMetrics(
+  json: readonly { name: string; values?: readonly { value: number; labels?: Record<string, string | number>; metricName?: string }[] }[],
+): Record<string, FlatMetric> {
   const out: Record<string, FlatMetric> = {};
   for (const m of json) {
     const groups = new Map<string, { labels: Record<string, string | number>; value: number }[]>();
@@ -246,7 +257,8 @@ export function fetchDaemonText(socket: string, path: string, timeoutMs = 10_000
     });
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon is not running (${socket})`));
+      if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED')
+        reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon is not running (${socket})`));
       else reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not answer: ${err.message}`));
     });
     req.end();

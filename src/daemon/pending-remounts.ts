@@ -52,7 +52,14 @@ export class PendingRemounts {
     }
     const use = await upperInUse(dirs.upper, dirs.dir, state?.mount ? [state.mount.id] : []);
     if (busyHere || use.inUse) {
-      if (!this.waiting.has(wsId)) this.log({ level: 'warn', msg: 'remount waits: the old mount is still in use', workspace: wsId, path, holders: describeHolders(use.holders) });
+      if (!this.waiting.has(wsId))
+        this.log({
+          level: 'warn',
+          msg: 'remount waits: the old mount is still in use',
+          workspace: wsId,
+          path,
+          holders: describeHolders(use.holders),
+        });
       this.waiting.set(wsId, { namespace: ns, path, holders: use.holders });
       if (!this.stopped) this.timer ??= setInterval(() => void this.retry(), 1000);
       return false;

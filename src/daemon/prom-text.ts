@@ -28,4 +28,3 @@ export function sumOf(s: Samples, name: string, labels: Record<string, string> =
   for (const x of s.get(name) ?? []) if (Object.entries(labels).every(([k, want]) => x.labels[k] === want)) v += x.value;
   return v;
 }
-

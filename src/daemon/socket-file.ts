@@ -28,7 +28,10 @@ export function resolveGroup(group: string): number {
     // exit 2: no such group
   }
   const gid = Number(line.split(':')[2]);
-  if (!line || !Number.isInteger(gid)) throw new AwcError('E_CONFIG', `no group ${JSON.stringify(group)} on this host (socketGroup)`, { hint: 'Create the group, or set socketGroup / AWC_SOCKET_GROUP to an existing one.' });
+  if (!line || !Number.isInteger(gid))
+    throw new AwcError('E_CONFIG', `no group ${JSON.stringify(group)} on this host (socketGroup)`, {
+      hint: 'Create the group, or set socketGroup / AWC_SOCKET_GROUP to an existing one.',
+    });
   return gid;
 }
 
@@ -43,9 +46,13 @@ export function prepareSocketDir(socket: string): void {
   if (made !== undefined) fs.chmodSync(dir, 0o755);
   const st = fs.lstatSync(dir);
   if (!st.isDirectory() || st.uid !== process.getuid?.() || (st.mode & 0o022) !== 0) {
-    throw new AwcError('E_PERMISSION', `the daemon socket's directory ${dir} must be a directory owned by uid ${process.getuid?.()} and writable by nobody else`, {
-      hint: `Fix its owner and mode (chown root ${dir}; chmod 755 ${dir}), or choose another socket path (socket / AWC_SOCKET).`,
-    });
+    throw new AwcError(
+      'E_PERMISSION',
+      `the daemon socket's directory ${dir} must be a directory owned by uid ${process.getuid?.()} and writable by nobody else`,
+      {
+        hint: `Fix its owner and mode (chown root ${dir}; chmod 755 ${dir}), or choose another socket path (socket / AWC_SOCKET).`,
+      },
+    );
   }
 }
 
@@ -57,7 +64,10 @@ export function prepareSocketDir(socket: string): void {
 export async function listenOnSocket(server: Server, socket: string, gid?: number): Promise<number> {
   prepareSocketDir(socket);
   const existing = fs.lstatSync(socket, { throwIfNoEntry: false });
-  if (existing && !existing.isSocket()) throw new AwcError('E_CONFIG', `${socket} exists and is not a socket`, { hint: 'Choose another socket path (socket / AWC_SOCKET), or remove that file.' });
+  if (existing && !existing.isSocket())
+    throw new AwcError('E_CONFIG', `${socket} exists and is not a socket`, {
+      hint: 'Choose another socket path (socket / AWC_SOCKET), or remove that file.',
+    });
   fs.rmSync(socket, { force: true });
   const old = process.umask(0o177);
   try {

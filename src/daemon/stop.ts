@@ -1,7 +1,7 @@
 import { existsSync, rmSync } from 'node:fs';
 import { SqlCatalog } from '../catalog/sql-catalog.js';
 import { cleanLeftovers, findLeftovers, type CleanedMount } from '../host/leftovers.js';
-import { pathsOf, type AwcConfig } from '../service/config.js';
+import { pathsOf, type AwcConfig } from '../config/config.js';
 import { DaemonClient } from './client.js';
 import { livePid } from './pid-file.js';
 
@@ -67,7 +67,10 @@ export async function stopDaemon(config: AwcConfig, force: boolean): Promise<Sto
   if (running) {
     await client.call('POST', '/v1/stop', { force }, { start: false });
     // wait until the processes have exited (the daemon unmounts after it stops answering)
-    await waitFor(async () => !(await client.running()) && livePid(paths.pidFile) === undefined && livePid(paths.supervisorPidFile) === undefined, 60_000);
+    await waitFor(
+      async () => !(await client.running()) && livePid(paths.pidFile) === undefined && livePid(paths.supervisorPidFile) === undefined,
+      60_000,
+    );
     stopped = true;
   }
   await terminate(paths.supervisorPidFile, 10_000);
@@ -82,7 +85,8 @@ export async function stopDaemon(config: AwcConfig, force: boolean): Promise<Sto
  */
 export async function cleanDeadDaemon(config: AwcConfig): Promise<CleanedMount[]> {
   const paths = pathsOf(config);
-  if (livePid(paths.pidFile) !== undefined || livePid(paths.supervisorPidFile) !== undefined || (await new DaemonClient(config).running())) return [];
+  if (livePid(paths.pidFile) !== undefined || livePid(paths.supervisorPidFile) !== undefined || (await new DaemonClient(config).running()))
+    return [];
   const cleaned = await cleanLeftovers(findLeftovers(paths));
   if (existsSync(paths.catalog)) {
     const catalog = await SqlCatalog.openSqlite(paths.catalog);

@@ -5,11 +5,13 @@
  * the environment as for `awc`. Kept apart from the CLI so that the long-lived supervisor loads
  * only what it needs. Logs JSON lines on stderr.
  */
-import { loadConfig } from '../service/config.js';
+import { loadConfig } from '../config/config.js';
 import { runSupervisor } from './supervisor.js';
 
 const i = process.argv.indexOf('--home');
 const home = i >= 0 ? process.argv[i + 1] : undefined;
 const config = loadConfig({ home });
-const code = await runSupervisor(config, (l) => process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role: 'supervisor', ...l }) + '\n'));
+const code = await runSupervisor(config, (l) =>
+  process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role: 'supervisor', ...l }) + '\n'),
+);
 process.exit(code);

@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { detectDriver } from '../host/doctor.js';
 import { abortFuseConnection, FUSECTL_DIR } from '../host/fuse/mount-util.js';
 import { readSessionState } from '../host/fuse/fuse-session.js';
-import { pathsOf, type AwcConfig } from '../service/config.js';
+import { pathsOf, type AwcConfig } from '../config/config.js';
 import { livePid } from './pid-file.js';
 
 /** Worker exit code: refused to start; the supervisor gives up with the same code. */
@@ -88,10 +88,19 @@ export function runSupervisor(config: AwcConfig, log: SupervisorLog): Promise<nu
       resolveExit(code);
     };
     const start = (resume: boolean): void => {
-      const env: NodeJS.ProcessEnv = { ...process.env, AWC_HOME: config.home, AWC_NAMESPACE: config.namespace, AWC_DAEMON_WORKER: '1', AWC_FUSE_RESUME: resume ? '1' : '0' };
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        AWC_HOME: config.home,
+        AWC_NAMESPACE: config.namespace,
+        AWC_DAEMON_WORKER: '1',
+        AWC_FUSE_RESUME: resume ? '1' : '0',
+      };
       if (fd >= 0) env.AWC_FUSE_FD = '3';
       else delete env.AWC_FUSE_FD;
-      child = spawn(process.execPath, [main, '--home', config.home, 'daemon', 'run'], { stdio: ['ignore', 'inherit', 'inherit', ...(fd >= 0 ? [fd] : [])], env });
+      child = spawn(process.execPath, [main, '--home', config.home, 'daemon', 'run'], {
+        stdio: ['ignore', 'inherit', 'inherit', ...(fd >= 0 ? [fd] : [])],
+        env,
+      });
       log({ level: 'info', msg: resume ? 'daemon started on the live connection' : 'daemon started', pid: child.pid });
       child.once('error', (err) => log({ level: 'error', msg: 'cannot start the daemon', err: String(err) }));
       child.once('exit', (code, signal) => onExit(code, signal));

@@ -130,7 +130,12 @@ export class CachedContentSource implements ContentSource {
     if (end <= offset) return EMPTY;
     const ends = f.ends;
     if (ends.length === 0 || ends[ends.length - 1] < end) {
-      return Promise.reject(new AwcError('E_FORMAT', `content ${hex}: its chunks cover ${ends.length ? ends[ends.length - 1] : 0} bytes, its size is ${f.size}`));
+      return Promise.reject(
+        new AwcError(
+          'E_FORMAT',
+          `content ${hex}: its chunks cover ${ends.length ? ends[ends.length - 1] : 0} bytes, its size is ${f.size}`,
+        ),
+      );
     }
     const first = firstAbove(ends, offset); // first chunk ending after `offset`
     const last = firstAbove(ends, end - 1); // chunk holding byte end-1

@@ -204,7 +204,10 @@ export class ChunkCache extends EventEmitter {
     this.writeBehindMs = opts.writeBehindMs ?? 50;
     this.writeBehindBytes = opts.writeBehindBytes ?? Math.floor((opts.maxPendingBytes ?? 256 * 1024 * 1024) / 4);
     if (!Number.isSafeInteger(this.maxWrites) || this.maxWrites < 1 || !(this.writeBehindMs >= 0) || !(this.writeBehindBytes >= 0)) {
-      throw new AwcError('E_USAGE', `invalid write options (maxConcurrentWrites ${opts.maxConcurrentWrites}, writeBehindMs ${opts.writeBehindMs}, writeBehindBytes ${opts.writeBehindBytes})`);
+      throw new AwcError(
+        'E_USAGE',
+        `invalid write options (maxConcurrentWrites ${opts.maxConcurrentWrites}, writeBehindMs ${opts.writeBehindMs}, writeBehindBytes ${opts.writeBehindBytes})`,
+      );
     }
     this.dir = opts.dir;
     this.dirSlash = opts.dir.endsWith('/') ? opts.dir : `${opts.dir}/`;
@@ -529,12 +532,20 @@ export class ChunkCache extends EventEmitter {
   private pump(): void {
     while (this.writeWaiters.length > 0 && this.writesRunning < this.maxWrites) {
       const quietFor = performance.now() - this.lastPut;
-      if (!(this.flushing > 0 || quietFor >= this.writeBehindMs || this.waitingBytes > this.writeBehindBytes || this.reserved * 4 >= this.budgetBytes)) {
+      if (!(
+        this.flushing > 0 ||
+        quietFor >= this.writeBehindMs ||
+        this.waitingBytes > this.writeBehindBytes ||
+        this.reserved * 4 >= this.budgetBytes
+      )) {
         if (!this.pumpTimer) {
-          this.pumpTimer = setTimeout(() => {
-            this.pumpTimer = undefined;
-            this.pump();
-          }, Math.ceil(this.writeBehindMs - quietFor) + 1);
+          this.pumpTimer = setTimeout(
+            () => {
+              this.pumpTimer = undefined;
+              this.pump();
+            },
+            Math.ceil(this.writeBehindMs - quietFor) + 1,
+          );
         }
         return;
       }
@@ -649,7 +660,8 @@ export class ChunkCache extends EventEmitter {
 function verifyOrThrow(digest: Digest, data: Buffer): void {
   const got = sha256(data);
   if (got !== digest) {
-    throw new AwcError('E_INTEGRITY', `chunk ${digest} failed verification on its way into the cache (got ${got})`, { details: { expected: digest, got } });
+    throw new AwcError('E_INTEGRITY', `chunk ${digest} failed verification on its way into the cache (got ${got})`, {
+      details: { expected: digest, got },
+    });
   }
 }
-

@@ -298,7 +298,14 @@ export class ChunkFetcher extends EventEmitter {
     this.readAheadMax = opts.readAheadBytes ?? 0;
     this.readAheadMin = Math.min(this.readAheadMax, opts.readAheadMinBytes ?? DEFAULT_READ_AHEAD_MIN_BYTES);
     this.packIndexBytes = opts.packIndexBytes ?? DEFAULT_PACK_INDEX_BYTES;
-    if (!(this.maxMerge > 0) || !(this.maxGap >= 0) || !(this.maxReads >= 1) || !(this.readAheadMax >= 0) || !(this.packIndexBytes >= 0) || (this.readAheadMax > 0 && !(this.readAheadMin > 0))) {
+    if (
+      !(this.maxMerge > 0) ||
+      !(this.maxGap >= 0) ||
+      !(this.maxReads >= 1) ||
+      !(this.readAheadMax >= 0) ||
+      !(this.packIndexBytes >= 0) ||
+      (this.readAheadMax > 0 && !(this.readAheadMin > 0))
+    ) {
       throw new AwcError(
         'E_USAGE',
         `invalid ChunkFetcher options (maxMergeBytes ${this.maxMerge}, maxGapBytes ${this.maxGap}, maxConcurrentReads ${this.maxReads}, readAheadBytes ${this.readAheadMax}, readAheadMinBytes ${this.readAheadMin}, packIndexBytes ${this.packIndexBytes})`,
@@ -544,7 +551,8 @@ export class ChunkFetcher extends EventEmitter {
       // ahead anyway), unless a window in flight lies between them.
       if (
         g &&
-        ((loc.offset - g.end <= this.maxGap && Math.max(g.end, end) - g.start <= this.maxMerge) || Math.max(g.end, end) - g.start <= this.readAheadMax) &&
+        ((loc.offset - g.end <= this.maxGap && Math.max(g.end, end) - g.start <= this.maxMerge) ||
+          Math.max(g.end, end) - g.start <= this.readAheadMax) &&
         !ps.windows.some((x) => x.start < loc.offset && x.end > g!.end)
       ) {
         g.end = Math.max(g.end, end);
@@ -618,7 +626,8 @@ export class ChunkFetcher extends EventEmitter {
     for (const w of ps.windows) if (w.start >= g.end && w.start < limit) limit = w.start;
     let end: number;
     if (index) end = this.windowEnd(ps, index, g, Math.min(g.start + stream.size, limit));
-    else if (index === null) end = g.end; // no index: no read-ahead in this pack for now
+    else if (index === null)
+      end = g.end; // no index: no read-ahead in this pack for now
     else end = Math.max(g.end, Math.min(g.start + stream.size, limit)); // index not known yet: boundaries found afterwards
     if (end <= g.start) return false;
     stream.next = end;
@@ -661,7 +670,14 @@ export class ChunkFetcher extends EventEmitter {
   }
 
   /** Reads a window: delivers the asked-for blobs, then keeps the other chunks in it. Never rejects. */
-  private async readWindow(ps: PackState, g: Group, w: Window, index: PackIndexInfo | null | undefined, arrive: (span: Buffer) => void, planned: () => void): Promise<void> {
+  private async readWindow(
+    ps: PackState,
+    g: Group,
+    w: Window,
+    index: PackIndexInfo | null | undefined,
+    arrive: (span: Buffer) => void,
+    planned: () => void,
+  ): Promise<void> {
     const length = w.end - w.start;
     let span: Buffer;
     try {
@@ -699,7 +715,10 @@ export class ChunkFetcher extends EventEmitter {
     const first = g.items.length > 0 ? g.items[0].loc : undefined;
     const at = first ? firstAtOrAfter(index, first.offset) : 0;
     if (first && (at >= index.count || index.offsets[at] !== first.offset || digestAt(index, at) !== first.digest)) {
-      this.emit('pack-index-error', { pack: g.pack, error: new AwcError('E_FORMAT', `pack ${g.pack}: its index does not list ${first.digest} at ${first.offset}`) });
+      this.emit('pack-index-error', {
+        pack: g.pack,
+        error: new AwcError('E_FORMAT', `pack ${g.pack}: its index does not list ${first.digest} at ${first.offset}`),
+      });
       if (ps.index === index) {
         this.packIndexUsed -= index.bytes;
         ps.index = null;
@@ -939,7 +958,13 @@ export class ChunkFetcher extends EventEmitter {
   }
 
   /** One ranged read, singleflighted per (pack, offset, length) — refetches in their own key space. */
-  private readRange(pack: string, offset: number, length: number, refetch: boolean, kind: BackendReadEvent['kind'] = 'blobs'): Promise<Buffer> {
+  private readRange(
+    pack: string,
+    offset: number,
+    length: number,
+    refetch: boolean,
+    kind: BackendReadEvent['kind'] = 'blobs',
+  ): Promise<Buffer> {
     const key = `${refetch ? 'refetch:' : ''}${pack}@${offset}+${length}`;
     return this.rangeFlights.do(key, async () => {
       // Backpressure: do not fetch faster than the cache can write (memory stays bounded).
@@ -969,7 +994,8 @@ export class ChunkFetcher extends EventEmitter {
 
   private release(): void {
     const next = this.readWaiters.shift();
-    if (next) next(); // the slot passes to the next waiter
+    if (next)
+      next(); // the slot passes to the next waiter
     else this.reading--;
   }
 }
@@ -1021,7 +1047,9 @@ function isBadBytes(err: unknown): boolean {
 }
 
 function sizeError(b: Buffer, ref: ChunkRef): AwcError {
-  return new AwcError('E_INTEGRITY', `chunk ${ref.digest} has ${b.length} bytes, the file lists ${ref.size}`, { details: { digest: ref.digest } });
+  return new AwcError('E_INTEGRITY', `chunk ${ref.digest} has ${b.length} bytes, the file lists ${ref.size}`, {
+    details: { digest: ref.digest },
+  });
 }
 
 function checkSize(b: Buffer, ref: ChunkRef): Buffer {

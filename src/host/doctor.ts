@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
 import { join } from 'node:path';
-import type { MountDriverChoice } from '../service/config.js';
+import type { MountDriverChoice } from '../config/config.js';
 
 /** One check `awc doctor` ran and its outcome. */
 export interface DoctorCheck {
@@ -35,14 +35,33 @@ export function detectDriver(choice: MountDriverChoice = 'auto'): DriverReport {
   const checks: DoctorCheck[] = [
     { name: 'root', ok: process.getuid?.() === 0, detail: `uid ${process.getuid?.()}` },
     { name: '/dev/fuse', ok: existsSync('/dev/fuse'), detail: existsSync('/dev/fuse') ? 'present' : 'missing' },
-    { name: 'fuse', ok: /\tfuse\n/.test(fsList), detail: /\tfuse\n/.test(fsList) ? 'in /proc/filesystems' : 'not in /proc/filesystems (modprobe fuse)' },
-    { name: 'overlay', ok: /\toverlay\n/.test(fsList), detail: /\toverlay\n/.test(fsList) ? 'in /proc/filesystems' : 'not in /proc/filesystems (modprobe overlay)' },
+    {
+      name: 'fuse',
+      ok: /\tfuse\n/.test(fsList),
+      detail: /\tfuse\n/.test(fsList) ? 'in /proc/filesystems' : 'not in /proc/filesystems (modprobe fuse)',
+    },
+    {
+      name: 'overlay',
+      ok: /\toverlay\n/.test(fsList),
+      detail: /\toverlay\n/.test(fsList) ? 'in /proc/filesystems' : 'not in /proc/filesystems (modprobe overlay)',
+    },
     { name: 'kernel >= 6.5', ok: maj > 6 || (maj === 6 && min >= 5), detail: release() },
   ];
-  if (choice === 'copy') return { driver: 'copy', reason: 'the copy driver was chosen by configuration (mountDriver/AWC_MOUNT_DRIVER)', checks };
+  if (choice === 'copy')
+    return { driver: 'copy', reason: 'the copy driver was chosen by configuration (mountDriver/AWC_MOUNT_DRIVER)', checks };
   const failed = checks.filter((c) => !c.ok);
-  if (failed.length === 0) return { driver: 'overlay', reason: 'root, /dev/fuse, FUSE, overlayfs and Linux >= 6.5 are present: overlayfs over a layer directory and a lazy FUSE content lower', checks };
-  return { driver: 'copy', reason: `overlay is not possible here (${failed.map((c) => `${c.name}: ${c.detail}`).join('; ')}): snapshots are materialised into the target directory`, checks };
+  if (failed.length === 0)
+    return {
+      driver: 'overlay',
+      reason:
+        'root, /dev/fuse, FUSE, overlayfs and Linux >= 6.5 are present: overlayfs over a layer directory and a lazy FUSE content lower',
+      checks,
+    };
+  return {
+    driver: 'copy',
+    reason: `overlay is not possible here (${failed.map((c) => `${c.name}: ${c.detail}`).join('; ')}): snapshots are materialised into the target directory`,
+    checks,
+  };
 }
 
 function safeRead(p: string): string {
@@ -59,7 +78,8 @@ function safeRead(p: string): string {
  */
 export function checkHome(home: string): DoctorCheck {
   const name = 'home';
-  if (!existsSync(join(home, 'catalog.sqlite'))) return { name, ok: false, detail: `${home}: no AWC home yet (\`awc snapshot import <dir>\` creates it)` };
+  if (!existsSync(join(home, 'catalog.sqlite')))
+    return { name, ok: false, detail: `${home}: no AWC home yet (\`awc snapshot import <dir>\` creates it)` };
   try {
     accessSync(home, constants.W_OK);
     return { name, ok: true, detail: `${home}: writable` };

@@ -153,7 +153,15 @@ function applyAttrs(p: string, e: { mode: number; uid: number; gid: number; xatt
   if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr.setAttributeSync(p, k, Buffer.from(v, 'base64'));
 }
 
-async function buildDir(src: TreeSource, tree: Digest, dir: string, rel: string, meta: LayerMeta, dirTimes: [string, string][], ctx: BuildCtx): Promise<void> {
+async function buildDir(
+  src: TreeSource,
+  tree: Digest,
+  dir: string,
+  rel: string,
+  meta: LayerMeta,
+  dirTimes: [string, string][],
+  ctx: BuildCtx,
+): Promise<void> {
   const t = await src.readTree(tree);
   for (const e of t.entries) {
     const p = join(dir, e.name);
@@ -162,7 +170,15 @@ async function buildDir(src: TreeSource, tree: Digest, dir: string, rel: string,
   }
 }
 
-async function buildEntry(src: TreeSource, e: Entry, p: string, relPath: string, meta: LayerMeta, dirTimes: [string, string][], ctx: BuildCtx): Promise<void> {
+async function buildEntry(
+  src: TreeSource,
+  e: Entry,
+  p: string,
+  relPath: string,
+  meta: LayerMeta,
+  dirTimes: [string, string][],
+  ctx: BuildCtx,
+): Promise<void> {
   switch (e.type) {
     case 'dir':
       fs.mkdirSync(p);

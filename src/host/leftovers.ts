@@ -6,7 +6,7 @@
  */
 import { readMountInfo, runCommand, type MountInfo } from './fuse/mount-util.js';
 import { overlayUpper } from './upper-use.js';
-import type { AwcPaths } from '../service/config.js';
+import type { AwcPaths } from '../config/config.js';
 
 /** A mount left behind: an overlay of a workspace of this home, or the home's content FUSE. */
 export interface Leftover {

@@ -11,7 +11,8 @@ import { AwcError } from '../core/errors.js';
 export async function run(cmd: string, args: string[], opts: { what?: string } = {}): Promise<string> {
   const r = await runCommand(cmd, args);
   if (r.code === 0) return r.stdout;
-  const why = r.code === null ? `killed or failed to start: ${r.stderr.trim() || r.signal}` : `exit ${r.code}: ${r.stderr.trim() || r.stdout.trim()}`;
+  const why =
+    r.code === null ? `killed or failed to start: ${r.stderr.trim() || r.signal}` : `exit ${r.code}: ${r.stderr.trim() || r.stdout.trim()}`;
   throw new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd} failed (${why})`);
 }
 
@@ -42,7 +43,10 @@ export async function unmount(target: string, lazy = false): Promise<void> {
   try {
     await run('umount', lazy ? ['-l', target] : [target], { what: `umount ${target}` });
   } catch (err) {
-    if (/busy/i.test((err as Error).message)) throw new AwcError('E_TARGET_BUSY', `${target} is busy: ${(err as Error).message}`, { hint: 'Close the shells and programs using it, or pass --force for a lazy unmount.' });
+    if (/busy/i.test((err as Error).message))
+      throw new AwcError('E_TARGET_BUSY', `${target} is busy: ${(err as Error).message}`, {
+        hint: 'Close the shells and programs using it, or pass --force for a lazy unmount.',
+      });
     throw err;
   }
 }
@@ -77,7 +81,8 @@ export async function bindMountNoSuid(src: string, target: string): Promise<void
 export async function checkMountTarget(target: string, home: string): Promise<void> {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
   const h = resolve(home);
-  if (target === h || target.startsWith(h + '/')) throw new AwcError('E_USAGE', `${target} is inside the AWC home ${h}`, { hint: 'Mount workspaces outside the data directory.' });
+  if (target === h || target.startsWith(h + '/'))
+    throw new AwcError('E_USAGE', `${target} is inside the AWC home ${h}`, { hint: 'Mount workspaces outside the data directory.' });
   const st = await stat(target).catch(() => undefined);
   if (!st?.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);
   if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${target} is not empty`);

@@ -3,13 +3,16 @@ import * as xattr from 'fs-xattr';
 import { isDigest, type Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError } from '../core/errors.js';
-import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
+import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
 import { shortContentName } from './fuse/content-table.js';
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {
-  writeFileFd(fd: number, opts: { path: string; allowChanging?: boolean }): Promise<{ digest: Digest; size: number; chunks: ChunkRef[]; st: fs.BigIntStats; changing: boolean }>;
+  writeFileFd(
+    fd: number,
+    opts: { path: string; allowChanging?: boolean },
+  ): Promise<{ digest: Digest; size: number; chunks: ChunkRef[]; st: fs.BigIntStats; changing: boolean }>;
   writeTree(entries: readonly Entry[]): Promise<Digest>;
   writeRoot(root: Omit<EntryAttrs, never> & { tree: Digest }): Promise<Digest>;
 }
@@ -164,7 +167,10 @@ class Merger {
 
   /** Merges the upper directory `dir` (its `rel` is the path in the workspace) into `children`. */
   async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null): Promise<void> {
-    const names = dir.list().map((b) => decodeUtf8Name(b, dir.childRel(b.toString('latin1')))).sort(compareNames);
+    const names = dir
+      .list()
+      .map((b) => decodeUtf8Name(b, dir.childRel(b.toString('latin1'))))
+      .sort(compareNames);
     for (const name of names) {
       const relPath = dir.childRel(name);
       const base = children.get(name);
@@ -211,7 +217,12 @@ class Merger {
         continue;
       }
       if (found.type === 'symlink') {
-        children.set(name, { type: 'symlink', name, ...keepBaseTime(attrsFromStat(st, undefined), base), target: decodeUtf8Name(found.target, relPath) });
+        children.set(name, {
+          type: 'symlink',
+          name,
+          ...keepBaseTime(attrsFromStat(st, undefined), base),
+          target: decodeUtf8Name(found.target, relPath),
+        });
         continue;
       }
       if (st.isCharacterDevice() && st.rdev === 0n) {
@@ -247,18 +258,35 @@ class Merger {
         const known = this.contents[hex];
         if (known && isDigest(digest)) data = { digest, size: known[0], chunks: known[1].map(([d, s]) => ({ digest: d, size: s })) };
       } else {
-        const from = ov.redirect !== undefined ? (ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect)) : lowerPath === null ? null : joinRel(lowerPath, name);
+        const from =
+          ov.redirect !== undefined
+            ? ov.redirect.startsWith('/')
+              ? ov.redirect.slice(1)
+              : lowerPath === null
+                ? null
+                : joinRel(lowerPath, ov.redirect)
+            : lowerPath === null
+              ? null
+              : joinRel(lowerPath, name);
         baseFile = from === null ? undefined : await this.lookupBase(from);
         if (baseFile?.type === 'file') data = { digest: baseFile.digest, size: baseFile.size, chunks: baseFile.chunks };
       }
-      if (!data) throw new AwcError('E_INTEGRITY', `metadata-only copy-up ${relPath} has no lower data (redirect ${ov.redirect ?? 'none'})`);
+      if (!data)
+        throw new AwcError('E_INTEGRITY', `metadata-only copy-up ${relPath} has no lower data (redirect ${ov.redirect ?? 'none'})`);
       return { type: 'file', name, ...keepBaseTime(attrs0, baseFile), size: data.size, digest: data.digest, chunks: data.chunks };
     }
     const key = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()] as const;
     const hit = this.statCache[relPath];
     if (hit && hit[0] === key[0] && hit[1] === key[1] && hit[2] === key[2] && hit[3] === key[3]) {
       this.nextCache[relPath] = hit;
-      return { type: 'file', name, ...attrs0, size: Number(st.size), digest: hit[4], chunks: hit[5].map(([digest, size]) => ({ digest, size })) };
+      return {
+        type: 'file',
+        name,
+        ...attrs0,
+        size: Number(st.size),
+        digest: hit[4],
+        chunks: hit[5].map(([digest, size]) => ({ digest, size })),
+      };
     }
     const c = await this.writer.writeFileFd(fd, { path: relPath, allowChanging: this.allowChanging });
     this.filesRead++;
@@ -266,7 +294,15 @@ class Merger {
     const after = c.st;
     if (c.changing) this.changing.push(relPath);
     // a file stored while it kept changing must be read again next time: no stat cache entry
-    else this.nextCache[relPath] = [after.ino.toString(), after.size.toString(), after.mtimeNs.toString(), after.ctimeNs.toString(), c.digest, c.chunks.map((x) => [x.digest, x.size])];
+    else
+      this.nextCache[relPath] = [
+        after.ino.toString(),
+        after.size.toString(),
+        after.mtimeNs.toString(),
+        after.ctimeNs.toString(),
+        c.digest,
+        c.chunks.map((x) => [x.digest, x.size]),
+      ];
     return { type: 'file', name, ...attrsFromStat(after, readUserXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
   }
 

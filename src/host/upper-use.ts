@@ -47,7 +47,8 @@ export interface UpperUse {
 /** The `upperdir=` of an overlay's super options (unescaped), or undefined. */
 export function overlayUpper(m: MountInfo): string | undefined {
   if (m.fsType !== 'overlay') return undefined;
-  for (const opt of m.superOptions.split(',')) if (opt.startsWith('upperdir=')) return Buffer.from(unescapeMountField(opt.slice(9)), 'latin1').toString('utf8');
+  for (const opt of m.superOptions.split(','))
+    if (opt.startsWith('upperdir=')) return Buffer.from(unescapeMountField(opt.slice(9)), 'latin1').toString('utf8');
   return undefined;
 }
 
@@ -64,7 +65,13 @@ export async function probeUpperInUse(upper: string, scratch: string): Promise<b
   mkdirSync(target, { recursive: true, mode: 0o700 });
   try {
     // LC_ALL=C: the answer is read from mount(8)'s message
-    const r = await runCommand('mount', ['-t', 'overlay', 'overlay', '-o', `index=on,lowerdir=${lower},upperdir=${upper},workdir=/proc`, target], [], 30_000, { ...process.env, LC_ALL: 'C' });
+    const r = await runCommand(
+      'mount',
+      ['-t', 'overlay', 'overlay', '-o', `index=on,lowerdir=${lower},upperdir=${upper},workdir=/proc`, target],
+      [],
+      30_000,
+      { ...process.env, LC_ALL: 'C' },
+    );
     if (r.code === 0) {
       // cannot happen (workdir on /proc): undo it and say free, which the kernel just proved
       await runCommand('umount', ['-l', target]);
@@ -119,14 +126,19 @@ function safe<T>(f: () => T, fallback: T): T {
 export function findHolders(upper: string, mountIds: Iterable<number> = []): Holder[] {
   const ids = new Set(mountIds);
   const ownNs = safe(() => readlinkSync('/proc/self/ns/mnt'), '');
-  const pids = readdirSync('/proc').filter((n) => /^\d+$/.test(n)).map(Number).filter((p) => p !== process.pid);
+  const pids = readdirSync('/proc')
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .filter((p) => p !== process.pid);
   const nsMounts = new Map<string, MountInfo[]>();
   const nsOf = new Map<number, string>();
   for (const pid of pids) {
     const ns = safe(() => readlinkSync(`/proc/${pid}/ns/mnt`), '');
     nsOf.set(pid, ns);
     if (ns === '' || nsMounts.has(ns)) continue;
-    const mounts = safe(() => readMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'latin1')), [] as MountInfo[]).filter((m) => overlayUpper(m) === upper);
+    const mounts = safe(() => readMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'latin1')), [] as MountInfo[]).filter(
+      (m) => overlayUpper(m) === upper,
+    );
     nsMounts.set(ns, mounts);
     for (const m of mounts) ids.add(m.mountId);
   }
@@ -148,7 +160,10 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
     for (const fd of safe(() => readdirSync(`${base}/fd`), [] as string[])) {
       const id = fdinfoMountId(`${base}/fdinfo/${fd}`);
       if (id !== undefined && ids.has(id)) {
-        add(`fd ${fd}`, safe(() => readlinkSync(`${base}/fd/${fd}`), undefined));
+        add(
+          `fd ${fd}`,
+          safe(() => readlinkSync(`${base}/fd/${fd}`), undefined),
+        );
         found = true;
         break;
       }
@@ -157,7 +172,10 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
     for (const link of ['cwd', 'root']) {
       const id = linkMountId(`${base}/${link}`);
       if (id !== undefined && ids.has(id)) {
-        add(link, safe(() => readlinkSync(`${base}/${link}`), undefined));
+        add(
+          link,
+          safe(() => readlinkSync(`${base}/${link}`), undefined),
+        );
         found = true;
         break;
       }
@@ -185,7 +203,9 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
 export async function upperInUse(upper: string, scratch: string, mountIds: Iterable<number> = []): Promise<UpperUse> {
   const busy = await probeUpperInUse(upper, scratch);
   const holders = findHolders(upper, mountIds);
-  const mountedAt = readMountInfo().filter((m) => overlayUpper(m) === upper).map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
+  const mountedAt = readMountInfo()
+    .filter((m) => overlayUpper(m) === upper)
+    .map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
   return { inUse: busy || holders.length > 0 || mountedAt.length > 0, holders, mountedAt };
 }
 

@@ -37,7 +37,10 @@ export interface WorkspaceHostState {
 }
 
 /** Directory layout of one workspace on this host (`tree`: the copy driver's materialised snapshot). */
-export function workspaceDirs(workspacesDir: string, id: string): { dir: string; upper: string; work: string; tree: string; state: string } {
+export function workspaceDirs(
+  workspacesDir: string,
+  id: string,
+): { dir: string; upper: string; work: string; tree: string; state: string } {
   const dir = join(workspacesDir, id);
   return { dir, upper: join(dir, 'upper'), work: join(dir, 'work'), tree: join(dir, 'tree'), state: join(dir, 'state.json') };
 }

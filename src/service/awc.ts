@@ -21,7 +21,7 @@ import { recordStats } from '../host/copy-stat-cache.js';
 import { describeUse, upperInUse, type Holder, type UpperUse } from '../host/upper-use.js';
 import { DaemonClient } from '../daemon/client.js';
 import { livePid } from '../daemon/pid-file.js';
-import { assertHome, loadConfig, pathsOf, type AwcConfig, type AwcPaths } from './config.js';
+import { assertHome, loadConfig, pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
 import { importDir } from './import-dir.js';
 import { importTar } from './import-tar.js';
 import { exportDir } from './export-dir.js';
@@ -126,7 +126,13 @@ export class Awc {
 
   /** A content writer; a dry run with `keepChunks` keeps the new chunks it saw in memory (see ContentWriterOptions). */
   private writer(dryRun = false, keepChunks = false): ContentWriter {
-    return new ContentWriter({ store: this.store, index: this.catalog.blobIndex(this.namespace), packBytes: this.config.packBytes, dryRun, keepChunks });
+    return new ContentWriter({
+      store: this.store,
+      index: this.catalog.blobIndex(this.namespace),
+      packBytes: this.config.packBytes,
+      dryRun,
+      keepChunks,
+    });
   }
 
   /**
@@ -134,7 +140,16 @@ export class Awc {
    * directory that keeps changing while read is stored as last read and listed in `changing`.
    * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
    */
-  async importSnapshot(source: string, opts: { name?: string; message?: string; allowChanging?: boolean; onProgress?: Progress; onWarning?: (w: { code: string; path: string; message: string }) => void } = {}): Promise<ImportResult> {
+  async importSnapshot(
+    source: string,
+    opts: {
+      name?: string;
+      message?: string;
+      allowChanging?: boolean;
+      onProgress?: Progress;
+      onWarning?: (w: { code: string; path: string; message: string }) => void;
+    } = {},
+  ): Promise<ImportResult> {
     const src = resolve(source);
     let st: fs.Stats;
     try {
@@ -148,7 +163,9 @@ export class Awc {
     if (opts.name !== undefined) await this.assertSnapshotNameFree(opts.name);
     const writer = this.writer();
     if (!st.isDirectory() && !(st.isFile() && looksLikeTar(src))) {
-      throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, { hint: 'Pass a directory, or a .tar / .tar.gz file.' });
+      throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, {
+        hint: 'Pass a directory, or a .tar / .tar.gz file.',
+      });
     }
     const r = st.isDirectory()
       ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning, allowChanging: opts.allowChanging })
@@ -163,12 +180,23 @@ export class Awc {
       byteCount: r.byteCount,
       packs,
     });
-    return { id: snap.id, name: snap.name, root: snap.root, files: r.fileCount, bytes: r.byteCount, newBytes: writer.stats.newBytes, storedBytes: writer.stats.storedBytes, skipped: r.skipped, ...changingOf(r.changing) };
+    return {
+      id: snap.id,
+      name: snap.name,
+      root: snap.root,
+      files: r.fileCount,
+      bytes: r.byteCount,
+      newBytes: writer.stats.newBytes,
+      storedBytes: writer.stats.storedBytes,
+      skipped: r.skipped,
+      ...changingOf(r.changing),
+    };
   }
 
   private async assertSnapshotNameFree(name: string): Promise<void> {
     const existing = await this.catalog.listSnapshots(this.namespace);
-    if (existing.some((s) => s.name === name)) throw new AwcError('E_NAME_TAKEN', `a snapshot named ${JSON.stringify(name)} already exists`);
+    if (existing.some((s) => s.name === name))
+      throw new AwcError('E_NAME_TAKEN', `a snapshot named ${JSON.stringify(name)} already exists`);
   }
 
   listSnapshots(): Promise<SnapshotRow[]> {
@@ -223,9 +251,12 @@ export class Awc {
    */
   async fork(snapshotRef: string, opts: { name?: string; count?: number } = {}): Promise<WorkspaceRow[]> {
     const count = opts.count ?? 1;
-    if (!Number.isInteger(count) || count < 1 || count > 100_000) throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${opts.count}`);
+    if (!Number.isInteger(count) || count < 1 || count > 100_000)
+      throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${opts.count}`);
     const snap = await this.getSnapshot(snapshotRef);
-    const names = Array.from({ length: count }, (_, i) => (opts.name === undefined ? null : count === 1 ? opts.name : `${opts.name}-${i + 1}`));
+    const names = Array.from({ length: count }, (_, i) =>
+      opts.name === undefined ? null : count === 1 ? opts.name : `${opts.name}-${i + 1}`,
+    );
     return this.catalog.forkWorkspaces(this.namespace, snap.id, names);
   }
 
@@ -245,12 +276,15 @@ export class Awc {
     const ws = await this.getWorkspace(wsRef);
     if (ws.mountState === 'mounted' && ws.mountDriver === 'copy' && ws.mountHost === this.config.host && ws.mountPath === resolve(dir)) {
       const state = await readHostState(this.paths.workspaces, ws.id);
-      if (state && (await rebindCopy(state, (t) => prepareTarget(t, this.config.home)))) return { workspace: ws.id, path: state.target, driver: 'copy', resumed: true };
+      if (state && (await rebindCopy(state, (t) => prepareTarget(t, this.config.home))))
+        return { workspace: ws.id, path: state.target, driver: 'copy', resumed: true };
     }
     if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
     if (target === this.config.home || target.startsWith(this.config.home + '/')) {
-      throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, { hint: 'Mount workspaces outside the data directory.' });
+      throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, {
+        hint: 'Mount workspaces outside the data directory.',
+      });
     }
     await prepareTarget(target, this.config.home);
     const report = this.doctor();
@@ -266,7 +300,9 @@ export class Awc {
       pending = undefined;
     }
     if (pending && pending.driver !== report.driver) {
-      throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes from a ${pending.driver} mount on this host`, { hint: `Mount it with AWC_MOUNT_DRIVER=${pending.driver}, or discard them with \`awc unmount ${ws.id} --discard\`.` });
+      throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes from a ${pending.driver} mount on this host`, {
+        hint: `Mount it with AWC_MOUNT_DRIVER=${pending.driver}, or discard them with \`awc unmount ${ws.id} --discard\`.`,
+      });
     }
     if (report.driver === 'overlay') {
       const client = new DaemonClient(this.config);
@@ -287,7 +323,10 @@ export class Awc {
    * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes),
    *   E_STILL_MOUNTED (discard of an upper an earlier mount still uses)
    */
-  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<{ workspace: string; path: string; pending: boolean; holders?: Holder[] }> {
+  async unmount(
+    refOrPath: string,
+    opts: { discard?: boolean; force?: boolean } = {},
+  ): Promise<{ workspace: string; path: string; pending: boolean; holders?: Holder[] }> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
     if (ws.mountState !== 'mounted') {
@@ -303,8 +342,22 @@ export class Awc {
       const live = state && !opts.discard ? await this.liveRoot(ws, state) : undefined; // discarding needs no scan
       const head = await this.getSnapshot(ws.headSnapshotId);
       const dirty = live !== undefined && live !== head.root;
-      if (dirty && !opts.discard) throw new AwcError('E_IN_USE', `workspace ${ws.id} has changes that are not checkpointed`, { hint: `Run \`awc checkpoint ${ws.id}\` first, or pass --discard to drop them.` });
-      await releaseCopy(state ?? { v: 1, workspaceId: ws.id, namespace: this.namespace, driver: 'copy', target: path, layerSnapshotId: head.id, layerRoot: head.root }, opts.force ?? false);
+      if (dirty && !opts.discard)
+        throw new AwcError('E_IN_USE', `workspace ${ws.id} has changes that are not checkpointed`, {
+          hint: `Run \`awc checkpoint ${ws.id}\` first, or pass --discard to drop them.`,
+        });
+      await releaseCopy(
+        state ?? {
+          v: 1,
+          workspaceId: ws.id,
+          namespace: this.namespace,
+          driver: 'copy',
+          target: path,
+          layerSnapshotId: head.id,
+          layerRoot: head.root,
+        },
+        opts.force ?? false,
+      );
       await removeHostState(this.paths.workspaces, ws.id);
       await this.catalog.setMount(ws.id, null);
       return { workspace: ws.id, path, pending: false };
@@ -312,23 +365,30 @@ export class Awc {
     const client = new DaemonClient(this.config);
     // a daemon that died and that its supervisor is starting again still serves the mount: wait for it
     const supervised = livePid(this.paths.supervisorPidFile) !== undefined;
-    await client.call('POST', '/v1/unmount', { namespace: this.namespace, workspace: ws.id, force: opts.force ?? false }, { start: supervised }).catch(async (err: unknown) => {
-      // daemon gone: the mount is dead anyway; detach it and clear the record
-      if (err instanceof AwcError && err.code === 'E_DAEMON_UNAVAILABLE') {
-        const { unmount } = await import('../host/mount-util.js');
-        await unmount(path, true);
-        await this.catalog.setMount(ws.id, null);
-        return;
-      }
-      throw err;
-    });
+    await client
+      .call('POST', '/v1/unmount', { namespace: this.namespace, workspace: ws.id, force: opts.force ?? false }, { start: supervised })
+      .catch(async (err: unknown) => {
+        // daemon gone: the mount is dead anyway; detach it and clear the record
+        if (err instanceof AwcError && err.code === 'E_DAEMON_UNAVAILABLE') {
+          const { unmount } = await import('../host/mount-util.js');
+          await unmount(path, true);
+          await this.catalog.setMount(ws.id, null);
+          return;
+        }
+        throw err;
+      });
     let pending = false;
     if (state) {
       if (opts.force) {
         // a lazy detach: processes may still write into the upper through the old mount
         const use = await this.upperUse(state);
         if (use.inUse) {
-          if (opts.discard) throw new AwcError('E_STILL_MOUNTED', `workspace ${ws.id} was detached from ${path}, but its changes are not discarded: the old mount is still alive (${describeUse(use)})`, { hint: `Run \`awc unmount ${ws.id} --discard\` again once those processes have exited.`, details: { holders: use.holders } });
+          if (opts.discard)
+            throw new AwcError(
+              'E_STILL_MOUNTED',
+              `workspace ${ws.id} was detached from ${path}, but its changes are not discarded: the old mount is still alive (${describeUse(use)})`,
+              { hint: `Run \`awc unmount ${ws.id} --discard\` again once those processes have exited.`, details: { holders: use.holders } },
+            );
           return { workspace: ws.id, path, pending: true, holders: use.holders };
         }
       }
@@ -349,7 +409,12 @@ export class Awc {
   private async refuseWhileUsed(state: WorkspaceHostState, what: string): Promise<void> {
     if (!fs.existsSync(workspaceDirs(this.paths.workspaces, state.workspaceId).upper)) return;
     const use = await this.upperUse(state);
-    if (use.inUse) throw new AwcError('E_STILL_MOUNTED', `workspace ${state.workspaceId}: ${what} while an earlier mount is alive (${describeUse(use)})`, { details: { holders: use.holders } });
+    if (use.inUse)
+      throw new AwcError(
+        'E_STILL_MOUNTED',
+        `workspace ${state.workspaceId}: ${what} while an earlier mount is alive (${describeUse(use)})`,
+        { details: { holders: use.holders } },
+      );
   }
 
   private async workspaceByRefOrPath(refOrPath: string): Promise<WorkspaceRow> {
@@ -367,7 +432,17 @@ export class Awc {
     return (await this.scanState(state, w)).root;
   }
 
-  private async scanState(state: WorkspaceHostState, writer: ContentWriter, allowChanging = false): Promise<{ root: Digest; filesRead: number; skipped: { path: string; reason: string }[]; changing?: string[]; upperCache?: UpperStatCache }> {
+  private async scanState(
+    state: WorkspaceHostState,
+    writer: ContentWriter,
+    allowChanging = false,
+  ): Promise<{
+    root: Digest;
+    filesRead: number;
+    skipped: { path: string; reason: string }[];
+    changing?: string[];
+    upperCache?: UpperStatCache;
+  }> {
     if (state.driver === 'copy') {
       const base = new Map<string, Entry>();
       const reader = this.reader();
@@ -377,7 +452,14 @@ export class Awc {
         // stat cache: a file or symlink whose inode, size, mtime and ctime are as materialised is the base entry
         reuse: (rel: string, st: fs.BigIntStats) => {
           const c = cache[rel];
-          if (!c || c[0] !== st.ino.toString() || c[1] !== st.size.toString() || c[2] !== st.mtimeNs.toString() || c[3] !== st.ctimeNs.toString()) return undefined;
+          if (
+            !c ||
+            c[0] !== st.ino.toString() ||
+            c[1] !== st.size.toString() ||
+            c[2] !== st.mtimeNs.toString() ||
+            c[3] !== st.ctimeNs.toString()
+          )
+            return undefined;
           const e = base.get(rel);
           return e && (e.type === 'file' || e.type === 'symlink') ? e : undefined;
         },
@@ -389,7 +471,16 @@ export class Awc {
     const dirs = workspaceDirs(this.paths.workspaces, state.workspaceId);
     const layer = await buildLayer(this.reader(), state.layerRoot, this.paths.layers);
     const statCache = await readUpperCache(dirs.dir);
-    const r = await mergeUpper({ src: this.reader(writer.sessionBlob.bind(writer)), base: state.layerRoot, upper: dirs.upper, writer, hardlinks: layer.meta.hardlinks, contents: layer.meta.contents, statCache, allowChanging });
+    const r = await mergeUpper({
+      src: this.reader(writer.sessionBlob.bind(writer)),
+      base: state.layerRoot,
+      upper: dirs.upper,
+      writer,
+      hardlinks: layer.meta.hardlinks,
+      contents: layer.meta.contents,
+      statCache,
+      allowChanging,
+    });
     return { root: r.root, filesRead: r.filesRead, skipped: r.skipped, changing: r.changing, upperCache: r.statCache };
   }
 
@@ -407,20 +498,49 @@ export class Awc {
     const head = await this.getSnapshot(ws.headSnapshotId);
     const state = await readHostState(this.paths.workspaces, ws.id);
     if (!state) {
-      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: 0, newBytes: 0, skipped: [] };
+      return {
+        id: head.id,
+        root: head.root,
+        changed: false,
+        parent: head.parentId ?? head.id,
+        files: head.fileCount,
+        bytes: head.byteCount,
+        filesRead: 0,
+        newBytes: 0,
+        skipped: [],
+      };
     }
     const writer = this.writer();
     const scan = await this.scanState(state, writer, opts.allowChanging);
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
-      return { id: head.id, root: head.root, changed: false, parent: head.parentId ?? head.id, files: head.fileCount, bytes: head.byteCount, filesRead: scan.filesRead, newBytes: 0, skipped: scan.skipped, ...changingOf(scan.changing) };
+      return {
+        id: head.id,
+        root: head.root,
+        changed: false,
+        parent: head.parentId ?? head.id,
+        files: head.fileCount,
+        bytes: head.byteCount,
+        filesRead: scan.filesRead,
+        newBytes: 0,
+        skipped: scan.skipped,
+        ...changingOf(scan.changing),
+      };
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,
-      snapshot: { namespace: this.namespace, root: scan.root, parentId: head.id, message: opts.message ?? null, fileCount: counts.files, byteCount: counts.bytes, packs },
+      snapshot: {
+        namespace: this.namespace,
+        root: scan.root,
+        parentId: head.id,
+        message: opts.message ?? null,
+        fileCount: counts.files,
+        byteCount: counts.bytes,
+        packs,
+      },
     });
     if (scan.upperCache) {
       // every digest in it is now committed: the next checkpoint may skip these files
@@ -432,7 +552,18 @@ export class Awc {
       await writeHostState(this.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
     }
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
-    return { id: snap.id, root: snap.root, changed: true, parent: head.id, files: counts.files, bytes: counts.bytes, filesRead: scan.filesRead, newBytes: writer.stats.newBytes, skipped: scan.skipped, ...changingOf(scan.changing) };
+    return {
+      id: snap.id,
+      root: snap.root,
+      changed: true,
+      parent: head.id,
+      files: counts.files,
+      bytes: counts.bytes,
+      filesRead: scan.filesRead,
+      newBytes: writer.stats.newBytes,
+      skipped: scan.skipped,
+      ...changingOf(scan.changing),
+    };
   }
 
   /**
@@ -470,7 +601,11 @@ export class Awc {
    * the dry-run scan of a live state keeps its new bytes (in no store yet) in memory.
    * @throws E_NOT_FOUND, E_AMBIGUOUS, E_CHANGED_DURING_READ (a live file kept changing)
    */
-  async diff(fromRef: string, toRef?: string, opts: { patch?: boolean; binary?: boolean; metadata?: boolean } = {}): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
+  async diff(
+    fromRef: string,
+    toRef?: string,
+    opts: { patch?: boolean; binary?: boolean; metadata?: boolean } = {},
+  ): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
     const writer = this.writer(true, opts.patch === true);
     let from: Digest;
     let to: Digest;
@@ -514,15 +649,31 @@ export class Awc {
    * @throws E_NOT_FOUND, E_TARGET_EXISTS (a tar file that exists, a directory not empty), E_PATH_TRAVERSAL, E_NO_SPACE…,
    *   E_USAGE (directory is, holds or is inside the home), E_TARGET_BUSY (a mount point at or below it)
    */
-  async export(ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean; onProgress?: Progress }): Promise<{ id: string; root: Digest; files: number; bytes: number; leftOut?: { path: string; reason: string }[] }> {
-    if ((opts.tar === undefined) === (opts.dir === undefined)) throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
+  async export(
+    ref: string,
+    opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean; onProgress?: Progress },
+  ): Promise<{ id: string; root: Digest; files: number; bytes: number; leftOut?: { path: string; reason: string }[] }> {
+    if ((opts.tar === undefined) === (opts.dir === undefined))
+      throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
     const r = await this.resolve(ref);
     const snap = r.kind === 'snapshot' ? r.snapshot : await this.getSnapshot(r.workspace.headSnapshotId);
     if (opts.tar !== undefined && opts.tar !== '-') await checkTarTarget(resolve(opts.tar));
-    const res = opts.tar !== undefined
-      ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
-      : await exportDir(this.reader(), snap.root, resolve(opts.dir!), { onProgress: opts.onProgress, overwrite: opts.overwrite, unprivileged: !opts.keepPrivileges, home: this.config.home });
-    return { id: snap.id, root: snap.root, files: res.files, bytes: res.bytes, ...('leftOut' in res ? { leftOut: (res as { leftOut: { path: string; reason: string }[] }).leftOut } : {}) };
+    const res =
+      opts.tar !== undefined
+        ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
+        : await exportDir(this.reader(), snap.root, resolve(opts.dir!), {
+            onProgress: opts.onProgress,
+            overwrite: opts.overwrite,
+            unprivileged: !opts.keepPrivileges,
+            home: this.config.home,
+          });
+    return {
+      id: snap.id,
+      root: snap.root,
+      files: res.files,
+      bytes: res.bytes,
+      ...('leftOut' in res ? { leftOut: (res as { leftOut: { path: string; reason: string }[] }).leftOut } : {}),
+    };
   }
 }
 

@@ -37,7 +37,14 @@ export interface CopyMaterialised {
  * Materialises `root` for workspace `wsId` at `target` (an empty directory).
  * @throws what exportDir throws
  */
-export async function materialiseCopy(reader: ContentReader, root: Digest, workspacesDir: string, wsId: string, target: string, onProgress?: (p: { files: number; bytes: number }) => void): Promise<CopyMaterialised> {
+export async function materialiseCopy(
+  reader: ContentReader,
+  root: Digest,
+  workspacesDir: string,
+  wsId: string,
+  target: string,
+  onProgress?: (p: { files: number; bytes: number }) => void,
+): Promise<CopyMaterialised> {
   const dirs = workspaceDirs(workspacesDir, wsId);
   if (process.getuid?.() === 0) {
     // written whole where only root reaches it, then bound at the target: the target shows
@@ -64,11 +71,28 @@ export async function materialiseCopy(reader: ContentReader, root: Digest, works
  * state, then the mount in the catalog; on failure nothing stays mounted or recorded.
  * @throws E_IN_USE (uncheckpointed changes from an earlier mount), what materialiseCopy throws
  */
-export async function mountCopy(awc: Awc, ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, onProgress?: (p: { files: number; bytes: number }) => void): Promise<MountResult> {
-  if (pending) throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, { hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.` });
+export async function mountCopy(
+  awc: Awc,
+  ws: WorkspaceRow,
+  target: string,
+  pending: WorkspaceHostState | undefined,
+  onProgress?: (p: { files: number; bytes: number }) => void,
+): Promise<MountResult> {
+  if (pending)
+    throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, {
+      hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.`,
+    });
   const head = await awc.getSnapshot(ws.headSnapshotId);
   const m = await materialiseCopy(awc.reader(), head.root, awc.paths.workspaces, ws.id, target, onProgress);
-  const state: WorkspaceHostState = { v: 1, workspaceId: ws.id, namespace: awc.namespace, driver: 'copy', target, layerSnapshotId: head.id, layerRoot: head.root };
+  const state: WorkspaceHostState = {
+    v: 1,
+    workspaceId: ws.id,
+    namespace: awc.namespace,
+    driver: 'copy',
+    target,
+    layerSnapshotId: head.id,
+    layerRoot: head.root,
+  };
   if (m.tree !== undefined) state.tree = m.tree;
   if (m.leftOut.length > 0) state.leftOut = m.leftOut;
   try {
@@ -126,7 +150,13 @@ export async function releaseCopy(state: WorkspaceHostState, force: boolean): Pr
  * of a file whose content and other mode bits are unchanged (as the kernel clears them on
  * a write). Returns `scanned` itself when there is nothing to put back.
  */
-export async function restoreLeftOut(src: ContentReader, writer: ContentWriter, scanned: Digest, base: Map<string, Entry>, leftOut: { path: string; reason: string }[] | undefined): Promise<Digest> {
+export async function restoreLeftOut(
+  src: ContentReader,
+  writer: ContentWriter,
+  scanned: Digest,
+  base: Map<string, Entry>,
+  leftOut: { path: string; reason: string }[] | undefined,
+): Promise<Digest> {
   const wanted = new Map<string, Entry>();
   for (const l of leftOut ?? []) {
     const e = base.get(l.path);
@@ -145,7 +175,13 @@ export async function restoreLeftOut(src: ContentReader, writer: ContentWriter, 
         const inner = await patch(e.tree, p);
         if (inner !== e.tree) entries[i] = { ...e, tree: inner };
         changed ||= inner !== e.tree;
-      } else if (b?.type === 'file' && e.type === 'file' && e.digest === b.digest && (e.mode & ~0o6000) === (b.mode & ~0o6000) && e.mode !== b.mode) {
+      } else if (
+        b?.type === 'file' &&
+        e.type === 'file' &&
+        e.digest === b.digest &&
+        (e.mode & ~0o6000) === (b.mode & ~0o6000) &&
+        e.mode !== b.mode
+      ) {
         entries[i] = { ...e, mode: b.mode };
         changed = true;
       }

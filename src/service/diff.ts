@@ -292,7 +292,8 @@ export function formatChanges(changes: readonly Change[]): string {
     const o = c.old;
     const n = c.new;
     if (c.status === 'type-changed' && o && n) line += ` (${o.type} → ${n.type})`;
-    else if ((c.status === 'mode-changed' || c.status === 'modified') && o && n && o.mode !== n.mode) line += ` (${octal(o.mode)} → ${octal(n.mode)})`;
+    else if ((c.status === 'mode-changed' || c.status === 'modified') && o && n && o.mode !== n.mode)
+      line += ` (${octal(o.mode)} → ${octal(n.mode)})`;
     else if (c.status === 'metadata-changed' && o && n) {
       const note = metadataNote(o, n);
       if (note) line += ` (${note})`;

@@ -40,8 +40,14 @@ export function checkExportTarget(target: string, shown: string, home: string | 
     if (within(h, real)) throw new AwcError('E_USAGE', `${shown} holds the AWC home ${h}`, { hint });
   }
   for (const m of mountPoints()) {
-    if (m === real) throw new AwcError('E_TARGET_BUSY', `${shown} is a mount point`, { hint: 'Export to a directory that is not a mount point (export --dir replaces the directory itself), or unmount it first.' });
-    if (within(m, real)) throw new AwcError('E_TARGET_BUSY', `${shown} has a mount point below it: ${m}`, { hint: 'Unmount it first, or export to another directory: export --dir never replaces a tree that holds a mount.' });
+    if (m === real)
+      throw new AwcError('E_TARGET_BUSY', `${shown} is a mount point`, {
+        hint: 'Export to a directory that is not a mount point (export --dir replaces the directory itself), or unmount it first.',
+      });
+    if (within(m, real))
+      throw new AwcError('E_TARGET_BUSY', `${shown} has a mount point below it: ${m}`, {
+        hint: 'Unmount it first, or export to another directory: export --dir never replaces a tree that holds a mount.',
+      });
   }
 }
 

@@ -124,7 +124,9 @@ function checkTarget(parent: DirFd, name: string, shown: string, overwrite: bool
 
 /** The target exists and is a file or the like: nothing replaces it, not even `overwrite`. */
 function notADirectory(shown: string): AwcError {
-  return new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, { hint: 'Export to a new or empty directory; --overwrite replaces only a directory, never a file.' });
+  return new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, {
+    hint: 'Export to a new or empty directory; --overwrite replaces only a directory, never a file.',
+  });
 }
 
 /** Hex suffix for names beside the target. */
@@ -164,7 +166,10 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
   let top: DirFd | undefined;
   try {
     const existing = checkTarget(parent.dir, name, dir, opts.overwrite ?? false);
-    if (existing && parent.dir.lstat(name)?.dev !== parent.st.dev) throw new AwcError('E_TARGET_BUSY', `${dir} is a mount point`, { hint: 'Export to a directory that is not a mount point, or unmount it first.' });
+    if (existing && parent.dir.lstat(name)?.dev !== parent.st.dev)
+      throw new AwcError('E_TARGET_BUSY', `${dir} is a mount point`, {
+        hint: 'Export to a directory that is not a mount point, or unmount it first.',
+      });
     try {
       top = parent.dir.mkdirOpen(tmp, 0o700, '');
     } catch (err) {
@@ -205,7 +210,11 @@ function moveInPlace(parent: DirFd, o: { tmp: string; name: string; shown: strin
     try {
       fs.renameSync(parent.path(old), parent.path(name));
     } catch {
-      throw new AwcError(e.code, `${e.message}; the old contents of ${shown} could not be put back and are at ${join(o.parentPath, old)}`, { hint: e.hint, details: e.details, cause: e });
+      throw new AwcError(e.code, `${e.message}; the old contents of ${shown} could not be put back and are at ${join(o.parentPath, old)}`, {
+        hint: e.hint,
+        details: e.details,
+        cause: e,
+      });
     }
     throw e;
   };
@@ -234,9 +243,19 @@ function moveInPlace(parent: DirFd, o: { tmp: string; name: string; shown: strin
     try {
       fs.renameSync(parent.path(name), parent.path(tmp)); // the new tree aside again
     } catch {
-      throw new AwcError(e.code, `${e.message}; ${shown} holds the new export, what is left of its old contents is at ${join(o.parentPath, old)}`, { hint: e.hint, cause: e });
+      throw new AwcError(
+        e.code,
+        `${e.message}; ${shown} holds the new export, what is left of its old contents is at ${join(o.parentPath, old)}`,
+        { hint: e.hint, cause: e },
+      );
     }
-    putBack(new AwcError(e.code, `could not remove the old contents of ${shown} (${e.message}); the export was undone, ${shown} holds what is left of them`, { hint: e.hint, details: e.details, cause: e }));
+    putBack(
+      new AwcError(
+        e.code,
+        `could not remove the old contents of ${shown} (${e.message}); the export was undone, ${shown} holds what is left of them`,
+        { hint: e.hint, details: e.details, cause: e },
+      ),
+    );
   }
 }
 
@@ -344,8 +363,15 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
           const first = exported.get(e.target);
           if (!first) {
             const parts = e.target.split('/');
-            const escapes = e.target.startsWith('/') || parts.includes('..') || parts.includes('.') || parts.some((_, i) => symlinks.has(parts.slice(0, i + 1).join('/')));
-            throw new AwcError(escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT', `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`);
+            const escapes =
+              e.target.startsWith('/') ||
+              parts.includes('..') ||
+              parts.includes('.') ||
+              parts.some((_, i) => symlinks.has(parts.slice(0, i + 1).join('/')));
+            throw new AwcError(
+              escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT',
+              `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
+            );
           }
           const done = first.then(async () => {
             const cut = e.target.lastIndexOf('/');
@@ -409,7 +435,7 @@ async function writeSparse(fh: FileHandle, buf: Buffer, pos: number): Promise<vo
     while (from < to) from += (await fh.write(buf, from, to - from, pos + from)).bytesWritten;
   };
   let run = -1; // start of the pending non-zero run, or -1
-  for (let i = 0; i < buf.length; ) {
+  for (let i = 0; i < buf.length;) {
     const end = Math.min(buf.length, (Math.floor((pos + i) / HOLE_BLOCK) + 1) * HOLE_BLOCK - pos);
     const zero = end - i === HOLE_BLOCK && buf.subarray(i, end).equals(ZERO);
     if (zero) {
@@ -431,7 +457,8 @@ function setXattrs(objPath: string, rel: string, a: EntryAttrs): void {
       setAttributeSync(objPath, name, Buffer.from(b64, 'base64'));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') throw new AwcError('E_UNSUPPORTED', `${rel}: the target file system does not support xattr ${name}`, { cause: err });
+      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP')
+        throw new AwcError('E_UNSUPPORTED', `${rel}: the target file system does not support xattr ${name}`, { cause: err });
       throw toAwcError(err);
     }
   }
@@ -443,7 +470,13 @@ async function makeSpecial(d: DirFd, e: Extract<Entry, { type: 'fifo' | 'chardev
   if (e.type !== 'fifo' && !isRoot) throw new AwcError('E_PERMISSION', `${rel}: creating device nodes needs root`);
   if (d.lstat(e.name)) throw createError(d, e.name, Object.assign(new Error('exists'), { code: 'EEXIST' }));
   const at = `/proc/self/fd/3/${e.name}`;
-  const [cmd, args] = e.type === 'fifo' ? ['mkfifo', ['-m', '600', '--', at]] : ['mknod', ['-m', '600', '--', at, e.type === 'chardev' ? 'c' : 'b', String(splitDev(e.rdev).major), String(splitDev(e.rdev).minor)]];
+  const [cmd, args] =
+    e.type === 'fifo'
+      ? ['mkfifo', ['-m', '600', '--', at]]
+      : [
+          'mknod',
+          ['-m', '600', '--', at, e.type === 'chardev' ? 'c' : 'b', String(splitDev(e.rdev).major), String(splitDev(e.rdev).minor)],
+        ];
   const r = await runWithDir(cmd as string, args as string[], d);
   if (!r) throw new AwcError('E_UNSUPPORTED', `${cmd} is not installed: cannot create ${rel}`);
   if (r.code === 0) return;
@@ -457,7 +490,8 @@ async function applySpecialAttrs(d: DirFd, e: EntryAttrs & { name: string }, isR
   const p = d.path(e.name);
   const rel = d.childRel(e.name);
   const st = d.lstat(e.name);
-  if (!st || st.isSymbolicLink()) throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the node just made`);
+  if (!st || st.isSymbolicLink())
+    throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the node just made`);
   setXattrs(p, rel, e);
   if (isRoot) await lchown(p, e.uid, e.gid);
   fs.chmodSync(p, e.mode);

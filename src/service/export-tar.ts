@@ -34,7 +34,8 @@ export async function checkTarTarget(path: string): Promise<void> {
     if (missing(err)) return undefined;
     throw toAwcError(err);
   });
-  if (target) throw new AwcError('E_TARGET_EXISTS', `${path} already exists`, { hint: 'Export to a new file name, or remove the file first.' });
+  if (target)
+    throw new AwcError('E_TARGET_EXISTS', `${path} already exists`, { hint: 'Export to a new file name, or remove the file first.' });
   const parent = dirname(path);
   const dir = await stat(parent).catch((err: unknown) => {
     if (missing(err) || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
@@ -214,7 +215,11 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
         }
         case 'hardlink': {
           const target = emitted.has(e.target) ? await resolveLink(e.target) : undefined;
-          if (!target) throw new AwcError('E_FORMAT', `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`);
+          if (!target)
+            throw new AwcError(
+              'E_FORMAT',
+              `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
+            );
           const h = header(path, target);
           h.type = 'link';
           h.linkname = `./${e.target}`; // written as the pax `linkpath` record
@@ -233,7 +238,8 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
         case 'chardev':
         case 'blockdev': {
           const { major, minor } = splitDev(e.rdev);
-          if (major > USTAR_MAX_DEV || minor > USTAR_MAX_DEV) throw new AwcError('E_UNSUPPORTED', `${rel}: device ${major}:${minor} does not fit a ustar header`);
+          if (major > USTAR_MAX_DEV || minor > USTAR_MAX_DEV)
+            throw new AwcError('E_UNSUPPORTED', `${rel}: device ${major}:${minor} does not fit a ustar header`);
           const h = header(path, e);
           h.devmajor = major;
           h.devminor = minor;
@@ -261,7 +267,8 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
     if (file) (dest as import('node:fs').WriteStream).destroy();
     await file?.abort(); // no partial archive left behind
     const cause = writeError ?? err;
-    if (!file && (cause as NodeJS.ErrnoException).code === 'EPIPE') throw new AwcError('E_CLOSED_PIPE', 'the reader of the archive closed the pipe', { cause });
+    if (!file && (cause as NodeJS.ErrnoException).code === 'EPIPE')
+      throw new AwcError('E_CLOSED_PIPE', 'the reader of the archive closed the pipe', { cause });
     throw toAwcError(cause);
   }
 }

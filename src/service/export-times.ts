@@ -54,7 +54,12 @@ const UTIME_SCRIPT = [
 ].join('\n');
 
 /** Runs `cmd` with the directory `dir` as its fd 3 (stdin from `input` when given); resolves with its exit status and stderr (or undefined when it cannot start). */
-export async function runWithDir(cmd: string, args: string[], dir: DirFd, input?: Buffer[]): Promise<{ code: number | null; stderr: string } | undefined> {
+export async function runWithDir(
+  cmd: string,
+  args: string[],
+  dir: DirFd,
+  input?: Buffer[],
+): Promise<{ code: number | null; stderr: string } | undefined> {
   const child = spawn(cmd, args, { stdio: [input ? 'pipe' : 'ignore', 'ignore', 'pipe', dir.fd] });
   const started = await new Promise<boolean>((res) => {
     child.once('spawn', () => res(true));
@@ -84,7 +89,12 @@ export async function runWithDir(cmd: string, args: string[], dir: DirFd, input?
 
 /** Sets modification (and access) times exactly with one python3 process; false when python3 cannot be started. */
 async function setTimesExact(top: DirFd, items: readonly [string, string][]): Promise<boolean> {
-  const r = await runWithDir('python3', ['-I', '-c', UTIME_SCRIPT], top, items.map(([rel, ns]) => Buffer.from(`${rel}\0${ns}\0`, 'utf8')));
+  const r = await runWithDir(
+    'python3',
+    ['-I', '-c', UTIME_SCRIPT],
+    top,
+    items.map(([rel, ns]) => Buffer.from(`${rel}\0${ns}\0`, 'utf8')),
+  );
   if (!r) return false;
   if (r.code !== 0) {
     const errCode = /PermissionError/.test(r.stderr) ? 'E_PERMISSION' : 'E_INTERNAL';
@@ -132,4 +142,3 @@ function utimeSeconds(ns: string): number {
   }
   return Number(sec) + (Number(rem / 1000n) + 0.5) / 1e6;
 }
-

@@ -258,11 +258,13 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
         }
         add(job);
       } else if (found.type === 'symlink') {
-        if (st.nlink > 1n) warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
+        if (st.nlink > 1n)
+          warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
         add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: decodeUtf8Name(found.target, childRel) }));
       } else if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
         const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
-        if (st.nlink > 1n) warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
+        if (st.nlink > 1n)
+          warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
         add(Promise.resolve({ type, name, ...attrsOf(st), rdev: Number(st.rdev) }));
       } else if (st.isSocket()) {
         skipped.push({ path: childRel, reason: 'socket' });

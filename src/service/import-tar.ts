@@ -50,9 +50,7 @@ interface Inode {
 }
 
 type Node =
-  | { kind: 'dir'; attrs: EntryAttrs; children: Map<string, Node> }
-  | { kind: 'file'; inode: Inode }
-  | { kind: 'leaf'; entry: Entry };
+  { kind: 'dir'; attrs: EntryAttrs; children: Map<string, Node> } | { kind: 'file'; inode: Inode } | { kind: 'leaf'; entry: Entry };
 
 type DirNode = Extract<Node, { kind: 'dir' }>;
 
@@ -120,7 +118,11 @@ type TarHeader = tarStream.Header & { pax?: Record<string, string> | null };
  *   names), E_UNSUPPORTED_NAME (names not valid UTF-8), E_FORMAT (corrupt or truncated
  *   archive, hardlink to an unknown entry), E_UNSUPPORTED (sparse or vendor entry types).
  */
-export async function importTar(tarPath: string | NodeJS.ReadableStream, writer: ContentWriter, opts: ImportTarOptions = {}): Promise<ImportResult> {
+export async function importTar(
+  tarPath: string | NodeJS.ReadableStream,
+  writer: ContentWriter,
+  opts: ImportTarOptions = {},
+): Promise<ImportResult> {
   const warn = (w: ImportWarning): void => opts.onWarning?.(w);
   const source = typeof tarPath === 'string' ? await openTarFile(tarPath) : tarPath;
   const ex = tarStream.extract({ filenameEncoding: 'latin1' } as Parameters<typeof tarStream.extract>[0]);
@@ -167,7 +169,10 @@ export async function importTar(tarPath: string | NodeJS.ReadableStream, writer:
       }
       if (next.kind !== 'dir') {
         const viaSymlink = next.kind === 'leaf' && next.entry.type === 'symlink';
-        throw new AwcError(viaSymlink ? 'E_PATH_TRAVERSAL' : 'E_FORMAT', `tar entry ${JSON.stringify(raw)} lies under a ${viaSymlink ? 'symlink' : 'non-directory'}`);
+        throw new AwcError(
+          viaSymlink ? 'E_PATH_TRAVERSAL' : 'E_FORMAT',
+          `tar entry ${JSON.stringify(raw)} lies under a ${viaSymlink ? 'symlink' : 'non-directory'}`,
+        );
       }
       dir = next;
     }
@@ -201,7 +206,9 @@ export async function importTar(tarPath: string | NodeJS.ReadableStream, writer:
         const v = pax.get(key);
         return v && v.length > 0 ? v.toString('utf8') : undefined;
       };
-      const rawName = pax.get('path')?.length ? decodeUtf8Name(pax.get('path')!, 'tar entry') : decodeUtf8Name(Buffer.from(header.name, 'latin1'), 'tar entry');
+      const rawName = pax.get('path')?.length
+        ? decodeUtf8Name(pax.get('path')!, 'tar entry')
+        : decodeUtf8Name(Buffer.from(header.name, 'latin1'), 'tar entry');
       const parts = splitPath(rawName);
       const attrs = paxAttrs(header, pax, text, rawName, warn);
       const type = header.type;
@@ -227,17 +234,26 @@ export async function importTar(tarPath: string | NodeJS.ReadableStream, writer:
       }
       if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
       const name = parts[parts.length - 1];
-      const rawLink = pax.get('linkpath')?.length ? pax.get('linkpath')! : header.linkname ? Buffer.from(header.linkname, 'latin1') : undefined;
+      const rawLink = pax.get('linkpath')?.length
+        ? pax.get('linkpath')!
+        : header.linkname
+          ? Buffer.from(header.linkname, 'latin1')
+          : undefined;
       if (type === 'link') {
         if (!rawLink) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} has no target`);
         const targetName = decodeUtf8Name(rawLink, rawName);
         const target = lookup(splitPath(targetName));
-        if (!target) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names an unknown entry ${JSON.stringify(targetName)}`);
+        if (!target)
+          throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names an unknown entry ${JSON.stringify(targetName)}`);
         if (target.kind === 'dir') throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names a directory`);
         if (target.kind === 'file') {
           place(parts, rawName, { kind: 'file', inode: target.inode });
         } else {
-          warn({ code: 'W_HARDLINK_COPIED', path: parts.join('/'), message: `a hardlink to a ${target.entry.type} is recorded as an independent copy` });
+          warn({
+            code: 'W_HARDLINK_COPIED',
+            path: parts.join('/'),
+            message: `a hardlink to a ${target.entry.type} is recorded as an independent copy`,
+          });
           place(parts, rawName, { kind: 'leaf', entry: { ...target.entry, name } });
         }
       } else if (type === 'symlink') {
@@ -247,7 +263,10 @@ export async function importTar(tarPath: string | NodeJS.ReadableStream, writer:
         place(parts, rawName, { kind: 'leaf', entry: { type: 'fifo', name, ...attrs, rdev: 0 } });
       } else if (type === 'character-device' || type === 'block-device') {
         const rdev = makeDev(header.devmajor ?? 0, header.devminor ?? 0);
-        place(parts, rawName, { kind: 'leaf', entry: { type: type === 'character-device' ? 'chardev' : 'blockdev', name, ...attrs, rdev } });
+        place(parts, rawName, {
+          kind: 'leaf',
+          entry: { type: type === 'character-device' ? 'chardev' : 'blockdev', name, ...attrs, rdev },
+        });
       } else {
         throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(rawName)} has an unsupported type (${String(type)})`);
       }
@@ -308,13 +327,17 @@ function paxAttrs(
     return Number(v);
   };
   const paxMtime = text('mtime');
-  const mtimeNs = paxMtime !== undefined ? paxTimeToNs(paxMtime) : (BigInt(Math.round((header.mtime?.getTime() ?? 0) / 1000)) * 1_000_000_000n).toString();
+  const mtimeNs =
+    paxMtime !== undefined
+      ? paxTimeToNs(paxMtime)
+      : (BigInt(Math.round((header.mtime?.getTime() ?? 0) / 1000)) * 1_000_000_000n).toString();
   const attrs: EntryAttrs = { mode: (header.mode ?? 0) & 0o7777, uid: int('uid', header.uid), gid: int('gid', header.gid), mtimeNs };
   let xattrs: Record<string, string> | undefined;
   const record = (name: string, value: Buffer): void => {
     const what = classifyXattr(name);
     if (what === 'keep') (xattrs ??= {})[name] = value.toString('base64');
-    else if (what === 'warn') warn({ code: 'W_XATTR_SKIPPED', path: rawName, message: `xattr ${name} is not recorded (only user.* xattrs are)` });
+    else if (what === 'warn')
+      warn({ code: 'W_XATTR_SKIPPED', path: rawName, message: `xattr ${name} is not recorded (only user.* xattrs are)` });
   };
   for (const [key, value] of pax) {
     if (key.startsWith('LIBARCHIVE.xattr.')) {
@@ -364,7 +387,8 @@ async function drain(entry: AsyncIterable<unknown>): Promise<void> {
 function tarError(err: unknown): AwcError {
   if (err instanceof AwcError) return err;
   const e = err as NodeJS.ErrnoException;
-  if (e && !e.code && typeof e.message === 'string' && /tar|header|unexpected end|size mismatch/i.test(e.message)) return new AwcError('E_FORMAT', `not a readable tar archive: ${e.message}`, { cause: err });
+  if (e && !e.code && typeof e.message === 'string' && /tar|header|unexpected end|size mismatch/i.test(e.message))
+    return new AwcError('E_FORMAT', `not a readable tar archive: ${e.message}`, { cause: err });
   if (e?.code?.startsWith('Z_')) return new AwcError('E_FORMAT', `corrupt gzip stream: ${e.message}`, { cause: err });
   return toAwcError(err);
 }

@@ -89,7 +89,17 @@ export function quoteGitPath(name: string): string {
   let needs = false;
   for (const b of bytes) if (b < 0x20 || b === 0x22 || b === 0x5c || b >= 0x7f) needs = true;
   if (!needs) return name;
-  const esc: Record<number, string> = { 7: '\\a', 8: '\\b', 9: '\\t', 10: '\\n', 11: '\\v', 12: '\\f', 13: '\\r', 0x22: '\\"', 0x5c: '\\\\' };
+  const esc: Record<number, string> = {
+    7: '\\a',
+    8: '\\b',
+    9: '\\t',
+    10: '\\n',
+    11: '\\v',
+    12: '\\f',
+    13: '\\r',
+    0x22: '\\"',
+    0x5c: '\\\\',
+  };
   let out = '"';
   for (const b of bytes) {
     if (esc[b] !== undefined) out += esc[b];
@@ -138,7 +148,10 @@ class PathLookup {
   async hardlinkTarget(path: string, target: string): Promise<FileEntry> {
     const e = await this.entry(target);
     if (!e || e.type !== 'file') {
-      throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(path)} points to ${JSON.stringify(target)}, which is not a regular file in the snapshot`);
+      throw new AwcError(
+        'E_FORMAT',
+        `hardlink ${JSON.stringify(path)} points to ${JSON.stringify(target)}, which is not a regular file in the snapshot`,
+      );
     }
     return e;
   }
@@ -205,7 +218,13 @@ const NULL_SHA = '0000000000000000000000000000000000000000';
  * Renders one file-level patch between two sides (either may be absent: addition or deletion).
  * Content is read only when it differs.
  */
-async function renderFile(path: string, o: Side | undefined, n: Side | undefined, read: ReadFileContent, opts: PatchOptions): Promise<string> {
+async function renderFile(
+  path: string,
+  o: Side | undefined,
+  n: Side | undefined,
+  read: ReadFileContent,
+  opts: PatchOptions,
+): Promise<string> {
   const aName = quoteGitPath(`a/${path}`);
   const bName = quoteGitPath(`b/${path}`);
   let out = `diff --git ${aName} ${bName}\n`;
@@ -215,7 +234,11 @@ async function renderFile(path: string, o: Side | undefined, n: Side | undefined
   if (o && n && o.key === n.key) return out; // mode-only change: no index line, no hunks
 
   const load = (s: Side | undefined): Promise<Buffer | undefined> =>
-    !s ? Promise.resolve(undefined) : s.inline ? Promise.resolve(s.inline) : read({ size: s.file!.size, chunks: s.file!.chunks, digest: s.file!.digest });
+    !s
+      ? Promise.resolve(undefined)
+      : s.inline
+        ? Promise.resolve(s.inline)
+        : read({ size: s.file!.size, chunks: s.file!.chunks, digest: s.file!.digest });
   const [oc, nc] = await Promise.all([load(o), load(n)]);
   const binary = [oc, nc].some((c) => c !== undefined && (isBinaryContent(c) || !isUtf8(c)));
   const full = binary && opts.binary === 'full';

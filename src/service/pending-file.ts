@@ -73,7 +73,10 @@ export class PendingFile {
         await link(this.tmp, this.target);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'EEXIST') throw new AwcError('E_TARGET_EXISTS', `${this.target} appeared while it was written`, { hint: 'Export to a new file name, or remove the file first.' });
+        if (code === 'EEXIST')
+          throw new AwcError('E_TARGET_EXISTS', `${this.target} appeared while it was written`, {
+            hint: 'Export to a new file name, or remove the file first.',
+          });
         if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'ENOSYS') throw err;
         await rename(this.tmp, this.target);
       }

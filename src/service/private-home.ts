@@ -2,7 +2,7 @@ import { chmod, lstat, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { mkdirPrivate, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../core/private-fs.js';
 import { AwcError, toAwcError } from '../core/errors.js';
-import type { AwcPaths } from './config.js';
+import type { AwcPaths } from '../config/config.js';
 
 /**
  * Makes sure the home exists and is private before anything is stored in it: created
@@ -39,7 +39,15 @@ export async function prepareHome(paths: AwcPaths): Promise<void> {
 /** Tightens an existing home (see {@link prepareHome}). Never follows a symlink inside it. */
 async function tightenHome(paths: AwcPaths): Promise<void> {
   await chmod(paths.home, PRIVATE_DIR_MODE);
-  for (const f of [paths.catalog, `${paths.catalog}-wal`, `${paths.catalog}-shm`, join(paths.home, 'config.json'), paths.pidFile, paths.logFile]) await tightenFile(f);
+  for (const f of [
+    paths.catalog,
+    `${paths.catalog}-wal`,
+    `${paths.catalog}-shm`,
+    join(paths.home, 'config.json'),
+    paths.pidFile,
+    paths.logFile,
+  ])
+    await tightenFile(f);
   await tightenTree(paths.objects);
   if (!(await isDir(paths.hostDir))) return;
   await chmod(paths.hostDir, PRIVATE_DIR_MODE);

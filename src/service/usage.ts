@@ -115,7 +115,11 @@ export interface WorkspaceUsage {
  * @throws E_INTERNAL / E_PERMISSION on unexpected file-system errors (ENOENT is never one)
  */
 export async function computeUsage(awc: Awc): Promise<UsageReport> {
-  const [snapshots, workspaces, stored] = await Promise.all([awc.listSnapshots(), awc.listWorkspaces(), awc.catalog.packStats(awc.namespace)]);
+  const [snapshots, workspaces, stored] = await Promise.all([
+    awc.listSnapshots(),
+    awc.listWorkspaces(),
+    awc.catalog.packStats(awc.namespace),
+  ]);
   const seen = new Set<string>();
 
   // layer directories: one per snapshot root (<layers>/<root hex>), plus temporaries
@@ -200,7 +204,11 @@ export function formatUsage(u: UsageReport): string {
     [
       [`logical (${u.totals.workspaces} workspaces as full copies)`, b(u.totals.logicalBytes), ''],
       [`snapshots (${u.totals.snapshots}, their own logical size)`, b(u.totals.snapshotLogicalBytes), ''],
-      [`unique stored (${u.stored.packs} packs, ${u.stored.blobs} blobs)`, b(u.totals.uniqueStoredBytes), u.totals.dedupRatio === null ? '' : `logical/stored ${u.totals.dedupRatio.toFixed(2)}x`],
+      [
+        `unique stored (${u.stored.packs} packs, ${u.stored.blobs} blobs)`,
+        b(u.totals.uniqueStoredBytes),
+        u.totals.dedupRatio === null ? '' : `logical/stored ${u.totals.dedupRatio.toFixed(2)}x`,
+      ],
       [`materialised on ${u.hostName} (allocated)`, b(u.host.totalBytes), ''],
       ['  chunk cache (host-wide)', b(u.host.cacheBytes), ''],
       ['  layer directories (host-wide)', b(u.host.layerBytes), ''],
@@ -211,12 +219,29 @@ export function formatUsage(u: UsageReport): string {
   );
   const snaps = table(
     ['SNAPSHOT', 'NAME', 'FILES', 'LOGICAL', 'HEAD OF', 'AS COPIES', 'LAYER'],
-    u.snapshots.map((s) => [s.id, s.name ?? '-', String(s.files), b(s.logicalBytes), String(s.headOf), b(s.workspaceLogicalBytes), b(s.layerBytes)]),
+    u.snapshots.map((s) => [
+      s.id,
+      s.name ?? '-',
+      String(s.files),
+      b(s.logicalBytes),
+      String(s.headOf),
+      b(s.workspaceLogicalBytes),
+      b(s.layerBytes),
+    ]),
     [false, false, true, true, true, true, true],
   );
   const wss = table(
     ['WORKSPACE', 'NAME', 'HEAD', 'MOUNT', 'LOGICAL', 'UPPER', 'COPY', 'HOST'],
-    u.workspaces.map((w) => [w.id, w.name ?? '-', w.headSnapshotId, w.mountState === 'mounted' ? (w.mountDriver ?? '?') : '-', b(w.logicalBytes), b(w.upperBytes), b(w.copyBytes), b(w.hostBytes)]),
+    u.workspaces.map((w) => [
+      w.id,
+      w.name ?? '-',
+      w.headSnapshotId,
+      w.mountState === 'mounted' ? (w.mountDriver ?? '?') : '-',
+      b(w.logicalBytes),
+      b(w.upperBytes),
+      b(w.copyBytes),
+      b(w.hostBytes),
+    ]),
     [false, false, false, false, true, true, true, true],
   );
   return [`namespace ${u.namespace}`, summary, '', snaps, '', wss].join('\n');
@@ -226,7 +251,14 @@ export function formatUsage(u: UsageReport): string {
 function table(head: string[], rows: string[][], right: boolean[]): string {
   const all = [head, ...rows];
   const widths = head.map((_, i) => Math.max(...all.map((r) => r[i].length)));
-  return all.map((r) => r.map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ').trimEnd()).join('\n');
+  return all
+    .map((r) =>
+      r
+        .map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i])))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 function sum(xs: number[]): number {

@@ -105,7 +105,13 @@ export class ContentReader implements TreeSource {
       }
       const loc = locs.get(ref.digest)!;
       const end = loc.offset + loc.storedLength;
-      if (g && g.pack === loc.pack && loc.offset >= g.start && loc.offset <= g.end + MERGE_GAP_BYTES && Math.max(g.end, end) - g.start <= MERGE_MAX_BYTES) {
+      if (
+        g &&
+        g.pack === loc.pack &&
+        loc.offset >= g.start &&
+        loc.offset <= g.end + MERGE_GAP_BYTES &&
+        Math.max(g.end, end) - g.start <= MERGE_MAX_BYTES
+      ) {
         g.end = Math.max(g.end, end);
         g.items.push({ loc, size: ref.size });
       } else {

@@ -148,7 +148,10 @@ export class ContentWriter {
    *   change and `allowChanging` is not set; E_UNSUPPORTED when it is not a regular file;
    *   E_PERMISSION when it cannot be read.
    */
-  async writeFileFd(fd: number, opts: { path: string; attempts?: number; allowChanging?: boolean }): Promise<FileContent & { st: BigIntStats; changing: boolean }> {
+  async writeFileFd(
+    fd: number,
+    opts: { path: string; attempts?: number; allowChanging?: boolean },
+  ): Promise<FileContent & { st: BigIntStats; changing: boolean }> {
     this.check();
     const attempts = Math.max(1, opts.attempts ?? 4);
     for (let attempt = 0; ; attempt++) {
@@ -157,7 +160,9 @@ export class ContentWriter {
       if (!r.changed) return { ...this.counted(r.content), st: r.st, changing: false };
       if (attempt + 1 >= attempts) {
         if (opts.allowChanging) return { ...this.counted(r.content), st: r.st, changing: true };
-        throw new AwcError('E_CHANGED_DURING_READ', `${opts.path} changed while it was read (${attempts} reads)`, { details: { path: opts.path } });
+        throw new AwcError('E_CHANGED_DURING_READ', `${opts.path} changed while it was read (${attempts} reads)`, {
+          details: { path: opts.path },
+        });
       }
     }
   }
@@ -274,7 +279,11 @@ export class ContentWriter {
   }
 
   /** One read of the file at `fd`: its content, the fstat after, and whether it changed meanwhile. */
-  private async readFdOnce(fd: number, path: string, attempt: number): Promise<{ content: FileContent; st: BigIntStats; changed: boolean }> {
+  private async readFdOnce(
+    fd: number,
+    path: string,
+    attempt: number,
+  ): Promise<{ content: FileContent; st: BigIntStats; changed: boolean }> {
     try {
       const before = await fstatBig(fd);
       if (!before.isFile()) throw new AwcError('E_UNSUPPORTED', `${path} is not a regular file`);
@@ -421,7 +430,9 @@ function fstatBig(fd: number): Promise<BigIntStats> {
 async function readFully(fd: number, buf: Buffer, position: number): Promise<number> {
   let got = 0;
   while (got < buf.length) {
-    const n = await new Promise<number>((res, rej) => fs.read(fd, buf, got, buf.length - got, position + got, (err, bytesRead) => (err ? rej(err) : res(bytesRead))));
+    const n = await new Promise<number>((res, rej) =>
+      fs.read(fd, buf, got, buf.length - got, position + got, (err, bytesRead) => (err ? rej(err) : res(bytesRead))),
+    );
     if (n === 0) break;
     got += n;
   }

@@ -75,7 +75,8 @@ export class FsObjectStore implements ObjectStore {
       let offset = 0;
       let length: number;
       if (range) {
-        if (!(range.offset >= 0) || !(range.length >= 0)) throw new AwcError('E_INTERNAL', `bad range ${range.offset}+${range.length} for ${key}`);
+        if (!(range.offset >= 0) || !(range.length >= 0))
+          throw new AwcError('E_INTERNAL', `bad range ${range.offset}+${range.length} for ${key}`);
         offset = range.offset;
         length = range.length;
       } else {

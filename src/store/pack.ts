@@ -153,7 +153,8 @@ export class PackWriter {
   private ensure(extra: number): void {
     const need = this.len + extra;
     if (need <= this.buf.length) return;
-    const target = this.buf.length < this.capacityHint ? Math.min(this.buf.length * 2, this.capacityHint) : Math.floor(this.buf.length * 1.25);
+    const target =
+      this.buf.length < this.capacityHint ? Math.min(this.buf.length * 2, this.capacityHint) : Math.floor(this.buf.length * 1.25);
     const grown = Buffer.allocUnsafe(Math.max(need, target));
     this.buf.copy(grown, 0, 0, this.len);
     this.buf = grown;
@@ -244,7 +245,8 @@ export function parsePackIndex(bytes: Uint8Array, opts: { packSize?: number } = 
     if (!kind || !codec || index.readUInt16LE(at + 34) !== 0 || offsetHi >= 0x200000) {
       throw new AwcError('E_FORMAT', `pack index entry ${n} is malformed`);
     }
-    if (offset < prevEnd || offset + storedLength > dataEnd) throw new AwcError('E_FORMAT', `pack index entry ${n} lies outside the data area`);
+    if (offset < prevEnd || offset + storedLength > dataEnd)
+      throw new AwcError('E_FORMAT', `pack index entry ${n} lies outside the data area`);
     if (rawLength > MAX_BLOB_SIZE || (codec === 'none' && storedLength !== rawLength) || (codec === 'lz4' && storedLength < 4)) {
       throw new AwcError('E_FORMAT', `pack index entry ${n} has inconsistent lengths`);
     }

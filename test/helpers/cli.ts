@@ -17,9 +17,19 @@ export interface CliResult {
 }
 
 /** Runs `awc --home HOME --json ...args` as a user would; parses stdout as JSON when it is. */
-export function awc(home: string, args: string[], env: NodeJS.ProcessEnv = {}, opts: { json?: boolean; timeoutMs?: number } = {}): CliResult {
+export function awc(
+  home: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  opts: { json?: boolean; timeoutMs?: number } = {},
+): CliResult {
   const full = ['--home', home, ...(opts.json === false ? [] : ['--json']), ...args];
-  const r = spawnSync(process.execPath, [CLI, ...full], { encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 256 * 1024 * 1024, timeout: opts.timeoutMs });
+  const r = spawnSync(process.execPath, [CLI, ...full], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    maxBuffer: 256 * 1024 * 1024,
+    timeout: opts.timeoutMs,
+  });
   let json: any;
   try {
     json = JSON.parse(r.stdout);

@@ -54,4 +54,3 @@ export class CountingStore implements ObjectStore {
     return this.inner.list(prefix);
   }
 }
-

@@ -47,7 +47,8 @@ export async function assertNoLeak(awc: Awc, digests: Set<Digest>, secret?: Secr
     for await (const { path, entry } of walkTree(reader, s.root)) {
       if (entry.type !== 'file') continue;
       assert.ok(!digests.has(entry.digest), `snapshot ${s.id} holds ${path}, a file from outside the workspace`);
-      for (const c of entry.chunks) assert.ok(!digests.has(c.digest), `snapshot ${s.id} holds a chunk of a file from outside the workspace at ${path}`);
+      for (const c of entry.chunks)
+        assert.ok(!digests.has(c.digest), `snapshot ${s.id} holds a chunk of a file from outside the workspace at ${path}`);
     }
   }
   if (secret) {

@@ -98,7 +98,7 @@ export class ContentArena {
   /**
    * @param bytes arena size in bytes, rounded down to a power of two units (at least 1 unit)
    * @param setReserve publishes the reserve position with a read-modify-write
- *   (`Atomics.exchange(ctrl, slot, units)`: see the module doc on memory ordering)
+   *   (`Atomics.exchange(ctrl, slot, units)`: see the module doc on memory ordering)
    */
   constructor(
     bytes: number,

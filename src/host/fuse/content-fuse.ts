@@ -35,7 +35,17 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
-import { AMBIGUOUS, ContentTable, contentKey, contentKeyIn, lookupSlot, shortContentName, slotHex, slotNode, slotSize } from './content-table.js';
+import {
+  AMBIGUOUS,
+  ContentTable,
+  contentKey,
+  contentKeyIn,
+  lookupSlot,
+  shortContentName,
+  slotHex,
+  slotNode,
+  slotSize,
+} from './content-table.js';
 import { ContentArena } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -460,7 +470,11 @@ export class ContentFuse extends EventEmitter {
           this.fd = openSync('/dev/fuse', 'r+');
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
-          throw new AwcError(code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED', `cannot open /dev/fuse: ${String(err)}`, { cause: err });
+          throw new AwcError(
+            code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED',
+            `cannot open /dev/fuse: ${String(err)}`,
+            { cause: err },
+          );
         }
         // a session's connection outlives this process: only an unsupervised one is aborted at exit
         live.add(this);
@@ -474,7 +488,10 @@ export class ContentFuse extends EventEmitter {
       const args = ['-i', '-t', 'fuse.awc', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions,ro', 'awc', mp];
       const r = await runCommand('mount', args, [this.fd]);
       if (r.code !== 0) {
-        throw new AwcError('E_MOUNT_FAILED', `mount of content FUSE on ${mp} failed: ${(r.stderr || r.stdout).trim() || `exit ${r.code ?? r.signal}`}`);
+        throw new AwcError(
+          'E_MOUNT_FAILED',
+          `mount of content FUSE on ${mp} failed: ${(r.stderr || r.stdout).trim() || `exit ${r.code ?? r.signal}`}`,
+        );
       }
       if (this.session) {
         // INIT waits in the connection's queue: whichever descriptor reads first gets it
@@ -483,7 +500,11 @@ export class ContentFuse extends EventEmitter {
       }
       const m = mountsAt(mp, 'fuse.awc').at(-1);
       if (m) this.connId = m.minor;
-      await withTimeout(initDone, 10_000, () => new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp}: the kernel sent no INIT within 10 s`));
+      await withTimeout(
+        initDone,
+        10_000,
+        () => new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp}: the kernel sent no INIT within 10 s`),
+      );
       if (this.connId === undefined) {
         const m2 = mountsAt(mp, 'fuse.awc').at(-1);
         if (!m2) throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} does not show in /proc/self/mountinfo`);
@@ -497,7 +518,14 @@ export class ContentFuse extends EventEmitter {
         }
       }
       if (this.session && this.protoMinor !== undefined && this.connId !== undefined) {
-        writeSessionState(this.session.stateFile, { v: 1, connId: this.connId, protoMinor: this.protoMinor, mountTime: this.mountTime, cloned: this.cloned, mountpoint: mp });
+        writeSessionState(this.session.stateFile, {
+          v: 1,
+          connId: this.connId,
+          protoMinor: this.protoMinor,
+          mountTime: this.mountTime,
+          cloned: this.cloned,
+          mountpoint: mp,
+        });
       }
       this.state = 'mounted';
     } catch (err) {
@@ -604,8 +632,8 @@ export class ContentFuse extends EventEmitter {
     else if (typeof msg === 'number') {
       const hex = this.nodeHex[msg - FIRST_FILE_ID];
       if (hex !== undefined && this.listenerCount('served') > 0) this.emit('served', hex);
-    }
-    else if (msg.type === 'error') this.emitError(new AwcError('E_FUSE', `content FUSE reader could not reply: ${msg.code} ${msg.message}`));
+    } else if (msg.type === 'error')
+      this.emitError(new AwcError('E_FUSE', `content FUSE reader could not reply: ${msg.code} ${msg.message}`));
     else this.emitError(new AwcError('E_FUSE', `content FUSE reader failed: ${msg.code} ${msg.message}`));
   }
 
@@ -738,12 +766,12 @@ export class ContentFuse extends EventEmitter {
         case Op.BATCH_FORGET:
         case Op.INTERRUPT:
           return; // no reply (normally dropped by the workers already)
-        case Op.OPEN:
-        case Op.OPENDIR:
         // ENOSYS on OPEN/OPENDIR with NO_OPEN(DIR)_SUPPORT: zero-message opens from now on, and the
         // kernel keeps the page cache across opens.
-        case Op.FLUSH:
         // ENOSYS on FLUSH: the kernel sets no_flush and stops sending one per close().
+        case Op.OPEN:
+        case Op.OPENDIR:
+        case Op.FLUSH:
         case Op.GETXATTR:
         case Op.LISTXATTR:
         default:

@@ -204,7 +204,7 @@ export class ContentTable {
       if (words[o + W_STATE] !== 0) continue;
       for (let k = 0; k < 8; k++) words[o + k] = digest.readInt32LE(k * 4);
       words[o + W_NODE] = nodeid | 0;
-      words[o + W_SIZE_LO] = size % 0x1_0000_0000 | 0;
+      words[o + W_SIZE_LO] = (size % 0x1_0000_0000) | 0;
       words[o + W_SIZE_HI] = Math.floor(size / 0x1_0000_0000) | 0;
       Atomics.store(words, o + W_STATE, 1);
       return;

@@ -55,7 +55,10 @@ export class NodeLog {
   private pending: Buffer[] = [];
 
   /** Opens the log; `fresh` truncates it (a new connection), else a torn last record is cut off so that new ones stay aligned. */
-  constructor(readonly file: string, fresh: boolean) {
+  constructor(
+    readonly file: string,
+    fresh: boolean,
+  ) {
     this.fd = openSync(file, fresh ? 'w' : 'a', 0o600);
     const size = fstatSync(this.fd).size;
     if (size % RECORD !== 0) ftruncateSync(this.fd, size - (size % RECORD));

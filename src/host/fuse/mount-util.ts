@@ -72,7 +72,13 @@ export interface CommandResult {
  * that this very process must send). `extraFds` become the child's fds 3, 4, …; `env`
  * defaults to this process's environment.
  */
-export function runCommand(cmd: string, args: string[], extraFds: number[] = [], timeoutMs = 30_000, env?: NodeJS.ProcessEnv): Promise<CommandResult> {
+export function runCommand(
+  cmd: string,
+  args: string[],
+  extraFds: number[] = [],
+  timeoutMs = 30_000,
+  env?: NodeJS.ProcessEnv,
+): Promise<CommandResult> {
   return new Promise((resolve) => {
     const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', ...extraFds];
     let stdout = '';

@@ -71,14 +71,27 @@ const OP_BATCH_FORGET = 42;
 
 function run(): void {
   if (!parentPort) return;
-  const { fd, bufSize, ctrl: ctrlSab, port, table, tablePort, mountTime, arena, arenaUnits, nodes, generation } = workerData as ReaderWorkerData;
+  const {
+    fd,
+    bufSize,
+    ctrl: ctrlSab,
+    port,
+    table,
+    tablePort,
+    mountTime,
+    arena,
+    arenaUnits,
+    nodes,
+    generation,
+  } = workerData as ReaderWorkerData;
   const ctrl = new Int32Array(ctrlSab);
   const buf = Buffer.allocUnsafe(bufSize);
   let words = new Int32Array(table);
   let gen = generation;
   const out = Buffer.alloc(OUT_HEADER_SIZE + ENTRY_OUT_SIZE);
   const attr: Attr = contentFileAttr({} as Attr, 0, 0, mountTime);
-  const view: ArenaView | undefined = arena && nodes ? { bytes: new Uint8Array(arena), units: arenaUnits, nodes: new Int32Array(nodes) } : undefined;
+  const view: ArenaView | undefined =
+    arena && nodes ? { bytes: new Uint8Array(arena), units: arenaUnits, nodes: new Int32Array(nodes) } : undefined;
   const dataOut = view ? Buffer.allocUnsafe(OUT_HEADER_SIZE + MAX_READ) : undefined;
   const reserve = (): number => Atomics.add(ctrl, CTRL_ARENA_RESERVE, 0); // RMW: orders the copy before it
 

@@ -91,31 +91,60 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     }
   }
   checkKeys(file, path);
-  const merged: Record<string, unknown> = { namespace: 'default', mountDriver: 'auto', packBytes: 32 * 1024 * 1024, cacheBytes: 10 * 2 ** 30, host: hostname(), ...file };
+  const merged: Record<string, unknown> = {
+    namespace: 'default',
+    mountDriver: 'auto',
+    packBytes: 32 * 1024 * 1024,
+    cacheBytes: 10 * 2 ** 30,
+    host: hostname(),
+    ...file,
+  };
   for (const [key, spec] of Object.entries(CONFIG_KEYS)) {
     const v = env[spec.env];
     if (v) merged[key] = spec.type === 'number' ? Number(v) : v;
   }
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
   const ns = merged.namespace;
-  if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns)) throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
-  if (!['auto', 'overlay', 'copy'].includes(merged.mountDriver as string)) throw new AwcError('E_CONFIG', `invalid mountDriver ${JSON.stringify(merged.mountDriver)}`, { hint: 'Use auto, overlay or copy.' });
+  if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns))
+    throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
+  if (!['auto', 'overlay', 'copy'].includes(merged.mountDriver as string))
+    throw new AwcError('E_CONFIG', `invalid mountDriver ${JSON.stringify(merged.mountDriver)}`, { hint: 'Use auto, overlay or copy.' });
   const pb = merged.packBytes as number;
-  if (!Number.isInteger(pb) || pb < 1024 * 1024 || pb > 1024 * 1024 * 1024) throw new AwcError('E_CONFIG', `invalid packBytes ${JSON.stringify(merged.packBytes)}`, { hint: 'Use a whole number of bytes between 1 MiB and 1 GiB.' });
+  if (!Number.isInteger(pb) || pb < 1024 * 1024 || pb > 1024 * 1024 * 1024)
+    throw new AwcError('E_CONFIG', `invalid packBytes ${JSON.stringify(merged.packBytes)}`, {
+      hint: 'Use a whole number of bytes between 1 MiB and 1 GiB.',
+    });
   if (typeof merged.host !== 'string' || merged.host === '') throw new AwcError('E_CONFIG', 'invalid host name');
   const cb = merged.cacheBytes as number;
-  if (!Number.isSafeInteger(cb) || cb < 0) throw new AwcError('E_CONFIG', `invalid cacheBytes ${JSON.stringify(merged.cacheBytes)}`, { hint: 'Use a whole number of bytes (0 disables the disk cache).' });
+  if (!Number.isSafeInteger(cb) || cb < 0)
+    throw new AwcError('E_CONFIG', `invalid cacheBytes ${JSON.stringify(merged.cacheBytes)}`, {
+      hint: 'Use a whole number of bytes (0 disables the disk cache).',
+    });
   const socket = merged.socket;
-  if (socket !== undefined && (typeof socket !== 'string' || !socket.startsWith('/'))) throw new AwcError('E_CONFIG', `invalid socket ${JSON.stringify(socket)}`, { hint: 'Use an absolute path for the daemon socket.' });
+  if (socket !== undefined && (typeof socket !== 'string' || !socket.startsWith('/')))
+    throw new AwcError('E_CONFIG', `invalid socket ${JSON.stringify(socket)}`, { hint: 'Use an absolute path for the daemon socket.' });
   const group = merged.socketGroup;
-  if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group))) throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
-  return { home, namespace: ns, mountDriver: merged.mountDriver as MountDriverChoice, packBytes: pb, cacheBytes: cb, host: merged.host, socket, socketGroup: group };
+  if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group)))
+    throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
+  return {
+    home,
+    namespace: ns,
+    mountDriver: merged.mountDriver as MountDriverChoice,
+    packBytes: pb,
+    cacheBytes: cb,
+    host: merged.host,
+    socket,
+    socketGroup: group,
+  };
 }
 
 /** config.json must be an object of CONFIG_KEYS only. @throws E_CONFIG naming the unknown key and the valid ones */
 function checkKeys(file: unknown, path: string): void {
   const valid = Object.keys(CONFIG_KEYS);
-  if (typeof file !== 'object' || file === null || Array.isArray(file)) throw new AwcError('E_CONFIG', `${path} must hold a JSON object`, { hint: `Write {"key": value, …} with the keys ${valid.join(', ')}.` });
+  if (typeof file !== 'object' || file === null || Array.isArray(file))
+    throw new AwcError('E_CONFIG', `${path} must hold a JSON object`, {
+      hint: `Write {"key": value, …} with the keys ${valid.join(', ')}.`,
+    });
   for (const key of Object.keys(file)) {
     if (valid.includes(key)) continue;
     const env = Object.entries(CONFIG_KEYS).find(([, s]) => s.env === key)?.[0];
