@@ -52,7 +52,7 @@ function esc(s: string): string {
 }
 
 /** docs/benchmarks.md: machine, trees, the table, what was missed, and the method. */
-export function renderMarkdown(r: BenchResult, analysis: string | undefined): string {
+export function renderMarkdown(r: BenchResult, analysis: string | undefined, comparison?: string): string {
   const m = r.machine;
   const out: string[] = [];
   out.push('# Benchmarks');
@@ -67,6 +67,7 @@ export function renderMarkdown(r: BenchResult, analysis: string | undefined): st
   out.push(
     'node dist/bench/run.js --only fanout   # one figure group (fork, mount, read-warm, read-cold, build, fanout); --json for machine output',
   );
+  out.push('node dist/bench/compare.js --before DIR  # quick runs of another built checkout and this one, alternating');
   out.push('```');
   out.push('');
   out.push('## Machine');
@@ -127,6 +128,12 @@ export function renderMarkdown(r: BenchResult, analysis: string | undefined): st
   if (analysis) {
     out.push('');
     out.push(analysis.trim());
+  }
+  if (comparison) {
+    out.push('');
+    out.push('<!-- comparison:begin (bench/compare.ts writes this section; bench/COMPARISON.md keeps it) -->');
+    out.push(comparison.trim());
+    out.push('<!-- comparison:end -->');
   }
   out.push('');
   return out.join('\n');

@@ -118,6 +118,12 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
 }
 
 /** The hand-written analysis appended to the report (bench/ANALYSIS.md), if any. */
+/** The last before/after comparison (bench/compare.ts), kept in docs/benchmarks.md across full runs. */
+function readComparison(): string | undefined {
+  const f = join(PROJECT, 'bench', 'COMPARISON.md');
+  return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
+}
+
 function readAnalysis(): string | undefined {
   const f = join(PROJECT, 'bench', 'ANALYSIS.md');
   return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
@@ -130,7 +136,7 @@ async function main(): Promise<number> {
   if (args.render) {
     const saved = JSON.parse(readFileSync(args.render, 'utf8')) as BenchResult;
     const out = args.out ?? join(PROJECT, 'docs', 'benchmarks.md');
-    writeFileSync(out, renderMarkdown(saved, readAnalysis()));
+    writeFileSync(out, renderMarkdown(saved, readAnalysis(), readComparison()));
     log(`wrote ${out} from ${args.render}`);
     return 0;
   }
@@ -247,7 +253,7 @@ async function main(): Promise<number> {
   else process.stdout.write('\n' + renderTable(result) + '\n');
   const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
   if (out) {
-    writeFileSync(out, renderMarkdown(result, readAnalysis()));
+    writeFileSync(out, renderMarkdown(result, readAnalysis(), readComparison()));
     log(`\nwrote ${out}`);
   }
   log(`done in ${fmtMs(result.durationMs)}`);
