@@ -149,6 +149,29 @@ test('no tracked file refers to a path outside the repository', () => {
   assert.deepEqual(found, []);
 });
 
+/** What is wrong with the docs a source text names (`docs/….md` or `docs/….md#heading`, in comments, hints or strings). */
+function docReferenceProblems(repo: string, file: string, text: string): string[] {
+  const problems: string[] = [];
+  for (const m of text.matchAll(/(?<![\w./-])docs\/[\w./-]+\.md(?:#[\w-]+)?/g)) {
+    const [path, anchor] = m[0].split('#', 2) as [string, string | undefined];
+    if (!existsSync(join(repo, path))) problems.push(`${file}: ${m[0]} does not exist`);
+    else if (anchor !== undefined && !anchorsOf(readFileSync(join(repo, path), 'utf8')).has(anchor))
+      problems.push(`${file}: ${m[0]}: no heading #${anchor}`);
+  }
+  return problems;
+}
+
+test('every docs/….md page (and heading) that code, tests or benchmarks name exists', () => {
+  const self = 'test/docs-links.test.ts';
+  const files = trackedFiles().filter((f) => /^(src|test|bench|scripts)\//.test(f) && /\.(ts|mjs|js|cjs)$/.test(f) && f !== self);
+  assert.ok(files.length > 50, `found only ${files.length} files`);
+  const problems = files.flatMap((f) => docReferenceProblems(root, f, readFileSync(join(root, f), 'utf8')));
+  assert.deepEqual(problems, []);
+  // and it can fail
+  assert.equal(docReferenceProblems(root, 'x.ts', '// see docs/nothing-here.md and docs/explanation/design.md#no-such-heading').length, 2);
+  assert.deepEqual(docReferenceProblems(root, 'x.ts', "hint: 'see docs/reference/formats.md#pack-version-1.'"), []);
+});
+
 test('the link check fails on links that leave the repository, are missing, or name a missing heading', () => {
   const bad = [
     `[brief](${FORBIDDEN[0]}/DESIGN.md)`,
