@@ -3,8 +3,10 @@ import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
- * pack and blob records). Implemented by `SqlCatalog` over Kysely (SQLite now, PostgreSQL
- * later with the same schema). Mutations that must be atomic are single transactions.
+ * pack and blob records). Implemented by `KyselyCatalog` (sql/, the queries of every SQL
+ * dialect) with one adapter per dialect: `SqliteCatalog` (sqlite/) now, PostgreSQL later
+ * with the same schema. Mutations that must be atomic are single transactions. Every
+ * adapter runs the contract suite test/contracts/catalog.contract.ts.
  */
 
 /** A snapshot row. Times are ISO-8601 strings (UTC). */

@@ -12,7 +12,8 @@ import { AwcError, type ErrorCode } from '../src/core/errors.js';
 import type { NewSnapshot } from '../src/catalog/catalog.js';
 import { idTime, isId, newId, newIds } from '../src/catalog/ids.js';
 import { MIGRATIONS } from '../src/catalog/migrations.js';
-import { SqlCatalog, toNum } from '../src/catalog/sql-catalog.js';
+import { toNum } from '../src/catalog/sql/rows.js';
+import { SqliteCatalog } from '../src/catalog/sqlite/sqlite-catalog.js';
 import type { WrittenPack } from '../src/store/pack-types.js';
 
 const NS = 'default';
@@ -26,9 +27,9 @@ after(async () => {
 });
 
 let dbCounter = 0;
-async function openFresh(): Promise<{ cat: SqlCatalog; path: string }> {
+async function openFresh(): Promise<{ cat: SqliteCatalog; path: string }> {
   const path = join(dir, `db${dbCounter++}`, 'sub', 'catalog.db');
-  return { cat: await SqlCatalog.openSqlite(path), path };
+  return { cat: await SqliteCatalog.open(path), path };
 }
 
 /** A pack with `n` chunk blobs whose digests derive from `seed`; offsets beyond 2^32 to exercise bigint. */
@@ -60,7 +61,7 @@ async function rejectsWith(p: Promise<unknown>, code: ErrorCode): Promise<AwcErr
   assert.fail(`expected ${code}, but it resolved`);
 }
 
-async function count(cat: SqlCatalog, table: 'snapshots' | 'workspaces' | 'packs' | 'blobs' | 'namespaces'): Promise<number> {
+async function count(cat: SqliteCatalog, table: 'snapshots' | 'workspaces' | 'packs' | 'blobs' | 'namespaces'): Promise<number> {
   const r = await cat.db
     .selectFrom(table)
     .select((eb) => eb.fn.countAll().as('n'))
@@ -86,14 +87,14 @@ describe('ids', () => {
   });
 });
 
-describe('SqlCatalog (SQLite)', () => {
+describe('SqliteCatalog', () => {
   it('creates the parent dir, uses WAL, and migrations are idempotent on reopen', async () => {
     const { cat, path } = await openFresh();
     const s = await cat.createSnapshot(snap({ name: 'keep' }));
     assert.deepEqual(await cat.migrate(), []);
     await cat.close();
 
-    const again = await SqlCatalog.openSqlite(path);
+    const again = await SqliteCatalog.open(path);
     assert.deepEqual(await again.migrate(), []);
     const applied = await again.db
       .selectFrom('awc_migration' as never)
@@ -430,7 +431,7 @@ describe('SqlCatalog (SQLite)', () => {
 
   it('two instances on the same file (CLI + daemon) both read and write', async () => {
     const { cat: a, path } = await openFresh();
-    const b = await SqlCatalog.openSqlite(path);
+    const b = await SqliteCatalog.open(path);
     try {
       const s = await a.createSnapshot(snap({ name: 'shared', packs: [mkPack('packs/s', 10, 's')] }));
       assert.equal((await b.getSnapshot(NS, 'shared')).id, s.id);
@@ -453,7 +454,7 @@ describe('SqlCatalog (SQLite)', () => {
   it('a write blocked by another connection past the busy timeout is E_CATALOG_BUSY', async () => {
     const { cat: first, path } = await openFresh();
     await first.close();
-    const cat = await SqlCatalog.openSqlite(path, { busyTimeoutMs: 100 });
+    const cat = await SqliteCatalog.open(path, { busyTimeoutMs: 100 });
     const holder = new BetterSqlite3(path);
     try {
       holder.exec('begin immediate');
@@ -471,12 +472,12 @@ describe('SqlCatalog (SQLite)', () => {
     const { cat, path } = await openFresh();
     try {
       const base = await cat.createSnapshot(snap({ name: 'base' }));
-      const moduleUrl = pathToFileURL(join(fileURLToPath(new URL('.', import.meta.url)), '../src/catalog/sql-catalog.js')).href;
+      const moduleUrl = pathToFileURL(join(fileURLToPath(new URL('.', import.meta.url)), '../src/catalog/sqlite/sqlite-catalog.js')).href;
       const script = join(dir, `child-${dbCounter}.mjs`);
       await writeFile(
         script,
-        `import { SqlCatalog } from ${JSON.stringify(moduleUrl)};
-const cat = await SqlCatalog.openSqlite(process.argv[2]);
+        `import { SqliteCatalog } from ${JSON.stringify(moduleUrl)};
+const cat = await SqliteCatalog.open(process.argv[2]);
 for (let i = 0; i < 30; i++) await cat.forkWorkspaces('default', process.argv[3], Array.from({ length: 20 }, (_, j) => 'child-' + i + '-' + j));
 await cat.close();
 `,
