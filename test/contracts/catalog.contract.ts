@@ -233,6 +233,10 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
         await rejectsWith(cat.forkWorkspaces(NS, o.id, [null]), 'E_NOT_FOUND'); // a snapshot of another namespace
         assert.equal((await cat.forkWorkspaces('team-b', o.id, ['a']))[0]!.namespace, 'team-b'); // names are per namespace
         assert.deepEqual(await cat.listWorkspaces('nobody'), []);
+        await rejectsWith(cat.deleteWorkspace('team-b', ws[0]!.id), 'E_NOT_FOUND'); // a workspace of another namespace
+        await rejectsWith(cat.deleteSnapshot(NS, 'base'), 'E_NOT_FOUND'); // delete takes an exact id, not a ref
+        await rejectsWith(cat.getWorkspace('team-b', ws[0]!.id), 'E_NOT_FOUND');
+        assert.equal((await cat.listWorkspaces(NS)).length, 3);
       } finally {
         await factory.cleanup(cat);
       }
