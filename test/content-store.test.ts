@@ -1,9 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { appendFile, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sha256, type Digest } from '../src/core/digest.js';
 import type { Entry } from '../src/core/tree.js';
@@ -11,23 +10,13 @@ import { ContentReader } from '../src/store/content-reader.js';
 import { ContentWriter } from '../src/store/content-writer.js';
 import { FsObjectStore } from '../src/store/fs-object-store.js';
 import { MemoryBlobIndex } from '../src/store/memory-blob-index.js';
-import type { ObjectStore } from '../src/store/object-store.js';
 import { CountingStore } from './helpers/counting-store.js';
+import { errorCode } from './helpers/assert-errors.js';
+import { listObjects } from './helpers/list-objects.js';
+import { tempDirFor } from './helpers/temp-dir.js';
 
-function code(err: unknown): string | undefined {
-  return (err as { code?: string }).code;
-}
-
-async function tmp(t: { after(fn: () => Promise<void>): void }): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'awc-content-'));
-  t.after(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-async function listAll(store: ObjectStore, prefix = ''): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for await (const o of store.list(prefix)) out.set(o.key, o.size);
-  return out;
+function tmp(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  return tempDirFor(t, 'awc-content-');
 }
 
 async function collect(it: AsyncIterable<Buffer>): Promise<Buffer> {
@@ -35,55 +24,6 @@ async function collect(it: AsyncIterable<Buffer>): Promise<Buffer> {
   for await (const b of it) parts.push(b);
   return Buffer.concat(parts);
 }
-
-// ---------------------------------------------------------------------------------------------
-// FsObjectStore
-
-test('FsObjectStore: put, get, range, has, size, list, delete', async (t) => {
-  const dir = await tmp(t);
-  const s = new FsObjectStore(join(dir, 'objects'));
-  const body = randomBytes(100_000);
-  await s.put('packs/ab/abcdef', body);
-  await s.put('packs/cd/cdef', Buffer.from('x'));
-  await s.put('other/thing', Buffer.from('y'));
-  assert.ok((await s.get('packs/ab/abcdef')).equals(body));
-  assert.ok((await s.get('packs/ab/abcdef', { offset: 1000, length: 5000 })).equals(body.subarray(1000, 6000)));
-  assert.equal((await s.get('packs/ab/abcdef', { offset: 99_990, length: 100 })).length, 10);
-  assert.equal((await s.get('packs/ab/abcdef', { offset: 200_000, length: 100 })).length, 0);
-  assert.equal(await s.has('packs/ab/abcdef'), true);
-  assert.equal(await s.has('packs/ab/nope'), false);
-  assert.equal(await s.size('packs/ab/abcdef'), 100_000);
-  assert.deepEqual(
-    await listAll(s, 'packs/'),
-    new Map([
-      ['packs/ab/abcdef', 100_000],
-      ['packs/cd/cdef', 1],
-    ]),
-  );
-  assert.deepEqual([...(await listAll(s, 'packs/a')).keys()], ['packs/ab/abcdef']);
-  assert.equal((await listAll(s)).size, 3);
-  assert.equal((await listAll(s, 'nothing/here/')).size, 0);
-  await s.delete('packs/cd/cdef');
-  await s.delete('packs/cd/cdef');
-  assert.equal(await s.has('packs/cd/cdef'), false);
-});
-
-test('FsObjectStore: missing objects, idempotent create-only put, bad keys, no temp files left', async (t) => {
-  const dir = await tmp(t);
-  const s = new FsObjectStore(dir);
-  await assert.rejects(s.get('packs/00/missing'), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
-  await assert.rejects(s.get('packs/00/missing', { offset: 0, length: 1 }), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
-  await assert.rejects(s.size('packs/00/missing'), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
-  await s.put('k/one', Buffer.from('first'));
-  await s.put('k/one', Buffer.from('second')); // an existing object is never replaced
-  assert.equal((await s.get('k/one')).toString(), 'first');
-  await Promise.all(Array.from({ length: 8 }, () => s.put('k/two', Buffer.from('same'))));
-  assert.equal((await s.get('k/two')).toString(), 'same');
-  assert.deepEqual((await readdir(join(dir, 'k'))).sort(), ['one', 'two']);
-  for (const bad of ['../x', '/abs', 'a//b', 'a/./b', 'a/../b', '', 'a/.tmp-1', 'sp ace']) {
-    await assert.rejects(s.put(bad, Buffer.from('x')), (e) => code(e) === 'E_PATH_TRAVERSAL', bad);
-  }
-});
 
 // ---------------------------------------------------------------------------------------------
 // ContentWriter + ContentReader
@@ -142,14 +82,14 @@ test('write + read round trip over FsObjectStore and MemoryBlobIndex', async (t)
   const tree = await writer.writeTree(entries);
   const root = await writer.writeRoot({ ...base, mode: 0o755, tree });
   assert.ok(writer.sessionBlob(tree));
-  assert.equal((await listAll(store)).size, 0, 'nothing uploaded before the pack fills or flush');
+  assert.equal((await listObjects(store)).size, 0, 'nothing uploaded before the pack fills or flush');
   const packs = await writer.flush();
   assert.equal(packs.length, 1);
   assert.equal(writer.stats.packs, 1);
   assert.equal(writer.stats.storedBytes, packs[0].size);
   assert.equal(writer.stats.files, 3);
   assert.equal(writer.stats.bytes, big.length + 6);
-  assert.deepEqual(await listAll(store), new Map([[packs[0].key, packs[0].size]]));
+  assert.deepEqual(await listObjects(store), new Map([[packs[0].key, packs[0].size]]));
   index.addPacks(packs);
 
   const reader = new ContentReader({ store, index });
@@ -186,7 +126,7 @@ test('write + read round trip over FsObjectStore and MemoryBlobIndex', async (t)
   store.gets = 0;
   await reader.readFileRange(fb, 10, 10);
   assert.equal(store.gets, 1);
-  await assert.rejects(reader.readFileRange(fb, -1, 10), (e) => code(e) === 'E_USAGE');
+  await assert.rejects(reader.readFileRange(fb, -1, 10), (e) => errorCode(e) === 'E_USAGE');
 });
 
 test('dedup: identical files store no new chunks, across writers too', async (t) => {
@@ -202,7 +142,7 @@ test('dedup: identical files store no new chunks, across writers too', async (t)
   assert.equal(writer.stats.newChunks, newAfterA);
   assert.equal(writer.stats.chunks, a.chunks.length * 2);
   index.addPacks(await writer.flush());
-  const before = await listAll(store);
+  const before = await listObjects(store);
 
   // A second writer against the same index stores nothing new.
   const w2 = new ContentWriter({ store, index });
@@ -210,7 +150,7 @@ test('dedup: identical files store no new chunks, across writers too', async (t)
   assert.deepEqual(c, a);
   assert.equal(w2.stats.newChunks, 0);
   assert.deepEqual(await w2.flush(), []);
-  assert.deepEqual(await listAll(store), before);
+  assert.deepEqual(await listObjects(store), before);
   // Same content as a stream: same result.
   const w3 = new ContentWriter({ store, index });
   async function* pieces() {
@@ -224,12 +164,12 @@ test('small files share packs; packs are uploaded as they fill', async (t) => {
   const dir = await tmp(t);
   const { store, writer } = world(dir, { packBytes: 1 << 20 });
   for (let i = 0; i < 200; i++) await writer.writeBuffer(Buffer.from(`file number ${i}\n`));
-  assert.equal((await listAll(store)).size, 0);
+  assert.equal((await listObjects(store)).size, 0);
   await writer.writeBuffer(randomBytes(3_500_000));
-  assert.ok((await listAll(store)).size >= 2, 'full packs were uploaded before flush');
+  assert.ok((await listObjects(store)).size >= 2, 'full packs were uploaded before flush');
   const packs = await writer.flush();
   assert.ok(packs.length >= 4);
-  assert.equal((await listAll(store)).size, packs.length);
+  assert.equal((await listObjects(store)).size, packs.length);
   for (const p of packs) assert.ok(p.size <= (1 << 20) + 300_000);
   assert.equal(
     packs.reduce((n, p) => n + p.blobs.length, 0),
@@ -243,7 +183,7 @@ test('concurrent writes and uploads keep every pack', async (t) => {
   const datas = Array.from({ length: 6 }, () => randomBytes(1_000_000));
   const files = await Promise.all(datas.map((d) => writer.writeBuffer(d)));
   const packs = await writer.flush();
-  assert.equal((await listAll(store)).size, packs.length);
+  assert.equal((await listObjects(store)).size, packs.length);
   index.addPacks(packs);
   const reader = new ContentReader({ store, index });
   for (let i = 0; i < datas.length; i++) assert.ok((await collect(reader.readFile(files[i]))).equals(datas[i]));
@@ -261,11 +201,11 @@ test('dryRun uploads nothing but hashes, counts and keeps session trees', async 
   assert.deepEqual(await writer.flush(), []);
   assert.equal(writer.stats.packs, 0);
   assert.equal(writer.stats.storedBytes, 0);
-  assert.equal((await listAll(store)).size, 0);
+  assert.equal((await listObjects(store)).size, 0);
   const reader = new ContentReader({ store, index, extra: (d) => writer.sessionBlob(d) });
   assert.equal((await reader.readRoot(root)).tree, tree);
   assert.equal((await reader.readTree(tree)).entries[0].name, 'f');
-  await assert.rejects(collect(reader.readFile(f)), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
+  await assert.rejects(collect(reader.readFile(f)), (e) => errorCode(e) === 'E_OBJECT_NOT_FOUND');
 });
 
 test('a file that changes while it is read: re-read once, then E_CHANGED_DURING_READ', async (t) => {
@@ -279,7 +219,10 @@ test('a file that changes while it is read: re-read once, then E_CHANGED_DURING_
       index: new MemoryBlobIndex(),
       testHooks: { afterRead: (p) => appendFile(p, 'more') },
     });
-    await assert.rejects(always.writeFile(path), (e) => code(e) === 'E_CHANGED_DURING_READ' && (e as { retryable: boolean }).retryable);
+    await assert.rejects(
+      always.writeFile(path),
+      (e) => errorCode(e) === 'E_CHANGED_DURING_READ' && (e as { retryable: boolean }).retryable,
+    );
     assert.equal(always.stats.files, 0);
     // Grows during the first read only: the second read wins and sees the new content.
     const once = new ContentWriter({
@@ -302,10 +245,10 @@ test('a file that changes while it is read: re-read once, then E_CHANGED_DURING_
 test('writeFile errors: missing file, not a regular file', async (t) => {
   const dir = await tmp(t);
   const { writer } = world(dir);
-  await assert.rejects(writer.writeFile(join(dir, 'nope')), (e) => code(e) === 'E_SOURCE_NOT_FOUND');
-  await assert.rejects(writer.writeFile(dir), (e) => code(e) === 'E_UNSUPPORTED');
+  await assert.rejects(writer.writeFile(join(dir, 'nope')), (e) => errorCode(e) === 'E_SOURCE_NOT_FOUND');
+  await assert.rejects(writer.writeFile(dir), (e) => errorCode(e) === 'E_UNSUPPORTED');
   execFileSync('mkfifo', [join(dir, 'fifo')]);
-  await assert.rejects(writer.writeFile(join(dir, 'fifo')), (e) => code(e) === 'E_UNSUPPORTED');
+  await assert.rejects(writer.writeFile(join(dir, 'fifo')), (e) => errorCode(e) === 'E_UNSUPPORTED');
 });
 
 test('reader: integrity failures are refetched once, then reported; unknown blobs are E_OBJECT_NOT_FOUND', async (t) => {
@@ -324,20 +267,20 @@ test('reader: integrity failures are refetched once, then reported; unknown blob
   assert.ok((await reader.readBlob(f.chunks[0].digest)).length > 0);
   // Persistent corruption is reported, never served.
   store.corruptFirstReads = 2;
-  await assert.rejects(reader.readBlob(f.chunks[0].digest), (e) => code(e) === 'E_INTEGRITY');
+  await assert.rejects(reader.readBlob(f.chunks[0].digest), (e) => errorCode(e) === 'E_INTEGRITY');
   store.corruptFirstReads = 0;
   const file = join(dir, 'objects', ...packs[0].key.split('/'));
   const bytes = await readFile(file);
   const loc = packs[0].blobs.find((b) => b.digest === f.chunks[1].digest)!;
   bytes[loc.offset + 7] ^= 0xff;
   await writeFile(file, bytes);
-  await assert.rejects(collect(reader.readFile(f)), (e) => code(e) === 'E_INTEGRITY');
+  await assert.rejects(collect(reader.readFile(f)), (e) => errorCode(e) === 'E_INTEGRITY');
   assert.ok((await reader.readFileRange(f, 0, f.chunks[0].size)).equals(data.subarray(0, f.chunks[0].size)));
 
-  await assert.rejects(reader.readBlob(sha256('unknown')), (e) => code(e) === 'E_OBJECT_NOT_FOUND');
+  await assert.rejects(reader.readBlob(sha256('unknown')), (e) => errorCode(e) === 'E_OBJECT_NOT_FOUND');
   await assert.rejects(
     collect(reader.readChunks([{ digest: sha256('unknown') as Digest, size: 7 }])),
-    (e) => code(e) === 'E_OBJECT_NOT_FOUND',
+    (e) => errorCode(e) === 'E_OBJECT_NOT_FOUND',
   );
 });
 

@@ -3,8 +3,10 @@ import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
- * pack and blob records). Implemented by `SqlCatalog` over Kysely (SQLite now, PostgreSQL
- * later with the same schema). Mutations that must be atomic are single transactions.
+ * pack and blob records). Implemented by `KyselyCatalog` (sql/, the queries of every SQL
+ * dialect) with one adapter per dialect: `SqliteCatalog` (sqlite/) now, PostgreSQL later
+ * with the same schema. Mutations that must be atomic are single transactions. Every
+ * adapter runs the contract suite test/contracts/catalog.contract.ts.
  */
 
 /** A snapshot row. Times are ISO-8601 strings (UTC). */
@@ -59,13 +61,18 @@ export interface Catalog {
   /** Blob index of one namespace (dedup stops at the namespace). */
   blobIndex(namespace: string): BlobIndex;
 
-  /** Inserts packs, blobs and the snapshot in one transaction. @throws E_NAME_TAKEN when `name` is used in the namespace. */
+  /**
+   * Inserts packs, blobs (a digest already indexed in the namespace keeps its location) and the
+   * snapshot in one transaction. @throws E_NAME_TAKEN when `name` is used in the namespace,
+   * E_NOT_FOUND (parentId), E_USAGE (bad name); nothing is written then.
+   */
   createSnapshot(s: NewSnapshot): Promise<SnapshotRow>;
 
   /**
    * Checkpoint commit, one transaction: inserts packs, blobs and the snapshot (parent =
    * the workspace's head) and moves the workspace's head to it, only if the head is still
-   * `expectedHeadId`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ (head moved: retryable).
+   * `expectedHeadId`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ (head moved: retryable),
+   * E_NAME_TAKEN, E_USAGE; nothing is written then.
    */
   commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow>;
 
@@ -79,7 +86,7 @@ export interface Catalog {
   /**
    * Creates `names.length` workspaces whose base and head are `snapshotId`, in one
    * transaction (catalog rows only). A null name stays unnamed.
-   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (nothing is created then)
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN, E_USAGE (bad name); nothing is created then
    */
   forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]>;
   /** Resolves a workspace by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
@@ -90,7 +97,11 @@ export interface Catalog {
   findWorkspaceByMountPath(path: string): Promise<WorkspaceRow | undefined>;
   /** Workspaces mounted on `host`, in any namespace. */
   listMountedOnHost(host: string): Promise<WorkspaceRow[]>;
-  /** Records a mount (state 'mounted' with path, driver, host) or an unmount (all null). @throws E_NOT_FOUND */
+  /**
+   * Records a mount (state 'mounted' with path, driver, host; the same again is idempotent) or
+   * an unmount (all null). @throws E_NOT_FOUND, E_ALREADY_MOUNTED (mounted elsewhere),
+   * E_TARGET_BUSY (another workspace is mounted there on that host), E_USAGE (relative path)
+   */
   setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow>;
   /** Deletes a workspace row. @throws E_NOT_FOUND, E_ALREADY_MOUNTED */
   deleteWorkspace(namespace: string, id: string): Promise<void>;
@@ -98,6 +109,6 @@ export interface Catalog {
   /** Pack totals of a namespace: pack count, stored bytes (sum of pack object sizes), blob count (0s for an unknown namespace). */
   packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }>;
 
-  /** Closes the connection. */
+  /** Closes the connection (idempotent). */
   close(): Promise<void>;
 }

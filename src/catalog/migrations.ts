@@ -139,13 +139,14 @@ export const MIGRATION_LOCK_TABLE = 'awc_migration_lock';
 
 /**
  * Applies every pending migration (idempotent: a no-op on an up-to-date database).
- * Returns the names of the migrations applied by this call.
+ * Returns the names of the migrations applied by this call. `toError` maps a driver error to
+ * an AwcError: the dialect's mapping (a full disk → E_NO_SPACE…), `toAwcError` by default.
  * @throws E_NO_SPACE / E_READ_ONLY / E_IO when the disk fails it, else E_INTERNAL when a migration fails
  *   (the failed migration's transaction is rolled back),
  *   E_FORMAT when the database has migrations this version does not know (it was written by a newer awc).
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the migrator takes a database of any schema
-export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+export async function migrateToLatest(db: Kysely<any>, toError: (err: unknown) => AwcError = toAwcError): Promise<string[]> {
   const migrator = new Migrator({
     db,
     provider: migrationProvider,
@@ -162,7 +163,7 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
       });
     }
     // a full or read-only disk is the environment's failure (E_NO_SPACE, E_READ_ONLY…), not a bug
-    const mapped = toAwcError(error);
+    const mapped = toError(error);
     throw new AwcError(mapped.code, `catalog migration failed: ${msg}`, { cause: error });
   }
   return (results ?? []).filter((r) => r.status === 'Success' && r.direction === 'Up').map((r) => r.migrationName);

@@ -8,7 +8,7 @@ import type { ColumnType, Insertable, Selectable } from 'kysely';
  *   which sort correctly as strings;
  * - byte sizes and offsets are SQL `bigint`: better-sqlite3 returns them as JS numbers, `pg`
  *   returns them as decimal strings. Their select type is therefore `number | string` and
- *   every read goes through `Number()` (see `toNum` in sql-catalog.ts);
+ *   every read goes through `Number()` (see `toNum` in sql/rows.ts);
  * - counts are SQL `integer` (a JS number on both).
  *
  * `namespace` columns hold the namespace's **id** (`namespaces.id`), never its name.

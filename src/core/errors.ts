@@ -160,21 +160,6 @@ const ERRNO_CODES: Record<string, ErrorCode> = {
 };
 
 /**
- * The code of a SQLite result code as better-sqlite3 throws it (`err.code`, e.g. `SQLITE_FULL`,
- * `SQLITE_IOERR_SHMSIZE`), or undefined for codes that mean a bug (misuse, constraint…).
- * SQLite reports a full disk as SQLITE_FULL, or as SQLITE_IOERR_SHMSIZE when the WAL index cannot grow.
- */
-function sqliteCode(code: string): { code: ErrorCode; hint?: string } | undefined {
-  if (code === 'SQLITE_FULL' || code === 'SQLITE_IOERR_SHMSIZE') return { code: 'E_NO_SPACE' };
-  if (code.startsWith('SQLITE_READONLY')) return { code: 'E_READ_ONLY' };
-  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN')) return { code: 'E_IO' };
-  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB')
-    return { code: 'E_INTEGRITY', hint: 'The catalog (catalog.sqlite) is damaged; restore it from a copy.' };
-  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return { code: 'E_CATALOG_BUSY' };
-  return undefined;
-}
-
-/**
  * Node's recursive `mkdir` answers ENOENT when the real failure is a read-only file system
  * (or a permission); a recursive mkdir has no other reason for ENOENT than a race. Asks the
  * nearest existing ancestor why it cannot be written, or undefined when `e` is something else.
@@ -202,10 +187,9 @@ function realMkdirError(e: NodeJS.ErrnoException | undefined): NodeJS.ErrnoExcep
  * Wraps any thrown value as an AwcError. An AwcError is returned as is; an error of the
  * environment is given its stable code (the one place where this mapping lives): errno
  * ENOSPC/EDQUOT → E_NO_SPACE, EROFS → E_READ_ONLY, ENAMETOOLONG → E_NAME_TOO_LONG,
- * EACCES/EPERM → E_PERMISSION, EIO → E_IO, and SQLite's codes
- * (SQLITE_FULL → E_NO_SPACE, SQLITE_READONLY* → E_READ_ONLY, SQLITE_IOERR* → E_IO,
- * SQLITE_CORRUPT* → E_INTEGRITY, SQLITE_BUSY* → E_CATALOG_BUSY). Anything else is
- * E_INTERNAL: a bug in AWC. (EPIPE is not mapped here: only the writer of stdout knows that
+ * EACCES/EPERM → E_PERMISSION, EIO → E_IO. (A SQL dialect's codes are mapped by that
+ * dialect, at the catalog's boundary: src/catalog/sqlite/sqlite-errors.ts.) Anything else
+ * is E_INTERNAL: a bug in AWC. (EPIPE is not mapped here: only the writer of stdout knows that
  * it means "the reader went away", E_CLOSED_PIPE; elsewhere, a pipe to a child, it may be a bug.)
  */
 export function toAwcError(err: unknown): AwcError {
@@ -216,7 +200,5 @@ export function toAwcError(err: unknown): AwcError {
     const message = e.path && !e.message.includes(e.path) ? `${e.message} (${e.path})` : e.message;
     return new AwcError(ERRNO_CODES[raw], message, { cause: err });
   }
-  const sq = raw?.startsWith('SQLITE_') ? sqliteCode(raw) : undefined;
-  if (sq) return new AwcError(sq.code, `${e.message} (${raw})`, { cause: err, hint: sq.hint });
   return new AwcError('E_INTERNAL', e?.message ?? String(err), { cause: err });
 }

@@ -7,7 +7,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import { nsToUtimeSeconds } from '../core/time.js';
 import type { Catalog } from '../catalog/catalog.js';
-import { SqlCatalog } from '../catalog/sql-catalog.js';
+import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
 import { FsObjectStore, TEMP_GRACE_MS } from '../store/fs-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
@@ -161,7 +161,7 @@ export class HostDaemon extends EventEmitter {
         hint: 'Wait for it to exit, then start again.',
       });
     }
-    this.catalog = await SqlCatalog.openSqlite(this.paths.catalog);
+    this.catalog = await SqliteCatalog.open(this.paths.catalog);
     this.store = new FsObjectStore(this.paths.objects);
     this.emit('log', {
       level: 'info',

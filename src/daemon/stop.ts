@@ -1,5 +1,5 @@
 import { existsSync, rmSync } from 'node:fs';
-import { SqlCatalog } from '../catalog/sql-catalog.js';
+import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
 import { cleanLeftovers, findLeftovers, type CleanedMount } from '../host/leftovers.js';
 import { pathsOf, type AwcConfig } from '../config/config.js';
 import { DaemonClient } from './client.js';
@@ -89,7 +89,7 @@ export async function cleanDeadDaemon(config: AwcConfig): Promise<CleanedMount[]
     return [];
   const cleaned = await cleanLeftovers(findLeftovers(paths));
   if (existsSync(paths.catalog)) {
-    const catalog = await SqlCatalog.openSqlite(paths.catalog);
+    const catalog = await SqliteCatalog.open(paths.catalog);
     try {
       for (const ws of await catalog.listMountedOnHost(config.host)) if (ws.mountDriver === 'overlay') await catalog.setMount(ws.id, null);
     } finally {

@@ -5,7 +5,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { Entry } from '../core/tree.js';
 import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
-import { SqlCatalog } from '../catalog/sql-catalog.js';
+import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
 import { checkName } from '../catalog/names.js';
 import { FsObjectStore } from '../store/fs-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
@@ -107,7 +107,7 @@ export class Awc {
     const paths = pathsOf(config);
     if (opts.create === false) await assertHome(config.home);
     await prepareHome(paths);
-    const catalog = await SqlCatalog.openSqlite(paths.catalog);
+    const catalog = await SqliteCatalog.open(paths.catalog);
     return new Awc(config, catalog, new FsObjectStore(paths.objects));
   }
 

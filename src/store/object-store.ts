@@ -1,12 +1,17 @@
 /**
  * The object store port: immutable, content-addressed objects (packs). Writes are
  * create-only and idempotent; nothing is overwritten in place. Adapters: `FsObjectStore`
- * (a local directory), later `S3ObjectStore`.
+ * (a local directory), later `S3ObjectStore`. Every adapter runs the contract suite
+ * test/contracts/object-store.contract.ts.
  */
 export interface ObjectStore {
   /** Stores `body` under `key` if absent (idempotent; an existing object is left as is). */
   put(key: string, body: Uint8Array): Promise<void>;
-  /** Reads an object, or `length` bytes from `offset` (bytes). @throws AwcError E_OBJECT_NOT_FOUND */
+  /**
+   * Reads an object, or `length` bytes from `offset` (bytes). A range reaching past the end
+   * returns the bytes that exist (none when it starts at or after the end, or `length` is 0).
+   * @throws AwcError E_OBJECT_NOT_FOUND
+   */
   get(key: string, range?: { offset: number; length: number }): Promise<Buffer>;
   /** True when the object exists. */
   has(key: string): Promise<boolean>;

@@ -23,10 +23,11 @@ export interface BlobLocation extends PackIndexEntry {
 
 /**
  * The blob index port: which blobs already exist (in one namespace) and where. The catalog
- * implements it; dedup and reads go through it.
+ * implements it; dedup and reads go through it. A digest recorded twice keeps its first
+ * location. Every adapter runs the contract suite test/contracts/blob-index.contract.ts.
  */
 export interface BlobIndex {
-  /** Locations of the digests that are known; unknown digests are absent from the map. */
+  /** Locations of the digests that are known (duplicates in `digests` are fine); unknown digests are absent from the map. */
   lookup(digests: readonly Digest[]): Promise<Map<Digest, BlobLocation>>;
 }
 

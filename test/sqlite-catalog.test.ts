@@ -1,72 +1,65 @@
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import BetterSqlite3 from 'better-sqlite3';
 import { sql } from 'kysely';
 import { sha256, type Digest } from '../src/core/digest.js';
-import { AwcError, type ErrorCode } from '../src/core/errors.js';
-import type { NewSnapshot } from '../src/catalog/catalog.js';
+import type { AwcError } from '../src/core/errors.js';
 import { idTime, isId, newId, newIds } from '../src/catalog/ids.js';
 import { MIGRATIONS } from '../src/catalog/migrations.js';
-import { SqlCatalog, toNum } from '../src/catalog/sql-catalog.js';
+import { toNum } from '../src/catalog/sql/rows.js';
+import { SqliteCatalog } from '../src/catalog/sqlite/sqlite-catalog.js';
 import type { WrittenPack } from '../src/store/pack-types.js';
+import { blobIndexContract } from './contracts/blob-index.contract.js';
+import { catalogContract } from './contracts/catalog.contract.js';
+import { rejectsWith } from './helpers/assert-errors.js';
+import { mkPack, NS, snap } from './helpers/catalog-fixtures.js';
+import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
 
-const NS = 'default';
 let dir: string;
 
 before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'awc-catalog-'));
+  dir = await makeTempDir('awc-catalog-');
 });
 after(async () => {
-  await rm(dir, { recursive: true, force: true });
+  await removeTempDir(dir);
 });
 
 let dbCounter = 0;
-async function openFresh(): Promise<{ cat: SqlCatalog; path: string }> {
+async function openFresh(): Promise<{ cat: SqliteCatalog; path: string }> {
   const path = join(dir, `db${dbCounter++}`, 'sub', 'catalog.db');
-  return { cat: await SqlCatalog.openSqlite(path), path };
+  return { cat: await SqliteCatalog.open(path), path };
 }
 
-/** A pack with `n` chunk blobs whose digests derive from `seed`; offsets beyond 2^32 to exercise bigint. */
-function mkPack(key: string, n: number, seed: string): WrittenPack {
-  const blobs = Array.from({ length: n }, (_, i) => ({
-    digest: sha256(`${seed}/${i}`),
-    kind: 'chunk' as const,
-    codec: 'lz4' as const,
-    offset: 5_000_000_000 + i * 100,
-    storedLength: 90,
-    rawLength: 100,
-    pack: key,
-  }));
-  return { key, size: 5_000_000_000 + n * 100, blobs };
-}
-
-function snap(over: Partial<NewSnapshot> = {}): NewSnapshot {
-  return { namespace: NS, root: sha256(`root-${Math.random()}`), fileCount: 3, byteCount: 6_000_000_000, packs: [], ...over };
-}
-
-async function rejectsWith(p: Promise<unknown>, code: ErrorCode): Promise<AwcError> {
-  try {
-    await p;
-  } catch (err) {
-    assert.ok(err instanceof AwcError, `expected AwcError ${code}, got ${String(err)}`);
-    assert.equal(err.code, code, `expected ${code}, got ${err.code}: ${err.message}`);
-    return err;
-  }
-  assert.fail(`expected ${code}, but it resolved`);
-}
-
-async function count(cat: SqlCatalog, table: 'snapshots' | 'workspaces' | 'packs' | 'blobs' | 'namespaces'): Promise<number> {
+async function count(cat: SqliteCatalog, table: 'snapshots' | 'workspaces' | 'packs' | 'blobs' | 'namespaces'): Promise<number> {
   const r = await cat.db
     .selectFrom(table)
     .select((eb) => eb.fn.countAll().as('n'))
     .executeTakeFirstOrThrow();
   return toNum(r.n as number | string);
 }
+
+catalogContract('SqliteCatalog', {
+  create: async () => (await openFresh()).cat,
+  cleanup: (cat) => cat.close(),
+});
+
+const indexOwners = new WeakMap<object, SqliteCatalog>();
+blobIndexContract('SqliteCatalog.blobIndex', {
+  async create() {
+    const { cat } = await openFresh();
+    const t = {
+      index: cat.blobIndex(NS),
+      record: async (packs: readonly WrittenPack[]) => void (await cat.createSnapshot(snap({ packs: [...packs] }))),
+    };
+    indexOwners.set(t, cat);
+    return t;
+  },
+  cleanup: (t) => indexOwners.get(t)!.close(),
+});
 
 describe('ids', () => {
   it('are prefixed, lowercase, time-sortable and monotonic', () => {
@@ -86,14 +79,14 @@ describe('ids', () => {
   });
 });
 
-describe('SqlCatalog (SQLite)', () => {
+describe('SqliteCatalog', () => {
   it('creates the parent dir, uses WAL, and migrations are idempotent on reopen', async () => {
     const { cat, path } = await openFresh();
     const s = await cat.createSnapshot(snap({ name: 'keep' }));
     assert.deepEqual(await cat.migrate(), []);
     await cat.close();
 
-    const again = await SqlCatalog.openSqlite(path);
+    const again = await SqliteCatalog.open(path);
     assert.deepEqual(await again.migrate(), []);
     const applied = await again.db
       .selectFrom('awc_migration' as never)
@@ -104,67 +97,6 @@ describe('SqlCatalog (SQLite)', () => {
     const raw = await sql<{ journal_mode: string }>`pragma journal_mode`.execute(again.db);
     assert.equal(raw.rows[0]!.journal_mode, 'wal');
     await again.close();
-  });
-
-  it('creates a snapshot and gets it by id, name and id prefix', async () => {
-    const { cat } = await openFresh();
-    try {
-      const s = await cat.createSnapshot(snap({ name: 'base', message: 'hello', packs: [mkPack('packs/p1', 3, 'a')] }));
-      assert.match(s.id, /^sn_/);
-      assert.equal(s.namespace, NS);
-      assert.equal(s.name, 'base');
-      assert.equal(s.message, 'hello');
-      assert.equal(s.parentId, null);
-      assert.equal(s.fileCount, 3);
-      assert.equal(s.byteCount, 6_000_000_000);
-      assert.deepEqual(await cat.getSnapshot(NS, s.id), s);
-      assert.deepEqual(await cat.getSnapshot(NS, 'base'), s);
-      assert.deepEqual(await cat.getSnapshot(NS, s.id.slice(0, 12)), s);
-      assert.deepEqual(await cat.getSnapshot(NS, s.id.slice(3, 12)), s, 'prefix without sn_');
-      assert.deepEqual(await cat.getSnapshot(NS, s.id.slice(0, 12).toUpperCase()), s, 'case-insensitive prefix');
-      assert.equal(typeof (await cat.listSnapshots(NS))[0]!.byteCount, 'number');
-
-      const child = await cat.createSnapshot(snap({ parentId: s.id }));
-      assert.equal(child.parentId, s.id);
-      const list = await cat.listSnapshots(NS);
-      assert.deepEqual(
-        list.map((x) => x.id),
-        [child.id, s.id],
-        'newest first',
-      );
-      await rejectsWith(cat.createSnapshot(snap({ parentId: 'sn_nope' })), 'E_NOT_FOUND');
-      await rejectsWith(cat.createSnapshot(snap({ name: '' })), 'E_USAGE');
-    } finally {
-      await cat.close();
-    }
-  });
-
-  it('reports not-found (with a hint) and ambiguous refs by code', async () => {
-    const { cat } = await openFresh();
-    try {
-      const made = [];
-      for (let i = 0; i < 5; i++) made.push(await cat.createSnapshot(snap()));
-      const e1 = await rejectsWith(cat.getSnapshot(NS, 'nope'), 'E_NOT_FOUND');
-      assert.match(e1.hint, /awc snapshot ls/);
-      await rejectsWith(cat.getSnapshot(NS, 'zzzzzzzzzz'), 'E_NOT_FOUND');
-      await rejectsWith(cat.getSnapshot('other-ns', made[0]!.id), 'E_NOT_FOUND');
-      await rejectsWith(cat.getSnapshot(NS, made[0]!.id.slice(0, 6)), 'E_NOT_FOUND'); // < 4 chars after sn_
-      // Ids made within a few ms share their time prefix.
-      const amb = await rejectsWith(cat.getSnapshot(NS, made[0]!.id.slice(0, 10)), 'E_AMBIGUOUS');
-      assert.ok(Array.isArray(amb.details?.candidates));
-      assert.equal(amb.exitCode, 2);
-      await rejectsWith(cat.getSnapshot(NS, 'sn_%'), 'E_NOT_FOUND');
-      await rejectsWith(cat.getSnapshot(NS, 'sn______'), 'E_NOT_FOUND'); // LIKE wildcards are not wildcards
-
-      const ws = await cat.forkWorkspaces(NS, made[0]!.id, [null, null, 'w']);
-      await rejectsWith(cat.getWorkspace(NS, ws[0]!.id.slice(0, 10)), 'E_AMBIGUOUS');
-      const e2 = await rejectsWith(cat.getWorkspace(NS, 'nope'), 'E_NOT_FOUND');
-      assert.match(e2.hint, /awc ls/);
-      assert.equal((await cat.getWorkspace(NS, 'w')).id, ws[2]!.id);
-      assert.equal((await cat.getWorkspace(NS, ws[1]!.id)).id, ws[1]!.id);
-    } finally {
-      await cat.close();
-    }
   });
 
   it('refuses a taken snapshot name and writes nothing of that snapshot', async () => {
@@ -356,81 +288,9 @@ describe('SqlCatalog (SQLite)', () => {
     }
   });
 
-  it('records mount state, finds by path and host, and clears it', async () => {
-    const { cat } = await openFresh();
-    try {
-      const s = await cat.createSnapshot(snap());
-      const [a, b] = await cat.forkWorkspaces(NS, s.id, ['a', 'b']);
-      const m = await cat.setMount(a!.id, { path: '/mnt/a', driver: 'overlay', host: 'h1' });
-      assert.equal(m.mountState, 'mounted');
-      assert.equal(m.mountPath, '/mnt/a');
-      assert.equal(m.mountDriver, 'overlay');
-      assert.equal(m.mountHost, 'h1');
-      assert.deepEqual(await cat.getWorkspace(NS, 'a'), m);
-      assert.deepEqual(await cat.findWorkspaceByMountPath('/mnt/a'), m);
-      assert.equal(await cat.findWorkspaceByMountPath('/mnt/none'), undefined);
-      assert.deepEqual(
-        (await cat.listMountedOnHost('h1')).map((w) => w.id),
-        [a!.id],
-      );
-      assert.deepEqual(await cat.listMountedOnHost('h2'), []);
-      // Re-recording the same mount is idempotent; another target is refused.
-      await cat.setMount(a!.id, { path: '/mnt/a', driver: 'overlay', host: 'h1' });
-      await rejectsWith(cat.setMount(a!.id, { path: '/mnt/elsewhere', driver: 'copy', host: 'h1' }), 'E_ALREADY_MOUNTED');
-      await rejectsWith(cat.setMount(b!.id, { path: '/mnt/a', driver: 'copy', host: 'h1' }), 'E_TARGET_BUSY');
-      await rejectsWith(cat.setMount(b!.id, { path: 'relative', driver: 'copy', host: 'h1' }), 'E_USAGE');
-      await rejectsWith(cat.setMount('ws_nope', null), 'E_NOT_FOUND');
-      // Same path on another host is another target.
-      await cat.setMount(b!.id, { path: '/mnt/a', driver: 'copy', host: 'h2' });
-      assert.deepEqual(
-        (await cat.listMountedOnHost('h2')).map((w) => w.id),
-        [b!.id],
-      );
-      // Mounted workspaces cannot be deleted.
-      await rejectsWith(cat.deleteWorkspace(NS, a!.id), 'E_ALREADY_MOUNTED');
-
-      const u = await cat.setMount(a!.id, null);
-      assert.equal(u.mountState, 'unmounted');
-      assert.equal(u.mountPath, null);
-      assert.equal(u.mountDriver, null);
-      assert.equal(u.mountHost, null);
-      assert.deepEqual(await cat.getWorkspace(NS, 'a'), u);
-      assert.deepEqual(await cat.listMountedOnHost('h1'), []);
-      assert.equal((await cat.findWorkspaceByMountPath('/mnt/a'))?.id, b!.id);
-      await cat.setMount(a!.id, null); // idempotent
-      await cat.deleteWorkspace(NS, a!.id);
-      await rejectsWith(cat.getWorkspace(NS, a!.id), 'E_NOT_FOUND');
-      await rejectsWith(cat.deleteWorkspace(NS, a!.id), 'E_NOT_FOUND');
-    } finally {
-      await cat.close();
-    }
-  });
-
-  it('refuses to delete a snapshot in use and deletes an unused one', async () => {
-    const { cat } = await openFresh();
-    try {
-      const base = await cat.createSnapshot(snap({ name: 'base' }));
-      const [w] = await cat.forkWorkspaces(NS, base.id, ['w']);
-      const e = await rejectsWith(cat.deleteSnapshot(NS, base.id), 'E_IN_USE');
-      assert.deepEqual(e.details?.workspaces, [w!.id]);
-      const c1 = await cat.commitCheckpoint({ workspaceId: w!.id, expectedHeadId: base.id, snapshot: snap() });
-      await cat.deleteWorkspace(NS, w!.id);
-      // base is still c1's parent.
-      const e2 = await rejectsWith(cat.deleteSnapshot(NS, base.id), 'E_IN_USE');
-      assert.deepEqual(e2.details?.snapshots, [c1.id]);
-      await cat.deleteSnapshot(NS, c1.id);
-      await cat.deleteSnapshot(NS, base.id);
-      assert.deepEqual(await cat.listSnapshots(NS), []);
-      await rejectsWith(cat.deleteSnapshot(NS, base.id), 'E_NOT_FOUND');
-      await rejectsWith(cat.deleteSnapshot('nobody', base.id), 'E_NOT_FOUND');
-    } finally {
-      await cat.close();
-    }
-  });
-
   it('two instances on the same file (CLI + daemon) both read and write', async () => {
     const { cat: a, path } = await openFresh();
-    const b = await SqlCatalog.openSqlite(path);
+    const b = await SqliteCatalog.open(path);
     try {
       const s = await a.createSnapshot(snap({ name: 'shared', packs: [mkPack('packs/s', 10, 's')] }));
       assert.equal((await b.getSnapshot(NS, 'shared')).id, s.id);
@@ -453,7 +313,7 @@ describe('SqlCatalog (SQLite)', () => {
   it('a write blocked by another connection past the busy timeout is E_CATALOG_BUSY', async () => {
     const { cat: first, path } = await openFresh();
     await first.close();
-    const cat = await SqlCatalog.openSqlite(path, { busyTimeoutMs: 100 });
+    const cat = await SqliteCatalog.open(path, { busyTimeoutMs: 100 });
     const holder = new BetterSqlite3(path);
     try {
       holder.exec('begin immediate');
@@ -471,12 +331,12 @@ describe('SqlCatalog (SQLite)', () => {
     const { cat, path } = await openFresh();
     try {
       const base = await cat.createSnapshot(snap({ name: 'base' }));
-      const moduleUrl = pathToFileURL(join(fileURLToPath(new URL('.', import.meta.url)), '../src/catalog/sql-catalog.js')).href;
+      const moduleUrl = pathToFileURL(join(fileURLToPath(new URL('.', import.meta.url)), '../src/catalog/sqlite/sqlite-catalog.js')).href;
       const script = join(dir, `child-${dbCounter}.mjs`);
       await writeFile(
         script,
-        `import { SqlCatalog } from ${JSON.stringify(moduleUrl)};
-const cat = await SqlCatalog.openSqlite(process.argv[2]);
+        `import { SqliteCatalog } from ${JSON.stringify(moduleUrl)};
+const cat = await SqliteCatalog.open(process.argv[2]);
 for (let i = 0; i < 30; i++) await cat.forkWorkspaces('default', process.argv[3], Array.from({ length: 20 }, (_, j) => 'child-' + i + '-' + j));
 await cat.close();
 `,

@@ -1,0 +1,130 @@
+import type { Transaction } from 'kysely';
+import type { Digest } from '../../core/digest.js';
+import { AwcError } from '../../core/errors.js';
+import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../../store/pack-types.js';
+import type { Database, NewBlobRecord } from '../schema.js';
+import { chunks, toNum } from './rows.js';
+import type { SqlContext } from './sql-context.js';
+
+/** Digests per `WHERE digest IN (…)` query of a blob index lookup. */
+export const LOOKUP_BATCH = 500;
+
+/** The `packs` and `blobs` queries of the catalog (dialect-neutral): the blob index, pack totals and pack inserts. */
+export class BlobQueries {
+  constructor(private readonly ctx: SqlContext) {}
+
+  /**
+   * Blob index of `namespace`. `lookup` dedups its input and queries `WHERE digest IN (…)`
+   * in groups of `LOOKUP_BATCH`; unknown digests (or an unknown namespace) are absent from
+   * the result. Offsets and lengths are bytes.
+   */
+  blobIndex(namespace: string): BlobIndex {
+    const ctx = this.ctx;
+    return {
+      lookup: (digests) =>
+        ctx.read(async () => {
+          const out = new Map<Digest, BlobLocation>();
+          if (digests.length === 0) return out;
+          const nsId = await ctx.findNs(namespace);
+          if (!nsId) return out;
+          const unique = [...new Set(digests)];
+          for (const group of chunks(unique, LOOKUP_BATCH)) {
+            const rows = await ctx.db
+              .selectFrom('blobs')
+              .select(['digest', 'kind', 'pack', 'offset', 'stored_length', 'raw_length', 'codec'])
+              .where('namespace', '=', nsId)
+              .where('digest', 'in', group)
+              .execute();
+            for (const r of rows) {
+              out.set(r.digest as Digest, {
+                digest: r.digest as Digest,
+                kind: r.kind as BlobKind,
+                codec: r.codec as Codec,
+                pack: r.pack,
+                offset: toNum(r.offset),
+                storedLength: toNum(r.stored_length),
+                rawLength: toNum(r.raw_length),
+              });
+            }
+          }
+          return out;
+        }),
+    };
+  }
+
+  /** Number of blobs indexed in `namespace` (0 for an unknown namespace). */
+  async countBlobs(namespace: string): Promise<number> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const nsId = await ctx.findNs(namespace);
+      if (!nsId) return 0;
+      const r = await ctx.db
+        .selectFrom('blobs')
+        .select((eb) => eb.fn.countAll().as('n'))
+        .where('namespace', '=', nsId)
+        .executeTakeFirstOrThrow();
+      return toNum(r.n as number | string);
+    });
+  }
+
+  /** Pack totals of `namespace`: pack count, stored bytes (sum of pack sizes), blob count. */
+  async packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const nsId = await ctx.findNs(namespace);
+      if (!nsId) return { packs: 0, bytes: 0, blobs: 0 };
+      const r = await ctx.db
+        .selectFrom('packs')
+        .select((eb) => [eb.fn.countAll().as('packs'), eb.fn.sum('size').as('bytes'), eb.fn.sum('blob_count').as('blobs')])
+        .where('namespace', '=', nsId)
+        .executeTakeFirstOrThrow();
+      return {
+        packs: toNum(r.packs as number | string),
+        bytes: toNum(r.bytes as number | string | null),
+        blobs: toNum(r.blobs as number | string | null),
+      };
+    });
+  }
+
+  /**
+   * Inserts pack rows (duplicates by key ignored) and blob rows (duplicates by (namespace,
+   * digest) ignored: a blob keeps its first location), batched, inside `trx`.
+   * @throws E_INTERNAL when a blob names another pack than the one listing it (a caller bug)
+   */
+  async insertPacks(trx: Transaction<Database>, nsId: string, packs: readonly WrittenPack[], now: string): Promise<void> {
+    if (packs.length === 0) return;
+    const packRows = packs.map((p) => ({ key: p.key, namespace: nsId, size: p.size, blob_count: p.blobs.length, created_at: now }));
+    for (const group of chunks(packRows, this.ctx.rowsPerInsert(5))) {
+      await trx
+        .insertInto('packs')
+        .values(group)
+        .onConflict((oc) => oc.column('key').doNothing())
+        .execute();
+    }
+    const blobRows: NewBlobRecord[] = [];
+    for (const p of packs) {
+      for (const b of p.blobs) {
+        if (b.pack !== p.key) {
+          throw new AwcError('E_INTERNAL', `blob ${b.digest} is listed in pack ${p.key} but names pack ${b.pack}`);
+        }
+        blobRows.push({
+          namespace: nsId,
+          digest: b.digest,
+          kind: b.kind,
+          pack: p.key,
+          offset: b.offset,
+          stored_length: b.storedLength,
+          raw_length: b.rawLength,
+          codec: b.codec,
+        });
+      }
+    }
+    for (const group of chunks(blobRows, this.ctx.rowsPerInsert(8))) {
+      await trx
+        .insertInto('blobs')
+        .values(group)
+        .onConflict((oc) => oc.columns(['namespace', 'digest']).doNothing())
+        .execute();
+    }
+  }
+}

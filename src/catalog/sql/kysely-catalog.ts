@@ -1,0 +1,140 @@
+import type { Kysely } from 'kysely';
+import { toAwcError } from '../../core/errors.js';
+import type { BlobIndex } from '../../store/pack-types.js';
+import type { Catalog, MountDriver, NewSnapshot, SnapshotRow, WorkspaceRow } from '../catalog.js';
+import { migrateToLatest } from '../migrations.js';
+import type { Database } from '../schema.js';
+import { BlobQueries } from './blob-queries.js';
+import { SnapshotQueries } from './snapshot-queries.js';
+import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
+import type { SqlErrors } from './sql-errors.js';
+import { WorkspaceQueries } from './workspace-queries.js';
+
+/**
+ * `KyselyCatalog`: the `Catalog` port over any `Kysely<Database>`, with the queries written
+ * once for every SQL dialect (one schema, one set of migrations: migrations.ts). A dialect
+ * is a sibling folder that brings its Kysely dialect (driver, connection set-up,
+ * transaction start) and its `SqlErrors`, and names the adapter: `sqlite/SqliteCatalog`
+ * (better-sqlite3, the embedded default), later `postgres/PostgresCatalog` (pg).
+ *
+ * The queries are grouped by concern: `BlobQueries` (blob index, packs), `SnapshotQueries`
+ * (snapshots, checkpoint commit), `WorkspaceQueries` (fork, lookups, mount state), over a
+ * shared `SqlContext` (namespace ids, error-mapping read and transaction wrappers).
+ *
+ * Check-and-set operations (checkpoint commit, fork, mount) are written so they stay
+ * correct under PostgreSQL's READ COMMITTED too: conditional `UPDATE … WHERE head = ?`
+ * and unique indexes are the guards, pre-checks only give better messages.
+ */
+export class KyselyCatalog implements Catalog {
+  /** The Kysely instance (exposed for tests, fsck and future service queries). */
+  readonly db: Kysely<Database>;
+  readonly #ctx: SqlContext;
+  readonly #blobs: BlobQueries;
+  readonly #snapshots: SnapshotQueries;
+  readonly #workspaces: WorkspaceQueries;
+
+  /**
+   * Wraps a Kysely instance of one dialect, with that dialect's error mapping. The caller
+   * runs `migrate()` before use (the dialect adapters' `open` does).
+   */
+  constructor(db: Kysely<Database>, errors: SqlErrors, opts: SqlCatalogOptions = {}) {
+    this.db = db;
+    this.#ctx = new SqlContext(db, errors, opts);
+    this.#blobs = new BlobQueries(this.#ctx);
+    this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs);
+    this.#workspaces = new WorkspaceQueries(this.#ctx);
+  }
+
+  /**
+   * Applies pending migrations; returns the names applied (empty when up to date).
+   * @throws E_FORMAT (written by a newer awc), E_CATALOG_BUSY, E_NO_SPACE / E_READ_ONLY / E_IO (the disk failed it)
+   */
+  async migrate(): Promise<string[]> {
+    const ctx = this.#ctx;
+    try {
+      return await migrateToLatest(this.db, (err) => ctx.errors.classify(err) ?? toAwcError(err));
+    } catch (err) {
+      throw ctx.mapError(err);
+    }
+  }
+
+  /** Blob index of `namespace` (see `BlobQueries.blobIndex`). */
+  blobIndex(namespace: string): BlobIndex {
+    return this.#blobs.blobIndex(namespace);
+  }
+
+  /** Number of blobs indexed in `namespace` (0 for an unknown namespace). */
+  countBlobs(namespace: string): Promise<number> {
+    return this.#blobs.countBlobs(namespace);
+  }
+
+  /** Pack totals of `namespace`: pack count, stored bytes (sum of pack sizes), blob count. */
+  packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }> {
+    return this.#blobs.packStats(namespace);
+  }
+
+  /** See `SnapshotQueries.createSnapshot`. @throws E_NAME_TAKEN, E_NOT_FOUND (parent), E_USAGE */
+  createSnapshot(s: NewSnapshot): Promise<SnapshotRow> {
+    return this.#snapshots.createSnapshot(s);
+  }
+
+  /** See `SnapshotQueries.commitCheckpoint`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ, E_NAME_TAKEN */
+  commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow> {
+    return this.#snapshots.commitCheckpoint(c);
+  }
+
+  /** See `SnapshotQueries.getSnapshot`. @throws E_NOT_FOUND, E_AMBIGUOUS */
+  getSnapshot(namespace: string, ref: string): Promise<SnapshotRow> {
+    return this.#snapshots.getSnapshot(namespace, ref);
+  }
+
+  /** Snapshots of `namespace`, newest first. */
+  listSnapshots(namespace: string): Promise<SnapshotRow[]> {
+    return this.#snapshots.listSnapshots(namespace);
+  }
+
+  /** See `SnapshotQueries.deleteSnapshot`. @throws E_NOT_FOUND, E_IN_USE */
+  deleteSnapshot(namespace: string, id: string): Promise<void> {
+    return this.#snapshots.deleteSnapshot(namespace, id);
+  }
+
+  /** See `WorkspaceQueries.forkWorkspaces`. @throws E_NOT_FOUND, E_NAME_TAKEN, E_USAGE */
+  forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]> {
+    return this.#workspaces.forkWorkspaces(namespace, snapshotId, names);
+  }
+
+  /** See `WorkspaceQueries.getWorkspace`. @throws E_NOT_FOUND, E_AMBIGUOUS */
+  getWorkspace(namespace: string, ref: string): Promise<WorkspaceRow> {
+    return this.#workspaces.getWorkspace(namespace, ref);
+  }
+
+  /** Workspaces of `namespace`, oldest first. */
+  listWorkspaces(namespace: string): Promise<WorkspaceRow[]> {
+    return this.#workspaces.listWorkspaces(namespace);
+  }
+
+  /** The workspace mounted at `path` (absolute), in any namespace, if any. */
+  findWorkspaceByMountPath(path: string): Promise<WorkspaceRow | undefined> {
+    return this.#workspaces.findWorkspaceByMountPath(path);
+  }
+
+  /** Workspaces mounted on `host`, in any namespace, oldest first. */
+  listMountedOnHost(host: string): Promise<WorkspaceRow[]> {
+    return this.#workspaces.listMountedOnHost(host);
+  }
+
+  /** See `WorkspaceQueries.setMount`. @throws E_NOT_FOUND, E_ALREADY_MOUNTED, E_TARGET_BUSY, E_USAGE */
+  setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow> {
+    return this.#workspaces.setMount(workspaceId, m);
+  }
+
+  /** See `WorkspaceQueries.deleteWorkspace`. @throws E_NOT_FOUND, E_ALREADY_MOUNTED */
+  deleteWorkspace(namespace: string, id: string): Promise<void> {
+    return this.#workspaces.deleteWorkspace(namespace, id);
+  }
+
+  /** Closes the connection (idempotent). */
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}

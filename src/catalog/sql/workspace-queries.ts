@@ -1,0 +1,244 @@
+import { AwcError } from '../../core/errors.js';
+import type { MountDriver, WorkspaceRow } from '../catalog.js';
+import { newIds } from '../ids.js';
+import { checkName } from '../names.js';
+import type { NewWorkspaceRecord, WorkspaceRecord } from '../schema.js';
+import { LOOKUP_BATCH } from './blob-queries.js';
+import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
+import { chunks, nowIso, toWorkspaceRow } from './rows.js';
+import type { Db, SqlContext } from './sql-context.js';
+
+type WorkspaceWithNs = WorkspaceRecord & { namespace_name: string };
+
+/**
+ * The `workspaces` queries of the catalog (dialect-neutral): fork, lookups and mount
+ * state. Names and mount targets are guarded by unique indexes (the pre-checks only give
+ * better messages), so two writers racing on one name or target get one row and one error.
+ */
+export class WorkspaceQueries {
+  constructor(private readonly ctx: SqlContext) {}
+
+  /**
+   * Creates one workspace per entry of `names` (null = unnamed), base and head =
+   * `snapshotId` (an exact snapshot id), in one transaction with multi-row INSERTs (one
+   * statement for up to ~2700 workspaces). Returned rows follow the order of `names`, and
+   * their ids increase in that order.
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (a name exists or repeats; nothing created), E_USAGE (bad name)
+   */
+  async forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]> {
+    const ctx = this.ctx;
+    const seen = new Set<string>();
+    for (const n of names) {
+      checkName(n, 'workspace');
+      if (n !== null) {
+        if (seen.has(n)) throw new AwcError('E_NAME_TAKEN', `the workspace name "${n}" is given twice`, { details: { name: n } });
+        seen.add(n);
+      }
+    }
+    const nsId = await ctx.read(() => ctx.findNs(namespace));
+    if (!nsId) throw snapshotNotFound(namespace, snapshotId);
+    const now = nowIso();
+    const ids = newIds('ws', names.length);
+    const records: NewWorkspaceRecord[] = names.map((name, i) => ({
+      id: ids[i]!,
+      namespace: nsId,
+      name,
+      base_snapshot_id: snapshotId,
+      head_snapshot_id: snapshotId,
+      mount_state: 'unmounted',
+      mount_path: null,
+      mount_driver: null,
+      mount_host: null,
+      created_at: now,
+      updated_at: now,
+    }));
+    await ctx.tx(async (trx) => {
+      const snap = await trx
+        .selectFrom('snapshots')
+        .select('id')
+        .where('id', '=', snapshotId)
+        .where('namespace', '=', nsId)
+        .executeTakeFirst();
+      if (!snap) throw snapshotNotFound(namespace, snapshotId);
+      const named = [...seen];
+      for (const group of chunks(named, LOOKUP_BATCH)) {
+        const taken = await trx
+          .selectFrom('workspaces')
+          .select('name')
+          .where('namespace', '=', nsId)
+          .where('name', 'in', group)
+          .limit(5)
+          .execute();
+        if (taken.length > 0) {
+          const list = taken.map((t) => t.name!);
+          throw new AwcError('E_NAME_TAKEN', `workspace name(s) already used in namespace "${namespace}": ${list.join(', ')}`, {
+            details: { names: list },
+          });
+        }
+      }
+      try {
+        for (const group of chunks(records, ctx.rowsPerInsert(11))) {
+          await trx.insertInto('workspaces').values(group).execute();
+        }
+      } catch (err) {
+        if (ctx.errors.isUniqueViolation(err)) {
+          throw new AwcError('E_NAME_TAKEN', `a workspace name is already used in namespace "${namespace}"`, { cause: err });
+        }
+        throw err;
+      }
+    });
+    return records.map((r) => toWorkspaceRow(r as WorkspaceRecord, namespace));
+  }
+
+  /**
+   * Resolves a workspace by exact id, exact name, or unique id prefix (≥ 4 characters after
+   * the optional `ws_`). @throws E_NOT_FOUND, E_AMBIGUOUS (details.candidates lists ids)
+   */
+  async getWorkspace(namespace: string, ref: string): Promise<WorkspaceRow> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const nsId = await ctx.findNs(namespace);
+      if (!nsId) throw workspaceNotFound(namespace, ref);
+      const id = await resolveRef(ctx.db, 'workspaces', 'ws', nsId, namespace, ref);
+      const r = await ctx.db.selectFrom('workspaces').selectAll().where('id', '=', id).executeTakeFirst();
+      if (!r) throw workspaceNotFound(namespace, ref);
+      return toWorkspaceRow(r, namespace);
+    });
+  }
+
+  /** Workspaces of `namespace`, oldest first (created_at, then id, ascending). */
+  async listWorkspaces(namespace: string): Promise<WorkspaceRow[]> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const nsId = await ctx.findNs(namespace);
+      if (!nsId) return [];
+      const rows = await ctx.db
+        .selectFrom('workspaces')
+        .selectAll()
+        .where('namespace', '=', nsId)
+        .orderBy('created_at', 'asc')
+        .orderBy('id', 'asc')
+        .execute();
+      return rows.map((r) => toWorkspaceRow(r, namespace));
+    });
+  }
+
+  /** `workspaces` joined with its namespace name, for queries across namespaces. */
+  #withNs(db: Db) {
+    return db
+      .selectFrom('workspaces as w')
+      .innerJoin('namespaces as n', 'n.id', 'w.namespace')
+      .selectAll('w')
+      .select('n.name as namespace_name');
+  }
+
+  /**
+   * The workspace mounted at `path` (absolute), in any namespace and on any host; when
+   * workspaces on several hosts use the same path, the most recently updated one.
+   */
+  async findWorkspaceByMountPath(path: string): Promise<WorkspaceRow | undefined> {
+    return this.ctx.read(async () => {
+      const r = (await this.#withNs(this.ctx.db)
+        .where('w.mount_path', '=', path)
+        .where('w.mount_state', '=', 'mounted')
+        .orderBy('w.updated_at', 'desc')
+        .executeTakeFirst()) as WorkspaceWithNs | undefined;
+      return r ? toWorkspaceRow(r, r.namespace_name) : undefined;
+    });
+  }
+
+  /** Workspaces mounted on `host`, in any namespace, oldest first. */
+  async listMountedOnHost(host: string): Promise<WorkspaceRow[]> {
+    return this.ctx.read(async () => {
+      const rows = (await this.#withNs(this.ctx.db)
+        .where('w.mount_host', '=', host)
+        .where('w.mount_state', '=', 'mounted')
+        .orderBy('w.created_at', 'asc')
+        .orderBy('w.id', 'asc')
+        .execute()) as WorkspaceWithNs[];
+      return rows.map((r) => toWorkspaceRow(r, r.namespace_name));
+    });
+  }
+
+  /**
+   * Records a mount (state 'mounted' with absolute `path`, `driver`, `host`) or, with null,
+   * an unmount (state 'unmounted', all mount fields null; idempotent). Recording the same
+   * path and host again is idempotent (the driver is updated).
+   * @throws E_NOT_FOUND (workspace id), E_ALREADY_MOUNTED (mounted at another path or host),
+   *   E_TARGET_BUSY (another workspace is mounted at that path on that host), E_USAGE (relative path)
+   */
+  async setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow> {
+    const ctx = this.ctx;
+    if (m && !m.path.startsWith('/')) throw new AwcError('E_USAGE', `a mount path must be absolute: ${JSON.stringify(m.path)}`);
+    const now = nowIso();
+    return ctx.tx(async (trx) => {
+      const ws = (await this.#withNs(trx).where('w.id', '=', workspaceId).executeTakeFirst()) as WorkspaceWithNs | undefined;
+      if (!ws) {
+        throw new AwcError('E_NOT_FOUND', `no workspace with id ${workspaceId}`, {
+          hint: 'List workspaces with `awc ls`.',
+          details: { ref: workspaceId },
+        });
+      }
+      if (m) {
+        if (ws.mount_state === 'mounted' && (ws.mount_path !== m.path || ws.mount_host !== m.host)) {
+          throw new AwcError(
+            'E_ALREADY_MOUNTED',
+            `workspace ${ws.name ?? ws.id} is already mounted at ${ws.mount_path} on ${ws.mount_host}`,
+            {
+              details: { path: ws.mount_path, host: ws.mount_host },
+            },
+          );
+        }
+        const other = await trx
+          .selectFrom('workspaces')
+          .select(['id', 'name'])
+          .where('mount_path', '=', m.path)
+          .where('mount_host', '=', m.host)
+          .where('id', '!=', workspaceId)
+          .executeTakeFirst();
+        if (other) {
+          throw new AwcError('E_TARGET_BUSY', `workspace ${other.name ?? other.id} is already mounted at ${m.path} on ${m.host}`, {
+            hint: 'Unmount it first, or pick another directory.',
+            details: { workspaceId: other.id },
+          });
+        }
+      }
+      const set = m
+        ? { mount_state: 'mounted', mount_path: m.path, mount_driver: m.driver, mount_host: m.host, updated_at: now }
+        : { mount_state: 'unmounted', mount_path: null, mount_driver: null, mount_host: null, updated_at: now };
+      try {
+        await trx.updateTable('workspaces').set(set).where('id', '=', workspaceId).execute();
+      } catch (err) {
+        if (ctx.errors.isUniqueViolation(err))
+          throw new AwcError('E_TARGET_BUSY', `another workspace is mounted at ${m?.path} on ${m?.host}`, { cause: err });
+        throw err;
+      }
+      return toWorkspaceRow({ ...ws, ...set }, ws.namespace_name);
+    });
+  }
+
+  /**
+   * Deletes the workspace row `id` (exact id). Its snapshots stay.
+   * @throws E_NOT_FOUND, E_ALREADY_MOUNTED (unmount it first)
+   */
+  async deleteWorkspace(namespace: string, id: string): Promise<void> {
+    const ctx = this.ctx;
+    const nsId = await ctx.read(() => ctx.findNs(namespace));
+    if (!nsId) throw workspaceNotFound(namespace, id);
+    await ctx.tx(async (trx) => {
+      const ws = await trx
+        .selectFrom('workspaces')
+        .select(['id', 'name', 'mount_state', 'mount_path', 'mount_host'])
+        .where('id', '=', id)
+        .where('namespace', '=', nsId)
+        .executeTakeFirst();
+      if (!ws) throw workspaceNotFound(namespace, id);
+      if (ws.mount_state === 'mounted') {
+        throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.name ?? ws.id} is mounted at ${ws.mount_path} on ${ws.mount_host}`, {
+          details: { path: ws.mount_path, host: ws.mount_host },
+        });
+      }
+      await trx.deleteFrom('workspaces').where('id', '=', id).execute();
+    });
+  }
+}

@@ -1,0 +1,72 @@
+import { dirname, resolve } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely } from 'kysely';
+import { mkdirPrivate, touchPrivateSync } from '../../core/private-fs.js';
+import type { Database } from '../schema.js';
+import { KyselyCatalog } from '../sql/kysely-catalog.js';
+import type { SqlCatalogOptions } from '../sql/sql-context.js';
+import { ImmediateSqliteDialect } from './immediate-dialect.js';
+import { sqliteErrors, whyCannotOpen } from './sqlite-errors.js';
+
+/** Options of `SqliteCatalog.open`. */
+export interface SqliteCatalogOptions extends SqlCatalogOptions {
+  /** How long a writer waits for another process's write lock, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+}
+
+const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
+
+/**
+ * `SqliteCatalog`: the `Catalog` port over an embedded SQLite file (better-sqlite3), the
+ * dialect-neutral queries of `KyselyCatalog` with SQLite's driver and error mapping.
+ *
+ * Concurrency: several processes (the CLI and the daemon) may open the same SQLite file. It
+ * runs in WAL mode (readers never block), with a busy timeout, and every write transaction
+ * starts with `BEGIN IMMEDIATE` so two writers queue on the file lock instead of failing on
+ * a lock upgrade. A lock not obtained within the busy timeout is `E_CATALOG_BUSY`
+ * (retryable). Open one `SqliteCatalog` per file per process: better-sqlite3 is synchronous,
+ * so two instances in one process that write concurrently would wait on each other while
+ * blocking the event loop.
+ */
+export class SqliteCatalog extends KyselyCatalog {
+  /**
+   * Opens (creating it 0600 and its parent directory 0700 if needed) the SQLite catalog at `path`,
+   * with WAL journal, `busy_timeout`, foreign keys on and `synchronous=FULL`, and applies
+   * pending migrations. Safe to call from several processes on the same file.
+   * @throws E_CATALOG_BUSY (another process held the lock too long), E_FORMAT (written by a newer awc),
+   *   E_READ_ONLY / E_PERMISSION / E_NO_SPACE / E_IO (the file or its directory cannot be written)
+   */
+  static async open(path: string, opts: SqliteCatalogOptions = {}): Promise<SqliteCatalog> {
+    const busy = opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
+    if (path !== ':memory:') {
+      // created 0600 before SQLite opens it: SQLite gives its -wal and -shm files the same mode
+      await mkdirPrivate(dirname(resolve(path)));
+      try {
+        touchPrivateSync(path);
+      } catch {
+        // a read-only or unwritable place: SQLite reports it when it opens the file
+      }
+    }
+    let sqlite: BetterSqlite3.Database;
+    try {
+      sqlite = new BetterSqlite3(path, { timeout: busy });
+    } catch (err) {
+      throw await whyCannotOpen(err, path);
+    }
+    let db: Kysely<Database> | undefined;
+    try {
+      sqlite.pragma(`busy_timeout = ${Math.max(0, Math.floor(busy))}`);
+      sqlite.pragma('journal_mode = WAL');
+      sqlite.pragma('foreign_keys = ON');
+      sqlite.pragma('synchronous = FULL');
+      db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: sqlite }) });
+      const cat = new SqliteCatalog(db, sqliteErrors, opts);
+      await cat.migrate();
+      return cat;
+    } catch (err) {
+      if (db) await db.destroy().catch(() => undefined);
+      else sqlite.close();
+      throw await whyCannotOpen(err, path);
+    }
+  }
+}
