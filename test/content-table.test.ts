@@ -1,25 +1,14 @@
 /**
  * The shared content table of the content FUSE server (src/host/fuse/content-table.ts):
- * long and short names, growth, ambiguity of short names. Pure in-memory: no FUSE here (the
+ * lookups by long and short names, growth, ambiguity of short names (the names themselves:
+ * content-name.test.ts). Pure in-memory: no FUSE here (the
  * worker-side answers against the kernel are in fuse-content.test.ts).
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, it } from 'node:test';
-import {
-  AMBIGUOUS,
-  ContentTable,
-  SHORT_NAME_LENGTH,
-  contentKey,
-  contentKeyIn,
-  isShortContentName,
-  lookupSlot,
-  shortContentName,
-  slotHex,
-  slotNode,
-  slotSize,
-} from '../src/host/fuse/content-table.js';
-import { shortContentRedirect } from '../src/host/layer-builder.js';
+import { AMBIGUOUS, ContentTable, lookupSlot, slotHex, slotNode, slotSize } from '../src/host/fuse/content-table.js';
+import { SHORT_NAME_LENGTH, contentKey, isShortContentName, shortContentName, shortContentRedirect } from '../src/core/content-name.js';
 
 const hexOf = (s: string) => createHash('sha256').update(s).digest('hex');
 
@@ -78,8 +67,8 @@ describe('content table', () => {
     assert.equal(short.length, SHORT_NAME_LENGTH);
     assert.ok(isShortContentName(short));
     assert.equal(Buffer.from(short, 'base64url').subarray(0, 17).toString('hex'), hex.slice(0, 34));
-    assert.equal(shortContentRedirect(`sha256:${hex}`), `/${short}`);
-    assert.equal(Buffer.byteLength(shortContentRedirect(`sha256:${hex}`)), 24);
+    assert.equal(shortContentRedirect(hex), `/${short}`);
+    assert.equal(Buffer.byteLength(shortContentRedirect(hex)), 24);
 
     // two digests equal in their first 138 bits (17 bytes + the top 2 bits of byte 17), different after
     const prefix = hex.slice(0, 34);
@@ -98,36 +87,5 @@ describe('content table', () => {
     // the full names still resolve exactly
     assert.equal(slotNode(t.words, lookupSlot(t.words, contentKey(a)!)), 1);
     assert.equal(slotNode(t.words, lookupSlot(t.words, contentKey(b)!)), 2);
-  });
-
-  it('contentKeyIn: short names in the root, 64-hex names in the directory of their first two digits, nothing else', () => {
-    const ROOT = 1;
-    const DIR = 2; // directory `00` is node 2, `xy` is 2 + 0xxy
-    const hex = hexOf('placed');
-    const dirOf = DIR + parseInt(hex.slice(0, 2), 16);
-    const short = shortContentName(hex);
-    assert.deepEqual(contentKeyIn(ROOT, short, ROOT, DIR), contentKey(short));
-    assert.deepEqual(contentKeyIn(dirOf, hex, ROOT, DIR), contentKey(hex));
-    assert.equal(contentKeyIn(dirOf === DIR ? DIR + 1 : DIR, hex, ROOT, DIR), undefined, 'the wrong directory');
-    assert.equal(contentKeyIn(ROOT, hex, ROOT, DIR), undefined, 'a long name in the root');
-    assert.equal(contentKeyIn(dirOf, short, ROOT, DIR), undefined, 'a short name in a directory');
-    assert.equal(contentKeyIn(ROOT, hex.slice(0, 2), ROOT, DIR), undefined, 'a directory is not content');
-    assert.equal(contentKeyIn(DIR + 256, hex, ROOT, DIR), undefined, 'a content node is no directory');
-  });
-
-  it('refuses names that are neither a 64-hex digest nor a short name', () => {
-    for (const bad of [
-      '',
-      'ab',
-      'A'.repeat(22),
-      'A'.repeat(24),
-      `${'A'.repeat(22)}=`,
-      `${'A'.repeat(22)}/`,
-      'g'.repeat(64),
-      'A'.repeat(64),
-      hexOf('x').slice(1),
-    ]) {
-      assert.equal(contentKey(bad), undefined, JSON.stringify(bad));
-    }
   });
 });

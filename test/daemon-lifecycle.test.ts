@@ -7,8 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, cleanupMounts, errorOf } from './helpers/cli.js';
 import { detectDriver } from '../src/host/doctor.js';
-import { isMounted } from '../src/host/mount-util.js';
-import { readMountInfo } from '../src/host/fuse/mount-util.js';
+import { isMounted, readMountInfo } from '../src/host/mount-table.js';
 
 /**
  * Issue 7 items 5 and 10: never two overlays on one upper (a mount that is still alive, even

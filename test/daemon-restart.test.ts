@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
 import { detectDriver } from '../src/host/doctor.js';
-import { isMounted } from '../src/host/mount-util.js';
+import { isMounted } from '../src/host/mount-table.js';
 
 /**
  * DESIGN §4: upper directories survive a daemon crash or restart on the same host, and the

@@ -17,8 +17,9 @@ import { spawn } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { getAttributeSync, listAttributesSync, setAttributeSync } from 'fs-xattr';
 import { ContentFuse, type ContentSource } from '../src/host/fuse/content-fuse.js';
-import { shortContentName } from '../src/host/fuse/content-table.js';
-import { mountsAt, readMountInfo, runCommand } from '../src/host/fuse/mount-util.js';
+import { shortContentName } from '../src/core/content-name.js';
+import { mountsAt, readMountInfo } from '../src/host/mount-table.js';
+import { runCommand } from '../src/host/mount-commands.js';
 import { canCreateUsers, createTestUser } from './helpers/unprivileged.js';
 
 const canRun = process.getuid?.() === 0 && existsSync('/dev/fuse');

@@ -14,8 +14,8 @@ import { after, describe, it } from 'node:test';
 import { getAttributeSync } from 'fs-xattr';
 import type { Digest } from '../src/core/digest.js';
 import type { Entry, RootObject, TreeObject } from '../src/core/tree.js';
-import { shortContentName } from '../src/host/fuse/content-table.js';
-import { buildLayer, contentRedirect, shortContentRedirect } from '../src/host/layer-builder.js';
+import { longContentRedirect, shortContentName, shortContentRedirect } from '../src/core/content-name.js';
+import { buildLayer } from '../src/host/layer-builder.js';
 import type { TreeSource } from '../src/store/tree-source.js';
 
 const skip = process.getuid?.() === 0 ? false : 'needs root (trusted.* xattrs)';
@@ -69,7 +69,7 @@ describe('layer builder', { skip }, () => {
       const p = join(layer.dir, name);
       const redirect = getAttributeSync(p, 'trusted.overlay.redirect').toString();
       assert.equal(redirect, `/${shortContentName(hex)}`);
-      assert.equal(redirect, shortContentRedirect(`sha256:${hex}`));
+      assert.equal(redirect, shortContentRedirect(hex));
       assert.equal(Buffer.byteLength(redirect), 24);
       const st = lstatSync(p);
       assert.equal(st.size, size);
@@ -86,7 +86,7 @@ describe('layer builder', { skip }, () => {
     const taken = files[1]![1];
     const layer = await buildLayer(src, root, layers, { shortNameFree: (hex) => hex !== taken });
     for (const [name, hex] of files) {
-      const want = hex === taken ? contentRedirect(`sha256:${hex}`) : shortContentRedirect(`sha256:${hex}`);
+      const want = hex === taken ? longContentRedirect(hex) : shortContentRedirect(hex);
       assert.equal(getAttributeSync(join(layer.dir, name), 'trusted.overlay.redirect').toString(), want, name);
     }
   });
@@ -110,7 +110,7 @@ describe('layer builder', { skip }, () => {
       ['b', b],
       ['c', c],
     ] as const) {
-      assert.equal(getAttributeSync(join(layer.dir, name), 'trusted.overlay.redirect').toString(), contentRedirect(`sha256:${hex}`), name);
+      assert.equal(getAttributeSync(join(layer.dir, name), 'trusted.overlay.redirect').toString(), longContentRedirect(hex), name);
     }
   });
 });

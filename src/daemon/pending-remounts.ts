@@ -1,5 +1,6 @@
 import { AwcError } from '../core/errors.js';
-import { isMounted, unmount } from '../host/mount-util.js';
+import { isMounted } from '../host/mount-table.js';
+import { unmount } from '../host/mount-commands.js';
 import { upperInUse, describeHolders, type Holder } from '../host/upper-use.js';
 import { readHostState, workspaceDirs } from '../host/workspace-state.js';
 

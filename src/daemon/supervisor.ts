@@ -21,7 +21,7 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } 
 import { mkdirPrivateSync } from '../core/private-fs.js';
 import { fileURLToPath } from 'node:url';
 import { detectDriver } from '../host/doctor.js';
-import { abortFuseConnection, FUSECTL_DIR } from '../host/fuse/mount-util.js';
+import { abortFuseConnection, FUSECTL_DIR } from '../host/fuse/fusectl.js';
 import { readSessionState } from '../host/fuse/fuse-session.js';
 import { pathsOf, type AwcConfig } from '../config/config.js';
 import { livePid } from './pid-file.js';

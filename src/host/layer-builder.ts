@@ -9,7 +9,7 @@ import type { ChunkRef, Entry, FileEntry } from '../core/tree.js';
 import { nsToUtimeSeconds } from '../core/time.js';
 import { AwcError } from '../core/errors.js';
 import type { TreeSource } from '../store/tree-source.js';
-import { shortContentName } from './fuse/content-table.js';
+import { longContentRedirect, shortContentRedirect } from '../core/content-name.js';
 
 /** What a layer directory knows about the content objects its placeholders redirect to. */
 export interface LayerContent {
@@ -33,22 +33,6 @@ export interface LayerMeta {
 export interface Layer {
   dir: string;
   meta: LayerMeta;
-}
-
-/** The long overlay redirect of a content object in the data-only lower: `/<aa>/<64 hex>` (68 bytes). */
-export function contentRedirect(digest: Digest): string {
-  const hex = digestHex(digest);
-  return `/${hex.slice(0, 2)}/${hex}`;
-}
-
-/**
- * The short overlay redirect of a content object: `/<23 base64url chars of the digest>`
- * (24 bytes, 138 bits). Short enough that `trusted.overlay.redirect` and
- * `trusted.overlay.metacopy` both fit inside a 256-byte ext4 inode: a placeholder then costs
- * no 4 KiB xattr block on disk, and a cold lookup no extra disk read (docs/decisions.md).
- */
-export function shortContentRedirect(digest: Digest): string {
-  return `/${shortContentName(digestHex(digest))}`;
 }
 
 /** Two content objects of one layer share a short name: the layer is built again with long redirects. */
@@ -77,7 +61,7 @@ export interface BuildLayerOptions {
  * symlinks, fifos and device nodes, and for each regular file an empty sparse placeholder
  * with the file's size, mode, owner and mtime plus `trusted.overlay.metacopy` and
  * `trusted.overlay.redirect=/<short name>` pointing into the content FUSE mount (DESIGN §2;
- * see {@link shortContentRedirect}). In the astronomically unlikely case that two content
+ * the format is src/core/content-name.ts). In the astronomically unlikely case that two content
  * objects of the snapshot share a short name, the layer uses the long form `/<aa>/<hex>`.
  * Hardlinked files share one placeholder inode; empty files are plain empty files.
  *
@@ -236,11 +220,12 @@ function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
   if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr.setAttributeSync(p, k, Buffer.from(v, 'base64'));
   if (e.size > 0) {
     xattr.setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
+    const hex = digestHex(e.digest);
     let redirect: string;
-    if (ctx.long || !ctx.shortNameFree(digestHex(e.digest))) {
-      redirect = contentRedirect(e.digest);
+    if (ctx.long || !ctx.shortNameFree(hex)) {
+      redirect = longContentRedirect(hex);
     } else {
-      redirect = shortContentRedirect(e.digest);
+      redirect = shortContentRedirect(hex);
       const seen = ctx.shorts.get(redirect);
       if (seen === undefined) ctx.shorts.set(redirect, e.digest);
       else if (seen !== e.digest) throw new ShortNameCollision(redirect);

@@ -4,7 +4,8 @@
  * /dev/fuse descriptor). Read from /proc/self/mountinfo only (a stat of a dead or hung FUSE
  * mount could block).
  */
-import { readMountInfo, runCommand, type MountInfo } from './fuse/mount-util.js';
+import { readMountInfo, type MountInfo } from './mount-table.js';
+import { runCommand } from './mount-commands.js';
 import { overlayUpper } from './upper-use.js';
 import type { AwcPaths } from '../config/config.js';
 

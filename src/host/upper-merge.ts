@@ -5,7 +5,7 @@ import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError } from '../core/errors.js';
 import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
-import { shortContentName } from './fuse/content-table.js';
+import { parseContentRedirect, shortContentName } from '../core/content-name.js';
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {
@@ -47,9 +47,6 @@ export interface MergeResult {
  * again. Only written after a checkpoint commits, so every digest in it is stored.
  */
 export type UpperStatCache = Record<string, [string, string, string, string, Digest, [Digest, number][]]>;
-
-const CONTENT_REDIRECT = /^\/([0-9a-f]{2})\/([0-9a-f]{64})$/;
-const SHORT_CONTENT_REDIRECT = /^\/([A-Za-z0-9_-]{23})$/;
 
 /**
  * Merges a snapshot's tree (the overlay lower) with an overlayfs upper directory, by the
@@ -128,15 +125,13 @@ class Merger {
    * or undefined when the redirect is not of that shape (or names no content of the base).
    */
   contentOfRedirect(redirect: string): string | undefined {
-    const long = CONTENT_REDIRECT.exec(redirect);
-    if (long) return long[2];
-    const short = SHORT_CONTENT_REDIRECT.exec(redirect);
-    if (!short) return undefined;
+    const r = parseContentRedirect(redirect);
+    if (r?.form !== 'short') return r?.hex;
     if (!this.shortNames) {
       this.shortNames = new Map();
       for (const hex in this.contents) this.shortNames.set(shortContentName(hex), hex);
     }
-    return this.shortNames.get(short[1]!);
+    return this.shortNames.get(r.short);
   }
 
   async loadChildren(tree: Digest): Promise<Map<string, MEntry>> {

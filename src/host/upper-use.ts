@@ -19,7 +19,8 @@
  */
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { readMountInfo, runCommand, unescapeMountField, type MountInfo } from './fuse/mount-util.js';
+import { readMountInfo, unescapeMountField, type MountInfo } from './mount-table.js';
+import { runCommand } from './mount-commands.js';
 
 /** O_PATH (Linux, every architecture Node runs on but alpha/parisc/sparc). */
 const O_PATH = 0o10000000;

@@ -16,7 +16,7 @@ import { buildLayer } from '../host/layer-builder.js';
 import { mergeUpper, type UpperStatCache } from '../host/upper-merge.js';
 import { detectDriver, type DriverReport } from '../host/doctor.js';
 import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
-import { checkMountTarget } from '../host/mount-util.js';
+import { checkMountTarget } from '../host/mount-commands.js';
 import { recordStats } from '../host/copy-stat-cache.js';
 import { describeUse, upperInUse, type Holder, type UpperUse } from '../host/upper-use.js';
 import { DaemonClient } from '../daemon/client.js';
@@ -370,7 +370,7 @@ export class Awc {
       .catch(async (err: unknown) => {
         // daemon gone: the mount is dead anyway; detach it and clear the record
         if (err instanceof AwcError && err.code === 'E_DAEMON_UNAVAILABLE') {
-          const { unmount } = await import('../host/mount-util.js');
+          const { unmount } = await import('../host/mount-commands.js');
           await unmount(path, true);
           await this.catalog.setMount(ws.id, null);
           return;

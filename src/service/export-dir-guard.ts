@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { mountPoints } from '../host/mount-util.js';
+import { mountPoints } from '../host/mount-table.js';
 
 /**
  * The checks `export --dir` makes before it touches anything (issue 7 item 8): the target

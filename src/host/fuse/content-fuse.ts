@@ -13,7 +13,7 @@
  *
  * The namespace is fixed: the root holds the 256 directories `00`..`ff`; a directory resolves a
  * 64-hex name through {@link ContentSource.lookup}. The root also resolves the short name of
- * every content object {@link ContentFuse.announce}d (`/<23 base64url chars>`, content-table.ts),
+ * every content object {@link ContentFuse.announce}d (`/<23 base64url chars>`, src/core/content-name.ts),
  * the form layer placeholders use. Node ids are stable for the life of the mount (never
  * recycled, FORGET is ignored), entries and attributes are valid for a day, and OPEN, OPENDIR
  * and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
@@ -35,17 +35,8 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
-import {
-  AMBIGUOUS,
-  ContentTable,
-  contentKey,
-  contentKeyIn,
-  lookupSlot,
-  shortContentName,
-  slotHex,
-  slotNode,
-  slotSize,
-} from './content-table.js';
+import { contentKey, contentKeyIn, shortContentName } from '../../core/content-name.js';
+import { AMBIGUOUS, ContentTable, lookupSlot, slotHex, slotNode, slotSize } from './content-table.js';
 import { ContentArena } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -67,7 +58,9 @@ import {
   type ReaderWorkerMessage,
   type TableUpdate,
 } from './control.js';
-import { abortFuseConnection, ensureFusectl, FUSECTL_DIR, mountsAt, runCommand } from './mount-util.js';
+import { mountsAt } from '../mount-table.js';
+import { runCommand } from '../mount-commands.js';
+import { abortFuseConnection, ensureFusectl, FUSECTL_DIR } from './fusectl.js';
 import { cloneFuseDevice } from './dev-clone.js';
 import { NodeLog, readSessionState, writeSessionState, type FuseSessionState } from './fuse-session.js';
 import {

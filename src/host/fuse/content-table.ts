@@ -14,12 +14,11 @@
  * readers holding the old buffer still get correct answers for what it held, and treat
  * anything they cannot find as "ask the main thread".
  *
- * Names: a content object is looked up either by its 64-hex digest (in directory `<aa>`) or by
- * its short name (in the root), the first {@link SHORT_NAME_LENGTH} characters of the
- * base64url encoding of the digest (138 bits): `/<short>` is 24 bytes, the longest
- * `trusted.overlay.redirect` that still fits in a 256-byte ext4 inode next to
- * `trusted.overlay.metacopy`, so a placeholder costs no xattr block (docs/decisions.md).
+ * Names (long and short, and their parsing) are src/core/content-name.ts; this table holds full
+ * digests and answers a short key by matching its 138 bits.
  */
+
+import type { ContentKey } from '../../core/content-name.js';
 
 /** Int32 words per slot. */
 export const SLOT_WORDS = 12;
@@ -29,60 +28,8 @@ const W_SIZE_LO = 10;
 const W_SIZE_HI = 11;
 const MAX_LOAD = 0.7;
 
-/** Characters of a short content name (base64url, 6 bits each: 138 bits of the digest). */
-export const SHORT_NAME_LENGTH = 23;
-const SHORT_NAME = /^[A-Za-z0-9_-]{23}$/;
-const HEX64 = /^[0-9a-f]{64}$/;
-
 /** Result of {@link lookupSlot} when two digests share the short name asked for (never served). */
 export const AMBIGUOUS = -2;
-
-/** The short name of a content object: the first 23 base64url characters of its digest. */
-export function shortContentName(hex: string): string {
-  return Buffer.from(hex, 'hex').toString('base64url').slice(0, SHORT_NAME_LENGTH);
-}
-
-/** True when `name` has the shape of a short content name. */
-export function isShortContentName(name: string): boolean {
-  return name.length === SHORT_NAME_LENGTH && SHORT_NAME.test(name);
-}
-
-/** A parsed content name: the digest bytes it fixes and how many of them (32, or 17 + 2 bits). */
-export interface ContentKey {
-  bytes: Buffer;
-  /** True for a short name: only bytes 0‥16 and the top 2 bits of byte 17 are fixed. */
-  short: boolean;
-  /** For a short name: the top 2 bits of byte 17 (0‥3). */
-  tail: number;
-}
-
-/**
- * The content object a LOOKUP of `name` in directory node `parent` names: a short name in
- * the root (`rootId`), or a 64-hex digest in the directory node `dirBase + 0x<aa>` of its
- * first two hex digits. Undefined for anything else (the 256 directories themselves included).
- */
-export function contentKeyIn(parent: number, name: string, rootId: number, dirBase: number): ContentKey | undefined {
-  if (parent === rootId) return isShortContentName(name) ? contentKey(name) : undefined;
-  const d = parent - dirBase;
-  if (d < 0 || d > 255 || name.length !== 64 || parseInt(name.slice(0, 2), 16) !== d) return undefined;
-  return contentKey(name);
-}
-
-/**
- * Parses a 64-hex digest or a short name into a {@link ContentKey}; undefined when `name` is
- * neither.
- */
-export function contentKey(name: string): ContentKey | undefined {
-  if (name.length === 64) {
-    if (!HEX64.test(name)) return undefined;
-    return { bytes: Buffer.from(name, 'hex'), short: false, tail: 0 };
-  }
-  if (!isShortContentName(name)) return undefined;
-  const bytes = Buffer.from(name, 'base64url'); // 17 bytes: the last character's low 2 bits are dropped
-  const last = BASE64URL.indexOf(name[SHORT_NAME_LENGTH - 1]!);
-  return { bytes, short: true, tail: last & 3 };
-}
-const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
 /**
  * Finds the slot of a content key in a table's words (the main thread's or a worker's copy).

@@ -26,7 +26,8 @@
  */
 import { readSync, writeSync } from 'node:fs';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
-import { contentKeyIn, lookupSlot, slotNode, slotSize } from './content-table.js';
+import { contentKeyIn } from '../../core/content-name.js';
+import { lookupSlot, slotNode, slotSize } from './content-table.js';
 import { readFromArena, type ArenaView } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,

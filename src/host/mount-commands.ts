@@ -1,7 +1,53 @@
+/**
+ * Running mount(8) and umount(8): overlay and bind mounts of workspaces, unmounts, and the
+ * checks of a mount target. Commands run asynchronously (never spawnSync): mount(2) and
+ * umount(2) may wait on replies that this very process's FUSE server must send.
+ */
+import { spawn, type StdioOptions } from 'node:child_process';
 import { readdir, stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
-import { readMountInfo, runCommand } from './fuse/mount-util.js';
 import { AwcError } from '../core/errors.js';
+import { isMounted } from './mount-table.js';
+
+/** Result of a command run by {@link runCommand}. */
+export interface CommandResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a command asynchronously (never spawnSync: mount(2) and umount(2) may wait on replies
+ * that this very process must send). `extraFds` become the child's fds 3, 4, …; `env`
+ * defaults to this process's environment.
+ */
+export function runCommand(
+  cmd: string,
+  args: string[],
+  extraFds: number[] = [],
+  timeoutMs = 30_000,
+  env?: NodeJS.ProcessEnv,
+): Promise<CommandResult> {
+  return new Promise((resolve) => {
+    const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', ...extraFds];
+    let stdout = '';
+    let stderr = '';
+    let settled = false;
+    const child = spawn(cmd, args, { stdio, env: env ?? process.env });
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const done = (r: CommandResult): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(r);
+    };
+    child.on('error', (err) => done({ code: null, signal: null, stdout, stderr: stderr + String(err) }));
+    child.on('close', (code, signal) => done({ code, signal, stdout, stderr }));
+  });
+}
 
 /**
  * Runs a command asynchronously (see {@link runCommand}: mount(2) may wait on our own FUSE
@@ -14,17 +60,6 @@ export async function run(cmd: string, args: string[], opts: { what?: string } =
   const why =
     r.code === null ? `killed or failed to start: ${r.stderr.trim() || r.signal}` : `exit ${r.code}: ${r.stderr.trim() || r.stdout.trim()}`;
   throw new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd} failed (${why})`);
-}
-
-/** Mount points currently listed in /proc/self/mountinfo (decoded paths). */
-export function mountPoints(): Set<string> {
-  // readMountInfo keeps bytes as latin1; paths here are UTF-8 strings
-  return new Set(readMountInfo().map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8')));
-}
-
-/** True when `path` is a mount point. */
-export function isMounted(path: string): boolean {
-  return mountPoints().has(path);
 }
 
 /**
