@@ -1,22 +1,20 @@
 /**
- * The content FUSE server: a read-only, flat namespace of file contents named by digest,
+ * The content file system: a read-only, flat namespace of file contents named by digest,
  *
  *     /<aa>/<64 hex>        aa = the first two hex characters
+ *     /<short name>         23 base64url characters of the digest (src/core/content-name.ts)
  *
- * served by speaking the kernel protocol directly over /dev/fuse (no libfuse), to be used as an
- * overlayfs data-only lower layer (`lowerdir=LAYER::CONTENT`, DESIGN §2).
- *
- * Threads: `readers` worker threads do blocking reads of the device and post each request to the
- * main thread, which answers it with a synchronous write. Cache hits are answered synchronously
- * inside the message handler; misses (a Promise from the source) are answered when they settle,
- * while other requests keep flowing.
+ * to be used as an overlayfs data-only lower layer (`lowerdir=LAYER::CONTENT`, DESIGN §2). This
+ * file answers the requests (LOOKUP, GETATTR, READ, READDIR, STATFS) and keeps the tables the
+ * reader workers answer from; the connection's life cycle (device, mount, INIT, workers,
+ * teardown) is fuse-server.ts.
  *
  * The namespace is fixed: the root holds the 256 directories `00`..`ff`; a directory resolves a
  * 64-hex name through {@link ContentSource.lookup}. The root also resolves the short name of
- * every content object {@link ContentFuse.announce}d (`/<23 base64url chars>`, src/core/content-name.ts),
- * the form layer placeholders use. Node ids are stable for the life of the mount (never
- * recycled, FORGET is ignored), entries and attributes are valid for a day, and OPEN, OPENDIR
- * and FLUSH are answered ENOSYS so the kernel stops sending them and keeps page caches.
+ * every content object {@link ContentFuse.announce}d, the form layer placeholders use. Node ids
+ * are stable for the life of the mount (never recycled, FORGET is ignored), entries and
+ * attributes are valid for a day, and OPEN, OPENDIR and FLUSH are answered ENOSYS so the kernel
+ * stops sending them and keeps page caches.
  *
  * Access: everything is root-owned, directories 0500 and files 0400, and the mount has
  * `default_permissions` (the kernel checks those modes) besides `allow_other` (overlayfs
@@ -29,11 +27,7 @@
  * arena (content-arena.ts): a cold file read ahead into memory then never waits for the main
  * thread.
  */
-import { EventEmitter } from 'node:events';
-import { closeSync, existsSync, openSync, realpathSync, statSync, writeFileSync, writeSync, writevSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
-import { basename, dirname, join, resolve } from 'node:path';
-import { MessageChannel, Worker, receiveMessageOnPort, type MessagePort } from 'node:worker_threads';
+import { writeSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
 import { contentKey, contentKeyIn, shortContentName } from '../../core/content-name.js';
 import { AMBIGUOUS, ContentTable, lookupSlot, slotHex, slotNode, slotSize } from './content-table.js';
@@ -43,51 +37,34 @@ import {
   CTRL_BATCH_FORGET,
   CTRL_FORGET,
   CTRL_INTERRUPT,
-  CTRL_SLOTS,
-  CTRL_STOP,
-  CTRL_TABLE_GEN,
   CTRL_WORKER_LOOKUP,
   CTRL_WORKER_READ,
   DAY,
   DIR_BASE,
   FIRST_FILE_ID,
   GENERATION,
-  STALE_REPLY_CODES,
   contentFileAttr,
-  type ReaderWorkerData,
-  type ReaderWorkerMessage,
-  type TableUpdate,
 } from './control.js';
-import { mountsAt } from '../mount-table.js';
-import { runCommand } from '../mount-commands.js';
-import { abortFuseConnection, ensureFusectl, FUSECTL_DIR } from './fusectl.js';
-import { cloneFuseDevice } from './dev-clone.js';
-import { NodeLog, readSessionState, writeSessionState, type FuseSessionState } from './fuse-session.js';
+import { NodeLog } from './fuse-session.js';
+import { FuseServer, type FuseServerEvents, type FuseServerOptions, type ReaderTables } from './fuse-server.js';
 import {
   ATTR_OUT_SIZE,
   DT_DIR,
   ENTRY_OUT_SIZE,
   Errno,
-  FUSE_KERNEL_VERSION,
-  FUSE_MIN_MINOR_VERSION,
   FUSE_ROOT_ID,
   IN_HEADER_SIZE,
-  INIT_OUT_SIZE,
-  InitFlag,
   OUT_HEADER_SIZE,
   Op,
   READ_IN_OFFSET,
   READ_IN_SIZE_FIELD,
   S_IFDIR,
   STATFS_OUT_SIZE,
-  WRITE_IN_SIZE,
-  decodeInitIn,
   direntSize,
   encodeNotifyInvalEntry,
   encodeAttrOut,
   encodeDirent,
   encodeEntryOut,
-  encodeInitOut,
   encodeOutHeader,
   encodeStatfsOut,
   opName,
@@ -104,45 +81,15 @@ export interface ContentSource {
   read(hex: string, offset: number, length: number): Buffer | Promise<Buffer>;
 }
 
-/** Options of {@link ContentFuse}. */
-export interface ContentFuseOptions {
-  /** An existing, empty directory to mount on. */
-  mountpoint: string;
+/** Options of {@link ContentFuse}: the session's (fuse-server.ts) and the content's. */
+export interface ContentFuseOptions extends FuseServerOptions {
   /** The content provider. */
   source: ContentSource;
-  /** Worker threads doing blocking reads of /dev/fuse; default 2. */
-  readers?: number;
-  /**
-   * After answering a request, keep polling the workers for the next one for this many
-   * microseconds before going back to the event loop (default 0 = off). Waking an idle event
-   * loop costs tens of µs on a VM, and a sequential reader sends its next request (one LOOKUP
-   * then one READ per file) within ~100 µs: on an idle 2-vCPU VM, 100 µs halved the cold
-   * per-file cost (216 → 95 µs). On a loaded host the spinning thread steals CPU from the
-   * readers and made it worse (≈130 → 190 µs/file at load 5 on 2 vCPUs), hence off by default;
-   * enable it on hosts with idle cores. Continuous handling yields to the event loop every 2 ms
-   * so timers, I/O and async misses still progress.
-   */
-  spinUs?: number;
-  /**
-   * Readahead of the mount's backing device in KiB (/sys/class/bdi/0:<id>/read_ahead_kb),
-   * default 1024 = max_pages: the kernel then asks for 1 MiB per READ on sequential reads
-   * instead of 128 KiB (measured 32 MiB: 256 READs → 32, 1.2 → 1.7 GB/s). 0 keeps the kernel default.
-   */
-  readAheadKb?: number;
   /**
    * Size in bytes of the hot content arena the reader workers answer READs from (see
    * {@link ContentFuse.offer}); default 0 = off (every READ goes to the main thread).
    */
   arenaBytes?: number;
-  /**
-   * Keep-alive session: serve a connection whose /dev/fuse descriptor `fd` a supervisor keeps
-   * open (see fuse-session.ts and src/daemon/supervisor.ts). With `resume` false the server
-   * mounts with that descriptor; with `resume` true it takes over the live connection recorded
-   * in `stateFile` (no mount, no INIT) and answers for the node ids in `nodeLog`. Either way it
-   * reads requests from a clone of `fd` when it can (FUSE_DEV_IOC_CLONE), so its death fails
-   * only the requests it had read, and it never aborts the connection when the process dies.
-   */
-  session?: { fd: number; stateFile: string; nodeLog: string; resume: boolean };
 }
 
 /** Counters of a {@link ContentFuse}: requests received per opcode name (`lookup`, `read`, …). */
@@ -150,35 +97,10 @@ export interface ContentFuseStats {
   ops: Record<string, number>;
 }
 
-/** Pages per request: 256 × 4 KiB = 1 MiB reads. */
-const MAX_PAGES = 256;
-/** We are read-only: a modest max_write keeps the kernel's read-buffer rule small. */
-const MAX_WRITE = 128 * 1024;
-/**
- * Device read buffer. The kernel refuses reads shorter than
- * max(FUSE_MIN_READ_BUFFER, sizeof(fuse_in_header) + sizeof(fuse_write_in) + max_write);
- * 1 MiB + 4 KiB covers that and any request body the kernel may send.
- */
-const READ_BUFFER_SIZE = Math.max(MAX_PAGES * 4096, IN_HEADER_SIZE + WRITE_IN_SIZE + MAX_WRITE) + 4096;
-/** Background requests (async reads, readahead) the kernel keeps in flight. */
-const MAX_BACKGROUND = 64;
-const CONGESTION_THRESHOLD = 48;
-/** Longest stretch of synchronous request handling before yielding to the event loop (ms). */
-const SPIN_CAP_MS = 2;
+/** Events of a {@link ContentFuse}: the session's, and `'served'` (content hex) when a worker answered a READ from the arena. */
+export type ContentFuseEvents = FuseServerEvents & { served: [hex: string] };
 
 const DIR_NAMES: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
-
-type State = 'new' | 'mounting' | 'mounted' | 'unmounting' | 'closed';
-
-/** Servers with a live connection, for the process 'exit' hook. */
-const live = new Set<ContentFuse>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => ContentFuse.abortAllSync());
-}
 
 /**
  * A FUSE server for the content namespace. Emits `'op'` (opcode name) for every request the
@@ -191,91 +113,25 @@ function installExitHook(): void {
  *   // … mount overlays with lowerdir=LAYER::/var/lib/awc/content …
  *   await fuse.unmount();
  */
-export class ContentFuse extends EventEmitter {
-  private readonly mountpoint: string;
+export class ContentFuse extends FuseServer<ContentFuseEvents> {
   private readonly source: ContentSource;
-  private readonly readerCount: number;
-
-  private state: State = 'new';
-  private fd = -1;
-  private workers: Worker[] = [];
-  private ports: MessagePort[] = [];
-  /** Per worker: where a new content table buffer is posted. */
-  private tablePorts: MessagePort[] = [];
-  private readonly spinMs: number;
-  private readonly readAheadKb: number;
-  private readonly ctrl = new Int32Array(new SharedArrayBuffer(CTRL_SLOTS * 4));
-  private connId: number | undefined;
-  private unmountPromise: Promise<void> | undefined;
-  private mountPromise: Promise<void> | undefined;
-  private initWaiter: { resolve: () => void; reject: (e: Error) => void } | undefined;
-  private mountedPath = '';
-  private protoMinor: number | undefined;
-
   /** Content digest → node id and size, shared with the workers; node id - FIRST_FILE_ID → hex / size. */
   private readonly table = new ContentTable();
   private readonly arena: ContentArena | undefined;
   private readonly nodeHex: string[] = [];
   private readonly nodeSize: number[] = [];
-  /** Requests waiting on a Promise from the source, by unique id. */
-  private readonly pending = new Set<number>();
   private readonly opCounts: number[] = [];
-
-  /** Reusable reply buffers (every reply is written synchronously, so one of each suffices). */
-  private readonly hdr = Buffer.alloc(OUT_HEADER_SIZE);
-  private readonly small = Buffer.alloc(OUT_HEADER_SIZE + 256);
   private readonly dirBuf = Buffer.alloc(OUT_HEADER_SIZE + 64 * 1024);
-  private readonly iov: Buffer[] = [this.hdr, this.hdr];
   private readonly attrScratch: Attr = { ino: 0, size: 0, mode: 0, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: 0 };
-  private mountTime = Math.floor(Date.now() / 1000);
-  private readonly session: ContentFuseOptions['session'];
-  /** The connection this server takes over (session.resume), read at construction. */
-  private readonly resumed: FuseSessionState | undefined;
-  private readonly nodeLog: NodeLog | undefined;
-  /** True when requests are read from a clone of the session descriptor. */
-  private cloned = false;
 
   /** Creates a server; nothing happens until {@link mount}. */
   constructor(opts: ContentFuseOptions) {
-    super();
-    this.mountpoint = opts.mountpoint;
+    super(opts);
     this.source = opts.source;
-    this.readerCount = Math.max(1, Math.floor(opts.readers ?? 2));
-    this.spinMs = Math.max(0, opts.spinUs ?? 0) / 1000;
-    this.readAheadKb = Math.max(0, Math.floor(opts.readAheadKb ?? MAX_PAGES * 4));
     const arenaBytes = Math.max(0, Math.floor(opts.arenaBytes ?? 0));
     if (arenaBytes > 0) this.arena = new ContentArena(arenaBytes, (u) => void Atomics.exchange(this.ctrl, CTRL_ARENA_RESERVE, u));
-    this.session = opts.session;
-    if (this.session?.resume) {
-      this.resumed = readSessionState(this.session.stateFile);
-      if (this.resumed) {
-        this.mountTime = this.resumed.mountTime;
-        this.protoMinor = this.resumed.protoMinor;
-        // the same node ids, in the same order, as the server before us handed out
-        for (const [hex, size] of NodeLog.read(this.session.nodeLog)) this.addNode(hex, size, false);
-      }
-    }
-    if (this.session) this.nodeLog = new NodeLog(this.session.nodeLog, !this.resumed);
-  }
-
-  /** True when this server took over a live connection (no mount, no INIT) instead of mounting. */
-  get resumedConnection(): boolean {
-    return this.resumed !== undefined;
-  }
-
-  /** True when requests are read from a clone of the session descriptor (see ContentFuseOptions.session). */
-  get servesOnClone(): boolean {
-    return this.cloned;
-  }
-
-  /** The FUSE connection id (the minor device number of the mount; /sys/fs/fuse/connections/<id>), once mounted. */
-  get connectionId(): number | undefined {
-    return this.connId;
-  }
-
-  /** The negotiated protocol version (`7.<minor>`, the kernel's minor), once INIT has been answered. */
-  get protocolVersion(): string | undefined {
-    return this.protoMinor === undefined ? undefined : `${FUSE_KERNEL_VERSION}.${this.protoMinor}`;
+    // the same node ids, in the same order, as the server before us handed out
+    if (this.resumed) for (const [hex, size] of NodeLog.read(this.session!.nodeLog)) this.addNode(hex, size, false);
   }
 
   /** Request counters per opcode name, including FORGET/INTERRUPT dropped by the workers. */
@@ -361,7 +217,7 @@ export class ContentFuse extends EventEmitter {
 
   /** FUSE_NOTIFY_INVAL_ENTRY for `name` in the root (no-op when not mounted or not cached). */
   private invalidateRoot(name: string): void {
-    if (this.fd < 0 || this.state !== 'mounted') return;
+    if (!this.serving) return;
     const len = encodeNotifyInvalEntry(this.small, FUSE_ROOT_ID, name);
     try {
       writeSync(this.fd, this.small, 0, len);
@@ -415,323 +271,28 @@ export class ContentFuse extends EventEmitter {
   /** Posts the table's (and the arena's node array's) new buffers to every worker, then moves the generation they watch. */
   private publishTable(tableMoved = true): void {
     if (!tableMoved) this.table.bump(); // only the node array moved: the workers must still look
-
-    const update: TableUpdate = { table: this.table.buffer, nodes: this.arena?.nodeBuffer, generation: this.table.generation };
-    for (const p of this.tablePorts) p.postMessage(update);
-    Atomics.store(this.ctrl, CTRL_TABLE_GEN, this.table.generation);
+    this.publish({ table: this.table.buffer, nodes: this.arena?.nodeBuffer, generation: this.table.generation });
   }
 
-  /**
-   * Opens /dev/fuse, starts the reader workers, runs util-linux `mount` asynchronously with the
-   * descriptor as the child's fd 3, and resolves once INIT has been answered and the mount shows
-   * in /proc/self/mountinfo. Mounts fusectl on /sys/fs/fuse/connections when missing (needed to
-   * abort the connection later). Throws AwcError E_MOUNT_FAILED / E_TARGET_BUSY / E_PERMISSION.
-   */
-  mount(): Promise<void> {
-    if (this.state !== 'new') return Promise.reject(new AwcError('E_FUSE', `content FUSE already ${this.state}`));
-    this.state = 'mounting';
-    this.mountPromise = this.doMount();
-    return this.mountPromise;
+  protected readerTables(): ReaderTables {
+    const a = this.arena;
+    return {
+      table: this.table.buffer,
+      generation: this.table.generation,
+      arena: a?.buffer,
+      arenaUnits: a?.units ?? 0,
+      nodes: a?.nodeBuffer,
+    };
   }
 
-  private async doMount(): Promise<void> {
-    try {
-      // Never stat/realpath the mount point itself before knowing it is not one of our FUSE mounts:
-      // a synchronous stat of a content FUSE served by this event loop deadlocks.
-      let mp = resolve(this.mountpoint);
-      try {
-        mp = join(realpathSync(dirname(mp)), basename(mp));
-      } catch {
-        /* reported below */
-      }
-      if (this.session?.resume) return this.resume(mp);
-      if (mountsAt(mp, 'fuse.awc').length > 0) {
-        throw new AwcError('E_TARGET_BUSY', `a content FUSE is already mounted on ${mp}`, {
-          hint: `Unmount it first (umount -l ${mp}); a stale one is left by a daemon that died.`,
-        });
-      }
-      try {
-        if (!statSync(mp).isDirectory()) throw new Error('not a directory');
-      } catch (err) {
-        throw new AwcError('E_MOUNT_FAILED', `content FUSE mount point ${this.mountpoint} is not a directory`, { cause: err });
-      }
-      ensureFusectl();
-      if (this.session) {
-        this.fd = this.session.fd;
-      } else {
-        try {
-          this.fd = openSync('/dev/fuse', 'r+');
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          throw new AwcError(
-            code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED',
-            `cannot open /dev/fuse: ${String(err)}`,
-            { cause: err },
-          );
-        }
-        // a session's connection outlives this process: only an unsupervised one is aborted at exit
-        live.add(this);
-        installExitHook();
-        this.startWorkers();
-      }
-
-      this.mountedPath = mp;
-      const initDone = new Promise<void>((resolve, reject) => (this.initWaiter = { resolve, reject }));
-      initDone.catch(() => undefined);
-      const args = ['-i', '-t', 'fuse.awc', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0,allow_other,default_permissions,ro', 'awc', mp];
-      const r = await runCommand('mount', args, [this.fd]);
-      if (r.code !== 0) {
-        throw new AwcError(
-          'E_MOUNT_FAILED',
-          `mount of content FUSE on ${mp} failed: ${(r.stderr || r.stdout).trim() || `exit ${r.code ?? r.signal}`}`,
-        );
-      }
-      if (this.session) {
-        // INIT waits in the connection's queue: whichever descriptor reads first gets it
-        this.serveOnClone();
-        this.startWorkers();
-      }
-      const m = mountsAt(mp, 'fuse.awc').at(-1);
-      if (m) this.connId = m.minor;
-      await withTimeout(
-        initDone,
-        10_000,
-        () => new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp}: the kernel sent no INIT within 10 s`),
-      );
-      if (this.connId === undefined) {
-        const m2 = mountsAt(mp, 'fuse.awc').at(-1);
-        if (!m2) throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} does not show in /proc/self/mountinfo`);
-        this.connId = m2.minor;
-      }
-      if (this.readAheadKb > 0) {
-        try {
-          writeFileSync(`/sys/class/bdi/0:${this.connId}/read_ahead_kb`, String(this.readAheadKb));
-        } catch (err) {
-          this.emitError(new AwcError('E_FUSE', `cannot set readahead of content FUSE: ${String(err)}`, { cause: err }));
-        }
-      }
-      if (this.session && this.protoMinor !== undefined && this.connId !== undefined) {
-        writeSessionState(this.session.stateFile, {
-          v: 1,
-          connId: this.connId,
-          protoMinor: this.protoMinor,
-          mountTime: this.mountTime,
-          cloned: this.cloned,
-          mountpoint: mp,
-        });
-      }
-      this.state = 'mounted';
-    } catch (err) {
-      await (this.unmountPromise ??= this.teardown());
-      throw err;
-    }
-  }
-
-  /**
-   * Takes over the live connection of the session (see ContentFuseOptions.session): checks
-   * that it is the one mounted at `mp`, then serves it. @throws E_FUSE when it is not alive
-   */
-  private resume(mp: string): void {
-    const s = this.resumed;
-    const m = mountsAt(mp, 'fuse.awc').at(-1);
-    if (!s || s.mountpoint !== mp || !m || m.minor !== s.connId || !existsSync(`${FUSECTL_DIR}/${s.connId}`)) {
-      throw new AwcError('E_FUSE', `no live content FUSE connection to take over at ${mp}`);
-    }
-    this.connId = s.connId;
-    this.mountedPath = mp;
-    this.serveOnClone();
-    this.startWorkers();
-    writeSessionState(this.session!.stateFile, { ...s, cloned: this.cloned });
-    this.state = 'mounted';
-  }
-
-  /** Reads requests from a clone of the session descriptor when the kernel lets us (else from it directly). */
-  private serveOnClone(): void {
-    try {
-      this.fd = cloneFuseDevice(this.session!.fd);
-      this.cloned = true;
-    } catch (err) {
-      this.fd = this.session!.fd;
-      this.cloned = false;
-      this.emitError(err);
-    }
-  }
-
-  /**
-   * Fails pending requests with EIO, aborts the connection through fusectl, unmounts (lazily if
-   * the mount is busy), stops the workers and closes the descriptor. Safe to call twice and
-   * concurrently; resolves when everything is released.
-   */
-  unmount(): Promise<void> {
-    if (this.state === 'new' || this.state === 'closed') return this.unmountPromise ?? Promise.resolve();
-    if (this.state === 'mounting' && this.mountPromise) {
-      // Let the mount settle first (mount(8) may still be running); a failed mount tears itself down.
-      const after = this.mountPromise.then(
-        () => this.unmount(),
-        () => this.unmountPromise ?? Promise.resolve(),
-      );
-      return after;
-    }
-    this.unmountPromise ??= this.teardown();
-    return this.unmountPromise;
-  }
-
-  /**
-   * The synchronous part of unmounting, for process 'exit' handlers and signal handlers:
-   * aborts the connection of every live server and lazily unmounts it. The daemon should call
-   * this from its SIGTERM/SIGINT handlers before exiting (the 'exit' hook runs it too).
-   */
-  static abortAllSync(): void {
-    for (const fuse of live) fuse.abortSync();
-  }
-
-  // ---- lifecycle internals ------------------------------------------------------------------------
-
-  private startWorkers(): void {
-    const url = new URL('./reader-worker.js', import.meta.url);
-    Atomics.store(this.ctrl, CTRL_TABLE_GEN, this.table.generation);
-    for (let i = 0; i < this.readerCount; i++) {
-      const { port1, port2 } = new MessageChannel();
-      const tables = new MessageChannel();
-      const data: ReaderWorkerData = {
-        fd: this.fd,
-        bufSize: READ_BUFFER_SIZE,
-        ctrl: this.ctrl.buffer as SharedArrayBuffer,
-        port: port2,
-        table: this.table.buffer,
-        tablePort: tables.port2,
-        generation: this.table.generation,
-        mountTime: this.mountTime,
-        arena: this.arena?.buffer,
-        arenaUnits: this.arena?.units ?? 0,
-        nodes: this.arena?.nodeBuffer,
-      };
-      const w = new Worker(url, { workerData: data, transferList: [port2, tables.port2], name: `awc-fuse-reader-${i}` });
-      tables.port1.unref();
-      this.tablePorts.push(tables.port1);
-      port1.on('message', (msg: ArrayBuffer | ReaderWorkerMessage) => {
-        this.onMessage(msg);
-        this.spin();
-      });
-      port1.unref(); // the Worker keeps the process alive while mounted, not the port
-      w.on('error', (err) => this.emitError(err));
-      this.workers.push(w);
-      this.ports.push(port1);
-    }
-  }
-
-  private onMessage(msg: ArrayBuffer | number | ReaderWorkerMessage): void {
-    if (msg instanceof ArrayBuffer) this.dispatch(Buffer.from(msg));
-    else if (typeof msg === 'number') {
-      const hex = this.nodeHex[msg - FIRST_FILE_ID];
-      if (hex !== undefined && this.listenerCount('served') > 0) this.emit('served', hex);
-    } else if (msg.type === 'error')
-      this.emitError(new AwcError('E_FUSE', `content FUSE reader could not reply: ${msg.code} ${msg.message}`));
-    else this.emitError(new AwcError('E_FUSE', `content FUSE reader failed: ${msg.code} ${msg.message}`));
-  }
-
-  /** Busy-polls the worker ports for up to spinMs after the last request (capped at SPIN_CAP_MS). */
-  private spin(): void {
-    if (this.spinMs <= 0) return;
-    const start = performance.now();
-    const cap = start + SPIN_CAP_MS;
-    let deadline = start + this.spinMs;
-    const ports = this.ports;
-    for (;;) {
-      let got = false;
-      for (let i = 0; i < ports.length; i++) {
-        const r = receiveMessageOnPort(ports[i]!);
-        if (r) {
-          this.onMessage(r.message as ArrayBuffer | ReaderWorkerMessage);
-          got = true;
-        }
-      }
-      const now = performance.now();
-      if (got) deadline = now + this.spinMs;
-      if (now >= deadline || now >= cap || this.state === 'closed') return;
-    }
-  }
-
-  private abortSync(): void {
-    if (this.connId !== undefined) abortFuseConnection(this.connId);
-    if (this.mountedPath && this.state !== 'new' && mountsAt(this.mountedPath, 'fuse.awc').length > 0) {
-      spawnSync('umount', ['-l', this.mountedPath], { stdio: 'ignore' });
-    }
-    live.delete(this);
-  }
-
-  private async teardown(): Promise<void> {
-    this.state = 'unmounting';
-    this.initWaiter?.reject(new AwcError('E_MOUNT_FAILED', 'content FUSE unmounted during mount'));
-    // 1. Unblock every reader waiting on a miss.
-    for (const unique of this.pending) this.replyError(unique, Errno.EIO);
-    this.pending.clear();
-    // 2. Abort the connection: blocked device reads return ENODEV, callers get ENOTCONN.
-    Atomics.store(this.ctrl, CTRL_STOP, 1);
-    Atomics.notify(this.ctrl, CTRL_STOP);
-    const mp = this.mountedPath;
-    if (mp && this.connId === undefined) {
-      const m = mountsAt(mp, 'fuse.awc').at(-1);
-      if (m) this.connId = m.minor;
-    }
-    if (this.connId !== undefined) abortFuseConnection(this.connId);
-    // 3. Unmount, lazily when busy (or when an overlay still holds it).
-    if (mp && mountsAt(mp, 'fuse.awc').length > 0) {
-      const r = await runCommand('umount', [mp]);
-      if (r.code !== 0 && mountsAt(mp, 'fuse.awc').length > 0) {
-        const r2 = await runCommand('umount', ['-l', mp]);
-        if (r2.code !== 0 && mountsAt(mp, 'fuse.awc').length > 0) {
-          this.emitError(new AwcError('E_FUSE', `cannot unmount content FUSE on ${mp}: ${r2.stderr.trim()}`));
-        }
-      }
-    }
-    // 4. Workers exit on ENODEV (or EPERM + stop flag when the mount never happened).
-    await Promise.all(
-      this.workers.map(
-        (w) =>
-          new Promise<void>((resolve) => {
-            if (w.threadId < 0) return resolve();
-            const t = setTimeout(() => {
-              // Still blocked in read(2): the connection survives (e.g. an overlay holds it and
-              // fusectl is missing). Do not keep the process alive for it.
-              w.unref();
-              this.emitError(new AwcError('E_FUSE', 'content FUSE reader did not stop; connection may still be alive'));
-              resolve();
-            }, 5_000);
-            w.once('exit', () => {
-              clearTimeout(t);
-              resolve();
-            });
-          }),
-      ),
-    );
-    this.workers = [];
-    for (const p of this.ports) p.close();
-    this.ports = [];
-    for (const p of this.tablePorts) p.close();
-    this.tablePorts = [];
-    // 5. Close the device (and a session's own descriptor: the supervisor keeps its copy).
-    for (const fd of new Set([this.fd, this.session?.fd ?? -1])) {
-      if (fd < 0) continue;
-      try {
-        closeSync(fd);
-      } catch {
-        /* already closed */
-      }
-    }
-    this.fd = -1;
-    this.nodeLog?.close();
-    live.delete(this);
-    this.state = 'closed';
-  }
-
-  private emitError(err: unknown): void {
-    if (this.listenerCount('error') > 0) this.emit('error', err instanceof Error ? err : new Error(String(err)));
+  protected onServed(nodeid: number): void {
+    const hex = this.nodeHex[nodeid - FIRST_FILE_ID];
+    if (hex !== undefined && this.listenerCount('served') > 0) this.emit('served', hex);
   }
 
   // ---- request dispatch ------------------------------------------------------------------------------
 
-  private dispatch(b: Buffer): void {
+  protected dispatch(b: Buffer): void {
     const opcode = b.readUInt32LE(4);
     const unique = readU64(b, 8);
     this.opCounts[opcode] = (this.opCounts[opcode] ?? 0) + 1;
@@ -774,51 +335,6 @@ export class ContentFuse extends EventEmitter {
       this.emitError(err);
       this.replyError(unique, Errno.EIO);
     }
-  }
-
-  private onInit(b: Buffer, unique: number): void {
-    const len = b.readUInt32LE(0);
-    const init = decodeInitIn(b, IN_HEADER_SIZE, len - IN_HEADER_SIZE);
-    const out = this.small;
-    if (init.major > FUSE_KERNEL_VERSION) {
-      // The kernel will send a new INIT with our major version.
-      encodeOutHeader(out, OUT_HEADER_SIZE + 8, 0, unique);
-      out.fill(0, OUT_HEADER_SIZE, OUT_HEADER_SIZE + 8);
-      out.writeUInt32LE(FUSE_KERNEL_VERSION, OUT_HEADER_SIZE);
-      this.write(out, OUT_HEADER_SIZE + 8);
-      return;
-    }
-    if (init.major < FUSE_KERNEL_VERSION || init.minor < FUSE_MIN_MINOR_VERSION) {
-      this.replyError(unique, 71 /* EPROTO */);
-      this.initWaiter?.reject(
-        new AwcError('E_MOUNT_FAILED', `kernel FUSE protocol ${init.major}.${init.minor} is too old (need 7.${FUSE_MIN_MINOR_VERSION})`),
-      );
-      return;
-    }
-    const want =
-      InitFlag.ASYNC_READ |
-      InitFlag.NO_OPEN_SUPPORT |
-      InitFlag.NO_OPENDIR_SUPPORT |
-      InitFlag.PARALLEL_DIROPS |
-      InitFlag.MAX_PAGES |
-      InitFlag.BIG_WRITES;
-    encodeOutHeader(out, OUT_HEADER_SIZE + INIT_OUT_SIZE, 0, unique);
-    encodeInitOut(out, OUT_HEADER_SIZE, {
-      major: FUSE_KERNEL_VERSION,
-      minor: init.minor,
-      maxReadahead: init.maxReadahead,
-      flags: (want & init.flags) >>> 0,
-      maxBackground: MAX_BACKGROUND,
-      congestionThreshold: CONGESTION_THRESHOLD,
-      maxWrite: MAX_WRITE,
-      timeGran: 1,
-      maxPages: MAX_PAGES,
-      flags2: 0,
-    });
-    this.write(out, OUT_HEADER_SIZE + INIT_OUT_SIZE);
-    this.protoMinor = init.minor;
-    this.initWaiter?.resolve();
-    this.initWaiter = undefined;
   }
 
   /** Fills attrScratch for a node id; false when the node is unknown. */
@@ -966,68 +482,4 @@ export class ContentFuse extends EventEmitter {
     });
     this.write(out, total);
   }
-
-  // ---- replies ---------------------------------------------------------------------------------------
-
-  private replyOk(unique: number): void {
-    encodeOutHeader(this.hdr, OUT_HEADER_SIZE, 0, unique);
-    this.write(this.hdr, OUT_HEADER_SIZE);
-  }
-
-  private replyError(unique: number, errno: number): void {
-    encodeOutHeader(this.hdr, OUT_HEADER_SIZE, -errno, unique);
-    this.write(this.hdr, OUT_HEADER_SIZE);
-  }
-
-  /** READ reply: header + data (at most `max` bytes) in one writev, no copy. */
-  private replyData(unique: number, data: Buffer | undefined, max: number): void {
-    let n = data ? data.length : 0;
-    if (n > max) {
-      data = data!.subarray(0, max);
-      n = max;
-    }
-    encodeOutHeader(this.hdr, OUT_HEADER_SIZE + n, 0, unique);
-    if (n === 0) return this.write(this.hdr, OUT_HEADER_SIZE);
-    if (this.fd < 0) return;
-    this.iov[1] = data!;
-    try {
-      writevSync(this.fd, this.iov);
-    } catch (err) {
-      this.onWriteError(err);
-    } finally {
-      this.iov[1] = this.hdr;
-    }
-  }
-
-  private write(buf: Buffer, len: number): void {
-    if (this.fd < 0) return;
-    try {
-      writeSync(this.fd, buf, 0, len);
-    } catch (err) {
-      this.onWriteError(err);
-    }
-  }
-
-  private onWriteError(err: unknown): void {
-    // ENOENT: the request was interrupted and is gone; ENODEV & co: the connection is aborted.
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code && STALE_REPLY_CODES.has(code)) return;
-    this.emitError(err);
-  }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(onTimeout()), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e) => {
-        clearTimeout(t);
-        reject(e);
-      },
-    );
-  });
 }
