@@ -2,7 +2,7 @@ import { test, describe, after } from 'node:test';
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, cleanupMounts, errorOf } from './helpers/cli.js';
@@ -26,11 +26,22 @@ function ok(home: string, args: string[]): any {
   return r.json;
 }
 
+/**
+ * Whether any thread of `pid` still runs. Not only the thread-group leader: it shows Z while the
+ * other threads (the daemon's FUSE readers) are still exiting with its descriptors open, and a
+ * request sent then can still be read by one of them and end with ECONNABORTED when it dies.
+ */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat[stat.lastIndexOf(')') + 2] !== 'Z';
+    return readdirSync(`/proc/${pid}/task`).some((t) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+        return !'ZX'.includes(stat[stat.lastIndexOf(')') + 2]!);
+      } catch {
+        return false;
+      }
+    });
   } catch {
     return false;
   }

@@ -60,6 +60,11 @@ export function overlayUpper(m: MountInfo): string | undefined {
  * Never mounts anything (see the file comment); false when the probe could not run.
  */
 export async function probeUpperInUse(upper: string, scratch: string): Promise<boolean> {
+  return (await probeUpper(upper, scratch)) === 'busy';
+}
+
+/** {@link probeUpperInUse} with its third answer: `free` only when the kernel said so (EINVAL), `unknown` when the probe could not run. */
+async function probeUpper(upper: string, scratch: string): Promise<'busy' | 'free' | 'unknown'> {
   const lower = join(scratch, 'probe-lower');
   const target = join(scratch, 'probe-target');
   mkdirSync(lower, { recursive: true, mode: 0o700 });
@@ -76,9 +81,11 @@ export async function probeUpperInUse(upper: string, scratch: string): Promise<b
     if (r.code === 0) {
       // cannot happen (workdir on /proc): undo it and say free, which the kernel just proved
       await runCommand('umount', ['-l', target]);
-      return false;
+      return 'free';
     }
-    return /busy|already mounted/i.test(r.stderr + r.stdout);
+    const said = r.stderr + r.stdout;
+    // EBUSY reads "already mounted"; EINVAL (workdir not on the upper's mount) "wrong fs type, bad option"
+    return /busy|already mounted/i.test(said) ? 'busy' : /wrong fs type|bad option/i.test(said) ? 'free' : 'unknown';
   } finally {
     rmSync(lower, { recursive: true, force: true });
     rmSync(target, { recursive: true, force: true });
@@ -122,10 +129,14 @@ function safe<T>(f: () => T, fallback: T): T {
  * through /proc: those with a file, directory or mapping on one of its mounts (`mountIds`: the
  * ids recorded when it was mounted, detached or not, plus every mount of it found in a
  * namespace's mountinfo), and those in another mount namespace where it is still mounted.
+ * The kernel reuses the id of a mount that is gone: a recorded id that a namespace's mountinfo
+ * shows as another mount is left out (an id seen nowhere may still be reused by a detached
+ * mount: {@link upperInUse} passes recorded ids only while the upper is not free).
  * Synchronous; a few ms per hundred processes. Never includes this process.
  */
 export function findHolders(upper: string, mountIds: Iterable<number> = []): Holder[] {
   const ids = new Set(mountIds);
+  const reused = new Set<number>();
   const ownNs = safe(() => readlinkSync('/proc/self/ns/mnt'), '');
   const pids = readdirSync('/proc')
     .filter((n) => /^\d+$/.test(n))
@@ -137,12 +148,13 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
     const ns = safe(() => readlinkSync(`/proc/${pid}/ns/mnt`), '');
     nsOf.set(pid, ns);
     if (ns === '' || nsMounts.has(ns)) continue;
-    const mounts = safe(() => readMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'latin1')), [] as MountInfo[]).filter(
-      (m) => overlayUpper(m) === upper,
-    );
+    const all = safe(() => readMountInfo(readFileSync(`/proc/${pid}/mountinfo`, 'latin1')), [] as MountInfo[]);
+    const mounts = all.filter((m) => overlayUpper(m) === upper);
     nsMounts.set(ns, mounts);
     for (const m of mounts) ids.add(m.mountId);
+    for (const m of all) if (overlayUpper(m) !== upper) reused.add(m.mountId);
   }
+  for (const id of reused) ids.delete(id);
   const out: Holder[] = [];
   const command = (pid: number) => safe(() => readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), '?');
   for (const pid of pids) {
@@ -202,8 +214,10 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
  * in-use flag (probe) and the holder scan. `scratch` is where the probe makes its directories.
  */
 export async function upperInUse(upper: string, scratch: string, mountIds: Iterable<number> = []): Promise<UpperUse> {
-  const busy = await probeUpperInUse(upper, scratch);
-  const holders = findHolders(upper, mountIds);
+  const probe = await probeUpper(upper, scratch);
+  const busy = probe === 'busy';
+  // a free upper has no overlay left, detached or not: a recorded id may now name another mount
+  const holders = findHolders(upper, probe === 'free' ? [] : mountIds);
   const mountedAt = readMountInfo()
     .filter((m) => overlayUpper(m) === upper)
     .map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
