@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, cleanupMounts } from './helpers/cli.js';
 import { detectDriver } from '../src/host/doctor.js';
-import { readMountInfo } from '../src/host/fuse/mount-util.js';
+import { readMountInfo } from '../src/host/mount-table.js';
 import { findHolders } from '../src/host/upper-use.js';
 
 /**
