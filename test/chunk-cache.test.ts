@@ -374,7 +374,7 @@ test('budget: the cache never exceeds it (in memory and on disk), evicts, and re
   });
   // checked at every change of the cache, not only between reads
   const overs: number[] = [];
-  for (const ev of ['store', 'evict', 'skip']) cache.on(ev, () => cache.bytes > budget && overs.push(cache.bytes));
+  for (const ev of ['store', 'evict', 'skip'] as const) cache.on(ev, () => cache.bytes > budget && overs.push(cache.bytes));
   let maxDisk = 0;
   let read = 0;
   for (let round = 0; round < 3; round++) {
