@@ -9,12 +9,8 @@ import { nsToUtimeSeconds } from '../core/time.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
 import { FsObjectStore, TEMP_GRACE_MS } from '../store/fs-object-store.js';
-import { ContentReader } from '../store/content-reader.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
-import { ChunkCache } from '../host/chunk-cache.js';
-import { ChunkFetcher, type FetchEvent } from '../host/chunk-fetcher.js';
-import { CachedContentSource } from '../host/cached-content-source.js';
-import type { BlobIndex } from '../store/pack-types.js';
+import { ContentPlane } from '../host/content-plane.js';
 import { buildLayer, type Layer } from '../host/layer-builder.js';
 import { checkMountTarget, mountOverlay, unmount } from '../host/mount-commands.js';
 import { isMounted, mountsAt, readMountInfo } from '../host/mount-table.js';
@@ -92,11 +88,8 @@ export class HostDaemon extends EventEmitter {
   readonly paths: AwcPaths;
   private catalog!: Catalog;
   private store!: FsObjectStore;
-  private readers = new Map<string, ContentReader>();
-  private cache!: ChunkCache;
-  private fetcher!: ChunkFetcher;
-  private source!: CachedContentSource;
-  private indexes = new Map<string, BlobIndex>();
+  /** The read path (chunk cache, fetcher, content source, readers and blob indexes by namespace). */
+  private plane!: ContentPlane;
   /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
   private layers = new Map<string, Promise<Layer>>();
   private fuse?: ContentFuse;
@@ -125,15 +118,6 @@ export class HostDaemon extends EventEmitter {
       },
       (l) => this.emit('log', l),
     );
-  }
-
-  private reader(ns: string): ContentReader {
-    let r = this.readers.get(ns);
-    if (!r) {
-      r = new ContentReader({ store: this.store, index: this.blobIndex(ns) });
-      this.readers.set(ns, r);
-    }
-    return r;
   }
 
   /**
@@ -173,14 +157,16 @@ export class HostDaemon extends EventEmitter {
     if (!resume && isMounted(this.paths.content)) await unmount(this.paths.content, true);
     // (never touch a live content mount before it is served: a stat of it would wait for this very process)
     if (!resume) await mkdirPrivate(this.paths.content);
-    this.cache = new ChunkCache({ dir: this.paths.cache, budgetBytes: this.config.cacheBytes });
-    await this.cache.open();
-    // Pack read-ahead: a miss reads up to 8 MiB of the pack (its neighbours, snapshotted
-    // together, are usually read together), verified and kept in the cache's memory tier.
-    this.fetcher = new ChunkFetcher({ store: this.store, cache: this.cache, readAheadBytes: 8 * 1024 * 1024 });
-    // The FUSE server writes a synchronous answer out before it reads again: multi-chunk reads can share one scratch buffer.
-    this.source = new CachedContentSource(this.fetcher, { reuseSyncBuffers: true });
-    this.wireCacheMetrics();
+    const catalog = this.catalog;
+    this.plane = new ContentPlane({
+      store: this.store,
+      blobIndex: (ns) => catalog.blobIndex(ns),
+      cacheDir: this.paths.cache,
+      cacheBytes: this.config.cacheBytes,
+    });
+    await this.plane.open();
+    this.plane.on('log', (l) => this.emit('log', l));
+    this.metrics.observe(this.plane);
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
     // (x64 only: the arena's lock-free check was written and tested for x86's memory order; see content-arena.ts)
@@ -190,24 +176,14 @@ export class HostDaemon extends EventEmitter {
         : { fd: this.opts.fuseFd, stateFile: this.paths.fuseSession, nodeLog: this.paths.fuseNodes, resume };
     this.fuse = new ContentFuse({
       mountpoint: this.paths.content,
-      source: this.source,
+      source: this.plane.source,
       arenaBytes: process.arch === 'x64' ? ARENA_BYTES : 0,
       session,
     });
-    const fuse = this.fuse;
-    this.fetcher.on('fetch', (e: FetchEvent) => {
-      if (!e.readAhead) return;
-      const b = this.cache.peekMemory(e.digest);
-      if (b) fuse.offer(e.digest.slice(7), b);
-    });
-    fuse.on('served', (hex: string) => this.source.touch(hex));
+    this.plane.attachArena(this.fuse);
     this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
     this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
     this.metrics.addCollector(() => {
-      this.metrics.contentObjects.set(this.source.size);
-      this.metrics.cacheBytes.set(this.cache.bytes);
-      this.metrics.cacheBudgetBytes.set(this.cache.budgetBytes);
-      this.metrics.cachePendingBytes.set(this.cache.pendingBytes);
       this.metrics.mountedWorkspaces.set(this.mounts.size);
       if (this.fuse) this.metrics.syncWorkerFuseOps(this.fuse.workerOps);
     });
@@ -307,7 +283,7 @@ export class HostDaemon extends EventEmitter {
       layerSnapshotId = head.id;
       layerRoot = head.root;
     }
-    const reader = this.reader(ns);
+    const reader = this.plane.reader(ns);
     const layer = await this.layer(ns, layerRoot);
     const dirs = workspaceDirs(this.paths.workspaces, ws.id);
     if (fs.existsSync(dirs.upper)) {
@@ -379,8 +355,8 @@ export class HostDaemon extends EventEmitter {
     if (!p) {
       const fuse = this.fuse;
       const shortNameFree = fuse ? (hex: string) => fuse.shortNameFree(hex) : undefined;
-      p = buildLayer(this.reader(ns), root, this.paths.layers, { shortNameFree }).then((layer) => {
-        this.source.register(layer.meta.contents, this.blobIndex(ns));
+      p = buildLayer(this.plane.reader(ns), root, this.paths.layers, { shortNameFree }).then((layer) => {
+        this.plane.register(ns, layer.meta.contents);
         this.fuse?.reserve(Object.keys(layer.meta.contents).length);
         this.fuse?.announce(contentSizes(layer.meta.contents));
         return layer;
@@ -391,52 +367,6 @@ export class HostDaemon extends EventEmitter {
     return p;
   }
 
-  /** The blob index of a namespace, one per namespace for the daemon's life. */
-  private blobIndex(ns: string): BlobIndex {
-    let i = this.indexes.get(ns);
-    if (!i) {
-      i = this.catalog.blobIndex(ns);
-      this.indexes.set(ns, i);
-    }
-    return i;
-  }
-
-  /** Maps chunk cache and fetcher events to metrics and log events. */
-  private wireCacheMetrics(): void {
-    const m = this.metrics;
-    this.fetcher.on('backend-read', (e: { bytes: number }) => {
-      m.backendReads.inc();
-      m.backendReadBytes.inc(e.bytes);
-    });
-    this.fetcher.on('join', () => m.singleflightJoins.inc());
-    this.cache.on('hit', () => m.cacheHits.inc());
-    this.cache.on('miss', () => m.cacheMisses.inc());
-    this.cache.on('evict', (e: { bytes: number }) => {
-      m.cacheEvictions.inc();
-      m.cacheEvictedBytes.inc(e.bytes);
-    });
-    this.cache.on('store', (e: { bytes: number }) => m.cacheInsertedBytes.inc(e.bytes));
-    this.cache.on('corrupt', (e: { digest: string; reason: string }) => {
-      m.cacheCorrupt.inc();
-      this.emit('log', { level: 'warn', msg: 'cache corrupt', digest: e.digest, reason: e.reason });
-    });
-    this.fetcher.on('integrity-error', (e: { digest: string; pack: string }) =>
-      this.emit('log', { level: 'error', msg: 'integrity', digest: e.digest, pack: e.pack }),
-    );
-    this.fetcher.on('refetch', (e: { digest: string; pack: string }) =>
-      this.emit('log', { level: 'warn', msg: 'refetch', digest: e.digest, pack: e.pack }),
-    );
-    this.fetcher.on('cache-error', (e: { digest: string; error: unknown }) =>
-      this.emit('log', { level: 'warn', msg: 'cache write failed', digest: e.digest, err: String(e.error) }),
-    );
-    this.fetcher.on('read-ahead-drop', (e: { digest: string; pack: string }) =>
-      this.emit('log', { level: 'warn', msg: 'read-ahead chunk failed verification (dropped)', digest: e.digest, pack: e.pack }),
-    );
-    this.fetcher.on('pack-index-error', (e: { pack: string; error: unknown }) =>
-      this.emit('log', { level: 'warn', msg: 'pack index unusable (no read-ahead there for now)', pack: e.pack, err: String(e.error) }),
-    );
-  }
-
   status(): DaemonStatus {
     return {
       pid: process.pid,
@@ -445,7 +375,7 @@ export class HostDaemon extends EventEmitter {
       startedAt: this.startedAt,
       socket: this.paths.socket,
       content: this.paths.content,
-      contentObjects: this.source.size,
+      contentObjects: this.plane.source.size,
       mounts: [...this.mounts.entries()].map(([workspace, m]) => ({ workspace, namespace: m.namespace, path: m.path })),
       supervisor: this.opts.fuseFd === undefined ? null : (livePid(this.paths.supervisorPidFile) ?? null),
       resumedConnection: this.fuse?.resumedConnection ?? false,
@@ -491,7 +421,7 @@ export class HostDaemon extends EventEmitter {
         this.emit('log', { level: 'error', msg: 'unmount failed', err: String(err) });
       }
       await this.fuse?.unmount();
-      await this.fetcher?.idle();
+      await this.plane?.idle();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
       // A daemon started since this one stopped answering owns the socket and pid files now: leave them.
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });

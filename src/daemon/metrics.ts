@@ -1,6 +1,7 @@
 import { request } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { AwcError } from '../core/errors.js';
+import type { ContentPlane } from '../host/content-plane.js';
 
 /**
  * Prometheus metrics of the host daemon (DESIGN §5), on a private prom-client `Registry`
@@ -166,6 +167,36 @@ export class DaemonMetrics {
     this.checkpoints.inc({ driver: r.driver });
     this.checkpointBytes.inc(r.newBytes);
     this.checkpointDuration.observe(r.durationMs / 1000);
+  }
+
+  /**
+   * Counts the read path's work: subscribes to the typed events of the content plane's parts
+   * (fetcher: backend reads and their bytes, singleflight joins; cache: hits, misses,
+   * evictions, inserted bytes, corrupt files) and samples its gauges before every scrape
+   * (content objects, cache bytes, budget and pending writes). One listener per event, each a
+   * counter increment.
+   */
+  observe(plane: ContentPlane): void {
+    const { fetcher, cache, source } = plane;
+    fetcher.on('backend-read', (e) => {
+      this.backendReads.inc();
+      this.backendReadBytes.inc(e.bytes);
+    });
+    fetcher.on('join', () => this.singleflightJoins.inc());
+    cache.on('hit', () => this.cacheHits.inc());
+    cache.on('miss', () => this.cacheMisses.inc());
+    cache.on('evict', (e) => {
+      this.cacheEvictions.inc();
+      this.cacheEvictedBytes.inc(e.bytes);
+    });
+    cache.on('store', (e) => this.cacheInsertedBytes.inc(e.bytes));
+    cache.on('corrupt', () => this.cacheCorrupt.inc());
+    this.addCollector(() => {
+      this.contentObjects.set(source.size);
+      this.cacheBytes.set(cache.bytes);
+      this.cacheBudgetBytes.set(cache.budgetBytes);
+      this.cachePendingBytes.set(cache.pendingBytes);
+    });
   }
 
   /** Registers a function run before every scrape (to set gauges from live state). Errors in it are ignored. */

@@ -1,85 +1,27 @@
 import { EventEmitter } from 'node:events';
-import { closeSync, openSync, readSync, utimes } from 'node:fs';
-import { readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
-import { mkdirPrivate } from '../core/private-fs.js';
-import { join } from 'node:path';
 import { sha256, type Digest } from '../core/digest.js';
-import { AwcError, toAwcError } from '../core/errors.js';
+import { AwcError } from '../core/errors.js';
+import type {
+  ChunkCacheEvents,
+  ChunkCacheOptions,
+  ChunkCacheSkipEvent,
+  ChunkCacheCorruptEvent,
+  ChunkCacheStats,
+} from './chunk-cache-types.js';
+import { ChunkFiles } from './chunk-files.js';
+import { MemoryTier } from './memory-tier.js';
+import { WriteBehind } from './write-behind.js';
 
-/** Options of a {@link ChunkCache}. */
-export interface ChunkCacheOptions {
-  /** Directory owned by this cache (created by `open()`); one process at a time. */
-  dir: string;
-  /** Most bytes of chunk files the cache keeps on disk (sum of file sizes, temporary files included). */
-  budgetBytes: number;
-  /**
-   * A hit refreshes the file's mtime (so LRU order survives a restart) at most once per this
-   * many ms per chunk; default 60 000. 0 refreshes on every hit.
-   */
-  touchIntervalMs?: number;
-  /**
-   * Most bytes of chunks waiting to be written (held in memory meanwhile); a put beyond it is
-   * skipped (`'skip'`, reason `'backlog'`) rather than let memory grow without bound when the
-   * disk is slower than the backend. Readers should wait on {@link ChunkCache.writable} before
-   * fetching more (ChunkFetcher does), so this limit is a safety net. Default 256 MiB.
-   */
-  maxPendingBytes?: number;
-  /**
-   * Write-behind (see class doc): a chunk put in the cache is written to disk only once no
-   * chunk has been put for this many ms (the burst of misses that brought it is over), or
-   * once writeBehindBytes wait. Default 50; 0 writes at once.
-   */
-  writeBehindMs?: number;
-  /** Most bytes of chunks waiting for a quiet moment before writes start anyway (write-behind); default maxPendingBytes / 4. */
-  writeBehindBytes?: number;
-  /** Most chunk files being written at once (each is open, write, close and rename in the thread pool); default 2. */
-  maxConcurrentWrites?: number;
-  /**
-   * Most bytes of chunks kept in the memory tier (see class doc): chunks read ahead of any
-   * request ({@link ChunkCache.remember}), least recently added first out. Default 64 MiB;
-   * 0 disables the tier.
-   */
-  memoryBytes?: number;
-}
-
-/** Payload of the `'hit'`, `'store'` and `'evict'` events: the chunk and its size in bytes. */
-export interface ChunkCacheEvent {
-  digest: Digest;
-  bytes: number;
-  /** On `'hit'`: served from memory (the memory tier or a write in progress), not read from disk. */
-  memory?: boolean;
-}
-
-/** Counters of a {@link ChunkCache} (monotonic). */
-export interface ChunkCacheStats {
-  /** Hits served from memory (the memory tier or a write in progress). */
-  memoryHits: number;
-  /** Hits read from disk (and verified). */
-  diskHits: number;
-  /** Chunks of the memory tier (read ahead) that were asked for, and then queued for disk. */
-  readAheadHits: number;
-  /** Chunks of the memory tier dropped before anyone asked for them (`'memory-evict'`: read ahead in vain). */
-  readAheadWasted: number;
-}
-
-/** Payload of the `'corrupt'` event: a cached file that failed verification (or vanished) and was dropped. */
-export interface ChunkCacheCorruptEvent {
-  digest: Digest;
-  /** `'digest'`: bytes do not match; `'size'`: file shorter than recorded; `'missing'`: file gone; `'io'`: read failed. */
-  reason: 'digest' | 'size' | 'missing' | 'io';
-  error?: unknown;
-}
-
-/** Payload of the `'skip'` event: a verified chunk that `put` did not cache, and why. */
-export interface ChunkCacheSkipEvent {
-  digest: Digest;
-  bytes: number;
-  /**
-   * `'too-big'`: larger than the whole budget; `'no-room'`: the budget is taken by writes in
-   * progress; `'backlog'`: maxPendingBytes of writes are already waiting.
-   */
-  reason: 'too-big' | 'no-room' | 'backlog';
-}
+export type {
+  ChunkCacheOptions,
+  ChunkCacheEvent,
+  ChunkCacheStats,
+  ChunkCacheCorruptEvent,
+  ChunkCacheSkipEvent,
+  ChunkCacheMissEvent,
+  ChunkCacheErrorEvent,
+  ChunkCacheEvents,
+} from './chunk-cache-types.js';
 
 interface Entry {
   /** File size in bytes (= the chunk's raw length). */
@@ -88,24 +30,19 @@ interface Entry {
   touched: number;
 }
 
-const HEX64 = /^[0-9a-f]{64}$/;
-const HEX2 = /^[0-9a-f]{2}$/;
-const TMP_PREFIX = '.tmp-';
-
 /**
  * The host chunk cache (DESIGN §2): decompressed chunks on local disk, one cache per host,
  * shared by every workspace and snapshot, within a byte budget with LRU eviction.
  *
- * Layout: the chunk with digest `sha256:<hex>` is the file `<dir>/<hex[0..2]>/<hex>` holding
- * its raw bytes (mode 0600). New files are written as `<dir>/<aa>/.tmp-<pid>-<n>` and renamed
- * into place; leftovers of a crash are removed by `open()`.
+ * Layout (ChunkFiles): the chunk with digest `sha256:<hex>` is the file `<dir>/<hex[0..2]>/<hex>`
+ * holding its raw bytes (mode 0600). New files are written as `<dir>/<aa>/.tmp-<pid>-<n>` and
+ * renamed into place; leftovers of a crash are removed by `open()`.
  *
  * LRU: an in-memory index (a Map in least-recently-used-first order) of every chunk on disk;
  * `open()` rebuilds it from the files' mtimes, which hits refresh (see touchIntervalMs).
  *
- * Write-behind: writing thousands of small files while the misses that brought their chunks
- * keep coming competes with answering them (measured on a 2-vCPU VM: a cold read of 3 000
- * files took twice as long with the writes as without). So `put` admits a chunk at once
+ * Write-behind (WriteBehind): writing thousands of small files while the misses that brought
+ * their chunks keep coming competes with answering them. So `put` admits a chunk at once
  * (budget, evictions, served from memory meanwhile) but its file is written once no chunk
  * has been put for writeBehindMs, or while more than writeBehindBytes wait, or when the
  * writes in progress hold a quarter of the budget (a small cache writes through), or when
@@ -119,7 +56,7 @@ const TMP_PREFIX = '.tmp-';
  * in memory; at most maxPendingBytes of them (see {@link ChunkCache.writable} for backpressure).
  * One process owns the directory at a time.
  *
- * Memory tier: verified chunks read ahead of any request ({@link remember}: the rest of a pack
+ * Memory tier (MemoryTier): verified chunks read ahead of any request ({@link remember}: the rest of a pack
  * window the fetcher read for a miss), at most memoryBytes of them, not on disk. `getSync`
  * serves them synchronously; the first hit moves the chunk to the disk cache (`put`: it is
  * then served from memory until its write completes), so the disk cache only ever holds
@@ -143,7 +80,7 @@ const TMP_PREFIX = '.tmp-';
  *   await cache.open();
  *   const hit = cache.getSync(digest) ?? (await fetchAndPut());
  */
-export class ChunkCache extends EventEmitter {
+export class ChunkCache extends EventEmitter<ChunkCacheEvents> {
   /** The cache directory. */
   readonly dir: string;
   /** The byte budget (see class doc). */
@@ -153,7 +90,7 @@ export class ChunkCache extends EventEmitter {
   /** Counters (see ChunkCacheStats); live. */
   readonly stats: ChunkCacheStats = { memoryHits: 0, diskHits: 0, readAheadHits: 0, readAheadWasted: 0 };
 
-  private readonly dirSlash: string;
+  private readonly files: ChunkFiles;
   private readonly touchIntervalMs: number;
   private readonly maxPendingBytes: number;
   /** Chunks on disk, least recently used first. */
@@ -161,30 +98,14 @@ export class ChunkCache extends EventEmitter {
   /** Verified chunks being written (served from memory until they are on disk). */
   private readonly writing = new Map<Digest, { data: Buffer; done: Promise<boolean> }>();
   /** The memory tier (read-ahead chunks), oldest first. */
-  private readonly mem = new Map<Digest, Buffer>();
-  /** Bytes of the chunks in `mem`. */
-  private memUsed = 0;
+  private readonly mem: MemoryTier;
   /** Unlinks of evicted or dropped files still in progress. */
   private readonly unlinks = new Set<Promise<void>>();
-  private readonly madeDirs = new Set<string>();
   /** Bytes of the chunks in `index`. */
   private stored = 0;
   /** Bytes of the writes in progress. */
   private reserved = 0;
-  private tmpSeq = 0;
-  private readonly maxWrites: number;
-  private readonly writeBehindMs: number;
-  private readonly writeBehindBytes: number;
-  private writesRunning = 0;
-  /** Writes waiting to start (write-behind, maxConcurrentWrites), first come first served. */
-  private readonly writeWaiters: { bytes: number; start: () => void }[] = [];
-  /** Bytes of the writes in `writeWaiters`. */
-  private waitingBytes = 0;
-  /** performance.now() of the last put that queued a write. */
-  private lastPut = 0;
-  private pumpTimer: NodeJS.Timeout | undefined;
-  /** idle() calls in progress: writes start without waiting for a quiet moment. */
-  private flushing = 0;
+  private readonly writes: WriteBehind;
   private readonly writableWaiters: (() => void)[] = [];
   private opened = false;
   private opening: Promise<void> | undefined;
@@ -200,17 +121,29 @@ export class ChunkCache extends EventEmitter {
       throw new AwcError('E_USAGE', `invalid memory tier size ${memoryBytes} (bytes)`);
     }
     this.memoryBytes = memoryBytes;
-    this.maxWrites = opts.maxConcurrentWrites ?? 2;
-    this.writeBehindMs = opts.writeBehindMs ?? 50;
-    this.writeBehindBytes = opts.writeBehindBytes ?? Math.floor((opts.maxPendingBytes ?? 256 * 1024 * 1024) / 4);
-    if (!Number.isSafeInteger(this.maxWrites) || this.maxWrites < 1 || !(this.writeBehindMs >= 0) || !(this.writeBehindBytes >= 0)) {
+    const maxWrites = opts.maxConcurrentWrites ?? 2;
+    const writeBehindMs = opts.writeBehindMs ?? 50;
+    const writeBehindBytes = opts.writeBehindBytes ?? Math.floor((opts.maxPendingBytes ?? 256 * 1024 * 1024) / 4);
+    if (!Number.isSafeInteger(maxWrites) || maxWrites < 1 || !(writeBehindMs >= 0) || !(writeBehindBytes >= 0)) {
       throw new AwcError(
         'E_USAGE',
         `invalid write options (maxConcurrentWrites ${opts.maxConcurrentWrites}, writeBehindMs ${opts.writeBehindMs}, writeBehindBytes ${opts.writeBehindBytes})`,
       );
     }
     this.dir = opts.dir;
-    this.dirSlash = opts.dir.endsWith('/') ? opts.dir : `${opts.dir}/`;
+    this.files = new ChunkFiles(opts.dir);
+    this.mem = new MemoryTier(memoryBytes, (digest, old) => {
+      this.stats.readAheadWasted++;
+      this.emit('memory-evict', { digest, bytes: old.length });
+    });
+    // a write starts once the burst is over, or past writeBehindBytes, or at once when the
+    // writes in progress hold a quarter of the budget (a small cache writes through)
+    this.writes = new WriteBehind({
+      maxWrites,
+      quietMs: writeBehindMs,
+      maxWaitingBytes: writeBehindBytes,
+      writeThrough: () => this.reserved * 4 >= this.budgetBytes,
+    });
     this.budgetBytes = opts.budgetBytes;
     this.touchIntervalMs = opts.touchIntervalMs ?? 60_000;
     this.maxPendingBytes = opts.maxPendingBytes ?? 256 * 1024 * 1024;
@@ -228,36 +161,7 @@ export class ChunkCache extends EventEmitter {
   }
 
   private async scan(): Promise<void> {
-    const found: { digest: Digest; size: number; mtimeMs: number }[] = [];
-    try {
-      await mkdirPrivate(this.dir);
-      for (const aa of await readdir(this.dir)) {
-        if (!HEX2.test(aa)) continue;
-        const sub = join(this.dir, aa);
-        let names: string[];
-        try {
-          names = await readdir(sub);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code === 'ENOTDIR') continue;
-          throw err;
-        }
-        this.madeDirs.add(aa);
-        await Promise.all(
-          names.map(async (name) => {
-            const path = join(sub, name);
-            if (name.startsWith(TMP_PREFIX)) {
-              await unlink(path).catch(() => undefined);
-              return;
-            }
-            if (!HEX64.test(name) || name.slice(0, 2) !== aa) return;
-            const st = await stat(path);
-            if (st.isFile()) found.push({ digest: `sha256:${name}`, size: st.size, mtimeMs: st.mtimeMs });
-          }),
-        );
-      }
-    } catch (err) {
-      throw toAwcError(err);
-    }
+    const found = await this.files.scan();
     found.sort((a, b) => a.mtimeMs - b.mtimeMs);
     for (const f of found) {
       this.index.set(f.digest, { size: f.size, touched: f.mtimeMs });
@@ -294,12 +198,12 @@ export class ChunkCache extends EventEmitter {
 
   /** Bytes of chunks held by the memory tier (at most memoryBytes; writes in progress excluded). */
   get memoryUsed(): number {
-    return this.memUsed;
+    return this.mem.bytes;
   }
 
   /** Number of chunks held by the memory tier. */
   get memoryCount(): number {
-    return this.mem.size;
+    return this.mem.count;
   }
 
   /**
@@ -317,7 +221,7 @@ export class ChunkCache extends EventEmitter {
       this.index.delete(digest);
       this.index.set(digest, e);
       this.stats.memoryHits++;
-      this.emit('hit', { digest, bytes: e.size, memory: true } satisfies ChunkCacheEvent);
+      this.emit('hit', { digest, bytes: e.size, memory: true });
       return true;
     }
     const m = this.mem.get(digest);
@@ -328,7 +232,7 @@ export class ChunkCache extends EventEmitter {
     const w = this.writing.get(digest);
     if (w) {
       this.stats.memoryHits++;
-      this.emit('hit', { digest, bytes: w.data.length, memory: true } satisfies ChunkCacheEvent);
+      this.emit('hit', { digest, bytes: w.data.length, memory: true });
       return true;
     }
     return false;
@@ -371,45 +275,30 @@ export class ChunkCache extends EventEmitter {
       const w = this.writing.get(digest);
       if (w) {
         this.stats.memoryHits++;
-        if (!opts?.quiet) this.emit('hit', { digest, bytes: w.data.length, memory: true } satisfies ChunkCacheEvent);
+        if (!opts?.quiet) this.emit('hit', { digest, bytes: w.data.length, memory: true });
         return w.data;
       }
       if (!opts?.quiet) this.emit('miss', { digest });
       return undefined;
     }
-    const path = this.pathOf(digest);
     let data: Buffer;
-    let got = 0;
     try {
-      const fd = openSync(path, 'r');
-      try {
-        data = Buffer.allocUnsafe(e.size);
-        while (got < e.size) {
-          const n = readSync(fd, data, got, e.size - got, got);
-          if (n === 0) break;
-          got += n;
-        }
-      } finally {
-        closeSync(fd);
-      }
+      data = this.files.readSync(digest, e.size);
     } catch (err) {
       const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
       return this.corrupt(digest, e, missing ? 'missing' : 'io', missing ? undefined : err, opts?.quiet);
     }
-    if (got !== e.size) return this.corrupt(digest, e, 'size', undefined, opts?.quiet);
+    if (data.length !== e.size) return this.corrupt(digest, e, 'size', undefined, opts?.quiet);
     if (sha256(data) !== digest) return this.corrupt(digest, e, 'digest', undefined, opts?.quiet);
     this.index.delete(digest);
     this.index.set(digest, e);
     const now = Date.now();
     if (now - e.touched >= this.touchIntervalMs) {
       e.touched = now;
-      const t = now / 1000;
-      utimes(path, t, t, (err) => {
-        if (err && err.code !== 'ENOENT') this.emit('touch-error', { digest, error: err });
-      });
+      this.files.touch(digest, now, (error) => this.emit('touch-error', { digest, error }));
     }
     this.stats.diskHits++;
-    if (!opts?.quiet) this.emit('hit', { digest, bytes: e.size } satisfies ChunkCacheEvent);
+    if (!opts?.quiet) this.emit('hit', { digest, bytes: e.size });
     return data;
   }
 
@@ -427,14 +316,7 @@ export class ChunkCache extends EventEmitter {
     this.checkOpen();
     if (!opts.verified) verifyOrThrow(digest, data);
     if (data.length > this.memoryBytes || this.has(digest)) return false;
-    while (this.memUsed + data.length > this.memoryBytes && this.mem.size > 0) {
-      const [d, old] = this.mem.entries().next().value as [Digest, Buffer];
-      this.memRemove(d, old);
-      this.stats.readAheadWasted++;
-      this.emit('memory-evict', { digest: d, bytes: old.length } satisfies ChunkCacheEvent);
-    }
-    this.mem.set(digest, data);
-    this.memUsed += data.length;
+    this.mem.add(digest, data);
     return true;
   }
 
@@ -467,7 +349,7 @@ export class ChunkCache extends EventEmitter {
     const w = this.writing.get(digest);
     if (w) return w.done;
     const m = this.mem.get(digest);
-    if (m) this.memRemove(digest, m);
+    if (m) this.mem.remove(digest, m);
     const size = data.length;
     if (size > this.budgetBytes) return this.skip(digest, data, 'too-big');
     if (this.reserved > 0 && this.reserved + size > this.maxPendingBytes) return this.skip(digest, data, 'backlog');
@@ -488,7 +370,7 @@ export class ChunkCache extends EventEmitter {
    */
   delete(digest: Digest): boolean {
     const m = this.mem.get(digest);
-    if (m) this.memRemove(digest, m);
+    if (m) this.mem.remove(digest, m);
     const e = this.index.get(digest);
     if (!e) return false;
     this.drop(digest, e);
@@ -499,22 +381,17 @@ export class ChunkCache extends EventEmitter {
    * Resolves once every write and unlink in progress has settled (failures are ignored here);
    * writes waiting for a quiet moment (write-behind) start at once.
    */
-  async idle(): Promise<void> {
-    this.flushing++;
-    try {
-      this.pump();
+  idle(): Promise<void> {
+    return this.writes.flushing(async () => {
       while (this.writing.size > 0 || this.unlinks.size > 0) {
         await Promise.allSettled([...this.unlinks, ...[...this.writing.values()].map((w) => w.done)]);
       }
-    } finally {
-      this.flushing--;
-    }
+    });
   }
 
   /** Path of a chunk's file: `<dir>/<hex[0..2]>/<hex>`. */
   pathOf(digest: Digest): string {
-    const hex = digest.slice(7);
-    return `${this.dirSlash}${hex.slice(0, 2)}/${hex}`;
+    return this.files.pathOf(digest);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -523,49 +400,11 @@ export class ChunkCache extends EventEmitter {
     if (!this.opened) throw new AwcError('E_INTERNAL', 'ChunkCache used before open()');
   }
 
-  /**
-   * Starts the waiting writes that may start: at most maxConcurrentWrites at once, and only
-   * when no chunk was put for writeBehindMs, or writeBehindBytes wait, or the writes in
-   * progress hold a quarter of the budget (a small cache writes through), or idle() waits.
-   * Otherwise it looks again when the quiet time would be over.
-   */
-  private pump(): void {
-    while (this.writeWaiters.length > 0 && this.writesRunning < this.maxWrites) {
-      const quietFor = performance.now() - this.lastPut;
-      if (!(
-        this.flushing > 0 ||
-        quietFor >= this.writeBehindMs ||
-        this.waitingBytes > this.writeBehindBytes ||
-        this.reserved * 4 >= this.budgetBytes
-      )) {
-        if (!this.pumpTimer) {
-          this.pumpTimer = setTimeout(
-            () => {
-              this.pumpTimer = undefined;
-              this.pump();
-            },
-            Math.ceil(this.writeBehindMs - quietFor) + 1,
-          );
-        }
-        return;
-      }
-      const w = this.writeWaiters.shift()!;
-      this.waitingBytes -= w.bytes;
-      this.writesRunning++;
-      w.start();
-    }
-    if (this.writeWaiters.length === 0 && this.pumpTimer) {
-      // nothing left to wait for: a timer would only keep the process alive
-      clearTimeout(this.pumpTimer);
-      this.pumpTimer = undefined;
-    }
-  }
-
   /** A hit in the memory tier: the chunk moves to the disk cache (served from memory until written). */
   private memHit(digest: Digest, data: Buffer, quiet: boolean): Buffer {
     this.stats.memoryHits++;
     this.stats.readAheadHits++;
-    if (!quiet) this.emit('hit', { digest, bytes: data.length, memory: true } satisfies ChunkCacheEvent);
+    if (!quiet) this.emit('hit', { digest, bytes: data.length, memory: true });
     // put takes it out of the tier (also when it skips the write: it has been served, like any fetched chunk)
     this.put(digest, data, { verified: true }).catch((error: unknown) => this.emit('write-error', { digest, error }));
     return data;
@@ -573,13 +412,8 @@ export class ChunkCache extends EventEmitter {
 
   /** A verified chunk `put` did not write: reported (and not kept). */
   private skip(digest: Digest, data: Buffer, reason: ChunkCacheSkipEvent['reason']): Promise<boolean> {
-    this.emit('skip', { digest, bytes: data.length, reason } satisfies ChunkCacheSkipEvent);
+    this.emit('skip', { digest, bytes: data.length, reason });
     return Promise.resolve(false);
-  }
-
-  private memRemove(digest: Digest, data: Buffer): void {
-    this.mem.delete(digest);
-    this.memUsed -= data.length;
   }
 
   /**
@@ -589,36 +423,20 @@ export class ChunkCache extends EventEmitter {
    */
   private async write(digest: Digest, data: Buffer, before: Promise<unknown> | undefined): Promise<boolean> {
     const size = data.length;
-    const hex = digest.slice(7);
-    const aa = hex.slice(0, 2);
-    const sub = join(this.dir, aa);
-    const tmp = join(sub, `${TMP_PREFIX}${process.pid}-${++this.tmpSeq}`);
-    this.lastPut = performance.now();
-    await new Promise<void>((start) => {
-      this.writeWaiters.push({ bytes: size, start });
-      this.waitingBytes += size;
-      this.pump();
-    });
+    await this.writes.turn(size);
     try {
       if (before) await before;
-      if (!this.madeDirs.has(aa)) {
-        await mkdirPrivate(sub);
-        this.madeDirs.add(aa);
-      }
-      await writeFile(tmp, data, { mode: 0o600, flag: 'wx' });
-      await rename(tmp, join(sub, hex));
+      await this.files.write(digest, data);
     } catch (err) {
-      await unlink(tmp).catch(() => undefined);
       this.unreserve(digest, size);
-      throw toAwcError(err);
+      throw err;
     } finally {
-      this.writesRunning--;
-      this.pump();
+      this.writes.done();
     }
     this.unreserve(digest, size);
     this.index.set(digest, { size, touched: Date.now() });
     this.stored += size;
-    this.emit('store', { digest, bytes: size } satisfies ChunkCacheEvent);
+    this.emit('store', { digest, bytes: size });
     return true;
   }
 
@@ -633,24 +451,21 @@ export class ChunkCache extends EventEmitter {
   private evictOldest(): void {
     const [digest, e] = this.index.entries().next().value as [Digest, Entry];
     this.drop(digest, e);
-    this.emit('evict', { digest, bytes: e.size } satisfies ChunkCacheEvent);
+    this.emit('evict', { digest, bytes: e.size });
   }
 
   /** Forgets a chunk and unlinks its file; later writes wait for the unlink (see put). */
   private drop(digest: Digest, e: Entry): void {
     this.index.delete(digest);
     this.stored -= e.size;
-    const p: Promise<void> = unlink(this.pathOf(digest)).then(
-      () => undefined,
-      () => undefined, // ENOENT or worse: nothing more we can do; the entry is gone either way
-    );
+    const p = this.files.unlink(digest); // never rejects: the entry is gone either way
     this.unlinks.add(p);
     void p.then(() => this.unlinks.delete(p));
   }
 
   private corrupt(digest: Digest, e: Entry, reason: ChunkCacheCorruptEvent['reason'], error?: unknown, quiet = false): undefined {
     this.drop(digest, e);
-    this.emit('corrupt', { digest, reason, error } satisfies ChunkCacheCorruptEvent);
+    this.emit('corrupt', { digest, reason, error });
     if (!quiet) this.emit('miss', { digest });
     return undefined;
   }

@@ -2,8 +2,9 @@ import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import { decodeRoot, decodeTree, type ChunkRef, type RootObject, type TreeObject } from '../core/tree.js';
 import type { ObjectStore } from './object-store.js';
-import { decodeBlob } from './pack.js';
+import { BlobDecoder } from './blob-decoder.js';
 import type { BlobIndex, BlobLocation } from './pack-types.js';
+import { RangePlanner, type BlobRange } from './range-plan.js';
 import type { TreeSource } from './tree-source.js';
 
 /** Options of a ContentReader. */
@@ -16,29 +17,18 @@ export interface ContentReaderOptions {
   treeCacheSize?: number;
 }
 
-/** Largest merged ranged GET in bytes (8 MiB). */
-export const MERGE_MAX_BYTES = 8 * 1024 * 1024;
-/** Largest gap in bytes between two blobs of one merged GET (bytes read and discarded). */
-export const MERGE_GAP_BYTES = 128 * 1024;
-/** Digests per index lookup. */
-const LOOKUP_BATCH = 1024;
-
-/** One ranged GET: a span of one pack and the blobs (in request order) read from it. */
-interface ReadGroup {
-  pack: string;
-  start: number;
-  end: number;
-  items: { loc: BlobLocation; size: number }[];
-}
+/** One ranged GET: a span of one pack and the blobs (in request order) read from it, with the sizes the file lists. */
+type ReadGroup = BlobRange<{ loc: BlobLocation; size: number }>;
 
 /**
  * Reads blobs, trees, roots and file contents back from packs.
  *
  * Every blob is verified against its digest; a blob that fails (E_INTEGRITY, or a short
- * read) is fetched once more on its own before the error is reported. Chunk reads resolve
- * all locations with batched index lookups and merge neighbouring blobs of one pack into
- * one ranged GET of up to MERGE_MAX_BYTES (gaps up to MERGE_GAP_BYTES are read and
- * dropped); the next GET is issued while the current one's chunks are consumed.
+ * read) is fetched once more on its own before the error is reported (BlobDecoder). Chunk
+ * reads resolve all locations with batched index lookups and merge neighbouring blobs of one
+ * pack into one ranged GET of up to MERGE_MAX_BYTES (gaps up to MERGE_GAP_BYTES are read and
+ * dropped; RangePlanner, in the order of the file's chunks); the next GET is issued while the
+ * current one's chunks are consumed.
  * Decoded trees are kept in a small LRU (treat returned objects as read-only).
  */
 export class ContentReader implements TreeSource {
@@ -46,6 +36,8 @@ export class ContentReader implements TreeSource {
   private readonly index: BlobIndex;
   private readonly extra?: (d: Digest) => Buffer | undefined;
   private readonly trees: Lru<Digest, TreeObject>;
+  private readonly planner = new RangePlanner();
+  private readonly decoder: BlobDecoder;
 
   /** @param opts store and index to read from; see ContentReaderOptions. */
   constructor(opts: ContentReaderOptions) {
@@ -53,23 +45,19 @@ export class ContentReader implements TreeSource {
     this.index = opts.index;
     this.extra = opts.extra;
     this.trees = new Lru(opts.treeCacheSize ?? 1024);
+    this.decoder = new BlobDecoder((pack, offset, length) => this.store.get(pack, { offset, length }));
   }
 
   /**
    * The raw (uncompressed) bytes of a blob, verified.
-   * @throws E_OBJECT_NOT_FOUND when the index (or the store) lacks it, E_INTEGRITY when it fails verification twice, E_FORMAT on a malformed location.
+   * @throws E_OBJECT_NOT_FOUND when the index (or the store) lacks it, E_INTEGRITY when it fails verification (or comes back short) twice.
    */
   async readBlob(digest: Digest): Promise<Buffer> {
     const x = this.extra?.(digest);
     if (x) return x;
     const loc = (await this.index.lookup([digest])).get(digest);
     if (!loc) throw new AwcError('E_OBJECT_NOT_FOUND', `blob ${digest} is not in the index`, { details: { digest } });
-    try {
-      return await this.fetchOne(loc);
-    } catch (err) {
-      if (!isBadBytes(err)) throw err;
-      return this.fetchOne(loc); // refetch once, then report
-    }
+    return this.decoder.read(loc);
   }
 
   /** A tree object by digest (cached). @throws as readBlob, and E_FORMAT when it is not a v1 tree. */
@@ -103,21 +91,9 @@ export class ContentReader implements TreeSource {
         g = undefined;
         continue;
       }
-      const loc = locs.get(ref.digest)!;
-      const end = loc.offset + loc.storedLength;
-      if (
-        g &&
-        g.pack === loc.pack &&
-        loc.offset >= g.start &&
-        loc.offset <= g.end + MERGE_GAP_BYTES &&
-        Math.max(g.end, end) - g.start <= MERGE_MAX_BYTES
-      ) {
-        g.end = Math.max(g.end, end);
-        g.items.push({ loc, size: ref.size });
-      } else {
-        g = { pack: loc.pack, start: loc.offset, end, items: [{ loc, size: ref.size }] };
-        plan.push(g);
-      }
+      const item = { loc: locs.get(ref.digest)!, size: ref.size };
+      if (g && this.planner.fits(g, item.loc)) RangePlanner.extend(g, item);
+      else plan.push((g = RangePlanner.start(item)));
     }
     // Fetch with one GET ahead.
     const fetch = (p: ReadGroup | Buffer): Promise<Buffer[]> => {
@@ -178,51 +154,24 @@ export class ContentReader implements TreeSource {
       if (!this.extra?.(r.digest)) distinct.push(r.digest);
     }
     const out = new Map<Digest, BlobLocation>();
-    for (let i = 0; i < distinct.length; i += LOOKUP_BATCH) {
-      const batch = distinct.slice(i, i + LOOKUP_BATCH);
-      const found = await this.index.lookup(batch);
-      for (const d of batch) {
-        const loc = found.get(d);
-        if (!loc) throw new AwcError('E_OBJECT_NOT_FOUND', `chunk ${d} is not in the index`, { details: { digest: d } });
-        out.set(d, loc);
-      }
+    await RangePlanner.locate(this.index, distinct, out);
+    for (const d of distinct) {
+      if (!out.has(d)) throw new AwcError('E_OBJECT_NOT_FOUND', `chunk ${d} is not in the index`, { details: { digest: d } });
     }
     return out;
   }
 
-  /** One ranged GET for exactly one blob, decoded and verified. */
-  private async fetchOne(loc: BlobLocation): Promise<Buffer> {
-    const stored = await this.store.get(loc.pack, { offset: loc.offset, length: loc.storedLength });
-    return decodeBlob(stored, loc);
-  }
-
-  /** One ranged GET for a group; each blob decoded and verified, refetched alone once if it fails. */
+  /** One ranged GET for a group; each blob decoded and verified, refetched alone once if it fails (BlobDecoder). */
   private async fetchGroup(g: ReadGroup): Promise<Buffer[]> {
     const span = await this.store.get(g.pack, { offset: g.start, length: g.end - g.start });
     const out: Buffer[] = [];
     for (const { loc, size } of g.items) {
-      const from = loc.offset - g.start;
-      let raw: Buffer;
-      try {
-        raw = decodeBlob(span.subarray(from, from + loc.storedLength), loc);
-        // Do not let one chunk pin the whole span in memory.
-        if (loc.codec === 'none') raw = Buffer.from(raw);
-      } catch (err) {
-        if (!isBadBytes(err)) throw err;
-        raw = await this.fetchOne(loc);
-      }
-      if (raw.length !== size) {
-        throw new AwcError('E_INTEGRITY', `chunk ${loc.digest} has ${raw.length} bytes, the file lists ${size}`);
-      }
-      out.push(raw);
+      let raw = this.decoder.fromSpan(span, g.start, loc);
+      if (raw instanceof Promise) raw = await raw;
+      out.push(BlobDecoder.checkSize(raw, { digest: loc.digest, size }));
     }
     return out;
   }
-}
-
-/** True for the errors worth one refetch: bytes that failed verification, or a short read. */
-function isBadBytes(err: unknown): boolean {
-  return err instanceof AwcError && (err.code === 'E_INTEGRITY' || err.code === 'E_FORMAT');
 }
 
 /** A minimal LRU map (Map keeps insertion order; a hit moves the key to the end). */
