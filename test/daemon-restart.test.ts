@@ -10,7 +10,7 @@ import { detectDriver } from '../src/host/doctor.js';
 import { isMounted } from '../src/host/mount-table.js';
 
 /**
- * DESIGN §4: upper directories survive a daemon crash or restart on the same host, and the
+ * docs/explanation/design.md#durability: upper directories survive a daemon crash or restart on the same host, and the
  * daemon remounts them when it comes back; `daemon stop` unmounts cleanly and keeps them.
  */
 describe(

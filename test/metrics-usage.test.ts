@@ -9,7 +9,7 @@ import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
 import { detectDriver } from '../src/host/doctor.js';
 
 /**
- * `awc usage` (DESIGN §6) and `awc metrics` (DESIGN §5), through the CLI with a temporary
+ * `awc usage` (docs/explanation/design.md#economics) and `awc metrics` (docs/explanation/design.md#interfaces), through the CLI with a temporary
  * home: logical vs unique stored vs host-materialised bytes, and the daemon's Prometheus
  * counters for FUSE requests, mounts and checkpoints.
  */

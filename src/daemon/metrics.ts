@@ -4,7 +4,7 @@ import { AwcError } from '../core/errors.js';
 import type { ContentPlane } from '../host/content-plane.js';
 
 /**
- * Prometheus metrics of the host daemon (DESIGN §5), on a private prom-client `Registry`
+ * Prometheus metrics of the host daemon (docs/explanation/design.md#interfaces), on a private prom-client `Registry`
  * (never the global one, so several daemons or tests in one process never collide).
  *
  * Names are fixed (dashboards and other modules rely on them). Units: bytes, seconds.

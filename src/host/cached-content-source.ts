@@ -34,7 +34,7 @@ export interface CachedContentSourceOptions {
 }
 
 /**
- * The content FUSE server's source (DESIGN §2), through the host chunk cache: content objects
+ * The content FUSE server's source (docs/explanation/design.md#host-read-path), through the host chunk cache: content objects
  * known from the layers mounted on this host (hex digest → size and chunks), each assembled
  * from chunks served by a {@link ChunkFetcher}.
  *

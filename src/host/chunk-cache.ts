@@ -31,7 +31,7 @@ interface Entry {
 }
 
 /**
- * The host chunk cache (DESIGN §2): decompressed chunks on local disk, one cache per host,
+ * The host chunk cache (docs/explanation/design.md#chunk-cache): decompressed chunks on local disk, one cache per host,
  * shared by every workspace and snapshot, within a byte budget with LRU eviction.
  *
  * Layout (ChunkFiles): the chunk with digest `sha256:<hex>` is the file `<dir>/<hex[0..2]>/<hex>`

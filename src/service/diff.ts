@@ -7,7 +7,7 @@ import type { TreeSource } from '../store/tree-source.js';
  *
  * A directory whose tree digest is the same on both sides is never read: the walk descends
  * only where digests differ, so the cost is proportional to what changed, not to the size
- * of the snapshots (DESIGN.md §3, "trees are Merkle").
+ * of the snapshots (docs/explanation/design.md#content-store: trees are Merkle).
  */
 
 /** The type of a tree entry (`file`, `dir`, `symlink`, `hardlink`, `fifo`, `chardev`, `blockdev`). */

@@ -7,7 +7,7 @@ import { formatBytes } from '../core/format-bytes.js';
 import type { Awc } from './awc.js';
 
 /**
- * `awc usage`: what a namespace costs (DESIGN §6 Economics). All sizes are bytes.
+ * `awc usage`: what a namespace costs (docs/explanation/design.md#economics). All sizes are bytes.
  *
  * Three measures:
  * - **logical**: what the workspaces would occupy as full copies, i.e. the sum over

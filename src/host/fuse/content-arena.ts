@@ -3,7 +3,7 @@
  * memory (chunks just read ahead from a pack), copied into a SharedArrayBuffer ring so that a
  * reader worker answers a READ of them itself, without a hop to the main thread (with the
  * worker-side LOOKUP, a cold file then costs two short thread wake-ups instead of four;
- * DESIGN §2 "the FUSE lower").
+ * docs/explanation/design.md#content-fuse-server).
  *
  * Layout. The arena is `units` × {@link UNIT} bytes used as a ring. A per-node array (Int32,
  * {@link NODE_WORDS} per node index = node id - FIRST_FILE_ID) says where a node's bytes are:

@@ -4,7 +4,7 @@
  *     /<aa>/<64 hex>        aa = the first two hex characters
  *     /<short name>         23 base64url characters of the digest (src/core/content-name.ts)
  *
- * to be used as an overlayfs data-only lower layer (`lowerdir=LAYER::CONTENT`, DESIGN §2). This
+ * to be used as an overlayfs data-only lower layer (`lowerdir=LAYER::CONTENT`, docs/explanation/design.md#overlay-driver). This
  * file answers the requests (LOOKUP, GETATTR, READ, READDIR, STATFS) and keeps the tables the
  * reader workers answer from; the connection's life cycle (device, mount, INIT, workers,
  * teardown) is fuse-server.ts.

@@ -2,7 +2,7 @@
  * The shared content table of the content FUSE server: content digest → (node id, size), in a
  * SharedArrayBuffer the main thread writes and the reader workers read without locks, so that
  * a worker answers a LOOKUP itself (no hop to the main thread: on a 2-vCPU VM that hop cost
- * ~100 µs per file of a cold read, DESIGN §2 "the FUSE lower").
+ * ~100 µs per file of a cold read, docs/explanation/design.md#content-fuse-server).
  *
  * Layout: open addressing with linear probing over `capacity` slots (a power of two) of
  * {@link SLOT_WORDS} Int32 words: words 0‥7 the 32 digest bytes (little-endian words),

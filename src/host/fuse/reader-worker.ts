@@ -4,7 +4,7 @@
  *
  * Why a thread with blocking reads: libuv's async fs reads go through the thread pool and cost
  * ~500 µs per request; a blocking `read(2)` in a dedicated thread wakes as soon as the kernel
- * queues a request (DESIGN §2). Several workers may read the same descriptor: the kernel hands
+ * queues a request (docs/explanation/design.md#content-fuse-server). Several workers may read the same descriptor: the kernel hands
  * each request to exactly one reader.
  *
  * The worker copies each request out of its 1 MiB read buffer into an exact-size ArrayBuffer and
