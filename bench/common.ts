@@ -98,7 +98,7 @@ export interface TreeCtx {
 
 /** Opens the service on a bench home, forcing the overlay driver (the figures are about it). */
 export function openAwc(home: string): Promise<Awc> {
-  return Awc.open({ home, mountDriver: 'overlay' });
+  return Awc.open({ home, mountDriver: 'overlay' }, { daemon: (config) => new DaemonClient(config) });
 }
 
 /** Unmounts every workspace mounted on this home (discarding their changes), leaving the daemon up. */

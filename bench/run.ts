@@ -16,7 +16,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 import { ensureBigTree } from './big-tree.js';
 import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } from './common.js';
 import { figBuild } from './fig-build.js';

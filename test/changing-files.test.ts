@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc as runAwc, awcOk, cleanupMounts, type CliResult } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 import { dirFdTestHooks } from '../src/core/dir-fd.js';
 import { Awc } from '../src/service/awc.js';
 

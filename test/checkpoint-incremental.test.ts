@@ -4,7 +4,7 @@ import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awcOk, cleanupMounts } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 
 /** A checkpoint reads only the files that changed since the last one, not every file changed since the fork. */
 for (const driver of ['overlay', 'copy'] as const) {

@@ -6,7 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 import { isMounted } from '../src/host/mount-table.js';
 
 /**

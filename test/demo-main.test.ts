@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { CLI } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 
 /** The README's first quick-start command runs `awc demo main`: it must keep working (it once broke unnoticed). */
 test(

@@ -17,7 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts, copyTree, diffInfo, errorOf, PROJECT, readTreeInfo } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 
 /**
  * The main job end to end, through the CLI as a user runs it, on a real tree: a copy of

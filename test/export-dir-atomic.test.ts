@@ -27,7 +27,7 @@ import { awc as runAwc, awcOk, readTreeInfo } from './helpers/cli.js';
 import { CountingStore } from './helpers/counting-store.js';
 import { AwcError } from '../src/core/errors.js';
 import { Awc } from '../src/service/awc.js';
-import { exportDir } from '../src/service/export-dir.js';
+import { exportDir } from '../src/host/export-dir.js';
 import { ContentReader } from '../src/store/content-reader.js';
 
 /** Every regular file under `dir` with its size (the packs). */

@@ -17,7 +17,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awcOk, cleanupMounts, readTreeInfo } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 
 /**
  * Fidelity of snapshot → mount → edit → checkpoint → export on a fixture with every kind

@@ -30,9 +30,9 @@ import { ContentWriter } from '../src/store/content-writer.js';
 import { FsObjectStore } from '../src/store/fs-object-store.js';
 import { MemoryBlobIndex } from '../src/store/memory-blob-index.js';
 import { walkTree } from '../src/store/tree-source.js';
-import { exportDir } from '../src/service/export-dir.js';
+import { exportDir } from '../src/host/export-dir.js';
 import { exportTar, nsToPaxTime } from '../src/service/export-tar.js';
-import { importDir, type ImportWarning } from '../src/service/import-dir.js';
+import { importDir, type ImportWarning } from '../src/host/import-dir.js';
 import { importTar, paxTimeToNs } from '../src/service/import-tar.js';
 
 const isRoot = process.getuid?.() === 0;

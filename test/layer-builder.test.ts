@@ -1,5 +1,5 @@
 /**
- * Layer placeholders (src/host/layer-builder.ts): short redirects that fit in the inode, and
+ * Layer placeholders (src/drivers/overlay/layer-builder.ts): short redirects that fit in the inode, and
  * the fallback to long redirects when two contents of one snapshot share a short name. The
  * collision cannot be produced with real content (it needs a 138-bit SHA-256 prefix
  * collision), so that case uses an in-memory TreeSource with crafted digests — fault
@@ -15,7 +15,7 @@ import { getAttributeSync } from 'fs-xattr';
 import type { Digest } from '../src/core/digest.js';
 import type { Entry, RootObject, TreeObject } from '../src/core/tree.js';
 import { longContentRedirect, shortContentName, shortContentRedirect } from '../src/core/content-name.js';
-import { buildLayer } from '../src/host/layer-builder.js';
+import { buildLayer } from '../src/drivers/overlay/layer-builder.js';
 import type { TreeSource } from '../src/store/tree-source.js';
 
 const skip = process.getuid?.() === 0 ? false : 'needs root (trusted.* xattrs)';

@@ -6,7 +6,7 @@ import { getAttributeSync } from 'fs-xattr';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 
 /**
  * `awc usage` (docs/explanation/design.md#economics) and `awc metrics` (docs/explanation/design.md#interfaces), through the CLI with a temporary

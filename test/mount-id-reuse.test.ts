@@ -5,9 +5,9 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, cleanupMounts } from './helpers/cli.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 import { readMountInfo } from '../src/host/mount-table.js';
-import { findHolders } from '../src/host/upper-use.js';
+import { findHolders } from '../src/drivers/overlay/upper-use.js';
 
 /**
  * The kernel reuses the id of a mount that is gone (the lowest free one), so the mount id a

@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc as runAwc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
 import { assertNoLeak, etcDigests, makeSecret, type Secret } from './helpers/leak-check.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 import { dirFdTestHooks } from '../src/core/dir-fd.js';
 import { AwcError } from '../src/core/errors.js';
 import { Awc } from '../src/service/awc.js';

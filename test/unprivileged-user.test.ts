@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
 import { canCreateUsers, createTestUser, type TestUser } from './helpers/unprivileged.js';
-import { detectDriver } from '../src/host/doctor.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
 
 /**
  * Issue 7 items 2–4, checked as another local user would try it: an unprivileged user

@@ -1,4 +1,5 @@
 import type { Digest } from '../core/digest.js';
+import type { MountDriverName } from '../core/mount-driver-name.js';
 import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
 
 /**
@@ -24,9 +25,6 @@ export interface SnapshotRow {
   byteCount: number;
 }
 
-/** Mount driver of a mounted workspace. */
-export type MountDriver = 'overlay' | 'copy';
-
 /** A workspace row. */
 export interface WorkspaceRow {
   id: string;
@@ -37,7 +35,7 @@ export interface WorkspaceRow {
   mountState: 'unmounted' | 'mounted';
   /** Absolute mount target, driver and host name while mounted; null otherwise. */
   mountPath: string | null;
-  mountDriver: MountDriver | null;
+  mountDriver: MountDriverName | null;
   mountHost: string | null;
   createdAt: string;
   updatedAt: string;
@@ -102,7 +100,7 @@ export interface Catalog {
    * an unmount (all null). @throws E_NOT_FOUND, E_ALREADY_MOUNTED (mounted elsewhere),
    * E_TARGET_BUSY (another workspace is mounted there on that host), E_USAGE (relative path)
    */
-  setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow>;
+  setMount(workspaceId: string, m: { path: string; driver: MountDriverName; host: string } | null): Promise<WorkspaceRow>;
   /** Deletes a workspace row. @throws E_NOT_FOUND, E_ALREADY_MOUNTED */
   deleteWorkspace(namespace: string, id: string): Promise<void>;
 

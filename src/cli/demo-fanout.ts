@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { ChunkRef } from '../core/tree.js';
-import { Awc } from '../service/awc.js';
+import { openAwc } from './open-awc.js';
 import { DaemonClient } from '../daemon/client.js';
 import { walkTree } from '../store/tree-source.js';
 import { formatBytes } from './output.js';
@@ -97,7 +97,7 @@ export async function runFanoutDemo(opts: FanoutOptions = {}): Promise<FanoutFig
     if (!opts.json && !opts.quiet) process.stdout.write(s + '\n');
   };
   const t = () => performance.now();
-  const awc = await Awc.open({ home });
+  const awc = await openAwc({ home });
   const client = new DaemonClient(awc.config);
   const mnt = resolve(opts.mountRoot ?? join(work!, 'mnt'));
   const mounted: string[] = [];

@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Awc } from '../service/awc.js';
+import { openAwc } from './open-awc.js';
 import { formatChanges } from '../service/diff.js';
 import { DaemonClient } from '../daemon/client.js';
 import { formatBytes } from './output.js';
@@ -27,7 +27,7 @@ export async function runMainDemo(opts: { home?: string; source?: string; json?:
   };
   const t = () => performance.now();
   say(`AWC demo — home ${home}`);
-  const awc = await Awc.open({ home });
+  const awc = await openAwc({ home });
   try {
     const report = awc.doctor();
     say(`\n$ awc doctor\n  driver: ${report.driver} — ${report.reason}`);

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
-import { Awc } from '../service/awc.js';
+import type { Awc } from '../service/awc.js';
 import { loadConfig, pathsOf } from '../config/config.js';
 import { formatChanges } from '../service/diff.js';
 import { DaemonClient } from '../daemon/client.js';
@@ -13,7 +13,7 @@ import { runMainDemo } from './demo-main.js';
 import { runFanoutDemo } from './demo-fanout.js';
 import { fetchDaemonText, flattenMetrics } from '../daemon/metrics.js';
 import { cleanDeadDaemon, stopDaemon } from '../daemon/stop.js';
-import type { CleanedMount } from '../host/leftovers.js';
+import type { CleanedMount } from '../drivers/overlay/leftovers.js';
 
 /** One line about a mount a dead daemon left and that was cleaned. */
 function describeCleaned(c: CleanedMount): string {
@@ -23,7 +23,9 @@ function describeCleaned(c: CleanedMount): string {
     : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
 }
 import { computeUsage, formatUsage } from '../service/usage.js';
-import { checkHome, detectDriver } from '../host/doctor.js';
+import { detectDriver } from '../drivers/detect-driver.js';
+import { checkHome } from './check-home.js';
+import { openAwc } from './open-awc.js';
 import { PendingFile } from '../service/pending-file.js';
 
 /** The package's version, from package.json next to dist/. */
@@ -73,7 +75,7 @@ function out(): Output {
  */
 async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
   const g = globals();
-  const awc = await Awc.open({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false });
+  const awc = await openAwc({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false });
   try {
     return await fn(awc, out());
   } finally {

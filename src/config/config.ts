@@ -4,9 +4,10 @@ import { homedir, hostname } from 'node:os';
 import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
+import { MOUNT_DRIVER_NAMES, type MountDriverName } from '../core/mount-driver-name.js';
 
 /** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
-export type MountDriverChoice = 'auto' | 'overlay' | 'copy';
+export type MountDriverChoice = 'auto' | MountDriverName;
 
 /** Validated configuration (from `<home>/config.json`, then `AWC_*` variables, then flags). */
 export interface AwcConfig {
@@ -107,7 +108,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const ns = merged.namespace;
   if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns))
     throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
-  if (!['auto', 'overlay', 'copy'].includes(merged.mountDriver as string))
+  if (!['auto', ...MOUNT_DRIVER_NAMES].includes(merged.mountDriver as string))
     throw new AwcError('E_CONFIG', `invalid mountDriver ${JSON.stringify(merged.mountDriver)}`, { hint: 'Use auto, overlay or copy.' });
   const pb = merged.packBytes as number;
   if (!Number.isInteger(pb) || pb < 1024 * 1024 || pb > 1024 * 1024 * 1024)

@@ -212,3 +212,9 @@ export function decodeUtf8Name(raw: Uint8Array, where: string): string {
     });
   }
 }
+
+/** Linux dev_t → major and minor numbers (the inverse of `makedev`). */
+export function splitDev(rdev: number): { major: number; minor: number } {
+  const d = BigInt(rdev);
+  return { major: Number(((d >> 8n) & 0xfffn) | ((d >> 32n) & ~0xfffn)), minor: Number((d & 0xffn) | ((d >> 12n) & ~0xffn)) };
+}

@@ -5,13 +5,16 @@ import { fileURLToPath } from 'node:url';
 import { AwcError, toAwcError, type ErrorJson } from '../core/errors.js';
 import { mkdirPrivateSync, openPrivateAppendSync } from '../core/private-fs.js';
 import { pathsOf, type AwcConfig } from '../config/config.js';
+import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
+import type { MountDriverName, MountResult } from '../drivers/mount-driver.js';
 import { livePid } from './pid-file.js';
 
 /**
  * Client of the host daemon's HTTP API on its Unix socket (JSON bodies; errors as
- * `{error: {code, message, hint, retryable}}`). Starts the daemon on demand.
+ * `{error: {code, message, hint, retryable}}`). Starts the daemon on demand. It is the
+ * service's HostDaemonPort (the overlay mounts run in the daemon).
  */
-export class DaemonClient {
+export class DaemonClient implements HostDaemonPort {
   private socket: string;
 
   constructor(private config: AwcConfig) {
@@ -31,6 +34,38 @@ export class DaemonClient {
     }
     await this.start();
     return this.raw(method, path, body, opts.timeoutMs);
+  }
+
+  /** `POST /v1/mount` (see HostDaemonPort.mount); starts the daemon when it is not running. */
+  async mount(req: { namespace: string; workspace: string; target: string }): Promise<MountResult> {
+    return (await this.call('POST', '/v1/mount', req)) as MountResult;
+  }
+
+  /** `POST /v1/unmount` (see HostDaemonPort.unmount). */
+  async unmount(req: { namespace: string; workspace: string; force: boolean }): Promise<void> {
+    // a daemon that died and that its supervisor is starting again still serves the mount: wait for it
+    const supervised = livePid(pathsOf(this.config).supervisorPidFile) !== undefined;
+    await this.call('POST', '/v1/unmount', req, { start: supervised });
+  }
+
+  /**
+   * Best effort: `POST /v1/checkpoint-report {driver, durationMs, newBytes}` to a running
+   * daemon, for its Prometheus metrics. Never starts the daemon, never throws, and waits
+   * at most ~1 s.
+   */
+  async reportCheckpoint(body: { driver: MountDriverName; durationMs: number; newBytes: number }): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        // a late rejection after the timer won must not become an unhandled rejection
+        this.call('POST', '/v1/checkpoint-report', body, { start: false, timeoutMs: 1000 }).catch(() => undefined),
+        new Promise((r) => (timer = setTimeout(r, 1000)).unref()),
+      ]);
+    } catch {
+      // no daemon, an older daemon, or a slow one: metrics are not worth failing a checkpoint
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** True when the daemon answers on its socket. */

@@ -1,29 +1,24 @@
 import { EventEmitter } from 'node:events';
 import { connect } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
-import type { Digest } from '../core/digest.js';
-import { nsToUtimeSeconds } from '../core/time.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
 import { FsObjectStore, TEMP_GRACE_MS } from '../store/fs-object-store.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
 import { ContentPlane } from '../host/content-plane.js';
-import { buildLayer, type Layer } from '../host/layer-builder.js';
-import { checkMountTarget, mountOverlay, unmount } from '../host/mount-commands.js';
-import { isMounted, mountsAt, readMountInfo } from '../host/mount-table.js';
-import { describeUse, overlayUpper, probeUpperInUse, upperInUse, type Holder } from '../host/upper-use.js';
-import { cleanLeftovers, findLeftovers } from '../host/leftovers.js';
-import { readHostState, workspaceDirs, writeHostState } from '../host/workspace-state.js';
+import type { Layer } from '../drivers/overlay/layer-builder.js';
+import { unmount } from '../host/mount-commands.js';
+import { isMounted } from '../host/mount-table.js';
+import { OverlayHost, type OverlayStatus } from '../drivers/overlay/overlay-host.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
 import { DaemonMetrics } from './metrics.js';
 import { listenOnSocket, resolveGroup } from './socket-file.js';
 import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import { prepareHome } from '../service/private-home.js';
 import { livePid } from './pid-file.js';
-import { PendingRemounts } from './pending-remounts.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -44,7 +39,7 @@ export interface DaemonStatus {
   socket: string;
   content: string;
   contentObjects: number;
-  mounts: { workspace: string; namespace: string; path: string }[];
+  mounts: OverlayStatus['mounts'];
   /** Pid of the supervisor that keeps the content FUSE connection across restarts, or null. */
   supervisor: number | null;
   /** True when this daemon took over the content FUSE connection of the one before it. */
@@ -52,7 +47,7 @@ export interface DaemonStatus {
   /** True when a death of this daemon keeps the connection and fails only its in-flight requests (served on a clone of the supervisor's descriptor). */
   keepsConnection: boolean;
   /** Workspaces to remount once their old overlay (on a dead connection) has no users: who still holds it. */
-  waiting: { workspace: string; path: string; holders: Holder[] }[];
+  waiting: OverlayStatus['waiting'];
 }
 
 /** Options of a {@link HostDaemon}. */
@@ -67,8 +62,8 @@ export interface HostDaemonOptions {
 
 /**
  * The host daemon (`awcd`): owns the content FUSE mount (one per host, lazily serving file
- * contents by digest), the layer directories, and every overlay workspace mount on this
- * host. Serves a JSON API on a Unix socket (`paths.socket`: 0600, or 0660 root:<socketGroup>;
+ * contents by digest) and runs the overlay workspace mounts of this host (OverlayHost:
+ * layers, overlays, remounts after a restart). Serves a JSON API on a Unix socket (`paths.socket`: 0600, or 0660 root:<socketGroup>;
  * see socket-file.ts):
  *
  * - `GET /v1/status` → DaemonStatus
@@ -90,15 +85,12 @@ export class HostDaemon extends EventEmitter {
   private store!: FsObjectStore;
   /** The read path (chunk cache, fetcher, content source, readers and blob indexes by namespace). */
   private plane!: ContentPlane;
-  /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
-  private layers = new Map<string, Promise<Layer>>();
   private fuse?: ContentFuse;
+  /** The overlay workspace mounts (made in start, once the catalog and the content FUSE server exist). */
+  private overlays?: OverlayHost;
   private server?: Server;
   /** Inode of the socket file this daemon listens on (to never remove a successor's). */
   private socketIno?: number;
-  private mounts = new Map<string, { namespace: string; path: string }>();
-  /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
-  private readonly waiting: PendingRemounts;
   private startedAt = new Date().toISOString();
   private stopping?: Promise<void>;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
@@ -110,14 +102,6 @@ export class HostDaemon extends EventEmitter {
   ) {
     super();
     this.paths = pathsOf(config);
-    this.waiting = new PendingRemounts(
-      this.paths.workspaces,
-      async (ns, wsId, path) => {
-        await this.catalog.setMount(wsId, null);
-        await this.mount(ns, wsId, path, 'remount');
-      },
-      (l) => this.emit('log', l),
-    );
   }
 
   /**
@@ -184,187 +168,42 @@ export class HostDaemon extends EventEmitter {
     this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
     this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
     this.metrics.addCollector(() => {
-      this.metrics.mountedWorkspaces.set(this.mounts.size);
+      this.metrics.mountedWorkspaces.set(this.overlays?.size ?? 0);
       if (this.fuse) this.metrics.syncWorkerFuseOps(this.fuse.workerOps);
     });
+    const overlays = this.startOverlays(this.fuse);
     // taking over: the layers of the workspaces still mounted are registered before any request is served
-    if (resume) await this.registerMountedLayers();
+    if (resume) await overlays.registerMountedLayers();
     await this.fuse.mount();
     // remount before answering on the socket, so `awc daemon start` returns with the mounts back
-    await this.remountAll();
-    await this.sweepStrayOverlays();
+    await overlays.remountAll();
+    this.metrics.mountedWorkspaces.set(overlays.size);
+    await overlays.sweepStrays();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
   }
 
-  /**
-   * Registers the layers of the overlays that may still read from the connection taken over,
-   * before it is served: those of the workspaces recorded as mounted here, and those of
-   * workspaces whose earlier mount lives on detached (`unmount --force` with processes inside).
-   */
-  private async registerMountedLayers(): Promise<void> {
-    const mounted = new Set<string>();
-    for (const ws of await this.catalog.listMountedOnHost(this.config.host)) if (ws.mountDriver === 'overlay') mounted.add(ws.id);
-    const ids = await readdir(this.paths.workspaces).catch(() => [] as string[]);
-    for (const id of ids) {
-      try {
-        const state = await readHostState(this.paths.workspaces, id);
-        if (!state || state.driver !== 'overlay') continue;
-        const dirs = workspaceDirs(this.paths.workspaces, id);
-        if (!mounted.has(id) && !(state.mount && (await probeUpperInUse(dirs.upper, dirs.dir)))) continue;
-        await this.layer(state.namespace, state.layerRoot);
-      } catch (err) {
-        this.emit('log', { level: 'error', msg: 'layer of a mounted workspace failed', workspace: id, err: String(err) });
-      }
-    }
-  }
-
-  /**
-   * The workspaces the catalog says are mounted on this host (after a crash or restart). On a
-   * connection taken over, an overlay still mounted at its path is adopted as it is: processes
-   * inside keep their files. Otherwise the old overlay reads from a dead connection: it is
-   * replaced, but only once nobody uses it (never two overlays on one upper); until then the
-   * workspace waits (status `waiting`), retried every second.
-   */
-  private async remountAll(): Promise<void> {
-    for (const ws of await this.catalog.listMountedOnHost(this.config.host)) {
-      if (ws.mountDriver !== 'overlay' || !ws.mountPath) continue;
-      try {
-        const upper = workspaceDirs(this.paths.workspaces, ws.id).upper;
-        const here = mountsAt(ws.mountPath, 'overlay').at(-1);
-        if (this.fuse?.resumedConnection && here && overlayUpper(here) === upper && (await readHostState(this.paths.workspaces, ws.id))) {
-          this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath });
-          this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
-          continue;
-        }
-        if (await this.waiting.tryRemount(ws.namespace, ws.id, ws.mountPath))
-          this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
-      } catch (err) {
-        this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
-      }
-    }
-    this.metrics.mountedWorkspaces.set(this.mounts.size);
-  }
-
-  /** Overlays on this home's uppers that no workspace of this daemon owns (a mount the dead daemon had not recorded): unmounted, lazily when busy. */
-  private async sweepStrayOverlays(): Promise<void> {
-    const owned = new Set([...this.mounts.values(), ...this.waiting.entries().map(([, w]) => w)].map((m) => m.path));
-    const strays = findLeftovers(this.paths, readMountInfo()).filter((l) => l.kind === 'overlay' && !owned.has(l.path));
-    for (const c of await cleanLeftovers(strays))
-      this.emit('log', { level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
-  }
-
-  /**
-   * Mounts a workspace: builds (once per snapshot) the layer directory, registers its
-   * content objects with the FUSE server, and mounts one overlayfs with a private upper.
-   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
-   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget)
-   */
-  async mount(
-    ns: string,
-    wsId: string,
-    target: string,
-    op: 'mount' | 'remount' = 'mount',
-  ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
-    // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
-    if (op === 'mount') await checkMountTarget(target, this.config.home);
-    const ws = await this.catalog.getWorkspace(ns, wsId);
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
-    const pending = await readHostState(this.paths.workspaces, ws.id);
-    let layerSnapshotId: string;
-    let layerRoot: Digest;
-    if (pending) {
-      layerSnapshotId = pending.layerSnapshotId;
-      layerRoot = pending.layerRoot;
-    } else {
-      const head = await this.catalog.getSnapshot(ns, ws.headSnapshotId);
-      layerSnapshotId = head.id;
-      layerRoot = head.root;
-    }
-    const reader = this.plane.reader(ns);
-    const layer = await this.layer(ns, layerRoot);
-    const dirs = workspaceDirs(this.paths.workspaces, ws.id);
-    if (fs.existsSync(dirs.upper)) {
-      // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
-      const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
-      if (use.inUse) {
-        throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, {
-          details: { holders: use.holders, mountedAt: use.mountedAt },
-        });
-      }
-    }
-    if (!pending) {
-      await rm(dirs.dir, { recursive: true, force: true });
-      await mkdirPrivate(dirs.dir);
-      await mkdir(dirs.upper);
-      // the overlay root shows the upper directory's own attributes: give it the snapshot root's
-      const root = await reader.readRoot(layerRoot);
-      fs.chownSync(dirs.upper, root.uid, root.gid);
-      fs.chmodSync(dirs.upper, root.mode);
-      const t = nsToUtimeSeconds(root.mtimeNs);
-      fs.utimesSync(dirs.upper, t, t);
-    }
-    await mkdirPrivate(dirs.work);
-    await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
-    try {
-      const m = mountsAt(target, 'overlay').at(-1);
-      const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
-      await writeHostState(this.paths.workspaces, {
-        v: 1,
-        workspaceId: ws.id,
-        namespace: ns,
-        driver: 'overlay',
-        target,
-        layerSnapshotId,
-        layerRoot,
-        mount,
-      });
-      await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
-    } catch (err) {
-      await unmount(target, true);
-      throw err;
-    }
-    this.mounts.set(ws.id, { namespace: ns, path: target });
-    this.metrics.mountOperations.inc({ op, driver: 'overlay' });
-    this.metrics.mountedWorkspaces.set(this.mounts.size);
-    return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
-  }
-
-  /**
-   * Unmounts a workspace's overlay and clears its mount record; the upper stays on disk.
-   * @throws E_NOT_MOUNTED, E_TARGET_BUSY (unless force: lazy unmount)
-   */
-  async unmount(ns: string, wsId: string, force = false): Promise<{ workspace: string; path: string }> {
-    const ws = await this.catalog.getWorkspace(ns, wsId);
-    if (ws.mountState !== 'mounted' || !ws.mountPath) throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
-    await unmount(ws.mountPath, force);
-    await this.catalog.setMount(ws.id, null);
-    this.mounts.delete(ws.id);
-    this.waiting.delete(ws.id);
-    this.metrics.mountOperations.inc({ op: 'unmount', driver: 'overlay' });
-    this.metrics.mountedWorkspaces.set(this.mounts.size);
-    return { workspace: ws.id, path: ws.mountPath };
-  }
-
-  /** The layer of a snapshot root, built once per host and registered with the content source once per daemon. */
-  private layer(ns: string, root: Digest): Promise<Layer> {
-    const key = `${ns}\0${root}`;
-    let p = this.layers.get(key);
-    if (!p) {
-      const fuse = this.fuse;
-      const shortNameFree = fuse ? (hex: string) => fuse.shortNameFree(hex) : undefined;
-      p = buildLayer(this.plane.reader(ns), root, this.paths.layers, { shortNameFree }).then((layer) => {
+  /** The overlay mounts of this host over the content FUSE server: their layers are registered with the content plane and announced to the server. */
+  private startOverlays(fuse: ContentFuse): OverlayHost {
+    const overlays = new OverlayHost(this.config, this.paths, this.catalog, {
+      reader: (ns) => this.plane.reader(ns),
+      addLayer: (ns, layer) => {
         this.plane.register(ns, layer.meta.contents);
-        this.fuse?.reserve(Object.keys(layer.meta.contents).length);
-        this.fuse?.announce(contentSizes(layer.meta.contents));
-        return layer;
-      });
-      p.catch(() => this.layers.delete(key));
-      this.layers.set(key, p);
-    }
-    return p;
+        fuse.reserve(Object.keys(layer.meta.contents).length);
+        fuse.announce(contentSizes(layer.meta.contents));
+      },
+      shortNameFree: (hex) => fuse.shortNameFree(hex),
+      resumedConnection: () => fuse.resumedConnection,
+    });
+    overlays.on('log', (l) => this.emit('log', l));
+    overlays.on('op', (e) => {
+      this.metrics.mountOperations.inc({ op: e.op, driver: 'overlay' });
+      this.metrics.mountedWorkspaces.set(overlays.size);
+    });
+    this.overlays = overlays;
+    return overlays;
   }
 
   status(): DaemonStatus {
@@ -376,45 +215,25 @@ export class HostDaemon extends EventEmitter {
       socket: this.paths.socket,
       content: this.paths.content,
       contentObjects: this.plane.source.size,
-      mounts: [...this.mounts.entries()].map(([workspace, m]) => ({ workspace, namespace: m.namespace, path: m.path })),
+      mounts: this.overlays?.status().mounts ?? [],
       supervisor: this.opts.fuseFd === undefined ? null : (livePid(this.paths.supervisorPidFile) ?? null),
       resumedConnection: this.fuse?.resumedConnection ?? false,
       keepsConnection: (this.fuse?.servesOnClone ?? false) && livePid(this.paths.supervisorPidFile) !== undefined,
-      waiting: this.waiting.entries().map(([workspace, w]) => ({ workspace, path: w.path, holders: w.holders })),
+      waiting: this.overlays?.status().waiting ?? [],
     };
   }
 
   /**
-   * Unmounts every overlay that is not busy. Returns the busy ones (still mounted and
-   * served). With `force`, busy ones are detached lazily instead: processes inside keep a
-   * detached view whose writes still land in the upper, so the workspace must not be
-   * mounted again while they run.
+   * Unmounts every overlay that is not busy; returns the busy ones (see OverlayHost.unmountAll).
    */
-  async unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]> {
-    const busy: { workspace: string; path: string }[] = [];
-    for (const [id, m] of [...this.mounts]) {
-      try {
-        await unmount(m.path, false);
-      } catch (err) {
-        if (!(err instanceof AwcError && err.code === 'E_TARGET_BUSY')) throw err;
-        if (!force) {
-          busy.push({ workspace: id, path: m.path });
-          continue;
-        }
-        this.emit('log', { level: 'warn', msg: 'busy mount detached lazily', workspace: id, path: m.path });
-        await unmount(m.path, true);
-      }
-      await this.catalog.setMount(id, null);
-      this.mounts.delete(id);
-      this.metrics.mountOperations.inc({ op: 'unmount', driver: 'overlay' });
-    }
-    return busy;
+  unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]> {
+    return this.overlays?.unmountAll(force) ?? Promise.resolve([]);
   }
 
   /** Stops the daemon (see unmountAll; stop always forces, callers check busy mounts first). */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
-      this.waiting.stop();
+      this.overlays?.stopRetrying();
       try {
         await this.unmountAll(true);
       } catch (err) {
@@ -432,6 +251,12 @@ export class HostDaemon extends EventEmitter {
     return this.stopping;
   }
 
+  /** The overlay mounts (requests are served only after start made them). */
+  private overlayHost(): OverlayHost {
+    if (!this.overlays) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
+    return this.overlays;
+  }
+
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
       if (req.method === 'GET' && req.url === '/metrics') {
@@ -447,10 +272,10 @@ export class HostDaemon extends EventEmitter {
           out = this.status();
           break;
         case 'POST /v1/mount':
-          out = await this.mount(str(body, 'namespace'), str(body, 'workspace'), str(body, 'target'));
+          out = await this.overlayHost().mount(str(body, 'namespace'), str(body, 'workspace'), str(body, 'target'));
           break;
         case 'POST /v1/unmount':
-          out = await this.unmount(str(body, 'namespace'), str(body, 'workspace'), body.force === true);
+          out = await this.overlayHost().unmount(str(body, 'namespace'), str(body, 'workspace'), body.force === true);
           break;
         case 'GET /v1/metrics.json':
           out = await this.metrics.json();

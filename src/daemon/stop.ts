@@ -1,6 +1,6 @@
 import { existsSync, rmSync } from 'node:fs';
 import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
-import { cleanLeftovers, findLeftovers, type CleanedMount } from '../host/leftovers.js';
+import { cleanLeftovers, findLeftovers, type CleanedMount } from '../drivers/overlay/leftovers.js';
 import { pathsOf, type AwcConfig } from '../config/config.js';
 import { DaemonClient } from './client.js';
 import { livePid } from './pid-file.js';

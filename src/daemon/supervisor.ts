@@ -20,7 +20,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdirPrivateSync } from '../core/private-fs.js';
 import { fileURLToPath } from 'node:url';
-import { detectDriver } from '../host/doctor.js';
+import { detectDriver } from '../drivers/detect-driver.js';
 import { abortFuseConnection, FUSECTL_DIR } from '../host/fuse/fusectl.js';
 import { readSessionState } from '../host/fuse/fuse-session.js';
 import { pathsOf, type AwcConfig } from '../config/config.js';

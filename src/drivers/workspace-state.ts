@@ -2,6 +2,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { mkdirPrivate, replaceFilePrivate } from '../core/private-fs.js';
 import { join } from 'node:path';
 import type { Digest } from '../core/digest.js';
+import type { MountDriverName } from '../core/mount-driver-name.js';
 
 /**
  * Host-local state of a workspace that has (or had) a mount on this host, kept in
@@ -13,7 +14,7 @@ export interface WorkspaceHostState {
   v: 1;
   workspaceId: string;
   namespace: string;
-  driver: 'overlay' | 'copy';
+  driver: MountDriverName;
   /** Absolute mount target. */
   target: string;
   /**

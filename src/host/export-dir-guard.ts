@@ -1,13 +1,16 @@
+import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
+import type { DirFd } from '../core/dir-fd.js';
 import { basename, dirname, join } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { mountPoints } from '../host/mount-table.js';
+import { mountPoints } from './mount-table.js';
 
 /**
  * The checks `export --dir` makes before it touches anything (issue 7 item 8): the target
  * must not be, hold or lie inside the AWC home, and must not be a mount point nor have one
  * below it (replacing it would delete another file system's files, or fail half-way with
- * EBUSY). Paths are compared as real paths (symlinks and `..` resolved).
+ * EBUSY). Paths are compared as real paths (symlinks and `..` resolved). Then the target's
+ * own checks and, once the tree is complete, its move into place (moveInPlace).
  */
 
 /** Real path of `path`, or of its nearest existing ancestor joined with the rest when it does not exist yet. */
@@ -68,4 +71,98 @@ export function userError(err: unknown): AwcError {
     return '<export directory>';
   });
   return message === e.message ? e : new AwcError(e.code, message, { hint: e.hint, details: e.details, cause: e.cause ?? err });
+}
+
+/** Refuses a target that is not missing or an empty directory (a non-empty one is fine with `overwrite`). @returns whether it exists. */
+export function checkTarget(parent: DirFd, name: string, shown: string, overwrite: boolean): boolean {
+  const st = parent.lstat(name);
+  if (!st) return false;
+  if (!st.isDirectory()) throw notADirectory(shown);
+  if (overwrite) return true;
+  const found = parent.open(name, st);
+  if (found?.type === 'file') fs.closeSync(found.fd);
+  if (found?.type !== 'dir') return checkTarget(parent, name, shown, overwrite);
+  try {
+    if (found.dir.list().length > 0) throw new AwcError('E_TARGET_EXISTS', `${shown} is not empty`);
+  } finally {
+    found.dir.close();
+  }
+  return true;
+}
+
+/** The target exists and is a file or the like: nothing replaces it, not even `overwrite`. */
+function notADirectory(shown: string): AwcError {
+  return new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, {
+    hint: 'Export to a new or empty directory; --overwrite replaces only a directory, never a file.',
+  });
+}
+
+/** Hex suffix for names beside the target. */
+export function tmpName(kind: string): string {
+  return `.awc-${kind}-${randomBytes(8).toString('hex')}`;
+}
+
+/**
+ * Renames the finished tree `tmp` onto `name`; with `overwrite` an existing directory is
+ * renamed aside first and removed after (never across a file-system boundary). Any failure
+ * after the rename aside puts the old tree back (the new one goes back to `tmp`, which the
+ * caller removes); when that fails too, the original error says where the old tree is.
+ */
+export function moveInPlace(parent: DirFd, o: { tmp: string; name: string; shown: string; parentPath: string; overwrite: boolean }): void {
+  const { tmp, name, shown } = o;
+  const st = parent.lstat(name);
+  let old: string | undefined;
+  /** Puts the old tree back at `name` and throws `e` (naming where the old tree is when that fails). */
+  const putBack = (e: AwcError): never => {
+    if (old === undefined) throw e;
+    try {
+      fs.renameSync(parent.path(old), parent.path(name));
+    } catch {
+      throw new AwcError(e.code, `${e.message}; the old contents of ${shown} could not be put back and are at ${join(o.parentPath, old)}`, {
+        hint: e.hint,
+        details: e.details,
+        cause: e,
+      });
+    }
+    throw e;
+  };
+  try {
+    if (st && o.overwrite) {
+      if (!st.isDirectory()) throw notADirectory(shown);
+      old = tmpName('old');
+      fs.renameSync(parent.path(name), parent.path(old));
+    }
+    fs.renameSync(parent.path(tmp), parent.path(name)); // onto nothing, or onto an empty directory
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const e =
+      code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR'
+        ? new AwcError('E_TARGET_EXISTS', `${shown} was filled while exporting`, { cause: err })
+        : code === 'EBUSY'
+          ? new AwcError('E_TARGET_BUSY', `${shown} is busy (a mount point?)`, { cause: err })
+          : userError(err);
+    putBack(e);
+  }
+  if (old === undefined || !st) return;
+  try {
+    parent.removeTree(old, { dev: st.dev });
+  } catch (err) {
+    const e = userError(err);
+    try {
+      fs.renameSync(parent.path(name), parent.path(tmp)); // the new tree aside again
+    } catch {
+      throw new AwcError(
+        e.code,
+        `${e.message}; ${shown} holds the new export, what is left of its old contents is at ${join(o.parentPath, old)}`,
+        { hint: e.hint, cause: e },
+      );
+    }
+    putBack(
+      new AwcError(
+        e.code,
+        `could not remove the old contents of ${shown} (${e.message}); the export was undone, ${shown} holds what is left of them`,
+        { hint: e.hint, details: e.details, cause: e },
+      ),
+    );
+  }
 }

@@ -1,16 +1,14 @@
-import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import { lchown, link, open, symlink, type FileHandle } from 'node:fs/promises';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, resolve } from 'node:path';
 import { setAttributeSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
-import type { Entry, EntryAttrs, FileEntry } from '../core/tree.js';
+import { splitDev, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
-import { checkExportTarget, userError } from './export-dir-guard.js';
-import { splitDev, type ExportCounts } from './export-tar.js';
+import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from './export-dir-guard.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
 
 /**
@@ -53,10 +51,16 @@ import { runWithDir, setTreeTimes } from './export-times.js';
  * directory is replaced as a whole (renamed aside, the new tree renamed in, the old one
  * removed without ever crossing into another file system). Before anything is written,
  * a target that is, holds or is inside the AWC home (`home`), or that is a mount point or
- * has one below it, is refused (src/service/export-dir-guard.ts). A failure after the old
+ * has one below it, is refused (src/host/export-dir-guard.ts). A failure after the old
  * tree was renamed aside puts it back; if even that fails, the error names where it is.
  * Error messages never show the internal `/proc/self/fd/N` paths.
  */
+
+/** Counts of an export: regular files (each hardlinked inode once) and their bytes. */
+export interface ExportCounts {
+  files: number;
+  bytes: number;
+}
 
 /** Options of `exportDir`. */
 export interface ExportDirOptions {
@@ -103,35 +107,6 @@ function createError(dir: DirFd, name: string, err: unknown): AwcError {
     return new AwcError('E_TARGET_BUSY', `${rel} appeared while exporting`);
   }
   return userError(err);
-}
-
-/** Refuses a target that is not missing or an empty directory (a non-empty one is fine with `overwrite`). @returns whether it exists. */
-function checkTarget(parent: DirFd, name: string, shown: string, overwrite: boolean): boolean {
-  const st = parent.lstat(name);
-  if (!st) return false;
-  if (!st.isDirectory()) throw notADirectory(shown);
-  if (overwrite) return true;
-  const found = parent.open(name, st);
-  if (found?.type === 'file') fs.closeSync(found.fd);
-  if (found?.type !== 'dir') return checkTarget(parent, name, shown, overwrite);
-  try {
-    if (found.dir.list().length > 0) throw new AwcError('E_TARGET_EXISTS', `${shown} is not empty`);
-  } finally {
-    found.dir.close();
-  }
-  return true;
-}
-
-/** The target exists and is a file or the like: nothing replaces it, not even `overwrite`. */
-function notADirectory(shown: string): AwcError {
-  return new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, {
-    hint: 'Export to a new or empty directory; --overwrite replaces only a directory, never a file.',
-  });
-}
-
-/** Hex suffix for names beside the target. */
-function tmpName(kind: string): string {
-  return `.awc-${kind}-${randomBytes(8).toString('hex')}`;
 }
 
 /**
@@ -191,71 +166,6 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
     throw e;
   } finally {
     parent.dir.close();
-  }
-}
-
-/**
- * Renames the finished tree `tmp` onto `name`; with `overwrite` an existing directory is
- * renamed aside first and removed after (never across a file-system boundary). Any failure
- * after the rename aside puts the old tree back (the new one goes back to `tmp`, which the
- * caller removes); when that fails too, the original error says where the old tree is.
- */
-function moveInPlace(parent: DirFd, o: { tmp: string; name: string; shown: string; parentPath: string; overwrite: boolean }): void {
-  const { tmp, name, shown } = o;
-  const st = parent.lstat(name);
-  let old: string | undefined;
-  /** Puts the old tree back at `name` and throws `e` (naming where the old tree is when that fails). */
-  const putBack = (e: AwcError): never => {
-    if (old === undefined) throw e;
-    try {
-      fs.renameSync(parent.path(old), parent.path(name));
-    } catch {
-      throw new AwcError(e.code, `${e.message}; the old contents of ${shown} could not be put back and are at ${join(o.parentPath, old)}`, {
-        hint: e.hint,
-        details: e.details,
-        cause: e,
-      });
-    }
-    throw e;
-  };
-  try {
-    if (st && o.overwrite) {
-      if (!st.isDirectory()) throw notADirectory(shown);
-      old = tmpName('old');
-      fs.renameSync(parent.path(name), parent.path(old));
-    }
-    fs.renameSync(parent.path(tmp), parent.path(name)); // onto nothing, or onto an empty directory
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const e =
-      code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR'
-        ? new AwcError('E_TARGET_EXISTS', `${shown} was filled while exporting`, { cause: err })
-        : code === 'EBUSY'
-          ? new AwcError('E_TARGET_BUSY', `${shown} is busy (a mount point?)`, { cause: err })
-          : userError(err);
-    putBack(e);
-  }
-  if (old === undefined || !st) return;
-  try {
-    parent.removeTree(old, { dev: st.dev });
-  } catch (err) {
-    const e = userError(err);
-    try {
-      fs.renameSync(parent.path(name), parent.path(tmp)); // the new tree aside again
-    } catch {
-      throw new AwcError(
-        e.code,
-        `${e.message}; ${shown} holds the new export, what is left of its old contents is at ${join(o.parentPath, old)}`,
-        { hint: e.hint, cause: e },
-      );
-    }
-    putBack(
-      new AwcError(
-        e.code,
-        `could not remove the old contents of ${shown} (${e.message}); the export was undone, ${shown} holds what is left of them`,
-        { hint: e.hint, details: e.details, cause: e },
-      ),
-    );
   }
 }
 

@@ -5,7 +5,7 @@ import type { DirFd } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 
 /**
- * Setting the modification times of an exported tree (see src/service/export-dir.ts for
+ * Setting the modification times of an exported tree (see src/host/export-dir.ts for
  * why Node alone cannot set nanoseconds), and running path-taking tools on a directory
  * descriptor: the tool gets the directory as its fd 3 and names `/proc/self/fd/3/<name>`
  * (or uses `dir_fd=3`), so no path it resolves can be swapped under it.

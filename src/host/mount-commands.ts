@@ -4,7 +4,7 @@
  * umount(2) may wait on replies that this very process's FUSE server must send.
  */
 import { spawn, type StdioOptions } from 'node:child_process';
-import { readdir, stat } from 'node:fs/promises';
+import { mkdir, readdir, stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { isMounted } from './mount-table.js';
@@ -62,16 +62,6 @@ export async function run(cmd: string, args: string[], opts: { what?: string } =
   throw new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd} failed (${why})`);
 }
 
-/**
- * Mounts one overlayfs: `lowerdir=LAYER::CONTENT` (CONTENT a data-only lower), private
- * upper and work dirs, `metacopy=on,redirect_dir=on`, and nodev,nosuid by default (DESIGN §2, §7).
- * @throws E_MOUNT_FAILED
- */
-export async function mountOverlay(o: { layer: string; content: string; upper: string; work: string; target: string }): Promise<void> {
-  const opts = `lowerdir=${o.layer}::${o.content},upperdir=${o.upper},workdir=${o.work},metacopy=on,redirect_dir=on`;
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', `nodev,nosuid,${opts}`, o.target], { what: `mount overlay at ${o.target}` });
-}
-
 /** Unmounts `target`; with `lazy`, detaches even when busy. Absent mounts are not an error. @throws E_TARGET_BUSY */
 export async function unmount(target: string, lazy = false): Promise<void> {
   if (!isMounted(target)) return;
@@ -84,27 +74,6 @@ export async function unmount(target: string, lazy = false): Promise<void> {
       });
     throw err;
   }
-}
-
-/**
- * Exposes the directory `src` at `target` through a bind mount that carries `nosuid,nodev`
- * from its first moment: `src` is first bound onto itself and remounted `nosuid,nodev`
- * (where only root can reach it, under the 0700 home), that mount is bound at `target`
- * (a bind copies the mount's flags), and the self-bind is removed. Nothing is ever
- * reachable at `target` without the flags. On failure nothing stays mounted.
- * @throws E_MOUNT_FAILED
- */
-export async function bindMountNoSuid(src: string, target: string): Promise<void> {
-  try {
-    await run('mount', ['--bind', src, src], { what: `bind mount of ${src}` });
-    await run('mount', ['-o', 'remount,bind,nosuid,nodev', src], { what: `remount of ${src} nosuid,nodev` });
-    await run('mount', ['--bind', src, target], { what: `bind mount at ${target}` });
-  } catch (err) {
-    await unmount(target, true).catch(() => undefined);
-    await unmount(src, true).catch(() => undefined);
-    throw err;
-  }
-  await unmount(src, true);
 }
 
 /**
@@ -122,4 +91,17 @@ export async function checkMountTarget(target: string, home: string): Promise<vo
   if (!st?.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);
   if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${target} is not empty`);
   if (isMounted(target)) throw new AwcError('E_TARGET_BUSY', `${target} is already a mount point`);
+}
+
+/**
+ * Prepares a workspace mount target: creates it when missing, then checks it (see
+ * {@link checkMountTarget}).
+ * @throws E_USAGE (relative, or inside the home), E_TARGET_BUSY (a file, not empty, a mount point)
+ */
+export async function prepareMountTarget(target: string, home: string): Promise<void> {
+  if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
+  const existing = await stat(target).catch(() => undefined);
+  if (existing && !existing.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} exists and is not a directory`);
+  await mkdir(target, { recursive: true });
+  await checkMountTarget(target, home);
 }

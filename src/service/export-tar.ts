@@ -4,7 +4,8 @@ import { dirname } from 'node:path';
 import tarStream from 'tar-stream';
 import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
-import type { Entry, EntryAttrs, FileEntry, TreeObject } from '../core/tree.js';
+import { splitDev, type Entry, type EntryAttrs, type FileEntry, type TreeObject } from '../core/tree.js';
+import type { ExportCounts } from '../host/export-dir.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { PendingFile } from './pending-file.js';
 
@@ -44,12 +45,6 @@ export async function checkTarTarget(path: string): Promise<void> {
   if (!dir?.isDirectory()) throw new AwcError('E_USAGE', `the directory ${parent} does not exist`);
 }
 
-/** Counts of an export: regular files (each hardlinked inode once) and their bytes. */
-export interface ExportCounts {
-  files: number;
-  bytes: number;
-}
-
 const S_IF: Record<Exclude<Entry['type'], 'hardlink'>, number> = {
   file: 0o100000,
   dir: 0o040000,
@@ -72,12 +67,6 @@ type TarHeader = Partial<tarStream.Header> & { name: string; pax: Record<string,
 const USTAR_MAX_ID = 0o7777777;
 const USTAR_MAX_DEV = 0o777777;
 const USTAR_MAX_SIZE = 0o77777777777;
-
-/** Linux dev_t → major and minor numbers (the inverse of `makedev`). */
-export function splitDev(rdev: number): { major: number; minor: number } {
-  const d = BigInt(rdev);
-  return { major: Number(((d >> 8n) & 0xfffn) | ((d >> 32n) & ~0xfffn)), minor: Number((d & 0xffn) | ((d >> 12n) & ~0xffn)) };
-}
 
 /** Nanoseconds since the epoch (decimal string) as a pax time: `[-]<sec>.<9 digits>`, exact. */
 export function nsToPaxTime(ns: string): string {

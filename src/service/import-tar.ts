@@ -1,4 +1,4 @@
-import { createReadStream } from 'node:fs';
+import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
 import tarStream from 'tar-stream';
@@ -7,7 +7,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
 import { decodeUtf8Name } from '../core/tree.js';
-import { classifyXattr, type ImportProgress, type ImportResult, type ImportWarning } from './import-dir.js';
+import { classifyXattr, type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
 
 /**
  * Importing a tar archive as a snapshot.
@@ -391,4 +391,17 @@ function tarError(err: unknown): AwcError {
     return new AwcError('E_FORMAT', `not a readable tar archive: ${e.message}`, { cause: err });
   if (e?.code?.startsWith('Z_')) return new AwcError('E_FORMAT', `corrupt gzip stream: ${e.message}`, { cause: err });
   return toAwcError(err);
+}
+
+/** True when the file starts like a tar archive (ustar magic at 257) or a gzip stream. */
+export function looksLikeTar(path: string): boolean {
+  const fd = openSync(path, 'r');
+  try {
+    const b = Buffer.alloc(512);
+    const n = readSync(fd, b, 0, 512, 0);
+    if (n >= 2 && b[0] === 0x1f && b[1] === 0x8b) return true;
+    return n === 512 && b.subarray(257, 262).toString('latin1') === 'ustar';
+  } finally {
+    closeSync(fd);
+  }
 }

@@ -1,8 +1,8 @@
 import { lstat, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { digestHex } from '../core/digest.js';
-import { readHostState, workspaceDirs } from '../host/workspace-state.js';
-import { copyTreeOf } from './copy-driver.js';
+import type { MountDriverName } from '../core/mount-driver-name.js';
+import { readHostState, workspaceDirs } from '../drivers/workspace-state.js';
 import { formatBytes } from '../core/format-bytes.js';
 import type { Awc } from './awc.js';
 
@@ -99,7 +99,7 @@ export interface WorkspaceUsage {
   name: string | null;
   headSnapshotId: string;
   mountState: 'mounted' | 'unmounted';
-  mountDriver: 'overlay' | 'copy' | null;
+  mountDriver: MountDriverName | null;
   mountPath: string | null;
   logicalBytes: number;
   upperBytes: number;
@@ -142,7 +142,8 @@ export async function computeUsage(awc: Awc): Promise<UsageReport> {
     const state = await readHostState(awc.paths.workspaces, w.id).catch(() => undefined);
     // the copy driver's private tree (bound at the target) is counted once, as copyBytes
     const upperBytes = await allocatedOf(dirs.dir, seen, { skip: dirs.tree });
-    const copyBytes = state?.driver === 'copy' ? await allocatedOf(copyTreeOf(state), seen) : 0;
+    const tree = state && awc.materialised(state);
+    const copyBytes = tree ? await allocatedOf(tree, seen) : 0;
     wsRows.push({
       id: w.id,
       name: w.name,

@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import { toAwcError } from '../../core/errors.js';
 import type { BlobIndex } from '../../store/pack-types.js';
-import type { Catalog, MountDriver, NewSnapshot, SnapshotRow, WorkspaceRow } from '../catalog.js';
+import type { MountDriverName } from '../../core/mount-driver-name.js';
+import type { Catalog, NewSnapshot, SnapshotRow, WorkspaceRow } from '../catalog.js';
 import { migrateToLatest } from '../migrations.js';
 import type { Database } from '../schema.js';
 import { BlobQueries } from './blob-queries.js';
@@ -124,7 +125,7 @@ export class KyselyCatalog implements Catalog {
   }
 
   /** See `WorkspaceQueries.setMount`. @throws E_NOT_FOUND, E_ALREADY_MOUNTED, E_TARGET_BUSY, E_USAGE */
-  setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow> {
+  setMount(workspaceId: string, m: { path: string; driver: MountDriverName; host: string } | null): Promise<WorkspaceRow> {
     return this.#workspaces.setMount(workspaceId, m);
   }
 

@@ -1,5 +1,6 @@
 import type { Digest } from '../../core/digest.js';
-import type { MountDriver, SnapshotRow, WorkspaceRow } from '../catalog.js';
+import type { MountDriverName } from '../../core/mount-driver-name.js';
+import type { SnapshotRow, WorkspaceRow } from '../catalog.js';
 import type { SnapshotRecord, WorkspaceRecord } from '../schema.js';
 
 /**
@@ -50,7 +51,7 @@ export function toWorkspaceRow(r: WorkspaceRecord, namespace: string): Workspace
     headSnapshotId: r.head_snapshot_id,
     mountState: r.mount_state === 'mounted' ? 'mounted' : 'unmounted',
     mountPath: r.mount_path,
-    mountDriver: r.mount_driver as MountDriver | null,
+    mountDriver: r.mount_driver as MountDriverName | null,
     mountHost: r.mount_host,
     createdAt: r.created_at,
     updatedAt: r.updated_at,

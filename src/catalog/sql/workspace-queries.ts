@@ -1,5 +1,6 @@
 import { AwcError } from '../../core/errors.js';
-import type { MountDriver, WorkspaceRow } from '../catalog.js';
+import type { MountDriverName } from '../../core/mount-driver-name.js';
+import type { WorkspaceRow } from '../catalog.js';
 import { newIds } from '../ids.js';
 import { checkName } from '../names.js';
 import type { NewWorkspaceRecord, WorkspaceRecord } from '../schema.js';
@@ -167,7 +168,7 @@ export class WorkspaceQueries {
    * @throws E_NOT_FOUND (workspace id), E_ALREADY_MOUNTED (mounted at another path or host),
    *   E_TARGET_BUSY (another workspace is mounted at that path on that host), E_USAGE (relative path)
    */
-  async setMount(workspaceId: string, m: { path: string; driver: MountDriver; host: string } | null): Promise<WorkspaceRow> {
+  async setMount(workspaceId: string, m: { path: string; driver: MountDriverName; host: string } | null): Promise<WorkspaceRow> {
     const ctx = this.ctx;
     if (m && !m.path.startsWith('/')) throw new AwcError('E_USAGE', `a mount path must be absolute: ${JSON.stringify(m.path)}`);
     const now = nowIso();

@@ -1,17 +1,33 @@
 import { lstat, mkdir, rm } from 'node:fs/promises';
-import type { Digest } from '../core/digest.js';
-import { AwcError } from '../core/errors.js';
-import { mkdirPrivate } from '../core/private-fs.js';
-import type { Entry } from '../core/tree.js';
-import type { ContentReader } from '../store/content-reader.js';
-import type { ContentWriter } from '../store/content-writer.js';
-import { isMounted } from '../host/mount-table.js';
-import { bindMountNoSuid, unmount } from '../host/mount-commands.js';
-import { removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../host/workspace-state.js';
-import { recordStats } from '../host/copy-stat-cache.js';
-import type { WorkspaceRow } from '../catalog/catalog.js';
-import type { Awc, MountResult } from './awc.js';
-import { exportDir, LEFT_OUT_DEVICE, LEFT_OUT_SETID } from './export-dir.js';
+import type { Digest } from '../../core/digest.js';
+import { AwcError } from '../../core/errors.js';
+import { mkdirPrivate } from '../../core/private-fs.js';
+import type { Entry } from '../../core/tree.js';
+import type { WorkspaceRow } from '../../catalog/catalog.js';
+import type { ContentReader } from '../../store/content-reader.js';
+import type { ContentWriter } from '../../store/content-writer.js';
+import { walkTree } from '../../store/tree-source.js';
+import { exportDir } from '../../host/export-dir.js';
+import { importDir } from '../../host/import-dir.js';
+import { isMounted } from '../../host/mount-table.js';
+import { prepareMountTarget, unmount } from '../../host/mount-commands.js';
+import type {
+  DoctorCheck,
+  DriverContext,
+  MountDriver,
+  MountResult,
+  MountUse,
+  Progress,
+  ScanResult,
+  UnmountOptions,
+  UnmountResult,
+} from '../mount-driver.js';
+import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../workspace-state.js';
+import { mountPathOf } from '../mount-path.js';
+import { NOT_IN_USE } from '../mount-use.js';
+import { bindMountNoSuid } from './bind-mount.js';
+import { recordStats, reuseByStat } from './copy-stat-cache.js';
+import { restoreLeftOut } from './restore-left-out.js';
 
 /**
  * The copy driver: materialising, mounting and releasing a workspace
@@ -28,7 +44,7 @@ import { exportDir, LEFT_OUT_DEVICE, LEFT_OUT_SETID } from './export-dir.js';
  */
 
 /** Where and how a copy-driver workspace was materialised. */
-export interface CopyMaterialised {
+interface CopyMaterialised {
   /** The private tree behind the bind mount; undefined when written at the target itself. */
   tree?: string;
   leftOut: { path: string; reason: string }[];
@@ -38,13 +54,13 @@ export interface CopyMaterialised {
  * Materialises `root` for workspace `wsId` at `target` (an empty directory).
  * @throws what exportDir throws
  */
-export async function materialiseCopy(
+async function materialiseCopy(
   reader: ContentReader,
   root: Digest,
   workspacesDir: string,
   wsId: string,
   target: string,
-  onProgress?: (p: { files: number; bytes: number }) => void,
+  onProgress?: Progress,
 ): Promise<CopyMaterialised> {
   const dirs = workspaceDirs(workspacesDir, wsId);
   if (process.getuid?.() === 0) {
@@ -66,52 +82,8 @@ export async function materialiseCopy(
   return { leftOut: r.leftOut };
 }
 
-/**
- * Mounts a workspace with the copy driver at `target` (an empty directory, checked by the
- * caller): materialises its head (materialiseCopy), records the stat cache and the host
- * state, then the mount in the catalog; on failure nothing stays mounted or recorded.
- * @throws E_IN_USE (uncheckpointed changes from an earlier mount), what materialiseCopy throws
- */
-export async function mountCopy(
-  awc: Awc,
-  ws: WorkspaceRow,
-  target: string,
-  pending: WorkspaceHostState | undefined,
-  onProgress?: (p: { files: number; bytes: number }) => void,
-): Promise<MountResult> {
-  if (pending)
-    throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, {
-      hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.`,
-    });
-  const head = await awc.getSnapshot(ws.headSnapshotId);
-  const m = await materialiseCopy(awc.reader(), head.root, awc.paths.workspaces, ws.id, target, onProgress);
-  const state: WorkspaceHostState = {
-    v: 1,
-    workspaceId: ws.id,
-    namespace: awc.namespace,
-    driver: 'copy',
-    target,
-    layerSnapshotId: head.id,
-    layerRoot: head.root,
-  };
-  if (m.tree !== undefined) state.tree = m.tree;
-  if (m.leftOut.length > 0) state.leftOut = m.leftOut;
-  try {
-    state.statCache = recordStats(copyTreeOf(state));
-    await writeHostState(awc.paths.workspaces, state);
-    await awc.catalog.setMount(ws.id, { path: target, driver: 'copy', host: awc.config.host });
-  } catch (err) {
-    await releaseCopy(state, true).catch(() => undefined);
-    await removeHostState(awc.paths.workspaces, ws.id).catch(() => undefined);
-    throw err;
-  }
-  const r: MountResult = { workspace: ws.id, path: target, driver: 'copy', resumed: false };
-  if (m.tree === undefined) r.leftOut = m.leftOut;
-  return r;
-}
-
 /** The directory a copy-driver workspace's files are read from (the private tree, else the target). */
-export function copyTreeOf(state: WorkspaceHostState): string {
+function copyTreeOf(state: WorkspaceHostState): string {
   return state.tree ?? state.target;
 }
 
@@ -121,7 +93,7 @@ export function copyTreeOf(state: WorkspaceHostState): string {
  * Returns false when there is nothing to rebind (no private tree, or still mounted).
  * @throws E_TARGET_BUSY (target not empty), E_MOUNT_FAILED
  */
-export async function rebindCopy(state: WorkspaceHostState, prepareTarget: (target: string) => Promise<void>): Promise<boolean> {
+async function rebindCopy(state: WorkspaceHostState, prepareTarget: (target: string) => Promise<void>): Promise<boolean> {
   if (state.tree === undefined || isMounted(state.target)) return false;
   if (!(await lstat(state.tree).catch(() => undefined))?.isDirectory()) return false;
   await prepareTarget(state.target);
@@ -135,7 +107,7 @@ export async function rebindCopy(state: WorkspaceHostState, prepareTarget: (targ
  * are deleted. The target stays as an empty directory.
  * @throws E_TARGET_BUSY (the bind mount is in use; pass force)
  */
-export async function releaseCopy(state: WorkspaceHostState, force: boolean): Promise<void> {
+async function releaseCopy(state: WorkspaceHostState, force: boolean): Promise<void> {
   if (state.tree !== undefined) {
     if (isMounted(state.target)) await unmount(state.target, force);
     await rm(state.tree, { recursive: true, force: true });
@@ -146,59 +118,133 @@ export async function releaseCopy(state: WorkspaceHostState, force: boolean): Pr
 }
 
 /**
- * Puts entries a copy materialisation left out back into a scanned root: a device node
- * whose name is still free in its (still existing) directory, and the setuid/setgid bits
- * of a file whose content and other mode bits are unchanged (as the kernel clears them on
- * a write). Returns `scanned` itself when there is nothing to put back.
+ * The copy mount driver (see the module comment): needs nothing of the host, runs in the
+ * calling process. Uncheckpointed changes are never kept across an unmount (E_IN_USE
+ * without discard); a scan walks the materialised tree with a stat cache, then hashes.
  */
-export async function restoreLeftOut(
-  src: ContentReader,
-  writer: ContentWriter,
-  scanned: Digest,
-  base: Map<string, Entry>,
-  leftOut: { path: string; reason: string }[] | undefined,
-): Promise<Digest> {
-  const wanted = new Map<string, Entry>();
-  for (const l of leftOut ?? []) {
-    const e = base.get(l.path);
-    if (e && (l.reason === LEFT_OUT_DEVICE || l.reason === LEFT_OUT_SETID)) wanted.set(l.path, e);
+export class CopyMountDriver implements MountDriver {
+  readonly name = 'copy' as const;
+
+  constructor(private readonly ctx: DriverContext) {}
+
+  doctor(): DoctorCheck[] {
+    return [];
   }
-  if (wanted.size === 0) return scanned;
-  const patch = async (tree: Digest, rel: string): Promise<Digest> => {
-    const t = await src.readTree(tree);
-    const entries = [...t.entries];
-    let changed = false;
-    for (let i = 0; i < entries.length; i++) {
-      const e = entries[i]!;
-      const p = rel === '' ? e.name : `${rel}/${e.name}`;
-      const b = wanted.get(p);
-      if (e.type === 'dir' && [...wanted.keys()].some((k) => k.startsWith(`${p}/`))) {
-        const inner = await patch(e.tree, p);
-        if (inner !== e.tree) entries[i] = { ...e, tree: inner };
-        changed ||= inner !== e.tree;
-      } else if (
-        b?.type === 'file' &&
-        e.type === 'file' &&
-        e.digest === b.digest &&
-        (e.mode & ~0o6000) === (b.mode & ~0o6000) &&
-        e.mode !== b.mode
-      ) {
-        entries[i] = { ...e, mode: b.mode };
-        changed = true;
-      }
+
+  /**
+   * Materialises the workspace's head (materialiseCopy), records the stat cache and the
+   * host state, then the mount in the catalog; on failure nothing stays mounted or recorded.
+   * @throws E_IN_USE (uncheckpointed changes from an earlier mount), what materialiseCopy throws
+   */
+  async mount(
+    ws: WorkspaceRow,
+    target: string,
+    pending: WorkspaceHostState | undefined,
+    opts: { onProgress?: Progress } = {},
+  ): Promise<MountResult> {
+    const { ctx } = this;
+    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    if (pending)
+      throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, {
+        hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.`,
+      });
+    const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
+    const m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
+    const state: WorkspaceHostState = {
+      v: 1,
+      workspaceId: ws.id,
+      namespace: ctx.config.namespace,
+      driver: 'copy',
+      target,
+      layerSnapshotId: head.id,
+      layerRoot: head.root,
+    };
+    if (m.tree !== undefined) state.tree = m.tree;
+    if (m.leftOut.length > 0) state.leftOut = m.leftOut;
+    try {
+      state.statCache = recordStats(copyTreeOf(state));
+      await writeHostState(ctx.paths.workspaces, state);
+      await ctx.catalog.setMount(ws.id, { path: target, driver: 'copy', host: ctx.config.host });
+    } catch (err) {
+      await releaseCopy(state, true).catch(() => undefined);
+      await removeHostState(ctx.paths.workspaces, ws.id).catch(() => undefined);
+      throw err;
     }
-    for (const [p, b] of wanted) {
-      const slash = p.lastIndexOf('/');
-      if ((slash < 0 ? '' : p.slice(0, slash)) !== rel || (b.type !== 'chardev' && b.type !== 'blockdev')) continue;
-      if (entries.some((e) => e.name === b.name)) continue;
-      entries.push(b);
-      changed = true;
-    }
-    return changed ? writer.writeTree(entries) : tree;
-  };
-  const root = await src.readRoot(scanned);
-  const tree = await patch(root.tree, '');
-  if (tree === root.tree) return scanned;
-  const { v: _v, type: _t, chunker: _c, ...attrs } = root;
-  return writer.writeRoot({ ...attrs, tree });
+    const r: MountResult = { workspace: ws.id, path: target, driver: 'copy', resumed: false };
+    if (m.tree === undefined) r.leftOut = m.leftOut;
+    return r;
+  }
+
+  /** Binds the private tree at the target again when the bind mount is gone (a reboot). @throws E_TARGET_BUSY, E_MOUNT_FAILED */
+  async resume(ws: WorkspaceRow): Promise<MountResult | undefined> {
+    const state = await readHostState(this.ctx.paths.workspaces, ws.id);
+    if (!state || !(await rebindCopy(state, (t) => prepareMountTarget(t, this.ctx.config.home)))) return undefined;
+    return { workspace: ws.id, path: state.target, driver: 'copy', resumed: true };
+  }
+
+  /**
+   * Removes the bind mount (lazily with `force`) and the materialised tree, the host state
+   * and the catalog record. @throws E_IN_USE (changes not checkpointed, without discard), E_TARGET_BUSY
+   */
+  async unmount(ws: WorkspaceRow, state: WorkspaceHostState | undefined, opts: UnmountOptions): Promise<UnmountResult> {
+    const { ctx } = this;
+    const path = mountPathOf(ws);
+    const dirty = state !== undefined && !opts.discard && (await opts.changed()); // discarding needs no scan
+    const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
+    if (dirty)
+      throw new AwcError('E_IN_USE', `workspace ${ws.id} has changes that are not checkpointed`, {
+        hint: `Run \`awc checkpoint ${ws.id}\` first, or pass --discard to drop them.`,
+      });
+    await releaseCopy(
+      state ?? {
+        v: 1,
+        workspaceId: ws.id,
+        namespace: ctx.config.namespace,
+        driver: 'copy',
+        target: path,
+        layerSnapshotId: head.id,
+        layerRoot: head.root,
+      },
+      opts.force,
+    );
+    await removeHostState(ctx.paths.workspaces, ws.id);
+    await ctx.catalog.setMount(ws.id, null);
+    return { workspace: ws.id, path, pending: false };
+  }
+
+  /**
+   * Walks the materialised tree (importDir) with the stat cache: a file or symlink whose
+   * stat is as materialised is its base entry; what was left out is put back. `committed`
+   * refreshes the stat cache and the host state against the new head.
+   */
+  async scan(state: WorkspaceHostState, writer: ContentWriter, opts: { allowChanging?: boolean } = {}): Promise<ScanResult> {
+    const { ctx } = this;
+    const base = new Map<string, Entry>();
+    for await (const { path, entry } of walkTree(ctx.reader(), state.layerRoot)) base.set(path, entry);
+    const r = await importDir(copyTreeOf(state), writer, {
+      reuse: reuseByStat(state.statCache ?? {}, base),
+      allowChanging: opts.allowChanging,
+    });
+    const root = await restoreLeftOut(ctx.reader(writer.sessionBlob.bind(writer)), writer, r.root, base, state.leftOut);
+    return {
+      root,
+      filesRead: writer.stats.files,
+      skipped: r.skipped,
+      changing: r.changing,
+      committed: async (snap) => {
+        // the materialised directory now equals the new head: refresh the stat cache against it
+        const statCache = recordStats(copyTreeOf(state), r.changing);
+        await writeHostState(ctx.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
+      },
+    };
+  }
+
+  /** Never in use: a copy has no mount that outlives its unmount. */
+  async inUse(): Promise<MountUse> {
+    return NOT_IN_USE;
+  }
+
+  materialised(state: WorkspaceHostState): string {
+    return copyTreeOf(state);
+  }
 }

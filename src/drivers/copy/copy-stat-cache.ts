@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
-import { DirFd } from '../core/dir-fd.js';
+import { DirFd } from '../../core/dir-fd.js';
+import type { Entry } from '../../core/tree.js';
 
 /**
  * Records ino, size, mtime and ctime (ns) of every path under `dir` for the copy driver's
@@ -37,4 +38,21 @@ export function recordStats(dir: string, skip: string[] = []): Record<string, [s
     root.dir.close();
   }
   return out;
+}
+
+/**
+ * The stat-cache test of a copy scan (importDir's `reuse`): a file or symlink whose inode,
+ * size, mtime and ctime are as recorded in `cache` is its `base` entry, unread.
+ */
+export function reuseByStat(
+  cache: Record<string, [string, string, string, string]>,
+  base: Map<string, Entry>,
+): (rel: string, st: fs.BigIntStats) => Entry | undefined {
+  return (rel, st) => {
+    const c = cache[rel];
+    if (!c || c[0] !== st.ino.toString() || c[1] !== st.size.toString() || c[2] !== st.mtimeNs.toString() || c[3] !== st.ctimeNs.toString())
+      return undefined;
+    const e = base.get(rel);
+    return e && (e.type === 'file' || e.type === 'symlink') ? e : undefined;
+  };
 }

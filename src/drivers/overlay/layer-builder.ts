@@ -1,15 +1,15 @@
 import { mkdir, rename, rm, readFile, stat } from 'node:fs/promises';
-import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
+import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import * as xattr from 'fs-xattr';
-import { digestHex, type Digest } from '../core/digest.js';
-import type { ChunkRef, Entry, FileEntry } from '../core/tree.js';
-import { nsToUtimeSeconds } from '../core/time.js';
-import { AwcError } from '../core/errors.js';
-import type { TreeSource } from '../store/tree-source.js';
-import { longContentRedirect, shortContentRedirect } from '../core/content-name.js';
+import { digestHex, type Digest } from '../../core/digest.js';
+import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
+import { nsToUtimeSeconds } from '../../core/time.js';
+import { AwcError } from '../../core/errors.js';
+import type { TreeSource } from '../../store/tree-source.js';
+import { longContentRedirect, shortContentRedirect } from '../../core/content-name.js';
 
 /** What a layer directory knows about the content objects its placeholders redirect to. */
 export interface LayerContent {

@@ -4,10 +4,10 @@
  * /dev/fuse descriptor). Read from /proc/self/mountinfo only (a stat of a dead or hung FUSE
  * mount could block).
  */
-import { readMountInfo, type MountInfo } from './mount-table.js';
-import { runCommand } from './mount-commands.js';
+import { readMountInfo, type MountInfo } from '../../host/mount-table.js';
+import { runCommand } from '../../host/mount-commands.js';
 import { overlayUpper } from './upper-use.js';
-import type { AwcPaths } from '../config/config.js';
+import type { AwcPaths } from '../../config/config.js';
 
 /** A mount left behind: an overlay of a workspace of this home, or the home's content FUSE. */
 export interface Leftover {

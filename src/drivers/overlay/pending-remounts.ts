@@ -1,8 +1,9 @@
-import { AwcError } from '../core/errors.js';
-import { isMounted } from '../host/mount-table.js';
-import { unmount } from '../host/mount-commands.js';
-import { upperInUse, describeHolders, type Holder } from '../host/upper-use.js';
-import { readHostState, workspaceDirs } from '../host/workspace-state.js';
+import { AwcError } from '../../core/errors.js';
+import { isMounted } from '../../host/mount-table.js';
+import { unmount } from '../../host/mount-commands.js';
+import { describeHolders, type Holder } from '../mount-use.js';
+import { upperInUse } from './upper-use.js';
+import { readHostState, workspaceDirs } from '../workspace-state.js';
 
 /** A workspace waiting for its old overlay to have no users. */
 export interface WaitingRemount {

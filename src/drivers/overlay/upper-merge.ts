@@ -1,11 +1,11 @@
 import * as fs from 'node:fs';
 import * as xattr from 'fs-xattr';
-import { isDigest, type Digest } from '../core/digest.js';
-import { DirFd, fdPath } from '../core/dir-fd.js';
-import { AwcError } from '../core/errors.js';
-import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../core/tree.js';
-import type { TreeSource } from '../store/tree-source.js';
-import { parseContentRedirect, shortContentName } from '../core/content-name.js';
+import { isDigest, type Digest } from '../../core/digest.js';
+import { DirFd, fdPath } from '../../core/dir-fd.js';
+import { AwcError } from '../../core/errors.js';
+import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../../core/tree.js';
+import type { TreeSource } from '../../store/tree-source.js';
+import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {

@@ -19,31 +19,12 @@
  */
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { readMountInfo, unescapeMountField, type MountInfo } from './mount-table.js';
-import { runCommand } from './mount-commands.js';
+import { readMountInfo, unescapeMountField, type MountInfo } from '../../host/mount-table.js';
+import { runCommand } from '../../host/mount-commands.js';
+import type { Holder, MountUse } from '../mount-use.js';
 
 /** O_PATH (Linux, every architecture Node runs on but alpha/parisc/sparc). */
 const O_PATH = 0o10000000;
-
-/** A process that keeps an overlay alive: pid, command name, and what it holds. */
-export interface Holder {
-  pid: number;
-  command: string;
-  /** `fd <n>`, `cwd`, `root`, `map`, or `mount` (the overlay is mounted in the process's mount namespace). */
-  via: string;
-  /** The path the process sees (for a detached mount, relative to the mount's root). */
-  path?: string;
-}
-
-/** Answer of {@link upperInUse}. */
-export interface UpperUse {
-  /** True when an overlay superblock still uses the upper (the kernel's flag), or a holder was found. */
-  inUse: boolean;
-  /** Processes holding it (empty when none could be seen, e.g. in another PID namespace). */
-  holders: Holder[];
-  /** Where an overlay on the upper is still mounted in this process's mount namespace. */
-  mountedAt: string[];
-}
 
 /** The `upperdir=` of an overlay's super options (unescaped), or undefined. */
 export function overlayUpper(m: MountInfo): string | undefined {
@@ -213,7 +194,7 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
  * Whether an earlier overlay on `upper` is alive anywhere, and who holds it: the kernel's
  * in-use flag (probe) and the holder scan. `scratch` is where the probe makes its directories.
  */
-export async function upperInUse(upper: string, scratch: string, mountIds: Iterable<number> = []): Promise<UpperUse> {
+export async function upperInUse(upper: string, scratch: string, mountIds: Iterable<number> = []): Promise<MountUse> {
   const probe = await probeUpper(upper, scratch);
   const busy = probe === 'busy';
   // a free upper has no overlay left, detached or not: a recorded id may now name another mount
@@ -222,20 +203,4 @@ export async function upperInUse(upper: string, scratch: string, mountIds: Itera
     .filter((m) => overlayUpper(m) === upper)
     .map((m) => Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
   return { inUse: busy || holders.length > 0 || mountedAt.length > 0, holders, mountedAt };
-}
-
-/** Why a workspace's upper counts as in use, for an E_STILL_MOUNTED message. */
-export function describeUse(use: UpperUse): string {
-  const parts: string[] = [];
-  if (use.mountedAt.length > 0) parts.push(`mounted at ${use.mountedAt.join(', ')}`);
-  if (use.holders.length > 0) parts.push(`held by ${describeHolders(use.holders)}`);
-  if (parts.length === 0) parts.push('held by no process visible here (another PID namespace, or a mount namespace without processes)');
-  return parts.join('; ');
-}
-
-/** "pid 123 (sh, fd 3), pid 456 (bash, cwd)" for messages; at most `max` named. */
-export function describeHolders(holders: Holder[], max = 5): string {
-  const named = holders.slice(0, max).map((h) => `pid ${h.pid} (${h.command}, ${h.via}${h.path ? ` ${h.path}` : ''})`);
-  if (holders.length > max) named.push(`${holders.length - max} more`);
-  return named.join(', ');
 }

@@ -1,0 +1,12 @@
+import type { AwcConfig } from '../config/config.js';
+import { DaemonClient } from '../daemon/client.js';
+import { Awc } from '../service/awc.js';
+
+/**
+ * Opens the service as the CLI uses it: with the daemon client as its HostDaemonPort (the
+ * overlay mounts run in the host daemon, started on demand). See Awc.open.
+ * @throws what Awc.open throws
+ */
+export function openAwc(overrides: Partial<AwcConfig> = {}, opts: { create?: boolean } = {}): Promise<Awc> {
+  return Awc.open(overrides, { ...opts, daemon: (config) => new DaemonClient(config) });
+}

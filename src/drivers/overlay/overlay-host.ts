@@ -1,0 +1,291 @@
+import { EventEmitter } from 'node:events';
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import * as fs from 'node:fs';
+import { AwcError } from '../../core/errors.js';
+import type { Digest } from '../../core/digest.js';
+import { mkdirPrivate } from '../../core/private-fs.js';
+import { nsToUtimeSeconds } from '../../core/time.js';
+import type { Catalog } from '../../catalog/catalog.js';
+import type { AwcConfig, AwcPaths } from '../../config/config.js';
+import type { TreeSource } from '../../store/tree-source.js';
+import { checkMountTarget, unmount } from '../../host/mount-commands.js';
+import { mountsAt, readMountInfo } from '../../host/mount-table.js';
+import { describeUse, type Holder } from '../mount-use.js';
+import { readHostState, workspaceDirs, writeHostState } from '../workspace-state.js';
+import { buildLayer, type Layer } from './layer-builder.js';
+import { cleanLeftovers, findLeftovers } from './leftovers.js';
+import { mountOverlay } from './overlay-mount.js';
+import { PendingRemounts } from './pending-remounts.js';
+import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
+
+/** What the overlays need of the host's content plane (the daemon's content FUSE server and its source). */
+export interface OverlayContent {
+  /** A tree reader of a namespace (layers are built from it). */
+  reader(ns: string): TreeSource;
+  /** Makes a layer's content objects servable by the content FUSE server (called once per layer and daemon). */
+  addLayer(ns: string, layer: Layer): void;
+  /** Whether a short content name is free in the FUSE server's table (see buildLayer's `shortNameFree`); absent: no server yet. */
+  shortNameFree?: (hex: string) => boolean;
+  /** True when the daemon took over the content FUSE connection of the one before it. */
+  resumedConnection(): boolean;
+}
+
+/** Events of an {@link OverlayHost}. */
+export interface OverlayHostEvents {
+  /** A log line (`{level, msg, ...}`). */
+  log: [Record<string, unknown>];
+  /** A mount operation done (for the daemon's metrics). */
+  op: [{ op: 'mount' | 'remount' | 'unmount' }];
+}
+
+/** The overlay workspace mounts of this host, as the daemon reports them. */
+export interface OverlayStatus {
+  mounts: { workspace: string; namespace: string; path: string }[];
+  /** Workspaces to remount once their old overlay (on a dead connection) has no users: who still holds it. */
+  waiting: { workspace: string; path: string; holders: Holder[] }[];
+}
+
+/**
+ * The overlay driver, host side: every overlay workspace mount of this host, run in the
+ * host daemon (which owns the content FUSE server the overlays read their data from).
+ * Builds (once per snapshot) the layer directories, mounts one overlayfs per workspace
+ * with a private upper, unmounts, and after a restart adopts or remounts what the catalog
+ * records as mounted here (never two overlays on one upper). Emits `log` and `op` events;
+ * never prints.
+ */
+export class OverlayHost extends EventEmitter<OverlayHostEvents> {
+  /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
+  private layers = new Map<string, Promise<Layer>>();
+  private mounts = new Map<string, { namespace: string; path: string }>();
+  /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
+  private readonly waiting: PendingRemounts;
+
+  constructor(
+    private readonly config: AwcConfig,
+    private readonly paths: AwcPaths,
+    private readonly catalog: Catalog,
+    private readonly content: OverlayContent,
+  ) {
+    super();
+    this.waiting = new PendingRemounts(
+      paths.workspaces,
+      async (ns, wsId, path) => {
+        await this.catalog.setMount(wsId, null);
+        await this.mount(ns, wsId, path, 'remount');
+      },
+      (l) => this.emit('log', l),
+    );
+  }
+
+  /** Number of overlay workspaces mounted by this daemon. */
+  get size(): number {
+    return this.mounts.size;
+  }
+
+  /** The mounts and the workspaces waiting to be remounted. */
+  status(): OverlayStatus {
+    return {
+      mounts: [...this.mounts.entries()].map(([workspace, m]) => ({ workspace, namespace: m.namespace, path: m.path })),
+      waiting: this.waiting.entries().map(([workspace, w]) => ({ workspace, path: w.path, holders: w.holders })),
+    };
+  }
+
+  /**
+   * Registers the layers of the overlays that may still read from a connection taken over,
+   * before it is served: those of the workspaces recorded as mounted here, and those of
+   * workspaces whose earlier mount lives on detached (`unmount --force` with processes inside).
+   */
+  async registerMountedLayers(): Promise<void> {
+    const mounted = new Set<string>();
+    for (const ws of await this.catalog.listMountedOnHost(this.config.host)) if (ws.mountDriver === 'overlay') mounted.add(ws.id);
+    const ids = await readdir(this.paths.workspaces).catch(() => [] as string[]);
+    for (const id of ids) {
+      try {
+        const state = await readHostState(this.paths.workspaces, id);
+        if (!state || state.driver !== 'overlay') continue;
+        const dirs = workspaceDirs(this.paths.workspaces, id);
+        if (!mounted.has(id) && !(state.mount && (await probeUpperInUse(dirs.upper, dirs.dir)))) continue;
+        await this.layer(state.namespace, state.layerRoot);
+      } catch (err) {
+        this.emit('log', { level: 'error', msg: 'layer of a mounted workspace failed', workspace: id, err: String(err) });
+      }
+    }
+  }
+
+  /**
+   * The workspaces the catalog says are mounted on this host (after a crash or restart). On a
+   * connection taken over, an overlay still mounted at its path is adopted as it is: processes
+   * inside keep their files. Otherwise the old overlay reads from a dead connection: it is
+   * replaced, but only once nobody uses it (never two overlays on one upper); until then the
+   * workspace waits (status `waiting`), retried every second.
+   */
+  async remountAll(): Promise<void> {
+    for (const ws of await this.catalog.listMountedOnHost(this.config.host)) {
+      if (ws.mountDriver !== 'overlay' || !ws.mountPath) continue;
+      try {
+        const upper = workspaceDirs(this.paths.workspaces, ws.id).upper;
+        const here = mountsAt(ws.mountPath, 'overlay').at(-1);
+        if (
+          this.content.resumedConnection() &&
+          here &&
+          overlayUpper(here) === upper &&
+          (await readHostState(this.paths.workspaces, ws.id))
+        ) {
+          this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath });
+          this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
+          continue;
+        }
+        if (await this.waiting.tryRemount(ws.namespace, ws.id, ws.mountPath))
+          this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
+      } catch (err) {
+        this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
+      }
+    }
+  }
+
+  /** Overlays on this home's uppers that no workspace of this daemon owns (a mount the dead daemon had not recorded): unmounted, lazily when busy. */
+  async sweepStrays(): Promise<void> {
+    const owned = new Set([...this.mounts.values(), ...this.waiting.entries().map(([, w]) => w)].map((m) => m.path));
+    const strays = findLeftovers(this.paths, readMountInfo()).filter((l) => l.kind === 'overlay' && !owned.has(l.path));
+    for (const c of await cleanLeftovers(strays))
+      this.emit('log', { level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
+  }
+
+  /**
+   * Mounts a workspace: builds (once per snapshot) the layer directory, registers its
+   * content objects with the FUSE server, and mounts one overlayfs with a private upper.
+   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
+   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
+   *   E_STILL_MOUNTED (an earlier overlay on the upper is alive)
+   */
+  async mount(
+    ns: string,
+    wsId: string,
+    target: string,
+    op: 'mount' | 'remount' = 'mount',
+  ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
+    // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
+    if (op === 'mount') await checkMountTarget(target, this.config.home);
+    const ws = await this.catalog.getWorkspace(ns, wsId);
+    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    const pending = await readHostState(this.paths.workspaces, ws.id);
+    let layerSnapshotId: string;
+    let layerRoot: Digest;
+    if (pending) {
+      layerSnapshotId = pending.layerSnapshotId;
+      layerRoot = pending.layerRoot;
+    } else {
+      const head = await this.catalog.getSnapshot(ns, ws.headSnapshotId);
+      layerSnapshotId = head.id;
+      layerRoot = head.root;
+    }
+    const reader = this.content.reader(ns);
+    const layer = await this.layer(ns, layerRoot);
+    const dirs = workspaceDirs(this.paths.workspaces, ws.id);
+    if (fs.existsSync(dirs.upper)) {
+      // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
+      const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
+      if (use.inUse) {
+        throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, {
+          details: { holders: use.holders, mountedAt: use.mountedAt },
+        });
+      }
+    }
+    if (!pending) {
+      await rm(dirs.dir, { recursive: true, force: true });
+      await mkdirPrivate(dirs.dir);
+      await mkdir(dirs.upper);
+      // the overlay root shows the upper directory's own attributes: give it the snapshot root's
+      const root = await reader.readRoot(layerRoot);
+      fs.chownSync(dirs.upper, root.uid, root.gid);
+      fs.chmodSync(dirs.upper, root.mode);
+      const t = nsToUtimeSeconds(root.mtimeNs);
+      fs.utimesSync(dirs.upper, t, t);
+    }
+    await mkdirPrivate(dirs.work);
+    await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+    try {
+      const m = mountsAt(target, 'overlay').at(-1);
+      const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
+      await writeHostState(this.paths.workspaces, {
+        v: 1,
+        workspaceId: ws.id,
+        namespace: ns,
+        driver: 'overlay',
+        target,
+        layerSnapshotId,
+        layerRoot,
+        mount,
+      });
+      await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
+    } catch (err) {
+      await unmount(target, true);
+      throw err;
+    }
+    this.mounts.set(ws.id, { namespace: ns, path: target });
+    this.emit('op', { op });
+    return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
+  }
+
+  /**
+   * Unmounts a workspace's overlay and clears its mount record; the upper stays on disk.
+   * @throws E_NOT_MOUNTED, E_TARGET_BUSY (unless force: lazy unmount)
+   */
+  async unmount(ns: string, wsId: string, force = false): Promise<{ workspace: string; path: string }> {
+    const ws = await this.catalog.getWorkspace(ns, wsId);
+    if (ws.mountState !== 'mounted' || !ws.mountPath) throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
+    await unmount(ws.mountPath, force);
+    await this.catalog.setMount(ws.id, null);
+    this.mounts.delete(ws.id);
+    this.waiting.delete(ws.id);
+    this.emit('op', { op: 'unmount' });
+    return { workspace: ws.id, path: ws.mountPath };
+  }
+
+  /**
+   * Unmounts every overlay that is not busy. Returns the busy ones (still mounted and
+   * served). With `force`, busy ones are detached lazily instead: processes inside keep a
+   * detached view whose writes still land in the upper, so the workspace must not be
+   * mounted again while they run.
+   */
+  async unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]> {
+    const busy: { workspace: string; path: string }[] = [];
+    for (const [id, m] of [...this.mounts]) {
+      try {
+        await unmount(m.path, false);
+      } catch (err) {
+        if (!(err instanceof AwcError && err.code === 'E_TARGET_BUSY')) throw err;
+        if (!force) {
+          busy.push({ workspace: id, path: m.path });
+          continue;
+        }
+        this.emit('log', { level: 'warn', msg: 'busy mount detached lazily', workspace: id, path: m.path });
+        await unmount(m.path, true);
+      }
+      await this.catalog.setMount(id, null);
+      this.mounts.delete(id);
+      this.emit('op', { op: 'unmount' });
+    }
+    return busy;
+  }
+
+  /** No more remount retries (the daemon stops). */
+  stopRetrying(): void {
+    this.waiting.stop();
+  }
+
+  /** The layer of a snapshot root, built once per host and registered with the content plane once per daemon. */
+  private layer(ns: string, root: Digest): Promise<Layer> {
+    const key = `${ns}\0${root}`;
+    let p = this.layers.get(key);
+    if (!p) {
+      p = buildLayer(this.content.reader(ns), root, this.paths.layers, { shortNameFree: this.content.shortNameFree }).then((layer) => {
+        this.content.addLayer(ns, layer);
+        return layer;
+      });
+      p.catch(() => this.layers.delete(key));
+      this.layers.set(key, p);
+    }
+    return p;
+  }
+}

@@ -1,0 +1,131 @@
+import { existsSync } from 'node:fs';
+import { AwcError } from '../../core/errors.js';
+import type { WorkspaceRow } from '../../catalog/catalog.js';
+import type { ContentWriter } from '../../store/content-writer.js';
+import { unmount } from '../../host/mount-commands.js';
+import type { HostDaemonPort } from '../host-daemon-port.js';
+import { mountPathOf } from '../mount-path.js';
+import type {
+  DoctorCheck,
+  DriverContext,
+  MountDriver,
+  MountResult,
+  MountUse,
+  ScanResult,
+  UnmountOptions,
+  UnmountResult,
+} from '../mount-driver.js';
+import { removeHostState, workspaceDirs, type WorkspaceHostState } from '../workspace-state.js';
+import { buildLayer } from './layer-builder.js';
+import { overlayChecks } from './overlay-checks.js';
+import { mergeUpper } from './upper-merge.js';
+import { readUpperCache, writeUpperCache } from './upper-stat-cache.js';
+import { describeUse, NOT_IN_USE } from '../mount-use.js';
+import { upperInUse } from './upper-use.js';
+
+/**
+ * The overlay mount driver, service side: mounts and unmounts go to the host daemon (it
+ * owns the content FUSE server the overlays read from; see OverlayHost), through the
+ * {@link HostDaemonPort} it is given. Scans run here: the workspace's private upper is
+ * merged into its layer's tree by overlayfs's rules (mergeUpper, never through the merged
+ * view), with the upper stat cache. An unmount keeps uncheckpointed changes in the upper
+ * (the next mount resumes them) unless discarded.
+ */
+export class OverlayMountDriver implements MountDriver {
+  readonly name = 'overlay' as const;
+
+  constructor(
+    private readonly ctx: DriverContext,
+    private readonly daemon: HostDaemonPort,
+  ) {}
+
+  doctor(): DoctorCheck[] {
+    return overlayChecks();
+  }
+
+  /** Mounts through the host daemon (started on demand), which resumes a kept upper. @throws what HostDaemonPort.mount throws */
+  mount(ws: WorkspaceRow, target: string): Promise<MountResult> {
+    return this.daemon.mount({ namespace: this.ctx.config.namespace, workspace: ws.id, target });
+  }
+
+  /** An overlay recorded as mounted is the daemon's to remount (it does so when it starts): nothing to resume here. */
+  async resume(): Promise<undefined> {
+    return undefined;
+  }
+
+  /**
+   * Unmounts through the daemon; with no daemon (it died, and with it the mount's content)
+   * the mount is detached here and its record cleared. The upper stays when it holds
+   * uncheckpointed changes (`pending`) unless `discard`; after a lazy detach (`force`) that
+   * processes keep alive, the upper stays in every case and `holders` names them.
+   * @throws E_TARGET_BUSY (busy, without force), E_NOT_MOUNTED, E_STILL_MOUNTED (discard while a detached mount lives on)
+   */
+  async unmount(ws: WorkspaceRow, state: WorkspaceHostState | undefined, opts: UnmountOptions): Promise<UnmountResult> {
+    const { ctx } = this;
+    const path = mountPathOf(ws);
+    await this.daemon.unmount({ namespace: ctx.config.namespace, workspace: ws.id, force: opts.force }).catch(async (err: unknown) => {
+      // daemon gone: the mount is dead anyway; detach it and clear the record
+      if (err instanceof AwcError && err.code === 'E_DAEMON_UNAVAILABLE') {
+        await unmount(path, true);
+        await ctx.catalog.setMount(ws.id, null);
+        return;
+      }
+      throw err;
+    });
+    if (!state) return { workspace: ws.id, path, pending: false };
+    if (opts.force) {
+      // a lazy detach: processes may still write into the upper through the old mount
+      const use = await this.inUse(state);
+      if (use.inUse) {
+        if (opts.discard)
+          throw new AwcError(
+            'E_STILL_MOUNTED',
+            `workspace ${ws.id} was detached from ${path}, but its changes are not discarded: the old mount is still alive (${describeUse(use)})`,
+            { hint: `Run \`awc unmount ${ws.id} --discard\` again once those processes have exited.`, details: { holders: use.holders } },
+          );
+        return { workspace: ws.id, path, pending: true, holders: use.holders };
+      }
+    }
+    const pending = opts.discard ? false : await opts.changed();
+    if (!pending) await removeHostState(ctx.paths.workspaces, ws.id);
+    return { workspace: ws.id, path, pending };
+  }
+
+  /**
+   * Merges the upper into the layer's tree (mergeUpper) with the upper stat cache;
+   * `committed` saves the cache the merge saw (every digest in it is committed then).
+   */
+  async scan(state: WorkspaceHostState, writer: ContentWriter, opts: { allowChanging?: boolean } = {}): Promise<ScanResult> {
+    const { ctx } = this;
+    const dirs = workspaceDirs(ctx.paths.workspaces, state.workspaceId);
+    const layer = await buildLayer(ctx.reader(), state.layerRoot, ctx.paths.layers);
+    const r = await mergeUpper({
+      src: ctx.reader(writer.sessionBlob.bind(writer)),
+      base: state.layerRoot,
+      upper: dirs.upper,
+      writer,
+      hardlinks: layer.meta.hardlinks,
+      contents: layer.meta.contents,
+      statCache: await readUpperCache(dirs.dir),
+      allowChanging: opts.allowChanging ?? false,
+    });
+    return {
+      root: r.root,
+      filesRead: r.filesRead,
+      skipped: r.skipped,
+      changing: r.changing,
+      committed: () => writeUpperCache(dirs.dir, r.statCache),
+    };
+  }
+
+  /** Whether an earlier overlay (detached, or in another mount namespace) still uses the upper (see upper-use.ts). */
+  async inUse(state: WorkspaceHostState): Promise<MountUse> {
+    const dirs = workspaceDirs(this.ctx.paths.workspaces, state.workspaceId);
+    if (!existsSync(dirs.upper)) return NOT_IN_USE;
+    return upperInUse(dirs.upper, dirs.dir, state.mount ? [state.mount.id] : []);
+  }
+
+  materialised(): undefined {
+    return undefined;
+  }
+}

@@ -1,0 +1,99 @@
+import { stat } from 'node:fs/promises';
+import type * as fs from 'node:fs';
+import { resolve } from 'node:path';
+import type { Digest } from '../core/digest.js';
+import { AwcError, toAwcError } from '../core/errors.js';
+import type { Catalog } from '../catalog/catalog.js';
+import { checkName } from '../catalog/names.js';
+import type { ContentWriter } from '../store/content-writer.js';
+import { importDir } from '../host/import-dir.js';
+import type { Progress } from '../drivers/mount-driver.js';
+import { importTar, looksLikeTar } from './import-tar.js';
+
+/** Result of an import: the new snapshot and what was stored. */
+export interface ImportResult {
+  id: string;
+  name: string | null;
+  root: Digest;
+  files: number;
+  bytes: number;
+  newBytes: number;
+  storedBytes: number;
+  skipped: { path: string; reason: string }[];
+  /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
+  changing?: string[];
+}
+
+/** Options of {@link importSnapshot}. */
+export interface ImportOptions {
+  name?: string;
+  message?: string;
+  allowChanging?: boolean;
+  onProgress?: Progress;
+  onWarning?: (w: { code: string; path: string; message: string }) => void;
+}
+
+/**
+ * Imports a directory or a tar file as a new snapshot of `namespace` (see Awc.importSnapshot):
+ * content through a writer made by `makeWriter`, then one catalog row with its packs.
+ * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ, E_USAGE (neither a directory nor a tar)
+ */
+export async function importSnapshot(
+  catalog: Catalog,
+  namespace: string,
+  makeWriter: () => ContentWriter,
+  source: string,
+  opts: ImportOptions = {},
+): Promise<ImportResult> {
+  const src = resolve(source);
+  let st: fs.Stats;
+  try {
+    st = await stat(src);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
+    throw toAwcError(err);
+  }
+  checkName(opts.name, 'snapshot');
+  if (opts.name !== undefined) await assertSnapshotNameFree(catalog, namespace, opts.name);
+  const writer = makeWriter();
+  if (!st.isDirectory() && !(st.isFile() && looksLikeTar(src))) {
+    throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, {
+      hint: 'Pass a directory, or a .tar / .tar.gz file.',
+    });
+  }
+  const r = st.isDirectory()
+    ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning, allowChanging: opts.allowChanging })
+    : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
+  const packs = await writer.flush();
+  const snap = await catalog.createSnapshot({
+    namespace,
+    root: r.root,
+    name: opts.name ?? null,
+    message: opts.message ?? `import ${src}`,
+    fileCount: r.fileCount,
+    byteCount: r.byteCount,
+    packs,
+  });
+  return {
+    id: snap.id,
+    name: snap.name,
+    root: snap.root,
+    files: r.fileCount,
+    bytes: r.byteCount,
+    newBytes: writer.stats.newBytes,
+    storedBytes: writer.stats.storedBytes,
+    skipped: r.skipped,
+    ...changingOf(r.changing),
+  };
+}
+
+async function assertSnapshotNameFree(catalog: Catalog, namespace: string, name: string): Promise<void> {
+  const existing = await catalog.listSnapshots(namespace);
+  if (existing.some((s) => s.name === name)) throw new AwcError('E_NAME_TAKEN', `a snapshot named ${JSON.stringify(name)} already exists`);
+}
+
+/** `{changing}` when some file kept changing while read, else nothing (results carry the key only when it says something). */
+export function changingOf(changing: string[] | undefined): { changing?: string[] } {
+  return changing && changing.length > 0 ? { changing } : {};
+}
