@@ -7,7 +7,7 @@ import { decodeUtf8Name, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter } from '../store/content-writer.js';
 
 /**
- * Importing a directory tree as a snapshot (DESIGN.md §3 "Full fidelity").
+ * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
  *
  * What is recorded, per entry type (see src/core/tree.ts for the format):
  * - regular files: content via `ContentWriter.writeFile` (chunked, deduplicated), size,

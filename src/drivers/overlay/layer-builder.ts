@@ -60,7 +60,7 @@ export interface BuildLayerOptions {
  * Builds (once per snapshot per host) the layer directory of a snapshot: real directories,
  * symlinks, fifos and device nodes, and for each regular file an empty sparse placeholder
  * with the file's size, mode, owner and mtime plus `trusted.overlay.metacopy` and
- * `trusted.overlay.redirect=/<short name>` pointing into the content FUSE mount (DESIGN §2;
+ * `trusted.overlay.redirect=/<short name>` pointing into the content FUSE mount (docs/explanation/design.md#overlay-driver;
  * the format is src/core/content-name.ts). In the astronomically unlikely case that two content
  * objects of the snapshot share a short name, the layer uses the long form `/<aa>/<hex>`.
  * Hardlinked files share one placeholder inode; empty files are plain empty files.
