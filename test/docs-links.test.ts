@@ -203,3 +203,20 @@ test('heading anchors follow GitHub: punctuation dropped, spaces to hyphens, rep
   assert.equal(headingSlug('Object store key layout'), 'object-store-key-layout');
   assert.deepEqual([...anchorsOf('# A\n## A\n```\n# not\n```\n### B!\n## `c.d` e\n')], ['a', 'a-1', 'b', 'cd-e']);
 });
+
+/** Repository paths (`src/…`, `test/…`, `bench/…`, `scripts/…` with an extension) a markdown text names that do not exist. */
+function missingSourcePaths(repo: string, file: string, md: string): string[] {
+  const out: string[] = [];
+  for (const m of withoutFences(md).matchAll(/(?<![\w/.<>-])((?:src|test|bench|scripts)\/[\w./-]+\.(?:ts|mjs|md|json))\b/g))
+    if (!existsSync(join(repo, m[1]))) out.push(`${file}: names ${m[1]}, which does not exist`);
+  return [...new Set(out)];
+}
+
+test('every source path the docs name exists (moved files leave no stale path behind)', () => {
+  const problems = markdownFiles().flatMap((f) => missingSourcePaths(root, f, readFileSync(join(root, f), 'utf8')));
+  assert.deepEqual(problems, []);
+  // and the check can fail
+  assert.deepEqual(missingSourcePaths(root, 'x.md', 'see `src/host/no-such-file.ts` and src/core/errors.ts'), [
+    'x.md: names src/host/no-such-file.ts, which does not exist',
+  ]);
+});
