@@ -305,35 +305,29 @@ export class Awc implements DriverContext {
     const ws = await this.getWorkspace(wsRef);
     const head = await this.getSnapshot(ws.headSnapshotId);
     const state = await readHostState(this.paths.workspaces, ws.id);
-    if (!state) {
-      return {
-        id: head.id,
-        root: head.root,
-        changed: false,
-        parent: head.parentId ?? head.id,
-        files: head.fileCount,
-        bytes: head.byteCount,
-        filesRead: 0,
-        newBytes: 0,
-        skipped: [],
-      };
-    }
+    // the head, unchanged: what a checkpoint with nothing new returns
+    const unchanged = ({
+      filesRead,
+      skipped,
+      ...rest
+    }: Pick<CheckpointResult, 'filesRead' | 'skipped' | 'changing'>): CheckpointResult => ({
+      id: head.id,
+      root: head.root,
+      changed: false,
+      parent: head.parentId ?? head.id,
+      files: head.fileCount,
+      bytes: head.byteCount,
+      filesRead,
+      newBytes: 0,
+      skipped,
+      ...rest,
+    });
+    if (!state) return unchanged({ filesRead: 0, skipped: [] });
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging });
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
-      return {
-        id: head.id,
-        root: head.root,
-        changed: false,
-        parent: head.parentId ?? head.id,
-        files: head.fileCount,
-        bytes: head.byteCount,
-        filesRead: scan.filesRead,
-        newBytes: 0,
-        skipped: scan.skipped,
-        ...changingOf(scan.changing),
-      };
+      return unchanged({ filesRead: scan.filesRead, skipped: scan.skipped, ...changingOf(scan.changing) });
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
