@@ -3,10 +3,11 @@
  * alternately (before, after, after, before, …) so drift of the machine falls on both sides, and compares
  * the medians of cold read, warm read, fork, fork + mount and the fanout backend reads.
  *
- *   node dist/bench/compare.js --before DIR [--after DIR] [--runs N] [--title TEXT]
+ *   node dist/bench/compare.js --before DIR [--after DIR] [--runs N] [--title TEXT] [--tree-a DIR]
  *
  * Each DIR is a built checkout (`npm ci && npm run build`). `--after` defaults to this checkout, `--runs` to 3
- * (per side). The result is written to bench/COMPARISON.md, and docs/benchmarks.md gets it in place (a full
+ * (per side); `--tree-a` gives both sides the same tree (a) (both need `run.js --tree-a`; without it each
+ * measures a copy of its own checkout, and the backend reads then differ with the trees). The result is written to bench/COMPARISON.md, and docs/benchmarks.md gets it in place (a full
  * `npm run bench` keeps it: report.ts appends bench/COMPARISON.md). A figure passes when the after median is
  * within 10 % of the before median (times and throughput) or equal (backend reads).
  */
@@ -37,17 +38,20 @@ interface Side {
   units: Record<string, string>;
 }
 
-function parseArgs(argv: string[]): { before: string; after: string; runs: number; title: string } {
-  const a = { before: '', after: PROJECT, runs: 3, title: 'before and after a change' };
-  const flags = ['--before', '--after', '--runs', '--title'];
+function parseArgs(argv: string[]): { before: string; after: string; runs: number; title: string; tree: string } {
+  const a = { before: '', after: PROJECT, runs: 3, title: 'before and after a change', tree: '' };
+  const flags = ['--before', '--after', '--runs', '--title', '--tree-a'];
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i];
     const v = argv[i + 1];
     if (!flags.includes(k) || v === undefined)
-      throw new Error(`usage: node dist/bench/compare.js --before DIR [--after DIR] [--runs N] [--title TEXT] (bad argument ${k})`);
+      throw new Error(
+        `usage: node dist/bench/compare.js --before DIR [--after DIR] [--runs N] [--title TEXT] [--tree-a DIR] (bad argument ${k})`,
+      );
     if (k === '--before') a.before = resolve(v);
     else if (k === '--after') a.after = resolve(v);
     else if (k === '--runs') a.runs = Number(v);
+    else if (k === '--tree-a') a.tree = resolve(v);
     else a.title = v;
   }
   if (!a.before) throw new Error('--before DIR is required');
@@ -63,8 +67,9 @@ function commitOf(dir: string): string {
 }
 
 /** One quick run of a checkout's benchmark, restricted to the compared groups. */
-function runOnce(side: Side, log: (s: string) => void): void {
+function runOnce(side: Side, tree: string, log: (s: string) => void): void {
   const args = [join(side.dir, 'dist', 'bench', 'run.js'), '--quick', '--json', '--only', 'fork,mount,read-warm,read-cold,fanout'];
+  if (tree) args.push('--tree-a', tree);
   log(`compare: ${side.dir}: node ${args.join(' ')}`);
   const r = spawnSync(process.execPath, args, {
     cwd: side.dir,
@@ -92,7 +97,7 @@ function render(title: string, before: Side, after: Side, runs: number): { text:
   out.push(`## Comparison: ${title}`);
   out.push('');
   out.push(
-    `\`node dist/bench/compare.js\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: the quick benchmark (tree (a)) of each build, ${runs} runs each, alternating (before, after, after, before, …). Pass: after median within 10 % of before (equal for backend reads).`,
+    `\`node dist/bench/compare.js\` on ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC: the quick benchmark of each build on one tree (a), ${runs} runs each, alternating (before, after, after, before, …). Pass: after median within 10 % of before (equal for backend reads).`,
   );
   out.push('');
   out.push(`- before: \`${before.commit}\``);
@@ -121,7 +126,7 @@ function main(): number {
   const log = (s: string) => process.stderr.write(s + '\n');
   const before: Side = { dir: args.before, commit: commitOf(args.before), runs: {}, units: {} };
   const after: Side = { dir: args.after, commit: commitOf(args.after), runs: {}, units: {} };
-  for (let i = 0; i < args.runs; i++) for (const s of i % 2 === 0 ? [before, after] : [after, before]) runOnce(s, log);
+  for (let i = 0; i < args.runs; i++) for (const s of i % 2 === 0 ? [before, after] : [after, before]) runOnce(s, args.tree, log);
   const { text, pass } = render(args.title, before, after, args.runs);
   writeFileSync(join(PROJECT, 'bench', 'COMPARISON.md'), text + '\n');
   const doc = join(PROJECT, 'docs', 'benchmarks.md');

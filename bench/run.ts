@@ -46,6 +46,8 @@ interface Args {
   trees: Set<string>;
   /** Re-render the markdown from a saved `--json` result (no measuring). */
   render?: string;
+  /** Source of tree (a) instead of this checkout (so two builds can be measured on one tree). */
+  treeA?: string;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -63,6 +65,7 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--out') a.out = val();
     else if (k === '--render') a.render = resolve(val());
     else if (k === '--cache-dir') a.cacheDir = resolve(val());
+    else if (k === '--tree-a') a.treeA = resolve(val());
     else if (k === '--trees') {
       a.trees = new Set(val().split(','));
       if ([...a.trees].some((t) => t !== 'a' && t !== 'b')) throw new Error('--trees takes a, b or a,b');
@@ -77,7 +80,7 @@ function parseArgs(argv: string[]): Args {
       }
     } else if (k === '--help' || k === '-h') {
       process.stdout.write(
-        'usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b] [--render RESULT.json]\n',
+        'usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b] [--tree-a DIR] [--render RESULT.json]\n',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${k}`);
@@ -155,7 +158,7 @@ async function main(): Promise<number> {
   try {
     // tree (a): a still copy of this checkout with its node_modules (dist/ is build output and changes)
     const treeA = join(runDir, 'tree-a');
-    await runTimed('cp', ['-a', PROJECT.replace(/\/$/, ''), treeA]);
+    await runTimed('cp', ['-a', (args.treeA ?? PROJECT).replace(/\/$/, ''), treeA]);
     for (const d of ['dist', '.awc-test']) rmSync(join(treeA, d), { recursive: true, force: true });
     const sources: { label: 'a' | 'b'; title: string; dir: string }[] = [
       { label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA },
