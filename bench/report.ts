@@ -67,7 +67,7 @@ export function renderMarkdown(r: BenchResult, analysis: string | undefined, com
   out.push(
     'node dist/bench/run.js --only fanout   # one figure group (fork, mount, read-warm, read-cold, build, fanout); --json for machine output',
   );
-  out.push('node dist/bench/compare.js --before DIR  # quick runs of another built checkout and this one, alternating');
+  out.push('npm run bench:compare -- --before DIR   # quick runs of another built checkout and this one, alternating');
   out.push('```');
   out.push('');
   out.push('## Machine');
