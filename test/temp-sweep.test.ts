@@ -34,7 +34,7 @@ describe('leftover temporary objects', () => {
     }
   });
 
-  test('FsObjectStore.sweepTemp: only old .tmp- regular files, never through a symlink', async () => {
+  test('FsObjectStore.sweepIncomplete: only old .tmp- regular files, never through a symlink', async () => {
     const root = join(work, 'store');
     const store = new FsObjectStore(root);
     await store.put('packs/ab/abcd', Buffer.from('pack'));
@@ -46,11 +46,11 @@ describe('leftover temporary objects', () => {
     writeFileSync(old, 'x'.repeat(10));
     utimesSync(old, twoHoursAgo, twoHoursAgo);
     writeFileSync(join(root, 'packs', '.tmp-2-new'), 'y');
-    assert.deepEqual(await store.sweepTemp(3600_000), { removed: 1, bytes: 10 });
+    assert.deepEqual(await store.sweepIncomplete(3600_000), { removed: 1, bytes: 10 });
     assert.equal(existsSync(old), false);
     assert.equal(existsSync(outside), true);
     assert.equal(existsSync(join(root, 'packs', '.tmp-2-new')), true);
-    assert.deepEqual(await store.sweepTemp(0), { removed: 1, bytes: 1 }, 'a grace of 0 takes the fresh one too');
+    assert.deepEqual(await store.sweepIncomplete(0), { removed: 1, bytes: 1 }, 'a grace of 0 takes the fresh one too');
     assert.equal((await store.get('packs/ab/abcd')).toString(), 'pack');
   });
 });

@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { MOUNT_DRIVER_NAMES, type MountDriverName } from '../core/mount-driver-name.js';
+import { fileUrl, parseCatalogUrl, parseObjectStoreUrl, sqliteUrl } from './backend-url.js';
 
 /** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
 export type MountDriverChoice = 'auto' | MountDriverName;
@@ -22,6 +23,18 @@ export interface AwcConfig {
   cacheBytes: number;
   /** This host's name in the catalog (mount records). */
   host: string;
+  /**
+   * Where the catalog lives (`catalog`, `AWC_CATALOG`): `sqlite:/path` or `postgres://…`
+   * (src/config/backend-url.ts). Default `sqlite:<home>/catalog.sqlite`.
+   */
+  catalog: string;
+  /**
+   * Where the bytes live (`objectStore`, `AWC_OBJECT_STORE`): `file:/dir` or
+   * `s3://bucket/prefix?endpoint=…`. Default `file:<home>/objects`.
+   */
+  objectStore: string;
+  /** Directory of the host chunk cache (`cacheDir`, `AWC_CACHE_DIR`; absolute). Default `<home>/host/cache`. */
+  cacheDir?: string;
   /** The daemon's API socket (`socket`, `AWC_SOCKET`); unset: see {@link pathsOf}. */
   socket?: string;
   /**
@@ -68,6 +81,9 @@ export const CONFIG_KEYS = {
   packBytes: { env: 'AWC_PACK_BYTES', type: 'number' },
   cacheBytes: { env: 'AWC_CACHE_BYTES', type: 'number' },
   host: { env: 'AWC_HOST', type: 'string' },
+  catalog: { env: 'AWC_CATALOG', type: 'string' },
+  objectStore: { env: 'AWC_OBJECT_STORE', type: 'string' },
+  cacheDir: { env: 'AWC_CACHE_DIR', type: 'string' },
   socket: { env: 'AWC_SOCKET', type: 'string' },
   socketGroup: { env: 'AWC_SOCKET_GROUP', type: 'string' },
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
@@ -98,6 +114,8 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     packBytes: 32 * 1024 * 1024,
     cacheBytes: 10 * 2 ** 30,
     host: hostname(),
+    catalog: sqliteUrl(join(home, 'catalog.sqlite')),
+    objectStore: fileUrl(join(home, 'objects')),
     ...file,
   };
   for (const [key, spec] of Object.entries(CONFIG_KEYS)) {
@@ -124,6 +142,11 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const socket = merged.socket;
   if (socket !== undefined && (typeof socket !== 'string' || !socket.startsWith('/')))
     throw new AwcError('E_CONFIG', `invalid socket ${JSON.stringify(socket)}`, { hint: 'Use an absolute path for the daemon socket.' });
+  parseCatalogUrl(merged.catalog as string);
+  parseObjectStoreUrl(merged.objectStore as string);
+  const cacheDir = merged.cacheDir;
+  if (cacheDir !== undefined && (typeof cacheDir !== 'string' || !cacheDir.startsWith('/')))
+    throw new AwcError('E_CONFIG', `invalid cacheDir ${JSON.stringify(cacheDir)}`, { hint: 'Use an absolute path for the chunk cache.' });
   const group = merged.socketGroup;
   if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group)))
     throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
@@ -134,6 +157,9 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     packBytes: pb,
     cacheBytes: cb,
     host: merged.host,
+    catalog: merged.catalog as string,
+    objectStore: merged.objectStore as string,
+    cacheDir,
     socket,
     socketGroup: group,
   };
@@ -158,16 +184,21 @@ function checkKeys(file: unknown, path: string): void {
 
 /**
  * Commands that only read (everything but `snapshot import`) call this instead of creating a
- * home: a home is a directory with its `catalog.sqlite`.
+ * home: with an embedded (`sqlite:`) catalog, a home is a directory with its catalog file.
+ * With a shared catalog (`postgres://`) there is nothing to check here: the catalog exists
+ * or opening it fails with its own error.
  * @throws E_NO_HOME naming `home` (nothing is created), E_NAME_TOO_LONG / E_PERMISSION… when it cannot be looked at
  */
-export async function assertHome(home: string): Promise<void> {
+export async function assertHome(config: Pick<AwcConfig, 'home' | 'catalog'>): Promise<void> {
+  const home = config.home;
+  const where = parseCatalogUrl(config.catalog);
+  if (where.kind !== 'sqlite') return;
   try {
-    await lstat(pathsOf({ home }).catalog);
+    await lstat(where.path);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== 'ENOENT' && code !== 'ENOTDIR') throw toAwcError(err);
-    throw new AwcError('E_NO_HOME', `there is no AWC home at ${home} (no catalog.sqlite there)`, { details: { home } });
+    throw new AwcError('E_NO_HOME', `there is no AWC home at ${home} (no catalog at ${where.path})`, { details: { home } });
   }
 }
 
@@ -190,15 +221,22 @@ export function socketPathOf(config: Pick<AwcConfig, 'home' | 'socket'>): string
 
 /**
  * Paths of a home: everything under the home directory (kept 0700 / 0600), except the
- * daemon socket (see {@link socketPathOf}), the single source of truth for where it is.
+ * daemon socket (see {@link socketPathOf}), the single source of truth for where it is,
+ * and what the configuration puts elsewhere: `catalog` is the SQLite file of a `sqlite:`
+ * catalog, `objects` the directory of a `file:` object store (both under the home for
+ * other backends, where nothing uses them), `cache` the `cacheDir`.
  */
-export function pathsOf(config: Pick<AwcConfig, 'home' | 'socket'>): AwcPaths {
+export function pathsOf(
+  config: Pick<AwcConfig, 'home'> & Partial<Pick<AwcConfig, 'socket' | 'catalog' | 'objectStore' | 'cacheDir'>>,
+): AwcPaths {
   const home = resolve(config.home);
   const hostDir = join(home, 'host');
+  const cat = config.catalog === undefined ? undefined : parseCatalogUrl(config.catalog);
+  const obj = config.objectStore === undefined ? undefined : parseObjectStoreUrl(config.objectStore);
   return {
     home,
-    catalog: join(home, 'catalog.sqlite'),
-    objects: join(home, 'objects'),
+    catalog: cat?.kind === 'sqlite' ? cat.path : join(home, 'catalog.sqlite'),
+    objects: obj?.kind === 'file' ? obj.path : join(home, 'objects'),
     hostDir,
     socket: socketPathOf(config),
     pidFile: join(hostDir, 'awcd.pid'),
@@ -207,7 +245,7 @@ export function pathsOf(config: Pick<AwcConfig, 'home' | 'socket'>): AwcPaths {
     fuseNodes: join(hostDir, 'content-nodes.bin'),
     logFile: join(hostDir, 'awcd.log'),
     content: join(hostDir, 'content'),
-    cache: join(hostDir, 'cache'),
+    cache: config.cacheDir ?? join(hostDir, 'cache'),
     layers: join(hostDir, 'layers'),
     workspaces: join(hostDir, 'workspaces'),
   };

@@ -5,8 +5,10 @@ import { rm } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Catalog } from '../catalog/catalog.js';
-import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
-import { FsObjectStore, TEMP_GRACE_MS } from '../store/fs-object-store.js';
+import { openCatalog } from '../catalog/open-catalog.js';
+import { TEMP_GRACE_MS } from '../store/fs-object-store.js';
+import { openObjectStore } from '../store/open-object-store.js';
+import type { ObjectStore } from '../store/object-store.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
 import { ContentPlane } from '../host/content-plane.js';
 import type { Layer } from '../drivers/overlay/layer-builder.js';
@@ -82,7 +84,7 @@ export interface HostDaemonOptions {
 export class HostDaemon extends EventEmitter {
   readonly paths: AwcPaths;
   private catalog!: Catalog;
-  private store!: FsObjectStore;
+  private store!: ObjectStore;
   /** The read path (chunk cache, fetcher, content source, readers and blob indexes by namespace). */
   private plane!: ContentPlane;
   private fuse?: ContentFuse;
@@ -129,12 +131,12 @@ export class HostDaemon extends EventEmitter {
         hint: 'Wait for it to exit, then start again.',
       });
     }
-    this.catalog = await SqliteCatalog.open(this.paths.catalog);
-    this.store = new FsObjectStore(this.paths.objects);
+    this.catalog = await openCatalog(this.config.catalog);
+    this.store = openObjectStore(this.config.objectStore);
     this.emit('log', {
       level: 'info',
       msg: 'swept temporary objects left by killed writers',
-      ...(await this.store.sweepTemp(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))),
+      ...(await this.store.sweepIncomplete(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))),
     });
     const resume = this.opts.resume === true && this.opts.fuseFd !== undefined;
     // a daemon that died leaves its content mount behind, disconnected (ENOTCONN): detach it first

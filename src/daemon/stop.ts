@@ -1,5 +1,6 @@
 import { existsSync, rmSync } from 'node:fs';
-import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
+import { openCatalog } from '../catalog/open-catalog.js';
+import { parseCatalogUrl } from '../config/backend-url.js';
 import { cleanLeftovers, findLeftovers, type CleanedMount } from '../drivers/overlay/leftovers.js';
 import { pathsOf, type AwcConfig } from '../config/config.js';
 import { DaemonClient } from './client.js';
@@ -88,8 +89,9 @@ export async function cleanDeadDaemon(config: AwcConfig): Promise<CleanedMount[]
   if (livePid(paths.pidFile) !== undefined || livePid(paths.supervisorPidFile) !== undefined || (await new DaemonClient(config).running()))
     return [];
   const cleaned = await cleanLeftovers(findLeftovers(paths));
-  if (existsSync(paths.catalog)) {
-    const catalog = await SqliteCatalog.open(paths.catalog);
+  // an embedded catalog that was never created has no mount records to clear
+  if (parseCatalogUrl(config.catalog).kind !== 'sqlite' || existsSync(paths.catalog)) {
+    const catalog = await openCatalog(config.catalog);
     try {
       for (const ws of await catalog.listMountedOnHost(config.host)) if (ws.mountDriver === 'overlay') await catalog.setMount(ws.id, null);
     } finally {

@@ -2,8 +2,8 @@ import { resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
-import { SqliteCatalog } from '../catalog/sqlite/sqlite-catalog.js';
-import { FsObjectStore } from '../store/fs-object-store.js';
+import { openCatalog } from '../catalog/open-catalog.js';
+import { openObjectStore } from '../store/open-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -78,10 +78,11 @@ export class Awc implements DriverContext {
   ): Promise<Awc> {
     const config = loadConfig(overrides);
     const paths = pathsOf(config);
-    if (opts.create === false) await assertHome(config.home);
+    if (opts.create === false) await assertHome(config);
     await prepareHome(paths);
-    const catalog = await SqliteCatalog.open(paths.catalog);
-    return new Awc(config, catalog, new FsObjectStore(paths.objects), opts.daemon?.(config) ?? NO_DAEMON);
+    const store = openObjectStore(config.objectStore);
+    const catalog = await openCatalog(config.catalog);
+    return new Awc(config, catalog, store, opts.daemon?.(config) ?? NO_DAEMON);
   }
 
   async close(): Promise<void> {

@@ -135,7 +135,7 @@ export class FsObjectStore implements ObjectStore {
    * `put` still running). Walks the whole store without following symlinks.
    * @returns how many files were removed and their bytes. @throws E_PERMISSION / E_IO… on I/O errors
    */
-  async sweepTemp(olderThanMs: number): Promise<{ removed: number; bytes: number }> {
+  async sweepIncomplete(olderThanMs: number): Promise<{ removed: number; bytes: number }> {
     const before = Date.now() - olderThanMs;
     const out = { removed: 0, bytes: 0 };
     const sweep = async (dir: string): Promise<void> => {
@@ -199,7 +199,7 @@ export class FsObjectStore implements ObjectStore {
   }
 }
 
-/** How old (ms) a temporary file must be before `sweepTemp` callers remove it by default: 1 hour (no `put` takes that long). */
+/** How old (ms) a temporary file must be before `sweepIncomplete` callers remove it by default: 1 hour (no `put` takes that long). */
 export const TEMP_GRACE_MS = 60 * 60 * 1000;
 
 const SEGMENT = /^[A-Za-z0-9._-]+$/;

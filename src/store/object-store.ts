@@ -21,4 +21,11 @@ export interface ObjectStore {
   delete(key: string): Promise<void>;
   /** Lists keys under a prefix with their sizes (bytes), in no particular order. */
   list(prefix: string): AsyncIterable<{ key: string; size: number }>;
+  /**
+   * Removes what writers killed in the middle of a `put` left behind (a directory store's
+   * temporary files, an S3 store's unfinished multipart uploads) that is older than
+   * `olderThanMs` (ms; 0 takes everything). Never touches a stored object. Returns how many
+   * were removed and their bytes (0 where the backend does not tell).
+   */
+  sweepIncomplete(olderThanMs: number): Promise<{ removed: number; bytes: number }>;
 }

@@ -53,4 +53,7 @@ export class CountingStore implements ObjectStore {
   list(prefix: string) {
     return this.inner.list(prefix);
   }
+  sweepIncomplete(olderThanMs: number) {
+    return this.inner.sweepIncomplete(olderThanMs);
+  }
 }

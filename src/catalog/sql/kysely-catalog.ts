@@ -8,14 +8,14 @@ import type { Database } from '../schema.js';
 import { BlobQueries } from './blob-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
-import type { SqlErrors } from './sql-errors.js';
+import type { SqlDialect } from './sql-dialect.js';
 import { WorkspaceQueries } from './workspace-queries.js';
 
 /**
  * `KyselyCatalog`: the `Catalog` port over any `Kysely<Database>`, with the queries written
  * once for every SQL dialect (one schema, one set of migrations: migrations.ts). A dialect
  * is a sibling folder that brings its Kysely dialect (driver, connection set-up,
- * transaction start) and its `SqlErrors`, and names the adapter: `sqlite/SqliteCatalog`
+ * transaction start) and its `SqlDialect` (errors, clock), and names the adapter: `sqlite/SqliteCatalog`
  * (better-sqlite3, the embedded default), later `postgres/PostgresCatalog` (pg).
  *
  * The queries are grouped by concern: `BlobQueries` (blob index, packs), `SnapshotQueries`
@@ -35,12 +35,12 @@ export class KyselyCatalog implements Catalog {
   readonly #workspaces: WorkspaceQueries;
 
   /**
-   * Wraps a Kysely instance of one dialect, with that dialect's error mapping. The caller
+   * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
    * runs `migrate()` before use (the dialect adapters' `open` does).
    */
-  constructor(db: Kysely<Database>, errors: SqlErrors, opts: SqlCatalogOptions = {}) {
+  constructor(db: Kysely<Database>, dialect: SqlDialect, opts: SqlCatalogOptions = {}) {
     this.db = db;
-    this.#ctx = new SqlContext(db, errors, opts);
+    this.#ctx = new SqlContext(db, dialect, opts);
     this.#blobs = new BlobQueries(this.#ctx);
     this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs);
     this.#workspaces = new WorkspaceQueries(this.#ctx);

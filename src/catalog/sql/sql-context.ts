@@ -3,6 +3,7 @@ import { AwcError } from '../../core/errors.js';
 import { newId } from '../ids.js';
 import type { Database } from '../schema.js';
 import { nowIso } from './rows.js';
+import type { SqlDialect } from './sql-dialect.js';
 import type { SqlErrors } from './sql-errors.js';
 
 /** A Kysely instance or an open transaction on the catalog database. */
@@ -21,7 +22,7 @@ const DEFAULT_MAX_PARAMS = 30_000;
 
 /**
  * What the catalog's query groups (blobs, snapshots, workspaces) share: the database, the
- * dialect's error mapping, the namespace id cache and the read / write-transaction
+ * dialect (error mapping, the database's clock), the namespace id cache and the read / write-transaction
  * wrappers that map driver errors to AwcErrors.
  */
 export class SqlContext {
@@ -29,11 +30,15 @@ export class SqlContext {
   /** Namespace name → id. Namespaces are never renamed or deleted, so entries never go stale. */
   readonly #nsIds = new Map<string, string>();
 
+  /** The dialect's error mapping. */
+  readonly errors: SqlErrors;
+
   constructor(
     readonly db: Kysely<Database>,
-    readonly errors: SqlErrors,
+    readonly dialect: SqlDialect,
     opts: SqlCatalogOptions = {},
   ) {
+    this.errors = dialect.errors;
     this.#maxParams = opts.maxParams ?? DEFAULT_MAX_PARAMS;
   }
 

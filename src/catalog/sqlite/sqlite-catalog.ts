@@ -1,10 +1,11 @@
 import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely } from 'kysely';
+import { Kysely, sql } from 'kysely';
 import { mkdirPrivate, touchPrivateSync } from '../../core/private-fs.js';
 import type { Database } from '../schema.js';
 import { KyselyCatalog } from '../sql/kysely-catalog.js';
 import type { SqlCatalogOptions } from '../sql/sql-context.js';
+import type { SqlDialect } from '../sql/sql-dialect.js';
 import { ImmediateSqliteDialect } from './immediate-dialect.js';
 import { sqliteErrors, whyCannotOpen } from './sqlite-errors.js';
 
@@ -15,6 +16,12 @@ export interface SqliteCatalogOptions extends SqlCatalogOptions {
 }
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
+
+/** SQLite's dialect hooks: its error mapping and its clock (`julianday('now')`, ms precision). */
+export const sqliteDialect: SqlDialect = {
+  errors: sqliteErrors,
+  nowMs: () => sql<number>`CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)`,
+};
 
 /**
  * `SqliteCatalog`: the `Catalog` port over an embedded SQLite file (better-sqlite3), the
@@ -60,7 +67,7 @@ export class SqliteCatalog extends KyselyCatalog {
       sqlite.pragma('foreign_keys = ON');
       sqlite.pragma('synchronous = FULL');
       db = new Kysely<Database>({ dialect: new ImmediateSqliteDialect({ database: sqlite }) });
-      const cat = new SqliteCatalog(db, sqliteErrors, opts);
+      const cat = new SqliteCatalog(db, sqliteDialect, opts);
       await cat.migrate();
       return cat;
     } catch (err) {

@@ -1,0 +1,20 @@
+import { AwcError } from '../core/errors.js';
+import { parseCatalogUrl } from '../config/backend-url.js';
+import type { Catalog } from './catalog.js';
+import { SqliteCatalog } from './sqlite/sqlite-catalog.js';
+
+/**
+ * Opens the catalog a configuration names (`config.catalog`, see src/config/backend-url.ts):
+ * `sqlite:` → `SqliteCatalog` (migrated on open). The one place where a URL picks a
+ * catalog adapter.
+ * @throws E_CONFIG (bad URL), what the adapter's `open` throws (E_CATALOG_BUSY, E_FORMAT, E_READ_ONLY…)
+ */
+export async function openCatalog(url: string): Promise<Catalog> {
+  const where = parseCatalogUrl(url);
+  switch (where.kind) {
+    case 'sqlite':
+      return SqliteCatalog.open(where.path);
+    case 'postgres':
+      throw new AwcError('E_CONFIG', 'this build has no PostgreSQL catalog yet', { hint: 'Use a sqlite: catalog.' });
+  }
+}
