@@ -107,6 +107,12 @@ export interface Catalog {
   /** Pack totals of a namespace: pack count, stored bytes (sum of pack object sizes), blob count (0s for an unknown namespace). */
   packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }>;
 
+  /**
+   * The catalog's schema: the migrations applied to the database (in order) and the newest
+   * one this awc knows. `awc doctor` reports it. @throws E_CATALOG_BUSY…, as a read
+   */
+  schema(): Promise<{ applied: string[]; latest: string }>;
+
   /** Closes the connection (idempotent). */
   close(): Promise<void>;
 }

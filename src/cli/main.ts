@@ -25,6 +25,7 @@ function describeCleaned(c: CleanedMount): string {
 import { computeUsage, formatUsage } from '../service/usage.js';
 import { detectDriver } from '../drivers/detect-driver.js';
 import { checkHome } from './check-home.js';
+import { checkBackends } from '../service/backend-checks.js';
 import { openAwc } from './open-awc.js';
 import { PendingFile } from '../service/pending-file.js';
 
@@ -272,23 +273,30 @@ program
 
 program
   .command('doctor')
-  .description('say which mount driver this host will use and why, whether the home is usable; clean mounts a dead daemon left')
+  .description(
+    'say which mount driver this host will use and why, whether the home, the catalog and the object store are usable; clean mounts a dead daemon left',
+  )
   .action(async () => {
     // needs no home and creates nothing: it also answers on a missing or read-only home
     const o = out();
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const d = detectDriver(config.mountDriver);
-    const home = checkHome(config.home);
+    const home = checkHome(config);
+    const backends = await checkBackends(config);
     // a daemon that died left mounts behind: clean them (nothing is touched while a daemon or its supervisor lives; nothing to clean in a home that is missing or read-only)
     const paths = pathsOf(config);
     const daemon = { running: livePid(paths.pidFile) !== undefined, supervisor: livePid(paths.supervisorPidFile) ?? null };
-    const cleaned = home.ok ? await cleanDeadDaemon(config) : [];
-    const r = { ...d, checks: [...d.checks, home], daemon, cleaned };
+    // (and nothing when the catalog cannot be opened: its check says why)
+    const cleaned = home.ok && backends[0].ok ? await cleanDeadDaemon(config) : [];
+    const r = { ...d, checks: [...d.checks, home, ...backends], daemon, cleaned };
     o.result(r, () =>
       [
         `driver: ${r.driver}`,
         `why: ${r.reason}`,
-        ...r.checks.map((c) => `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`),
+        ...r.checks.flatMap((c) => [
+          `  [${c.ok ? 'ok' : '--'}] ${c.name}: ${c.detail}`,
+          ...('hint' in c && c.hint ? [`       hint: ${c.hint}`] : []),
+        ]),
         `daemon: ${daemon.running ? 'running' : 'not running'}${daemon.supervisor ? ` (supervisor pid ${daemon.supervisor})` : ''}`,
         ...cleaned.map((c) => `left by a dead daemon: ${describeCleaned(c)}`),
       ].join('\n'),

@@ -6,6 +6,7 @@ import type { Catalog, SnapshotRow } from '../../src/catalog/catalog.js';
 import type { AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
+import { MIGRATIONS } from '../../src/catalog/migrations.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -40,6 +41,17 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
   }
 
   describe(`Catalog contract: ${name}`, () => {
+    it('reports its schema: every known migration applied, in order, and the newest', async () => {
+      const cat = await factory.create();
+      try {
+        const known = Object.keys(MIGRATIONS).sort();
+        assert.ok(known.length > 0);
+        assert.deepEqual(await cat.schema(), { applied: known, latest: known.at(-1) });
+      } finally {
+        await factory.cleanup(cat);
+      }
+    });
+
     it('creates a snapshot and gets it by id, name and id prefix', async () => {
       const cat = await factory.create();
       try {

@@ -3,7 +3,8 @@ import { toAwcError } from '../../core/errors.js';
 import type { BlobIndex } from '../../store/pack-types.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
 import type { Catalog, NewSnapshot, SnapshotRow, WorkspaceRow } from '../catalog.js';
-import { migrateToLatest } from '../migrations.js';
+import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from '../migrations.js';
+import { sql } from 'kysely';
 import type { Database } from '../schema.js';
 import { BlobQueries } from './blob-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
@@ -132,6 +133,14 @@ export class KyselyCatalog implements Catalog {
   /** See `WorkspaceQueries.deleteWorkspace`. @throws E_NOT_FOUND, E_ALREADY_MOUNTED */
   deleteWorkspace(namespace: string, id: string): Promise<void> {
     return this.#workspaces.deleteWorkspace(namespace, id);
+  }
+
+  /** See `Catalog.schema`: the names in the migration table, oldest first, and the newest known. */
+  schema(): Promise<{ applied: string[]; latest: string }> {
+    return this.#ctx.read(async () => {
+      const rows = await sql<{ name: string }>`select name from ${sql.table(MIGRATION_TABLE)} order by name`.execute(this.db);
+      return { applied: rows.rows.map((r) => r.name), latest: Object.keys(MIGRATIONS).sort().at(-1) ?? '' };
+    });
   }
 
   /** Closes the connection (idempotent). */

@@ -5,7 +5,7 @@ import type { SqlErrors } from './sql-errors.js';
  * What a SQL dialect folder (`sqlite/`, `postgres/`) gives the dialect-neutral queries
  * besides its Kysely dialect: its driver's error mapping and the database's own clock.
  * Leases and GC grace periods are judged by the database's clock, never a host's
- * (docs/explanation/design.md#durability-model): every host sees the same "now".
+ * (docs/explanation/design.md#durability): every host sees the same "now".
  */
 export interface SqlDialect {
   /** The driver's error mapping. */
