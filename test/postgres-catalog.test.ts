@@ -13,7 +13,7 @@ import type { WrittenPack } from '../src/store/pack-types.js';
 import { blobIndexContract } from './contracts/blob-index.contract.js';
 import { catalogContract } from './contracts/catalog.contract.js';
 import { rejectsWith } from './helpers/assert-errors.js';
-import { NS, snap } from './helpers/catalog-fixtures.js';
+import { mkPack, NS, snap } from './helpers/catalog-fixtures.js';
 import { freshDatabase, freshDatabaseFor, postgresAdminUrl, withDatabase, type FreshDatabase } from './helpers/postgres.js';
 
 /** The database each catalog under test was opened on, dropped at cleanup. */
@@ -177,6 +177,46 @@ await cat.close();
       assert.equal(rows.length, Object.keys(MIGRATIONS).length);
     } finally {
       await cat.close();
+    }
+  });
+});
+
+describe('PostgresCatalog: blob rows inserted concurrently', () => {
+  it('two checkpoints listing the same new digests in opposite orders, released together at the blob insert: both commit, no deadlock', async (t) => {
+    const db = await freshDatabaseFor(t);
+    // a barrier: both transactions hold their workspace row and pack row, then send their blob inserts at once
+    let arrived = 0;
+    let release!: () => void;
+    const together = new Promise<void>((r) => (release = r));
+    const hooks = {
+      beforeBlobInsert: async () => {
+        if (++arrived === 2) release();
+        await together;
+      },
+    };
+    const plain = await PostgresCatalog.open(db.url);
+    const a = await PostgresCatalog.open(db.url, { hooks });
+    const b = await PostgresCatalog.open(db.url, { hooks });
+    try {
+      const base = await plain.createSnapshot(snap());
+      const [wa, wb] = await plain.forkWorkspaces(NS, base.id, ['a', 'b']);
+      const pa = mkPack('packs/a', 5000, 'shared');
+      const pb = mkPack('packs/b', 5000, 'shared');
+      pb.blobs.reverse();
+      const results = await Promise.allSettled([
+        a.commitCheckpoint({ workspaceId: wa!.id, expectedHeadId: base.id, snapshot: snap({ packs: [pa] }) }),
+        b.commitCheckpoint({ workspaceId: wb!.id, expectedHeadId: base.id, snapshot: snap({ packs: [pb] }) }),
+      ]);
+      assert.deepEqual(
+        results.map((r) => (r.status === 'rejected' ? (r.reason as Error).message : 'ok')),
+        ['ok', 'ok'],
+      );
+      const found = await plain.blobIndex(NS).lookup(pa.blobs.map((x) => x.digest));
+      assert.equal(found.size, 5000);
+      const winners = new Set([...found.values()].map((l) => l.pack));
+      assert.equal(winners.size, 1, `one writer's locations for every digest: ${[...winners].join(', ')}`);
+    } finally {
+      await Promise.all([plain.close(), a.close(), b.close()]);
     }
   });
 });
