@@ -1,5 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -13,6 +14,8 @@ import type { WrittenPack } from '../src/store/pack-types.js';
 import { blobIndexContract } from './contracts/blob-index.contract.js';
 import { catalogContract } from './contracts/catalog.contract.js';
 import { rejectsWith } from './helpers/assert-errors.js';
+import { awc } from './helpers/cli.js';
+import { tempDirFor } from './helpers/temp-dir.js';
 import { mkPack, NS, snap } from './helpers/catalog-fixtures.js';
 import { freshDatabase, freshDatabaseFor, postgresAdminUrl, withDatabase, type FreshDatabase } from './helpers/postgres.js';
 
@@ -218,5 +221,30 @@ describe('PostgresCatalog: blob rows inserted concurrently', () => {
     } finally {
       await Promise.all([plain.close(), a.close(), b.close()]);
     }
+  });
+});
+
+describe('awc doctor with a PostgreSQL catalog', () => {
+  it('reports it reachable with its schema, or the code of what is wrong, never the password', async (t) => {
+    const db = await freshDatabaseFor(t);
+    const home = join(await tempDirFor(t, 'awc-pg-doctor-'), 'home');
+    const check = (url: string) => {
+      const r = awc(home, ['doctor'], { AWC_CATALOG: url });
+      assert.equal(r.code, 0, r.stderr);
+      assert.doesNotMatch(r.stdout, /:awc_test@|wrong-pw-55/, 'no password in the output');
+      return r.json.checks.find((c: { name: string }) => c.name === 'catalog') as { ok: boolean; detail: string; code?: string };
+    };
+    const current = check(db.url);
+    assert.equal(current.ok, true, current.detail);
+    assert.match(current.detail, new RegExp(`reachable, schema ${Object.keys(MIGRATIONS).at(-1)}`));
+    assert.match(current.detail, /:\*\*\*@/);
+    const wrong = check(withPassword(db.url, 'wrong-pw-55'));
+    assert.equal(wrong.ok, false);
+    assert.equal(wrong.code, 'E_CONFIG');
+    const down = new URL(db.url);
+    down.port = '1';
+    const unreachable = check(down.toString());
+    assert.equal(unreachable.ok, false);
+    assert.equal(unreachable.code, 'E_CATALOG_UNAVAILABLE');
   });
 });
