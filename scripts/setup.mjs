@@ -31,7 +31,16 @@ if (missing.length > 0) {
     console.error(`awc setup: missing system tools: ${missing.join(' ')} (install them, or run as root to have them installed)`);
   }
 }
-if (!existsSync(join(root, 'node_modules', 'better-sqlite3')) || !existsSync(join(root, 'node_modules', 'typescript'))) {
+// The tests' PostgreSQL (`--test`, as `npm test` runs it): best effort, as root; without it the PostgreSQL tests fail saying how to start it.
+if (process.argv.includes('--test') && !process.env.AWC_TEST_POSTGRES_URL && process.getuid?.() === 0) {
+  const r = spawnSync('bash', [join(root, 'scripts', 'postgres-test-server.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
+  if (r.status !== 0) console.error('awc setup: could not make PostgreSQL ready for the tests (scripts/postgres-test-server.sh)');
+}
+if (
+  !existsSync(join(root, 'node_modules', 'better-sqlite3')) ||
+  !existsSync(join(root, 'node_modules', 'pg')) ||
+  !existsSync(join(root, 'node_modules', 'typescript'))
+) {
   console.error('awc setup: installing npm dependencies');
   execFileSync('npm', ['install', '--no-audit', '--no-fund'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
 }

@@ -18,10 +18,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts, copyTree, diffInfo, errorOf, PROJECT, readTreeInfo } from './helpers/cli.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
+import { freshDatabase, type FreshDatabase } from './helpers/postgres.js';
 
 /**
  * The main job end to end, through the CLI as a user runs it, on a real tree: a copy of
- * this project's checkout with its installed node_modules (thousands of real files).
+ * this project's checkout with its installed node_modules (thousands of real files). It runs
+ * with each mount driver on the embedded catalog (SQLite), and once more on the fleet's
+ * catalog: PostgreSQL (a fresh database, `AWC_CATALOG=postgres://…`) with the file object store.
  */
 
 /** The same edits, applied to a mounted workspace and to a native copy (the oracle). */
@@ -53,23 +56,35 @@ function applyEdits(root: string): void {
 
 const skipGitIndex = (rel: string) => rel === '.git/index';
 
-for (const driver of ['overlay', 'copy'] as const) {
-  const possible = driver === 'copy' || detectDriver('auto').driver === 'overlay';
+const overlayPossible = detectDriver('auto').driver === 'overlay';
+const runs = [
+  { driver: 'overlay', catalog: 'sqlite' },
+  { driver: 'copy', catalog: 'sqlite' },
+  { driver: overlayPossible ? 'overlay' : 'copy', catalog: 'postgres' },
+] as const;
+
+for (const { driver, catalog } of runs) {
+  const possible = driver === 'copy' || overlayPossible;
   describe(
-    `main job end to end (${driver} driver)`,
+    `main job end to end (${driver} driver${catalog === 'postgres' ? ', PostgreSQL catalog' : ''})`,
     { skip: possible ? false : 'overlay is not possible on this host (see awc doctor)' },
     () => {
       const work = mkdtempSync(join(tmpdir(), `awc-e2e-${driver}-`));
       const home = join(work, 'home');
       const source = join(work, 'source');
       const expected = join(work, 'expected');
-      const env = { AWC_MOUNT_DRIVER: driver };
+      const env: NodeJS.ProcessEnv = { AWC_MOUNT_DRIVER: driver };
+      let database: FreshDatabase | undefined;
       let snapId = '';
       let wsIds: string[] = [];
       let mounts: string[] = [];
       let original: Map<string, ReturnType<typeof readTreeInfo> extends Map<string, infer V> ? V : never>;
 
-      before(() => {
+      before(async () => {
+        if (catalog === 'postgres') {
+          database = await freshDatabase();
+          env.AWC_CATALOG = database.url;
+        }
         copyTree(PROJECT, source);
         // the test's own build output changes while tests run: keep the tree still
         rmSync(join(source, 'dist'), { recursive: true, force: true });
@@ -79,9 +94,10 @@ for (const driver of ['overlay', 'copy'] as const) {
         assert.ok(original.size > 1000, `a real tree with thousands of entries (got ${original.size})`);
       });
 
-      after(() => {
-        cleanupMounts(home, work);
+      after(async () => {
+        cleanupMounts(home, work, env);
         rmSync(work, { recursive: true, force: true });
+        await database?.drop();
       });
 
       test('import prints the snapshot id with counts', () => {
@@ -99,6 +115,8 @@ for (const driver of ['overlay', 'copy'] as const) {
           ls.snapshots.map((s: { id: string }) => s.id),
           [snapId],
         );
+        // the catalog is where AWC_CATALOG says: no SQLite file beside the objects
+        assert.equal(existsSync(join(home, 'catalog.sqlite')), catalog === 'sqlite');
       });
 
       test('fork three workspaces and mount them', () => {

@@ -15,7 +15,9 @@ import { SqliteCatalog } from '../src/catalog/sqlite/sqlite-catalog.js';
 import type { WrittenPack } from '../src/store/pack-types.js';
 import { blobIndexContract } from './contracts/blob-index.contract.js';
 import { catalogContract } from './contracts/catalog.contract.js';
+import { sqliteUrl } from '../src/config/backend-url.js';
 import { rejectsWith } from './helpers/assert-errors.js';
+import { openRemoteCatalog } from './helpers/remote-catalog.js';
 import { mkPack, NS, snap } from './helpers/catalog-fixtures.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
 
@@ -42,9 +44,17 @@ async function count(cat: SqliteCatalog, table: 'snapshots' | 'workspaces' | 'pa
   return toNum(r.n as number | string);
 }
 
+/** The file of each catalog under test, for the other connections of the contract's races. */
+const paths = new WeakMap<object, string>();
 catalogContract('SqliteCatalog', {
-  create: async () => (await openFresh()).cat,
+  async create() {
+    const { cat, path } = await openFresh();
+    paths.set(cat, path);
+    return cat;
+  },
   cleanup: (cat) => cat.close(),
+  // better-sqlite3 blocks its thread while it waits for the file lock: each other connection runs in a worker thread
+  connect: (cat) => openRemoteCatalog(sqliteUrl(paths.get(cat)!)),
 });
 
 const indexOwners = new WeakMap<object, SqliteCatalog>();

@@ -164,7 +164,7 @@ export async function migrateToLatest(db: Kysely<any>, toError: (err: unknown) =
     }
     // a full or read-only disk is the environment's failure (E_NO_SPACE, E_READ_ONLY…), not a bug
     const mapped = toError(error);
-    throw new AwcError(mapped.code, `catalog migration failed: ${msg}`, { cause: error });
+    throw new AwcError(mapped.code, `catalog migration failed: ${msg}`, { cause: error, hint: mapped.hint });
   }
   return (results ?? []).filter((r) => r.status === 'Success' && r.direction === 'Up').map((r) => r.migrationName);
 }

@@ -1,13 +1,13 @@
-import { AwcError } from '../core/errors.js';
 import { parseCatalogUrl } from '../config/backend-url.js';
 import type { Catalog } from './catalog.js';
+import { PostgresCatalog } from './postgres/postgres-catalog.js';
 import { SqliteCatalog } from './sqlite/sqlite-catalog.js';
 
 /**
  * Opens the catalog a configuration names (`config.catalog`, see src/config/backend-url.ts):
- * `sqlite:` → `SqliteCatalog` (migrated on open). The one place where a URL picks a
+ * `sqlite:` → `SqliteCatalog`, `postgres://` → `PostgresCatalog` (both migrated on open). The one place where a URL picks a
  * catalog adapter.
- * @throws E_CONFIG (bad URL), what the adapter's `open` throws (E_CATALOG_BUSY, E_FORMAT, E_READ_ONLY…)
+ * @throws E_CONFIG (bad URL), what the adapter's `open` throws (E_CATALOG_BUSY, E_CATALOG_UNAVAILABLE, E_FORMAT, E_READ_ONLY…)
  */
 export async function openCatalog(url: string): Promise<Catalog> {
   const where = parseCatalogUrl(url);
@@ -15,6 +15,6 @@ export async function openCatalog(url: string): Promise<Catalog> {
     case 'sqlite':
       return SqliteCatalog.open(where.path);
     case 'postgres':
-      throw new AwcError('E_CONFIG', 'this build has no PostgreSQL catalog yet', { hint: 'Use a sqlite: catalog.' });
+      return PostgresCatalog.open(where.url);
   }
 }

@@ -94,6 +94,11 @@ export const ERROR_CODES = {
   },
   E_PERMISSION: { exit: 6, retryable: false, hint: 'Run as root, or use the copy driver (AWC_MOUNT_DRIVER=copy).' },
   E_MOUNT_FAILED: { exit: 6, retryable: true, hint: 'Run `awc doctor` to see which mount driver this host can use.' },
+  E_CATALOG_UNAVAILABLE: {
+    exit: 6,
+    retryable: true,
+    hint: 'The catalog database cannot be reached; check that its server runs and the catalog URL, then run the command again.',
+  },
   E_DAEMON_UNAVAILABLE: { exit: 6, retryable: true, hint: 'Start it with `awc daemon start` and check `awc daemon status`.' },
   E_FUSE: { exit: 6, retryable: true, hint: 'The FUSE connection failed; run `awc daemon stop` and mount again.' },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },

@@ -7,13 +7,15 @@ import type { AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
 import { MIGRATIONS } from '../../src/catalog/migrations.js';
+import { catalogConcurrencyContract } from './catalog-concurrency.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
   /**
-   * A second connection to `cat`'s database, as another process (or another pool) would
-   * open it; the suite closes it. Leave it out where two connections in one process cannot
-   * write concurrently (better-sqlite3 blocks the event loop while it waits for a lock).
+   * Another connection to `cat`'s database, as another process (or another pool) would
+   * open it; the suite closes it. Where a driver blocks its thread while it waits for a
+   * lock (better-sqlite3), open it in a worker thread (test/helpers/remote-catalog.ts).
+   * With it, the suite also runs the many-writer races (catalog-concurrency.contract.ts).
    */
   connect?(cat: Catalog): Promise<Catalog>;
 }
@@ -403,4 +405,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
       });
     });
   });
+  if (factory.connect) catalogConcurrencyContract(name, factory as Required<CatalogFactory>);
 }

@@ -51,9 +51,13 @@ export function errorOf(r: CliResult): { code: string; message: string; hint: st
   return JSON.parse(r.stderr.trim().split('\n').pop()!);
 }
 
-/** Unmounts everything mounted under `dir` (lazily, deepest first) and stops the daemon of `home`. Never throws. */
-export function cleanupMounts(home: string, dir: string = home): void {
-  spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8', timeout: 60_000 });
+/** Unmounts everything mounted under `dir` (lazily, deepest first) and stops the daemon of `home` (run with `env` added, e.g. its AWC_CATALOG). Never throws. */
+export function cleanupMounts(home: string, dir: string = home, env: NodeJS.ProcessEnv = {}): void {
+  spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, ...env },
+  });
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((l) => l.split(' ')[4])

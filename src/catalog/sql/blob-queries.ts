@@ -6,6 +6,9 @@ import type { Database, NewBlobRecord } from '../schema.js';
 import { chunks, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
 
+/** Code-unit order of two strings (any fixed total order serves: see `insertPacks`). */
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 /** Digests per `WHERE digest IN (…)` query of a blob index lookup. */
 export const LOOKUP_BATCH = 500;
 
@@ -88,12 +91,17 @@ export class BlobQueries {
 
   /**
    * Inserts pack rows (duplicates by key ignored) and blob rows (duplicates by (namespace,
-   * digest) ignored: a blob keeps its first location), batched, inside `trx`.
+   * digest) ignored: a blob keeps its first location), batched, inside `trx`. Rows go in
+   * key and digest order: two transactions indexing the same new digests at once take the
+   * unique-index locks in one order, so one waits for the other and never deadlocks
+   * (PostgreSQL; the waiter's `ON CONFLICT DO NOTHING` then keeps the winner's location).
    * @throws E_INTERNAL when a blob names another pack than the one listing it (a caller bug)
    */
   async insertPacks(trx: Transaction<Database>, nsId: string, packs: readonly WrittenPack[], now: string): Promise<void> {
     if (packs.length === 0) return;
-    const packRows = packs.map((p) => ({ key: p.key, namespace: nsId, size: p.size, blob_count: p.blobs.length, created_at: now }));
+    const packRows = [...packs]
+      .sort((a, b) => cmp(a.key, b.key))
+      .map((p) => ({ key: p.key, namespace: nsId, size: p.size, blob_count: p.blobs.length, created_at: now }));
     for (const group of chunks(packRows, this.ctx.rowsPerInsert(5))) {
       await trx
         .insertInto('packs')
@@ -119,12 +127,15 @@ export class BlobQueries {
         });
       }
     }
-    for (const group of chunks(blobRows, this.ctx.rowsPerInsert(8))) {
-      await trx
+    blobRows.sort((a, b) => cmp(a.digest, b.digest));
+    const inserts = chunks(blobRows, this.ctx.rowsPerInsert(8)).map((group) =>
+      trx
         .insertInto('blobs')
         .values(group)
         .onConflict((oc) => oc.columns(['namespace', 'digest']).doNothing())
-        .execute();
-    }
+        .compile(),
+    );
+    await this.ctx.hooks.beforeBlobInsert?.();
+    for (const q of inserts) await trx.executeQuery(q);
   }
 }

@@ -82,6 +82,7 @@ export class SnapshotQueries {
           .select('id')
           .where('id', '=', rec.parent_id)
           .where('namespace', '=', nsId)
+          .$if(ctx.rowLocks, (q) => q.forKeyShare()) // a concurrent deleteSnapshot waits, or has won
           .executeTakeFirst();
         if (!parent) {
           throw new AwcError('E_NOT_FOUND', `parent snapshot ${rec.parent_id} does not exist in namespace "${s.namespace}"`, {
@@ -127,6 +128,8 @@ export class SnapshotQueries {
         .select(['id', 'head_snapshot_id'])
         .where('id', '=', c.workspaceId)
         .where('namespace', '=', nsId)
+        // concurrent commits of one workspace queue here; the loser then sees the moved head
+        .$if(ctx.rowLocks, (q) => q.forNoKeyUpdate())
         .executeTakeFirst();
       if (!ws) throw workspaceNotFound(s.namespace, c.workspaceId);
       if (ws.head_snapshot_id !== c.expectedHeadId) throw moved(ws.head_snapshot_id);
@@ -187,7 +190,15 @@ export class SnapshotQueries {
     const nsId = await ctx.read(() => ctx.findNs(namespace));
     if (!nsId) throw snapshotNotFound(namespace, id);
     await ctx.tx(async (trx) => {
-      const snap = await trx.selectFrom('snapshots').select('id').where('id', '=', id).where('namespace', '=', nsId).executeTakeFirst();
+      // locked first: a fork or a child snapshot taking it as base (FOR KEY SHARE) commits
+      // before the checks below read, or waits and then finds it gone
+      const snap = await trx
+        .selectFrom('snapshots')
+        .select('id')
+        .where('id', '=', id)
+        .where('namespace', '=', nsId)
+        .$if(ctx.rowLocks, (q) => q.forUpdate())
+        .executeTakeFirst();
       if (!snap) throw snapshotNotFound(namespace, id);
       const ws = await trx
         .selectFrom('workspaces')

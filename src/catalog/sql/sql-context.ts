@@ -16,6 +16,18 @@ export interface SqlCatalogOptions {
    * Default 30000 (SQLite allows 32766, PostgreSQL 65535).
    */
   maxParams?: number;
+  /** Injection points for tests that drive races (none in production). */
+  hooks?: SqlCatalogHooks;
+}
+
+/** Injection points of the SQL catalog, for tests that drive races without timers. */
+export interface SqlCatalogHooks {
+  /**
+   * Awaited inside a snapshot's or checkpoint's transaction right before its blob rows are
+   * sent (the statements are already built): a test holds several writers here and releases
+   * them together, so their inserts of the same digests meet on the server.
+   */
+  beforeBlobInsert?(): Promise<void>;
 }
 
 const DEFAULT_MAX_PARAMS = 30_000;
@@ -32,6 +44,8 @@ export class SqlContext {
 
   /** The dialect's error mapping. */
   readonly errors: SqlErrors;
+  /** The injection points (empty in production). */
+  readonly hooks: SqlCatalogHooks;
 
   constructor(
     readonly db: Kysely<Database>,
@@ -40,6 +54,7 @@ export class SqlContext {
   ) {
     this.errors = dialect.errors;
     this.#maxParams = opts.maxParams ?? DEFAULT_MAX_PARAMS;
+    this.hooks = opts.hooks ?? {};
   }
 
   /** Maps a driver error to an AwcError where a code fits (see `SqlErrors.classify`); others pass through unchanged. */
@@ -88,6 +103,14 @@ export class SqlContext {
     const id = await this.findNs(name);
     if (!id) throw new AwcError('E_INTERNAL', `namespace ${name} could not be created`);
     return id;
+  }
+
+  /**
+   * True when a read that decides a write must lock its rows (`SqlDialect.rowLocks`:
+   * PostgreSQL). Queries apply it with `.$if(ctx.rowLocks, (q) => q.forUpdate())`.
+   */
+  get rowLocks(): boolean {
+    return this.dialect.rowLocks === true;
   }
 
   /** Rows per multi-row INSERT for a table with `columns` columns. */

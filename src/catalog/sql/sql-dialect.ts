@@ -17,4 +17,11 @@ export interface SqlDialect {
    * transaction's start).
    */
   nowMs(): RawBuilder<number | string>;
+  /**
+   * True when a read that decides a write must lock its rows (`SELECT … FOR UPDATE` /
+   * `FOR KEY SHARE`): PostgreSQL, whose READ COMMITTED lets other writers change a row
+   * between the read and the write. SQLite leaves it out: `BEGIN IMMEDIATE` already makes
+   * every write transaction run alone (and SQLite has no `FOR UPDATE`).
+   */
+  rowLocks?: boolean;
 }

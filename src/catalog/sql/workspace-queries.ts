@@ -59,6 +59,7 @@ export class WorkspaceQueries {
         .select('id')
         .where('id', '=', snapshotId)
         .where('namespace', '=', nsId)
+        .$if(ctx.rowLocks, (q) => q.forKeyShare()) // a concurrent deleteSnapshot waits, or has won
         .executeTakeFirst();
       if (!snap) throw snapshotNotFound(namespace, snapshotId);
       const named = [...seen];
@@ -173,7 +174,11 @@ export class WorkspaceQueries {
     if (m && !m.path.startsWith('/')) throw new AwcError('E_USAGE', `a mount path must be absolute: ${JSON.stringify(m.path)}`);
     const now = nowIso();
     return ctx.tx(async (trx) => {
-      const ws = (await this.#withNs(trx).where('w.id', '=', workspaceId).executeTakeFirst()) as WorkspaceWithNs | undefined;
+      // the row is locked while its state decides the write: two hosts mounting one workspace queue here
+      const ws = (await this.#withNs(trx)
+        .where('w.id', '=', workspaceId)
+        .$if(ctx.rowLocks, (q) => q.forNoKeyUpdate('w'))
+        .executeTakeFirst()) as WorkspaceWithNs | undefined;
       if (!ws) {
         throw new AwcError('E_NOT_FOUND', `no workspace with id ${workspaceId}`, {
           hint: 'List workspaces with `awc ls`.',
@@ -232,6 +237,7 @@ export class WorkspaceQueries {
         .select(['id', 'name', 'mount_state', 'mount_path', 'mount_host'])
         .where('id', '=', id)
         .where('namespace', '=', nsId)
+        .$if(ctx.rowLocks, (q) => q.forUpdate()) // a concurrent setMount commits first, or waits and finds it gone
         .executeTakeFirst();
       if (!ws) throw workspaceNotFound(namespace, id);
       if (ws.mount_state === 'mounted') {
