@@ -45,6 +45,7 @@ export async function startS3Server({ address = '127.0.0.1', port = 0, dir, plai
     endpoint: `http://${addr.address}:${addr.port}`,
     dir: directory,
     async close() {
+      server.httpServer?.closeAllConnections?.(); // (keep-alive connections would hold close() for seconds)
       await server.close().catch(() => undefined);
       if (own) rmSync(directory, { recursive: true, force: true });
     },
