@@ -1,6 +1,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import {
   lstatSync,
   appendFileSync,
@@ -9,6 +10,7 @@ import {
   linkSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   renameSync,
   rmSync,
   symlinkSync,
@@ -19,6 +21,7 @@ import { join } from 'node:path';
 import { awc, awcOk, cleanupMounts, copyTree, diffInfo, errorOf, PROJECT, readTreeInfo } from './helpers/cli.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { freshDatabase, type FreshDatabase } from './helpers/postgres.js';
+import { freshBucket, type TestBucket } from './helpers/s3.js';
 
 /**
  * The main job end to end, through the CLI as a user runs it, on a real tree: a copy of
@@ -57,24 +60,28 @@ function applyEdits(root: string): void {
 const skipGitIndex = (rel: string) => rel === '.git/index';
 
 const overlayPossible = detectDriver('auto').driver === 'overlay';
+// Each driver on the embedded backends (SQLite, a directory), and a fleet's backends: a PostgreSQL
+// catalog (test/helpers/postgres.ts) and an S3 bucket (`AWC_OBJECT_STORE=s3://<fresh bucket>/awc?endpoint=…`,
+// test/helpers/s3.ts).
 const runs = [
-  { driver: 'overlay', catalog: 'sqlite' },
-  { driver: 'copy', catalog: 'sqlite' },
-  { driver: overlayPossible ? 'overlay' : 'copy', catalog: 'postgres' },
+  { driver: 'overlay', catalog: 'sqlite', store: 'file' },
+  { driver: 'copy', catalog: 'sqlite', store: 'file' },
+  { driver: overlayPossible ? 'overlay' : 'copy', catalog: 'postgres', store: 's3' },
 ] as const;
 
-for (const { driver, catalog } of runs) {
+for (const { driver, catalog, store } of runs) {
   const possible = driver === 'copy' || overlayPossible;
   describe(
-    `main job end to end (${driver} driver${catalog === 'postgres' ? ', PostgreSQL catalog' : ''})`,
+    `main job end to end (${driver} driver${catalog === 'postgres' ? ', PostgreSQL catalog' : ''}${store === 's3' ? ', S3 object store' : ''})`,
     { skip: possible ? false : 'overlay is not possible on this host (see awc doctor)' },
     () => {
-      const work = mkdtempSync(join(tmpdir(), `awc-e2e-${driver}-`));
+      const work = mkdtempSync(join(tmpdir(), `awc-e2e-${driver}-${catalog}-${store}-`));
       const home = join(work, 'home');
       const source = join(work, 'source');
       const expected = join(work, 'expected');
       const env: NodeJS.ProcessEnv = { AWC_MOUNT_DRIVER: driver };
       let database: FreshDatabase | undefined;
+      let bucket: TestBucket | undefined;
       let snapId = '';
       let wsIds: string[] = [];
       let mounts: string[] = [];
@@ -84,6 +91,10 @@ for (const { driver, catalog } of runs) {
         if (catalog === 'postgres') {
           database = await freshDatabase();
           env.AWC_CATALOG = database.url;
+        }
+        if (store === 's3') {
+          bucket = await freshBucket();
+          Object.assign(env, bucket.env, { AWC_OBJECT_STORE: bucket.url('awc') });
         }
         copyTree(PROJECT, source);
         // the test's own build output changes while tests run: keep the tree still
@@ -98,6 +109,7 @@ for (const { driver, catalog } of runs) {
         cleanupMounts(home, work, env);
         rmSync(work, { recursive: true, force: true });
         await database?.drop();
+        await bucket?.remove();
       });
 
       test('import prints the snapshot id with counts', () => {
@@ -118,6 +130,15 @@ for (const { driver, catalog } of runs) {
         // the catalog is where AWC_CATALOG says: no SQLite file beside the objects
         assert.equal(existsSync(join(home, 'catalog.sqlite')), catalog === 'sqlite');
       });
+
+      if (store === 's3')
+        test('the packs are in the bucket under the prefix; the home holds none', async () => {
+          const r = await bucket!.client.send(new ListObjectsV2Command({ Bucket: bucket!.name }));
+          const keys = (r.Contents ?? []).map((o) => o.Key!);
+          assert.ok(keys.length > 0 && keys.every((k) => /^awc\/packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/.test(k)), keys.join(', '));
+          const objects = join(home, 'objects');
+          assert.ok(!existsSync(objects) || readdirSync(objects).length === 0, "nothing in the home's objects directory");
+        });
 
       test('fork three workspaces and mount them', () => {
         const r = awcOk(home, ['fork', 'base', '--name', 'agent', '--count', '3'], env);

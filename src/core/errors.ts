@@ -101,6 +101,27 @@ export const ERROR_CODES = {
   },
   E_DAEMON_UNAVAILABLE: { exit: 6, retryable: true, hint: 'Start it with `awc daemon start` and check `awc daemon status`.' },
   E_FUSE: { exit: 6, retryable: true, hint: 'The FUSE connection failed; run `awc daemon stop` and mount again.' },
+  // The object store's backend (S3): unreachable or failing, refusing our credentials, or without the bucket.
+  E_OBJECT_STORE_UNAVAILABLE: {
+    exit: 6,
+    retryable: true,
+    hint: 'The object store did not answer or kept failing (after retries); check its endpoint and health, then run the command again.',
+  },
+  E_OBJECT_STORE_DENIED: {
+    exit: 6,
+    retryable: false,
+    hint: 'The object store refused the credentials; check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE and ~/.aws/credentials) and the bucket policy.',
+  },
+  E_BUCKET_NOT_FOUND: {
+    exit: 6,
+    retryable: false,
+    hint: 'The bucket of the objectStore URL does not exist; create it (e.g. `aws s3 mb s3://BUCKET`) or fix the URL.',
+  },
+  E_OBJECT_STORE_ERROR: {
+    exit: 6,
+    retryable: false,
+    hint: "The object store answered with an error AWC does not expect; see the message and the server's logs.",
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

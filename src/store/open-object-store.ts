@@ -1,11 +1,12 @@
-import { AwcError } from '../core/errors.js';
 import { parseObjectStoreUrl } from '../config/backend-url.js';
 import { FsObjectStore } from './fs-object-store.js';
 import type { ObjectStore } from './object-store.js';
+import { S3ObjectStore } from './s3/s3-object-store.js';
 
 /**
  * Opens the object store a configuration names (`config.objectStore`, see
- * src/config/backend-url.ts): `file:` → `FsObjectStore`. The one place where a URL picks an
+ * src/config/backend-url.ts): `file:` → `FsObjectStore`, `s3:` → `S3ObjectStore` (bucket, key
+ * prefix, endpoint, region, path style from the URL; credentials from the AWS SDK's default chain). The one place where a URL picks an
  * object-store adapter.
  * @throws E_CONFIG (bad URL)
  */
@@ -15,6 +16,12 @@ export function openObjectStore(url: string): ObjectStore {
     case 'file':
       return new FsObjectStore(where.path);
     case 's3':
-      throw new AwcError('E_CONFIG', 'this build has no S3 object store yet', { hint: 'Use a file: object store.' });
+      return new S3ObjectStore({
+        bucket: where.bucket,
+        prefix: where.prefix,
+        endpoint: where.endpoint,
+        region: where.region,
+        forcePathStyle: where.forcePathStyle,
+      });
   }
 }

@@ -12,19 +12,30 @@ import { listObjects } from '../helpers/list-objects.js';
  * E_OBJECT_NOT_FOUND, create-only idempotent puts, the bounds of ranged reads, listing, a
  * 64 MiB object and concurrent writers of one key. Objects are content-addressed, so every
  * read is checked against the sha256 of the bytes that were put (a store that damages an
- * upload, e.g. a streamed multipart body, fails here).
+ * upload, e.g. a streamed multipart body, fails here). After every test, every object the
+ * store lists is read whole and checked against the digests of the bodies put under its key,
+ * and every key put and not deleted must be listed (nothing lost, nothing made up).
  *
  * Usage, in the adapter's test file:
  *   objectStoreContract('FsObjectStore', { create: async () => new FsObjectStore(dir), cleanup: async () => rm(dir) });
  */
 export function objectStoreContract(name: string, factory: AdapterFactory<ObjectStore>): void {
   describe(`ObjectStore contract: ${name}`, () => {
+    let raw: ObjectStore;
     let store: ObjectStore;
+    let puts: PutLog;
     beforeEach(async () => {
-      store = await factory.create();
+      raw = await factory.create();
+      puts = new PutLog();
+      store = puts.wrap(raw);
     });
-    afterEach(async () => {
-      await factory.cleanup(store);
+    afterEach(async (t) => {
+      try {
+        // (after a failed test, only the cleanup: its own assertion is the one to read)
+        if ((t as { passed?: boolean }).passed !== false) await puts.verifyEveryObject(raw);
+      } finally {
+        await factory.cleanup(raw);
+      }
     });
 
     it('put then get returns the same bytes (by digest); has, size and list agree', async () => {
@@ -162,6 +173,47 @@ export function objectStoreContract(name: string, factory: AdapterFactory<Object
       assert.equal(sha256(await store.get(k2)), d, 'and it stays that one');
     });
   });
+}
+
+/** What a test put and deleted, to check every stored object after it (see the suite's doc). */
+class PutLog {
+  private readonly digests = new Map<string, Set<string>>();
+  private readonly live = new Set<string>();
+
+  /** `store` with its puts and deletes recorded (a put is recorded before it is made: a racing put may be the one kept). */
+  wrap(store: ObjectStore): ObjectStore {
+    return {
+      put: async (key, body) => {
+        const set = this.digests.get(key) ?? new Set<string>();
+        set.add(sha256(body));
+        this.digests.set(key, set);
+        await store.put(key, body);
+        this.live.add(key);
+      },
+      get: (key, range) => store.get(key, range),
+      has: (key) => store.has(key),
+      size: (key) => store.size(key),
+      delete: async (key) => {
+        await store.delete(key);
+        this.live.delete(key);
+      },
+      list: (prefix) => store.list(prefix),
+      sweepIncomplete: (ms) => store.sweepIncomplete(ms),
+    };
+  }
+
+  /** Every listed object reads whole as one of the bodies put under its key, with its listed size; every live key is listed. */
+  async verifyEveryObject(store: ObjectStore): Promise<void> {
+    const listed = await listObjects(store, '');
+    for (const [key, size] of listed) {
+      const want = this.digests.get(key);
+      assert.ok(want, `${key} is stored but was never put`);
+      const got = await store.get(key);
+      assert.equal(got.length, size, `${key}: listed with ${size} bytes, reads ${got.length}`);
+      assert.ok(want.has(sha256(got)), `${key}: the stored bytes match the digest of no body put under the key`);
+    }
+    for (const key of this.live) assert.ok(listed.has(key), `${key} was put (and not deleted) but is not listed`);
+  }
 }
 
 /** The key AWC would give `body`: `packs/<2 hex>/<sha256 hex>`. */
