@@ -23,6 +23,7 @@ import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
+import { removeRef, type RemoveResult } from './remove.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -246,15 +247,24 @@ export class Awc implements DriverContext {
       if (state && opts.discard) {
         await this.refuseWhileUsed(state, 'its changes cannot be discarded');
         await removeHostState(this.paths.workspaces, ws.id);
+        await this.catalog.setLayerSnapshot(ws.id, null);
         return { workspace: ws.id, path: state.target, pending: false };
       }
       throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
     }
-    return this.driver(ws.mountDriver).unmount(ws, state, {
+    const r = await this.driver(ws.mountDriver).unmount(ws, state, {
       discard: opts.discard ?? false,
       force: opts.force ?? false,
       changed: async () => state !== undefined && (await this.liveRoot(ws, state)) !== (await this.getSnapshot(ws.headSnapshotId)).root,
     });
+    // no host state left: no layer snapshot to keep for gc
+    if (!(await readHostState(this.paths.workspaces, ws.id))) await this.catalog.setLayerSnapshot(ws.id, null);
+    return r;
+  }
+
+  /** `awc rm`: removes a workspace or a snapshot row (see removeRef). @throws E_ALREADY_MOUNTED, E_IN_USE, E_NOT_FOUND */
+  rm(ref: string, opts: { force?: boolean } = {}): Promise<RemoveResult> {
+    return removeRef(this, ref, opts);
   }
 
   /** Where a workspace's driver materialised files outside its host directory (`awc usage`), if anywhere. */

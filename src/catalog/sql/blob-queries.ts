@@ -88,7 +88,8 @@ export class BlobQueries {
 
   /**
    * Inserts pack rows (duplicates by key ignored) and blob rows (duplicates by (namespace,
-   * digest) ignored: a blob keeps its first location), batched, inside `trx`.
+   * digest) ignored: a blob keeps its first location, unless gc condemned that pack: then it
+   * moves to the new one), batched, inside `trx`.
    * @throws E_INTERNAL when a blob names another pack than the one listing it (a caller bug)
    */
   async insertPacks(trx: Transaction<Database>, nsId: string, packs: readonly WrittenPack[], now: string): Promise<void> {
@@ -120,10 +121,24 @@ export class BlobQueries {
       }
     }
     for (const group of chunks(blobRows, this.ctx.rowsPerInsert(8))) {
+      // a blob already indexed keeps its location, unless that pack is on its way out (gc
+      // condemned it): then it moves to this pack (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe)
       await trx
         .insertInto('blobs')
         .values(group)
-        .onConflict((oc) => oc.columns(['namespace', 'digest']).doNothing())
+        .onConflict((oc) =>
+          oc
+            .columns(['namespace', 'digest'])
+            .doUpdateSet((eb) => ({
+              pack: eb.ref('excluded.pack'),
+              offset: eb.ref('excluded.offset'),
+              stored_length: eb.ref('excluded.stored_length'),
+              raw_length: eb.ref('excluded.raw_length'),
+              codec: eb.ref('excluded.codec'),
+              kind: eb.ref('excluded.kind'),
+            }))
+            .where((eb) => eb('blobs.pack', 'in', eb.selectFrom('packs').select('packs.key').where('packs.state', '!=', 'live'))),
+        )
         .execute();
     }
   }
