@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { parseDuration } from '../core/duration.js';
+import { formatBytes } from './output.js';
 import type { Awc } from '../service/awc.js';
 import type { Output } from './output.js';
 
@@ -28,6 +30,30 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
           ].filter(Boolean);
           return `removed ${r.kind} ${r.id}${extra.length ? ` (${extra.join('; ')})` : ''}`;
         });
+      }),
+    );
+
+  program
+    .command('gc')
+    .description('delete what no live snapshot needs (every namespace; one gc at a time across the fleet)')
+    .option('--dry-run', 'report what a run would do; change nothing')
+    .option('--grace <duration>', 'delete a condemned pack only this long after it was condemned', '24h')
+    .option('--retention <duration>', 'keep unnamed, unheld snapshots this long after they were made', '7d')
+    .action((opts: { dryRun?: boolean; grace: string; retention: string }) =>
+      withAwc(async (awc, o) => {
+        const graceMs = parseDuration(opts.grace, '--grace');
+        const retentionMs = parseDuration(opts.retention, '--retention');
+        const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs });
+        const would = r.dryRun ? 'would ' : '';
+        o.result(r, () =>
+          [
+            `${r.dryRun ? 'dry run: ' : ''}${r.snapshots.live} live snapshot(s), ${r.packs.live} live pack(s), ${r.blobs.live} live blob(s)`,
+            `${would}remove ${r.snapshots.removed.length} snapshot row(s)${r.snapshots.removed.length ? `: ${r.snapshots.removed.join(', ')}` : ''}`,
+            `${would}condemn ${r.packs.condemned.count} pack(s) (${formatBytes(r.packs.condemned.bytes)})`,
+            `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
+            `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
+          ].join('\n'),
+        );
       }),
     );
 }

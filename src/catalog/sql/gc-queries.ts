@@ -198,8 +198,15 @@ export class GcQueries implements GcCatalog {
         .onConflict((oc) => oc.column('name').doNothing())
         .execute();
       const r = await trx.selectFrom('gc_lock').selectAll().where('name', '=', GC_LOCK).executeTakeFirstOrThrow();
-      if (r.owner === owner) await this.#hold(trx, owner, ttlMs);
-      return r;
+      if (r.owner !== owner) return r;
+      // ours (just taken, or taken before by this owner): expires ttlMs from now
+      await trx
+        .updateTable('gc_lock')
+        .set({ expires_at: sql<number>`${now} + ${Math.floor(ttlMs)}` })
+        .where('name', '=', GC_LOCK)
+        .where('owner', '=', owner)
+        .execute();
+      return trx.selectFrom('gc_lock').selectAll().where('name', '=', GC_LOCK).executeTakeFirstOrThrow();
     });
     const expiresAtMs = toNum(row.expires_at);
     if (row.owner !== owner) {
