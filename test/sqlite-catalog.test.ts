@@ -15,6 +15,7 @@ import { SqliteCatalog } from '../src/catalog/sqlite/sqlite-catalog.js';
 import type { WrittenPack } from '../src/store/pack-types.js';
 import { blobIndexContract } from './contracts/blob-index.contract.js';
 import { catalogContract } from './contracts/catalog.contract.js';
+import { gcCatalogContract } from './contracts/gc-catalog.contract.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { mkPack, NS, snap } from './helpers/catalog-fixtures.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
@@ -43,6 +44,11 @@ async function count(cat: SqliteCatalog, table: 'snapshots' | 'workspaces' | 'pa
 }
 
 catalogContract('SqliteCatalog', {
+  create: async () => (await openFresh()).cat,
+  cleanup: (cat) => cat.close(),
+});
+
+gcCatalogContract('SqliteCatalog', {
   create: async () => (await openFresh()).cat,
   cleanup: (cat) => cat.close(),
 });
