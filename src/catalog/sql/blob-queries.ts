@@ -67,7 +67,7 @@ export class BlobQueries {
     });
   }
 
-  /** Pack totals of `namespace`: pack count, stored bytes (sum of pack sizes), blob count. */
+  /** Pack totals of `namespace` (packs whose object exists: not `deleted`): pack count, stored bytes (sum of pack sizes), blob count. */
   async packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }> {
     const ctx = this.ctx;
     return ctx.read(async () => {
@@ -77,6 +77,7 @@ export class BlobQueries {
         .selectFrom('packs')
         .select((eb) => [eb.fn.countAll().as('packs'), eb.fn.sum('size').as('bytes'), eb.fn.sum('blob_count').as('blobs')])
         .where('namespace', '=', nsId)
+        .where('state', '!=', 'deleted') // a deleted pack's row is a tombstone: its object is gone
         .executeTakeFirstOrThrow();
       return {
         packs: toNum(r.packs as number | string),
