@@ -11,7 +11,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Awc } from '../src/service/awc.js';
+import { Awc, type CheckpointResult } from '../src/service/awc.js';
+import type { CommitHooks } from '../src/service/commit-retry.js';
 import type { ImportResult } from '../src/service/import-snapshot.js';
 import { cleanupMounts } from './helpers/cli.js';
 import { assertEveryBlobStored, gate, writeTree } from './helpers/gc-fixtures.js';
@@ -48,6 +49,25 @@ describe('gc racing a commit that deduplicates against what gc condemns', () => 
     return { pack: added[0]!, ySrc: writeTree(join(work, `y${i}`), yFiles), yFiles };
   }
 
+  /**
+   * Starts a write (`start` gets the commit hooks) whose first commit waits until `release()`;
+   * `atCommit` resolves once it got there (it deduplicated and uploaded). Attempts are recorded.
+   */
+  function paused<T>(start: (hooks: CommitHooks) => Promise<T>, attempts: number[]) {
+    const atCommit = gate();
+    const release = gate();
+    const result = start({
+      beforeCommit: async (a) => {
+        attempts.push(a);
+        if (a === 0) {
+          atCommit.open();
+          await release.wait;
+        }
+      },
+    });
+    return { result, atCommit: atCommit.wait, release: release.open };
+  }
+
   async function stateOf(key: string): Promise<string | undefined> {
     return (await svc.catalog.gc().listPacks()).find((p) => p.key === key)?.state;
   }
@@ -62,33 +82,20 @@ describe('gc racing a commit that deduplicates against what gc condemns', () => 
 
   it('dedup before the condemnation, commit after it: refused with E_PACK_CONDEMNED, retried, committed; P deleted later', async () => {
     const { pack, ySrc, yFiles } = await setup();
-    const atCommit = gate();
-    const condemned = gate();
     const attempts: number[] = [];
-    let y: Promise<ImportResult> | undefined;
+    let y: ReturnType<typeof paused<ImportResult>> | undefined;
     await svc.gc({
       retentionMs: ALL,
       graceMs: 0,
       hooks: {
         afterMark: async () => {
-          y = svc.importSnapshot(ySrc, {
-            name: `race-${n}`,
-            testHooks: {
-              beforeCommit: async (a) => {
-                attempts.push(a);
-                if (a === 0) {
-                  atCommit.open();
-                  await condemned.wait;
-                }
-              },
-            },
-          });
-          await atCommit.wait; // Y has deduplicated against P (still live) and uploaded its own pack
+          y = paused((testHooks) => svc.importSnapshot(ySrc, { name: `race-${n++}`, testHooks }), attempts);
+          await y.atCommit; // Y has deduplicated against P (still live) and uploaded its own pack
         },
-        afterCondemn: () => condemned.open(),
+        afterCondemn: () => y!.release(),
       },
     });
-    const res = await y!;
+    const res = await y!.result;
     assert.deepEqual(attempts, [0, 1], 'the first commit was refused, the retry committed');
     assert.equal(await stateOf(pack), 'condemned');
     const r2 = await svc.gc({ retentionMs: ALL, graceMs: 0 });
@@ -134,35 +141,22 @@ describe('gc racing a commit that deduplicates against what gc condemns', () => 
 
   it('dedup before the condemnation, commit after a second gc deleted P: refused, retried, committed', async () => {
     const { pack, ySrc, yFiles } = await setup();
-    const atCommit = gate();
-    const go = gate();
     const attempts: number[] = [];
-    let y: Promise<ImportResult> | undefined;
+    let y: ReturnType<typeof paused<ImportResult>> | undefined;
     await svc.gc({
       retentionMs: ALL,
       graceMs: 0,
       hooks: {
         afterMark: async () => {
-          y = svc.importSnapshot(ySrc, {
-            name: `race-${n}`,
-            testHooks: {
-              beforeCommit: async (a) => {
-                attempts.push(a);
-                if (a === 0) {
-                  atCommit.open();
-                  await go.wait;
-                }
-              },
-            },
-          });
-          await atCommit.wait;
+          y = paused((testHooks) => svc.importSnapshot(ySrc, { name: `race-${n++}`, testHooks }), attempts);
+          await y.atCommit;
         },
       },
     });
     await svc.gc({ retentionMs: ALL, graceMs: 0 }); // deletes P while Y waits to commit
     assert.equal(await svc.store.has(pack), false);
-    go.open();
-    const res = await y!;
+    y!.release();
+    const res = await y!.result;
     assert.deepEqual(attempts, [0, 1]);
     await assertReadable(res.id, yFiles);
   });
@@ -174,32 +168,20 @@ describe('gc racing a commit that deduplicates against what gc condemns', () => 
     const dir = join(work, `mnt${n++}`);
     await svc.mount(ws!.id, dir);
     for (const [name, body] of Object.entries(yFiles)) writeFileSync(join(dir, name), body);
-    const atCommit = gate();
-    const condemned = gate();
     const attempts: number[] = [];
-    let cp: ReturnType<Awc['checkpoint']> | undefined;
+    let cp: ReturnType<typeof paused<CheckpointResult>> | undefined;
     await svc.gc({
       retentionMs: ALL,
       graceMs: 0,
       hooks: {
         afterMark: async () => {
-          cp = svc.checkpoint(ws!.id, {
-            testHooks: {
-              beforeCommit: async (a) => {
-                attempts.push(a);
-                if (a === 0) {
-                  atCommit.open();
-                  await condemned.wait;
-                }
-              },
-            },
-          });
-          await atCommit.wait;
+          cp = paused((testHooks) => svc.checkpoint(ws!.id, { testHooks }), attempts);
+          await cp.atCommit;
         },
-        afterCondemn: () => condemned.open(),
+        afterCondemn: () => cp!.release(),
       },
     });
-    const res = await cp!;
+    const res = await cp!.result;
     assert.equal(res.changed, true);
     assert.deepEqual(attempts, [0, 1]);
     await svc.unmount(ws!.id);

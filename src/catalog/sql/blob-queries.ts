@@ -16,9 +16,11 @@ export class BlobQueries {
   /**
    * Blob index of `namespace`. `lookup` dedups its input and queries `WHERE digest IN (…)`
    * in groups of `LOOKUP_BATCH`; unknown digests (or an unknown namespace) are absent from
-   * the result. Offsets and lengths are bytes.
+   * the result. Offsets and lengths are bytes. With `livePacksOnly` (the dedup index,
+   * docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe), a blob whose pack is not
+   * `live` is absent too: condemned blobs are never reused (kopia's rule).
    */
-  blobIndex(namespace: string): BlobIndex {
+  blobIndex(namespace: string, opts: { livePacksOnly?: boolean } = {}): BlobIndex {
     const ctx = this.ctx;
     return {
       lookup: (digests) =>
@@ -29,13 +31,16 @@ export class BlobQueries {
           if (!nsId) return out;
           const unique = [...new Set(digests)];
           for (const group of chunks(unique, LOOKUP_BATCH)) {
-            const rows = await ctx.db
-              .selectFrom('blobs')
-              .select(['digest', 'kind', 'pack', 'offset', 'stored_length', 'raw_length', 'codec'])
-              .where('namespace', '=', nsId)
-              .where('digest', 'in', group)
-              .execute();
-            for (const r of rows) {
+            let q = ctx.db
+              .selectFrom('blobs as b')
+              .select(['b.digest', 'b.kind', 'b.pack', 'b.offset', 'b.stored_length', 'b.raw_length', 'b.codec'])
+              .where('b.namespace', '=', nsId)
+              .where('b.digest', 'in', group);
+            if (opts.livePacksOnly)
+              q = q.where(({ exists, selectFrom }) =>
+                exists(selectFrom('packs as p').select('p.key').whereRef('p.key', '=', 'b.pack').where('p.state', '=', 'live')),
+              );
+            for (const r of await q.execute()) {
               out.set(r.digest as Digest, {
                 digest: r.digest as Digest,
                 kind: r.kind as BlobKind,

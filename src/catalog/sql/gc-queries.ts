@@ -1,7 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
-import type { BlobIndex, BlobKind, BlobLocation, Codec } from '../../store/pack-types.js';
 import type { NewSnapshot } from '../catalog.js';
 import type { GcCatalog, GcPack, GcSnapshot, PackState } from '../gc-catalog.js';
 import type { Database } from '../schema.js';
@@ -21,7 +20,7 @@ function clock(ctx: SqlContext) {
 /**
  * The catalog queries of `rm` and `gc` (dialect-neutral; docs/explanation/gc.md): the gc lock,
  * the listings a mark starts from, the guarded removal of snapshot rows, the pack state
- * transitions, the dedup index (blobs of live packs only), and the commit-time guard of the
+ * transitions, and the commit-time guard of the
  * packs a snapshot relies on. Every transition is a conditional `UPDATE`/`DELETE` whose
  * condition is the guard, so it holds under PostgreSQL's READ COMMITTED (row locks order
  * two writers of one pack row) as under SQLite's single writer.
@@ -36,46 +35,6 @@ export class GcQueries implements GcCatalog {
       const r = await sql<{ now: number | string }>`SELECT ${ctx.dialect.nowMs()} AS now`.execute(ctx.db);
       return toNum(r.rows[0]!.now);
     });
-  }
-
-  /**
-   * The blob index of `namespace` for dedup: like `BlobQueries.blobIndex`, but a blob whose
-   * pack is not `live` (condemned, deleting, deleted) is absent (kopia: condemned contents are
-   * never reused).
-   */
-  dedupIndex(namespace: string): BlobIndex {
-    const ctx = this.ctx;
-    return {
-      lookup: (digests) =>
-        ctx.read(async () => {
-          const out = new Map<Digest, BlobLocation>();
-          if (digests.length === 0) return out;
-          const nsId = await ctx.findNs(namespace);
-          if (!nsId) return out;
-          for (const group of chunks([...new Set(digests)], LOOKUP_BATCH)) {
-            const rows = await ctx.db
-              .selectFrom('blobs as b')
-              .innerJoin('packs as p', 'p.key', 'b.pack')
-              .select(['b.digest', 'b.kind', 'b.pack', 'b.offset', 'b.stored_length', 'b.raw_length', 'b.codec'])
-              .where('b.namespace', '=', nsId)
-              .where('b.digest', 'in', group)
-              .where('p.state', '=', 'live')
-              .execute();
-            for (const r of rows) {
-              out.set(r.digest as Digest, {
-                digest: r.digest as Digest,
-                kind: r.kind as BlobKind,
-                codec: r.codec as Codec,
-                pack: r.pack,
-                offset: toNum(r.offset),
-                storedLength: toNum(r.stored_length),
-                rawLength: toNum(r.raw_length),
-              });
-            }
-          }
-          return out;
-        }),
-    };
   }
 
   /** Records the snapshot a workspace's host state was built from (null: it has none). @throws E_NOT_FOUND */

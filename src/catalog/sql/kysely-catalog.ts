@@ -152,9 +152,9 @@ export class KyselyCatalog implements Catalog {
     return this.#gc.nowMs();
   }
 
-  /** See `GcQueries.dedupIndex`. */
+  /** The dedup index of `namespace`: blobs of live packs only (see `BlobQueries.blobIndex`). */
   dedupIndex(namespace: string): BlobIndex {
-    return this.#gc.dedupIndex(namespace);
+    return this.#blobs.blobIndex(namespace, { livePacksOnly: true });
   }
 
   /** See `GcQueries.setLayerSnapshot`. @throws E_NOT_FOUND */
