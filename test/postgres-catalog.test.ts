@@ -13,6 +13,7 @@ import { toNum } from '../src/catalog/sql/rows.js';
 import type { WrittenPack } from '../src/store/pack-types.js';
 import { blobIndexContract } from './contracts/blob-index.contract.js';
 import { catalogContract } from './contracts/catalog.contract.js';
+import { gcCatalogContract } from './contracts/gc-catalog.contract.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { awc } from './helpers/cli.js';
 import { tempDirFor } from './helpers/temp-dir.js';
@@ -44,6 +45,8 @@ catalogContract('PostgresCatalog', {
   cleanup,
   connect: (cat) => PostgresCatalog.open(databases.get(cat)!.url),
 });
+
+gcCatalogContract('PostgresCatalog', { create: openFresh, cleanup });
 
 const indexOwners = new WeakMap<object, PostgresCatalog>();
 blobIndexContract('PostgresCatalog.blobIndex', {

@@ -16,6 +16,7 @@ import type { WrittenPack } from '../src/store/pack-types.js';
 import { blobIndexContract } from './contracts/blob-index.contract.js';
 import { catalogContract } from './contracts/catalog.contract.js';
 import { sqliteUrl } from '../src/config/backend-url.js';
+import { gcCatalogContract } from './contracts/gc-catalog.contract.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { openRemoteCatalog } from './helpers/remote-catalog.js';
 import { mkPack, NS, snap } from './helpers/catalog-fixtures.js';
@@ -55,6 +56,11 @@ catalogContract('SqliteCatalog', {
   cleanup: (cat) => cat.close(),
   // better-sqlite3 blocks its thread while it waits for the file lock: each other connection runs in a worker thread
   connect: (cat) => openRemoteCatalog(sqliteUrl(paths.get(cat)!)),
+});
+
+gcCatalogContract('SqliteCatalog', {
+  create: async () => (await openFresh()).cat,
+  cleanup: (cat) => cat.close(),
 });
 
 const indexOwners = new WeakMap<object, SqliteCatalog>();

@@ -1,6 +1,7 @@
 import type { Digest } from '../core/digest.js';
 import type { MountDriverName } from '../core/mount-driver-name.js';
 import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
+import type { GcCatalog } from './gc-catalog.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
@@ -52,6 +53,14 @@ export interface NewSnapshot {
   byteCount: number;
   /** Packs uploaded for this snapshot; their pack and blob rows are inserted in the same transaction. */
   packs: readonly WrittenPack[];
+  /**
+   * Keys of existing packs the writer deduplicated against (`ContentWriter.reusedPacks()`):
+   * the commit is refused (E_PACK_CONDEMNED, retryable) unless each is still live
+   * (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe).
+   */
+  reusedPacks?: readonly string[];
+  /** When the writer started, ms by the database's clock (`Catalog.nowMs()`); see docs/explanation/gc.md#the-same-pack-twice. */
+  startedAtMs?: number;
 }
 
 /** The catalog port (see module doc). All lookups are scoped to a namespace name. */
@@ -115,4 +124,19 @@ export interface Catalog {
 
   /** Closes the connection (idempotent). */
   close(): Promise<void>;
+
+  // --- rm and gc (docs/explanation/gc.md) ---
+  /** The database's clock, ms since the epoch (leases and gc judge time by it, never a host's). */
+  nowMs(): Promise<number>;
+  /** The blob index of `namespace` for dedup: blobs of live packs only (condemned ones are never reused). */
+  dedupIndex(namespace: string): BlobIndex;
+  /** Records the snapshot a workspace's host state (overlay layer or copy) was built from; null when it has none. @throws E_NOT_FOUND */
+  setLayerSnapshot(workspaceId: string, snapshotId: string | null): Promise<void>;
+  /**
+   * `awc rm <snapshot>`: removes the row, re-parenting its children to its parent. @throws E_NOT_FOUND,
+   * E_IN_USE (head or layer of a workspace; without `force` also a workspace's base or the parent of named snapshots)
+   */
+  removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }>;
+  /** The gc lock, listings and guarded transitions. */
+  gc(): GcCatalog;
 }

@@ -120,9 +120,50 @@ const m0001Initial: Migration = {
   },
 };
 
+/**
+ * 0003: what gc needs (docs/explanation/gc.md): the fleet-wide gc lock (`gc_lock`: one row
+ * per lock name, owner, taken_at and expires_at in ms by the database's clock), the pack
+ * states (`packs.state` live | condemned | deleting | deleted, `condemned_at`,
+ * `deleted_at` in ms by the database's clock) and the snapshot each workspace's host state
+ * (overlay layer or copy) was built from (`workspaces.layer_snapshot_id`).
+ */
+const m0003Gc: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('gc_lock')
+      .addColumn('name', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('owner', 'text', (c) => c.notNull())
+      .addColumn('taken_at', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .alterTable('packs')
+      .addColumn('state', 'text', (c) => c.notNull().defaultTo('live'))
+      .execute();
+    await db.schema.alterTable('packs').addColumn('condemned_at', 'bigint').execute();
+    await db.schema.alterTable('packs').addColumn('deleted_at', 'bigint').execute();
+    await db.schema.createIndex('packs_state_idx').on('packs').columns(['state', 'namespace']).execute();
+    await db.schema
+      .alterTable('workspaces')
+      .addColumn('layer_snapshot_id', 'text', (c) => c.references('snapshots.id'))
+      .execute();
+    await db.schema.createIndex('workspaces_layer_idx').on('workspaces').column('layer_snapshot_id').execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropIndex('workspaces_layer_idx').execute();
+    await db.schema.alterTable('workspaces').dropColumn('layer_snapshot_id').execute();
+    await db.schema.dropIndex('packs_state_idx').execute();
+    for (const c of ['deleted_at', 'condemned_at', 'state']) await db.schema.alterTable('packs').dropColumn(c).execute();
+    await db.schema.dropTable('gc_lock').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
+  '0003_gc': m0003Gc,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

@@ -35,6 +35,12 @@ export interface PacksTable {
   size: BigIntColumn;
   blob_count: number;
   created_at: string;
+  /** `live` | `condemned` | `deleting` | `deleted` (docs/explanation/gc.md#pack-states); default live (0003_gc). */
+  state: ColumnType<string, string | undefined, string>;
+  /** When gc condemned it, ms since the epoch by the database's clock; null while live (0003_gc). */
+  condemned_at: ColumnType<number | string | null, number | null | undefined, number | null>;
+  /** When gc finished deleting its object, ms by the database's clock; null until then (0003_gc). */
+  deleted_at: ColumnType<number | string | null, number | null | undefined, number | null>;
 }
 
 /** Table `blobs`: the blob index, primary key (namespace, digest). */
@@ -88,6 +94,16 @@ export interface WorkspacesTable {
   mount_host: string | null;
   created_at: string;
   updated_at: string;
+  /** The snapshot this workspace's host state (overlay layer or copy) was built from; null without host state (0003_gc). */
+  layer_snapshot_id: ColumnType<string | null, string | null | undefined, string | null>;
+}
+
+/** Table `gc_lock`: the fleet-wide gc lock, one row per lock name (0003_gc). Times in ms by the database's clock. */
+export interface GcLockTable {
+  name: string;
+  owner: string;
+  taken_at: BigIntColumn;
+  expires_at: BigIntColumn;
 }
 
 /**
@@ -101,6 +117,7 @@ export interface Database {
   blobs: BlobsTable;
   snapshots: SnapshotsTable;
   workspaces: WorkspacesTable;
+  gc_lock: GcLockTable;
 }
 
 /** A selected `snapshots` row. */

@@ -28,6 +28,7 @@ import { checkHome } from './check-home.js';
 import { checkBackends } from '../service/backend-checks.js';
 import { openAwc } from './open-awc.js';
 import { PendingFile } from '../service/pending-file.js';
+import { registerGcCommands } from './gc-commands.js';
 
 /** The package's version, from package.json next to dist/. */
 function packageVersion(): string {
@@ -440,6 +441,8 @@ demo
       json: globals().json === true,
     });
   });
+
+registerGcCommands(program, (fn) => withAwc(fn));
 
 async function main(): Promise<void> {
   try {

@@ -122,6 +122,21 @@ export const ERROR_CODES = {
     retryable: false,
     hint: "The object store answered with an error AWC does not expect; see the message and the server's logs.",
   },
+  E_GC_RUNNING: {
+    exit: 4,
+    retryable: true,
+    hint: 'Another gc holds the fleet-wide gc lock; wait for it to finish (a lock left by a dead gc expires by itself), then run gc again.',
+  },
+  E_GC_LOCK_LOST: {
+    exit: 4,
+    retryable: true,
+    hint: 'This gc stalled past its lock expiry and stopped before changing anything more; run gc again.',
+  },
+  E_PACK_CONDEMNED: {
+    exit: 4,
+    retryable: true,
+    hint: 'gc condemned a pack this commit relied on; run the command again (it uploads those blobs anew).',
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

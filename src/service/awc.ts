@@ -23,6 +23,10 @@ import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
+import { removeRef, type RemoveResult } from './remove.js';
+import { retryCondemned, type CommitHooks } from './commit-retry.js';
+import { runGc, type GcOptions, type GcReport } from './gc.js';
+import { NO_DAEMON } from './no-daemon.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -98,11 +102,14 @@ export class Awc implements DriverContext {
     return new ContentReader({ store: this.store, index: this.catalog.blobIndex(this.namespace), extra });
   }
 
-  /** A content writer; a dry run with `keepChunks` keeps the new chunks it saw in memory (see ContentWriterOptions). */
+  /**
+   * A content writer (dedup against live packs only: `Catalog.dedupIndex`); a dry run with
+   * `keepChunks` keeps the new chunks it saw in memory (see ContentWriterOptions).
+   */
   private writer(dryRun = false, keepChunks = false): ContentWriter {
     return new ContentWriter({
       store: this.store,
-      index: this.catalog.blobIndex(this.namespace),
+      index: this.catalog.dedupIndex(this.namespace),
       packBytes: this.config.packBytes,
       dryRun,
       keepChunks,
@@ -115,7 +122,15 @@ export class Awc implements DriverContext {
    * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
    */
   importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
-    return importSnapshot(this.catalog, this.namespace, () => this.writer(), source, opts);
+    return retryCondemned((n) => importSnapshot(this.catalog, this.namespace, () => this.writer(), source, opts, n));
+  }
+
+  /**
+   * `awc gc` over this catalog and object store, every namespace (see runGc).
+   * @throws E_GC_RUNNING, E_GC_LOCK_LOST, E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob unreadable)
+   */
+  gc(opts: Omit<GcOptions, 'catalog' | 'store'> = {}): Promise<GcReport> {
+    return runGc({ ...opts, catalog: this.catalog, store: this.store });
   }
 
   listSnapshots(): Promise<SnapshotRow[]> {
@@ -246,15 +261,24 @@ export class Awc implements DriverContext {
       if (state && opts.discard) {
         await this.refuseWhileUsed(state, 'its changes cannot be discarded');
         await removeHostState(this.paths.workspaces, ws.id);
+        await this.catalog.setLayerSnapshot(ws.id, null);
         return { workspace: ws.id, path: state.target, pending: false };
       }
       throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
     }
-    return this.driver(ws.mountDriver).unmount(ws, state, {
+    const r = await this.driver(ws.mountDriver).unmount(ws, state, {
       discard: opts.discard ?? false,
       force: opts.force ?? false,
       changed: async () => state !== undefined && (await this.liveRoot(ws, state)) !== (await this.getSnapshot(ws.headSnapshotId)).root,
     });
+    // no host state left: no layer snapshot to keep for gc
+    if (!(await readHostState(this.paths.workspaces, ws.id))) await this.catalog.setLayerSnapshot(ws.id, null);
+    return r;
+  }
+
+  /** `awc rm`: removes a workspace or a snapshot row (see removeRef). @throws E_ALREADY_MOUNTED, E_IN_USE, E_NOT_FOUND */
+  rm(ref: string, opts: { force?: boolean } = {}): Promise<RemoveResult> {
+    return removeRef(this, ref, opts);
   }
 
   /** Where a workspace's driver materialised files outside its host directory (`awc usage`), if anywhere. */
@@ -301,7 +325,16 @@ export class Awc implements DriverContext {
    * listed in `changing` instead of failing.
    * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable; `details.path` is the path in the workspace), E_NOT_MOUNTED (nothing to checkpoint from)
    */
-  async checkpoint(wsRef: string, opts: { message?: string; allowChanging?: boolean } = {}): Promise<CheckpointResult> {
+  checkpoint(wsRef: string, opts: { message?: string; allowChanging?: boolean; testHooks?: CommitHooks } = {}): Promise<CheckpointResult> {
+    return retryCondemned((n) => this.checkpointOnce(wsRef, opts, n));
+  }
+
+  /** One attempt of `checkpoint` (retried by it when gc condemned a pack it deduplicated against). */
+  private async checkpointOnce(
+    wsRef: string,
+    opts: { message?: string; allowChanging?: boolean; testHooks?: CommitHooks },
+    attempt: number,
+  ): Promise<CheckpointResult> {
     const t0 = performance.now();
     const ws = await this.getWorkspace(wsRef);
     const head = await this.getSnapshot(ws.headSnapshotId);
@@ -324,6 +357,7 @@ export class Awc implements DriverContext {
       ...rest,
     });
     if (!state) return unchanged({ filesRead: 0, skipped: [] });
+    const startedAtMs = await this.catalog.nowMs();
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging });
     if (scan.root === head.root) {
@@ -332,6 +366,7 @@ export class Awc implements DriverContext {
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
+    await opts.testHooks?.beforeCommit?.(attempt);
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,
@@ -343,6 +378,8 @@ export class Awc implements DriverContext {
         fileCount: counts.files,
         byteCount: counts.bytes,
         packs,
+        reusedPacks: writer.reusedPacks(),
+        startedAtMs,
       },
     });
     // every digest the scan saw is committed now: the driver's caches may say so
@@ -456,11 +493,3 @@ export class Awc implements DriverContext {
     };
   }
 }
-
-/** The port when no host daemon was wired in (see Awc.open): overlay mounts fail, checkpoints report nothing. */
-const NO_DAEMON: HostDaemonPort = {
-  mount: () => Promise.reject(new AwcError('E_INTERNAL', 'no host daemon port was given to Awc.open, so overlay mounts are not possible')),
-  unmount: () =>
-    Promise.reject(new AwcError('E_INTERNAL', 'no host daemon port was given to Awc.open, so overlay unmounts are not possible')),
-  reportCheckpoint: async () => undefined,
-};

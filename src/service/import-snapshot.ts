@@ -9,6 +9,7 @@ import type { ContentWriter } from '../store/content-writer.js';
 import { importDir } from '../host/import-dir.js';
 import type { Progress } from '../drivers/mount-driver.js';
 import { importTar, looksLikeTar } from './import-tar.js';
+import type { CommitHooks } from './commit-retry.js';
 
 /** Result of an import: the new snapshot and what was stored. */
 export interface ImportResult {
@@ -31,11 +32,15 @@ export interface ImportOptions {
   allowChanging?: boolean;
   onProgress?: Progress;
   onWarning?: (w: { code: string; path: string; message: string }) => void;
+  /** Test-only injection point before the catalog commit. */
+  testHooks?: CommitHooks;
 }
 
 /**
  * Imports a directory or a tar file as a new snapshot of `namespace` (see Awc.importSnapshot):
- * content through a writer made by `makeWriter`, then one catalog row with its packs.
+ * content through a writer made by `makeWriter`, then one catalog row with its packs (and the
+ * packs it deduplicated against, which the commit checks are still live; `attempt` is the
+ * caller's retry count, for the test hook).
  * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ, E_USAGE (neither a directory nor a tar)
  */
 export async function importSnapshot(
@@ -44,6 +49,7 @@ export async function importSnapshot(
   makeWriter: () => ContentWriter,
   source: string,
   opts: ImportOptions = {},
+  attempt = 0,
 ): Promise<ImportResult> {
   const src = resolve(source);
   let st: fs.Stats;
@@ -56,6 +62,7 @@ export async function importSnapshot(
   }
   checkName(opts.name, 'snapshot');
   if (opts.name !== undefined) await assertSnapshotNameFree(catalog, namespace, opts.name);
+  const startedAtMs = await catalog.nowMs();
   const writer = makeWriter();
   if (!st.isDirectory() && !(st.isFile() && looksLikeTar(src))) {
     throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, {
@@ -66,6 +73,7 @@ export async function importSnapshot(
     ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning, allowChanging: opts.allowChanging })
     : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
   const packs = await writer.flush();
+  await opts.testHooks?.beforeCommit?.(attempt);
   const snap = await catalog.createSnapshot({
     namespace,
     root: r.root,
@@ -74,6 +82,8 @@ export async function importSnapshot(
     fileCount: r.fileCount,
     byteCount: r.byteCount,
     packs,
+    reusedPacks: writer.reusedPacks(),
+    startedAtMs,
   });
   return {
     id: snap.id,

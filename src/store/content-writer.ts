@@ -93,6 +93,8 @@ export class ContentWriter {
   private readonly hooks: ContentWriterOptions['testHooks'];
   /** Digests known to exist: found in the index or written (queued in a pack) by this writer. */
   private readonly known = new Set<Digest>();
+  /** Keys of existing packs that index lookups found blobs in (what a commit must find still live). */
+  private readonly reused = new Set<string>();
   /** Raw bytes of every tree and root written by this writer (and, with keepChunks, of every new chunk). */
   private readonly session = new Map<Digest, Buffer>();
   /** Trees/roots waiting for their batched index lookup. */
@@ -236,6 +238,15 @@ export class ContentWriter {
   }
 
   /**
+   * Keys of the existing packs this writer deduplicated against (blobs found in the index
+   * rather than written). A commit passes them as `NewSnapshot.reusedPacks`, and is refused
+   * when gc condemned one meanwhile (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe).
+   */
+  reusedPacks(): string[] {
+    return [...this.reused];
+  }
+
+  /**
    * Stores queued trees/roots, uploads the pending pack and waits for all uploads.
    * @returns every pack this writer uploaded so far (key, size in bytes, blob locations); [] in a dry run.
    * @throws the upload failure (AwcError from the store) if one failed.
@@ -347,7 +358,10 @@ export class ContentWriter {
     }
     if (ask.length > 0) {
       const found = await this.index.lookup(ask);
-      for (const d of found.keys()) this.known.add(d);
+      for (const [d, loc] of found) {
+        this.known.add(d);
+        this.reused.add(loc.pack);
+      }
     }
     for (const b of batch) {
       if (this.known.has(b.digest)) continue;
@@ -371,7 +385,10 @@ export class ContentWriter {
     const items = [...this.pendingMeta];
     this.pendingMeta.clear();
     const found = await this.index.lookup(items.filter(([d]) => !this.known.has(d)).map(([d]) => d));
-    for (const d of found.keys()) this.known.add(d);
+    for (const [d, loc] of found) {
+      this.known.add(d);
+      this.reused.add(loc.pack);
+    }
     for (const [d, { kind, bytes }] of items) {
       if (this.known.has(d)) continue;
       this.known.add(d);

@@ -19,9 +19,11 @@ export class BlobQueries {
   /**
    * Blob index of `namespace`. `lookup` dedups its input and queries `WHERE digest IN (…)`
    * in groups of `LOOKUP_BATCH`; unknown digests (or an unknown namespace) are absent from
-   * the result. Offsets and lengths are bytes.
+   * the result. Offsets and lengths are bytes. With `livePacksOnly` (the dedup index,
+   * docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe), a blob whose pack is not
+   * `live` is absent too: condemned blobs are never reused (kopia's rule).
    */
-  blobIndex(namespace: string): BlobIndex {
+  blobIndex(namespace: string, opts: { livePacksOnly?: boolean } = {}): BlobIndex {
     const ctx = this.ctx;
     return {
       lookup: (digests) =>
@@ -32,13 +34,16 @@ export class BlobQueries {
           if (!nsId) return out;
           const unique = [...new Set(digests)];
           for (const group of chunks(unique, LOOKUP_BATCH)) {
-            const rows = await ctx.db
-              .selectFrom('blobs')
-              .select(['digest', 'kind', 'pack', 'offset', 'stored_length', 'raw_length', 'codec'])
-              .where('namespace', '=', nsId)
-              .where('digest', 'in', group)
-              .execute();
-            for (const r of rows) {
+            let q = ctx.db
+              .selectFrom('blobs as b')
+              .select(['b.digest', 'b.kind', 'b.pack', 'b.offset', 'b.stored_length', 'b.raw_length', 'b.codec'])
+              .where('b.namespace', '=', nsId)
+              .where('b.digest', 'in', group);
+            if (opts.livePacksOnly)
+              q = q.where(({ exists, selectFrom }) =>
+                exists(selectFrom('packs as p').select('p.key').whereRef('p.key', '=', 'b.pack').where('p.state', '=', 'live')),
+              );
+            for (const r of await q.execute()) {
               out.set(r.digest as Digest, {
                 digest: r.digest as Digest,
                 kind: r.kind as BlobKind,
@@ -70,7 +75,7 @@ export class BlobQueries {
     });
   }
 
-  /** Pack totals of `namespace`: pack count, stored bytes (sum of pack sizes), blob count. */
+  /** Pack totals of `namespace` (packs whose object exists: not `deleted`): pack count, stored bytes (sum of pack sizes), blob count. */
   async packStats(namespace: string): Promise<{ packs: number; bytes: number; blobs: number }> {
     const ctx = this.ctx;
     return ctx.read(async () => {
@@ -80,6 +85,7 @@ export class BlobQueries {
         .selectFrom('packs')
         .select((eb) => [eb.fn.countAll().as('packs'), eb.fn.sum('size').as('bytes'), eb.fn.sum('blob_count').as('blobs')])
         .where('namespace', '=', nsId)
+        .where('state', '!=', 'deleted') // a deleted pack's row is a tombstone: its object is gone
         .executeTakeFirstOrThrow();
       return {
         packs: toNum(r.packs as number | string),
@@ -91,10 +97,11 @@ export class BlobQueries {
 
   /**
    * Inserts pack rows (duplicates by key ignored) and blob rows (duplicates by (namespace,
-   * digest) ignored: a blob keeps its first location), batched, inside `trx`. Rows go in
-   * key and digest order: two transactions indexing the same new digests at once take the
-   * unique-index locks in one order, so one waits for the other and never deadlocks
-   * (PostgreSQL; the waiter's `ON CONFLICT DO NOTHING` then keeps the winner's location).
+   * digest) ignored: a blob keeps its first location, unless gc condemned that pack: then it
+   * moves to the new one), batched, inside `trx`. Rows go in key and digest order: two
+   * transactions indexing the same new digests at once take the unique-index locks in one
+   * order, so one waits for the other and never deadlocks (PostgreSQL; the waiter's
+   * `ON CONFLICT` then keeps the winner's location).
    * @throws E_INTERNAL when a blob names another pack than the one listing it (a caller bug)
    */
   async insertPacks(trx: Transaction<Database>, nsId: string, packs: readonly WrittenPack[], now: string): Promise<void> {
@@ -129,10 +136,24 @@ export class BlobQueries {
     }
     blobRows.sort((a, b) => cmp(a.digest, b.digest));
     const inserts = chunks(blobRows, this.ctx.rowsPerInsert(8)).map((group) =>
+      // a blob already indexed keeps its location, unless that pack is on its way out (gc
+      // condemned it): then it moves to this pack (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe)
       trx
         .insertInto('blobs')
         .values(group)
-        .onConflict((oc) => oc.columns(['namespace', 'digest']).doNothing())
+        .onConflict((oc) =>
+          oc
+            .columns(['namespace', 'digest'])
+            .doUpdateSet((eb) => ({
+              pack: eb.ref('excluded.pack'),
+              offset: eb.ref('excluded.offset'),
+              stored_length: eb.ref('excluded.stored_length'),
+              raw_length: eb.ref('excluded.raw_length'),
+              codec: eb.ref('excluded.codec'),
+              kind: eb.ref('excluded.kind'),
+            }))
+            .where((eb) => eb('blobs.pack', 'in', eb.selectFrom('packs').select('packs.key').where('packs.state', '!=', 'live'))),
+        )
         .compile(),
     );
     await this.ctx.hooks.beforeBlobInsert?.();

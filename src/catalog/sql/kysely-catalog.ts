@@ -6,7 +6,9 @@ import type { Catalog, NewSnapshot, SnapshotRow, WorkspaceRow } from '../catalog
 import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from '../migrations.js';
 import { sql } from 'kysely';
 import type { Database } from '../schema.js';
+import type { GcCatalog } from '../gc-catalog.js';
 import { BlobQueries } from './blob-queries.js';
+import { GcQueries } from './gc-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
 import type { SqlDialect } from './sql-dialect.js';
@@ -34,6 +36,7 @@ export class KyselyCatalog implements Catalog {
   readonly #blobs: BlobQueries;
   readonly #snapshots: SnapshotQueries;
   readonly #workspaces: WorkspaceQueries;
+  readonly #gc: GcQueries;
 
   /**
    * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
@@ -45,6 +48,7 @@ export class KyselyCatalog implements Catalog {
     this.#blobs = new BlobQueries(this.#ctx);
     this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs);
     this.#workspaces = new WorkspaceQueries(this.#ctx);
+    this.#gc = new GcQueries(this.#ctx);
   }
 
   /**
@@ -141,6 +145,31 @@ export class KyselyCatalog implements Catalog {
       const rows = await sql<{ name: string }>`select name from ${sql.table(MIGRATION_TABLE)} order by name`.execute(this.db);
       return { applied: rows.rows.map((r) => r.name), latest: Object.keys(MIGRATIONS).sort().at(-1) ?? '' };
     });
+  }
+
+  /** The database's clock, ms since the epoch. */
+  nowMs(): Promise<number> {
+    return this.#gc.nowMs();
+  }
+
+  /** The dedup index of `namespace`: blobs of live packs only (see `BlobQueries.blobIndex`). */
+  dedupIndex(namespace: string): BlobIndex {
+    return this.#blobs.blobIndex(namespace, { livePacksOnly: true });
+  }
+
+  /** See `GcQueries.setLayerSnapshot`. @throws E_NOT_FOUND */
+  setLayerSnapshot(workspaceId: string, snapshotId: string | null): Promise<void> {
+    return this.#gc.setLayerSnapshot(workspaceId, snapshotId);
+  }
+
+  /** See `GcQueries.removeSnapshot`. @throws E_NOT_FOUND, E_IN_USE */
+  removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }> {
+    return this.#gc.removeSnapshot(namespace, id, opts);
+  }
+
+  /** The gc lock, listings and guarded transitions (`GcQueries`). */
+  gc(): GcCatalog {
+    return this.#gc;
   }
 
   /** Closes the connection (idempotent). */

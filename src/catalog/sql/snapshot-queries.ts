@@ -5,6 +5,7 @@ import { newId } from '../ids.js';
 import { checkName } from '../names.js';
 import type { Database, SnapshotRecord } from '../schema.js';
 import type { BlobQueries } from './blob-queries.js';
+import { guardSnapshotPacks } from './gc-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { nowIso, toSnapshotRow } from './rows.js';
 import type { Db, SqlContext } from './sql-context.js';
@@ -91,6 +92,7 @@ export class SnapshotQueries {
         }
       }
       await this.#checkName(trx, nsId, s.namespace, rec.name);
+      await guardSnapshotPacks(ctx, trx, s);
       await this.blobs.insertPacks(trx, nsId, s.packs, now);
       await this.#insert(trx, rec, s.namespace);
     });
@@ -134,6 +136,7 @@ export class SnapshotQueries {
       if (!ws) throw workspaceNotFound(s.namespace, c.workspaceId);
       if (ws.head_snapshot_id !== c.expectedHeadId) throw moved(ws.head_snapshot_id);
       await this.#checkName(trx, nsId, s.namespace, rec.name);
+      await guardSnapshotPacks(ctx, trx, s);
       await this.blobs.insertPacks(trx, nsId, s.packs, now);
       await this.#insert(trx, rec, s.namespace);
       const res = await trx

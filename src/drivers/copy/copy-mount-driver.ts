@@ -149,6 +149,7 @@ export class CopyMountDriver implements MountDriver {
         hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.`,
       });
     const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
+    await ctx.catalog.setLayerSnapshot(ws.id, head.id); // before materialising: gc keeps what the copy is made of
     const m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
     const state: WorkspaceHostState = {
       v: 1,
@@ -235,6 +236,7 @@ export class CopyMountDriver implements MountDriver {
         // the materialised directory now equals the new head: refresh the stat cache against it
         const statCache = recordStats(copyTreeOf(state), r.changing);
         await writeHostState(ctx.paths.workspaces, { ...state, layerSnapshotId: snap.id, layerRoot: snap.root, statCache });
+        await ctx.catalog.setLayerSnapshot(state.workspaceId, snap.id);
       },
     };
   }

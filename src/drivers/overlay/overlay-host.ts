@@ -179,6 +179,8 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       layerSnapshotId = head.id;
       layerRoot = head.root;
     }
+    // recorded before the layer is built, so a gc anywhere keeps the layer's snapshot (docs/explanation/gc.md#what-is-live)
+    await this.catalog.setLayerSnapshot(ws.id, layerSnapshotId);
     const reader = this.content.reader(ns);
     const layer = await this.layer(ns, layerRoot);
     const dirs = workspaceDirs(this.paths.workspaces, ws.id);

@@ -1,0 +1,69 @@
+import type { Digest } from '../core/digest.js';
+
+/**
+ * The catalog's side of `rm` and `gc` (docs/explanation/gc.md): the fleet-wide gc lock,
+ * the listings a mark starts from, and the guarded transitions of snapshot rows and pack
+ * states. Every write method takes the lock `owner` and first extends the lock, in the
+ * same transaction, only while that owner still holds it (else E_GC_LOCK_LOST, nothing
+ * written). Times are ms since the epoch by the database's clock.
+ */
+export interface GcCatalog {
+  /**
+   * Takes the gc lock for `ttlMs` (an expired lock is taken over; the same owner again
+   * extends it). @throws E_GC_RUNNING (held by another owner; details.owner, details.expiresAt)
+   */
+  acquireLock(owner: string, ttlMs: number): Promise<{ owner: string; takenAtMs: number; expiresAtMs: number }>;
+  /** Extends the lock by `ttlMs` from now. @throws E_GC_LOCK_LOST (expired and taken, or released) */
+  renewLock(owner: string, ttlMs: number): Promise<void>;
+  /** Releases the lock if `owner` holds it (idempotent). */
+  releaseLock(owner: string): Promise<void>;
+
+  /** Every snapshot row of every namespace (namespace by name; createdAt ISO-8601). */
+  listSnapshots(): Promise<GcSnapshot[]>;
+  /** What every workspace holds: its base, head and layer snapshot ids (namespace by name). */
+  listHolds(): Promise<{ namespace: string; workspaceId: string; base: string; head: string; layer: string | null }[]>;
+  /** Every pack row of every namespace with its state. */
+  listPacks(): Promise<GcPack[]>;
+
+  /**
+   * Removes snapshot `id` of `namespace` if it is still unnamed, created before
+   * `createdBefore` (ISO-8601) and no workspace's base, head or layer, re-parenting its
+   * children to its parent, in one transaction. Returns whether it was removed.
+   * @throws E_GC_LOCK_LOST
+   */
+  removeGarbageSnapshot(owner: string, ttlMs: number, namespace: string, id: string, createdBefore: string): Promise<boolean>;
+  /** live → condemned (condemned_at = now) for those of `keys` still live; returns how many. @throws E_GC_LOCK_LOST */
+  condemnPacks(owner: string, ttlMs: number, keys: readonly string[]): Promise<number>;
+  /** condemned → live for those of `keys` still condemned; returns how many. @throws E_GC_LOCK_LOST */
+  uncondemnPacks(owner: string, ttlMs: number, keys: readonly string[]): Promise<number>;
+  /**
+   * condemned → deleting, and its blob rows removed, if pack `key` is still condemned and
+   * was condemned at least `graceMs` ago; returns whether it moved. @throws E_GC_LOCK_LOST
+   */
+  beginDelete(owner: string, ttlMs: number, key: string, graceMs: number): Promise<boolean>;
+  /** deleting → deleted (deleted_at = now), once the object is gone. @throws E_GC_LOCK_LOST */
+  finishDelete(owner: string, ttlMs: number, key: string): Promise<void>;
+}
+
+/** A snapshot row as gc sees it. */
+export interface GcSnapshot {
+  namespace: string;
+  id: string;
+  name: string | null;
+  root: Digest;
+  parentId: string | null;
+  createdAt: string;
+}
+
+/** A pack row as gc sees it. `condemnedAtMs` / `deletedAtMs`: database clock, null when unset. */
+export interface GcPack {
+  namespace: string;
+  key: string;
+  size: number;
+  state: PackState;
+  condemnedAtMs: number | null;
+  deletedAtMs: number | null;
+}
+
+/** The states of a pack (docs/explanation/gc.md#pack-states). */
+export type PackState = 'live' | 'condemned' | 'deleting' | 'deleted';

@@ -1,0 +1,398 @@
+import { sql, type Transaction } from 'kysely';
+import type { Digest } from '../../core/digest.js';
+import { AwcError } from '../../core/errors.js';
+import type { NewSnapshot } from '../catalog.js';
+import type { GcCatalog, GcPack, GcSnapshot, PackState } from '../gc-catalog.js';
+import type { Database } from '../schema.js';
+import { LOOKUP_BATCH } from './blob-queries.js';
+import { snapshotNotFound } from './refs.js';
+import { chunks, toNum } from './rows.js';
+import type { SqlContext } from './sql-context.js';
+
+/** The one lock name gc uses in `gc_lock`. */
+const GC_LOCK = 'gc';
+
+/** The database's clock as an expression typed for `bigint` columns. */
+function clock(ctx: SqlContext) {
+  return sql<number>`${ctx.dialect.nowMs()}`;
+}
+
+/**
+ * The catalog queries of `rm` and `gc` (dialect-neutral; docs/explanation/gc.md): the gc lock,
+ * the listings a mark starts from, the guarded removal of snapshot rows, the pack state
+ * transitions, and the commit-time guard of the
+ * packs a snapshot relies on. Every transition is a conditional `UPDATE`/`DELETE` whose
+ * condition is the guard, so it holds under PostgreSQL's READ COMMITTED (row locks order
+ * two writers of one pack row) as under SQLite's single writer.
+ */
+export class GcQueries implements GcCatalog {
+  constructor(private readonly ctx: SqlContext) {}
+
+  /** The database's clock, ms since the epoch. */
+  async nowMs(): Promise<number> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const r = await sql<{ now: number | string }>`SELECT ${ctx.dialect.nowMs()} AS now`.execute(ctx.db);
+      return toNum(r.rows[0]!.now);
+    });
+  }
+
+  /** Records the snapshot a workspace's host state was built from (null: it has none). @throws E_NOT_FOUND */
+  async setLayerSnapshot(workspaceId: string, snapshotId: string | null): Promise<void> {
+    const res = await this.ctx.tx((trx) =>
+      trx.updateTable('workspaces').set({ layer_snapshot_id: snapshotId }).where('id', '=', workspaceId).executeTakeFirst(),
+    );
+    if (Number(res.numUpdatedRows) !== 1) throw new AwcError('E_NOT_FOUND', `no workspace with id ${workspaceId}`);
+  }
+
+  /**
+   * `awc rm <snapshot>`: removes snapshot `id` (exact id) of `namespace`, re-parenting its
+   * children to its parent, in one transaction. Refused (E_IN_USE, naming the holders in
+   * details) when it is a workspace's head or layer snapshot; also, unless `force`, when it is
+   * a workspace's base or the parent of named snapshots. With `force`, the workspaces whose
+   * base it is get its parent as their base (their head when it has none).
+   * @returns the re-parented child ids and the re-based workspace ids. @throws E_NOT_FOUND, E_IN_USE
+   */
+  async removeSnapshot(
+    namespace: string,
+    id: string,
+    opts: { force?: boolean } = {},
+  ): Promise<{ reparented: string[]; rebased: string[] }> {
+    const ctx = this.ctx;
+    const nsId = await ctx.read(() => ctx.findNs(namespace));
+    if (!nsId) throw snapshotNotFound(namespace, id);
+    return ctx.tx(async (trx) => {
+      const snap = await trx
+        .selectFrom('snapshots')
+        .select(['id', 'parent_id'])
+        .where('id', '=', id)
+        .where('namespace', '=', nsId)
+        .executeTakeFirst();
+      if (!snap) throw snapshotNotFound(namespace, id);
+      const holders = await trx
+        .selectFrom('workspaces')
+        .select(['id', 'name', 'base_snapshot_id', 'head_snapshot_id', 'layer_snapshot_id'])
+        .where((eb) => eb.or([eb('base_snapshot_id', '=', id), eb('head_snapshot_id', '=', id), eb('layer_snapshot_id', '=', id)]))
+        .execute();
+      const label = (w: { id: string; name: string | null }) => w.name ?? w.id;
+      const hard = holders.filter((w) => w.head_snapshot_id === id || w.layer_snapshot_id === id);
+      if (hard.length > 0) {
+        throw new AwcError(
+          'E_IN_USE',
+          `snapshot ${id} is the head or the layer of workspace(s) ${hard.slice(0, 5).map(label).join(', ')}`,
+          {
+            hint: 'Remove those workspaces first (`awc rm <workspace>`); --force does not remove a head or a layer.',
+            details: { workspaces: hard.map((w) => w.id), holds: 'head' },
+          },
+        );
+      }
+      const named = await trx
+        .selectFrom('snapshots')
+        .select(['id', 'name'])
+        .where('parent_id', '=', id)
+        .where('name', 'is not', null)
+        .limit(5)
+        .execute();
+      if (!opts.force && holders.length > 0) {
+        throw new AwcError('E_IN_USE', `snapshot ${id} is the base of workspace(s) ${holders.slice(0, 5).map(label).join(', ')}`, {
+          hint: 'Remove those workspaces first, or pass --force to make its parent their base.',
+          details: { workspaces: holders.map((w) => w.id), holds: 'base' },
+        });
+      }
+      if (!opts.force && named.length > 0) {
+        throw new AwcError('E_IN_USE', `snapshot ${id} is the parent of named snapshot(s) ${named.map((s) => s.name).join(', ')}`, {
+          hint: 'Pass --force to remove it anyway (its children get its parent as their parent).',
+          details: { snapshots: named.map((s) => s.id), holds: 'parent' },
+        });
+      }
+      const rebased: string[] = [];
+      for (const w of holders) {
+        await trx
+          .updateTable('workspaces')
+          .set({ base_snapshot_id: snap.parent_id ?? w.head_snapshot_id })
+          .where('id', '=', w.id)
+          .execute();
+        rebased.push(w.id);
+      }
+      const reparented = await this.#unlink(trx, id, snap.parent_id);
+      return { reparented, rebased };
+    });
+  }
+
+  /** Re-parents the children of `id` to `parentId` and deletes row `id`; returns the children's ids. */
+  async #unlink(trx: Transaction<Database>, id: string, parentId: string | null): Promise<string[]> {
+    const children = await trx.selectFrom('snapshots').select('id').where('parent_id', '=', id).execute();
+    if (children.length > 0) await trx.updateTable('snapshots').set({ parent_id: parentId }).where('parent_id', '=', id).execute();
+    await trx.deleteFrom('snapshots').where('id', '=', id).execute();
+    return children.map((c) => c.id);
+  }
+
+  // --- the gc lock -------------------------------------------------------------------------
+
+  /** Extends the lock inside `trx` while `owner` holds it. @throws E_GC_LOCK_LOST */
+  async #hold(trx: Transaction<Database>, owner: string, ttlMs: number): Promise<void> {
+    const now = clock(this.ctx);
+    const res = await trx
+      .updateTable('gc_lock')
+      .set({ expires_at: sql<number>`${now} + ${Math.floor(ttlMs)}` })
+      .where('name', '=', GC_LOCK)
+      .where('owner', '=', owner)
+      .where('expires_at', '>', now)
+      .executeTakeFirst();
+    if (Number(res.numUpdatedRows) !== 1) {
+      throw new AwcError('E_GC_LOCK_LOST', `this gc (${owner}) no longer holds the gc lock: it expired and may have been taken`, {
+        details: { owner },
+      });
+    }
+  }
+
+  /** See GcCatalog.acquireLock. @throws E_GC_RUNNING */
+  async acquireLock(owner: string, ttlMs: number): Promise<{ owner: string; takenAtMs: number; expiresAtMs: number }> {
+    const now = clock(this.ctx);
+    const row = await this.ctx.tx(async (trx) => {
+      await trx.deleteFrom('gc_lock').where('name', '=', GC_LOCK).where('expires_at', '<=', now).execute();
+      await trx
+        .insertInto('gc_lock')
+        .values({ name: GC_LOCK, owner, taken_at: now, expires_at: sql<number>`${now} + ${Math.floor(ttlMs)}` })
+        .onConflict((oc) => oc.column('name').doNothing())
+        .execute();
+      const r = await trx.selectFrom('gc_lock').selectAll().where('name', '=', GC_LOCK).executeTakeFirstOrThrow();
+      if (r.owner !== owner) return r;
+      // ours (just taken, or taken before by this owner): expires ttlMs from now
+      await trx
+        .updateTable('gc_lock')
+        .set({ expires_at: sql<number>`${now} + ${Math.floor(ttlMs)}` })
+        .where('name', '=', GC_LOCK)
+        .where('owner', '=', owner)
+        .execute();
+      return trx.selectFrom('gc_lock').selectAll().where('name', '=', GC_LOCK).executeTakeFirstOrThrow();
+    });
+    const expiresAtMs = toNum(row.expires_at);
+    if (row.owner !== owner) {
+      const expiresAt = new Date(expiresAtMs).toISOString();
+      throw new AwcError('E_GC_RUNNING', `another gc holds the gc lock: ${row.owner}, until ${expiresAt} unless it renews it`, {
+        details: { owner: row.owner, expiresAt, takenAt: new Date(toNum(row.taken_at)).toISOString() },
+      });
+    }
+    return { owner, takenAtMs: toNum(row.taken_at), expiresAtMs };
+  }
+
+  /** See GcCatalog.renewLock. @throws E_GC_LOCK_LOST */
+  renewLock(owner: string, ttlMs: number): Promise<void> {
+    return this.ctx.tx((trx) => this.#hold(trx, owner, ttlMs));
+  }
+
+  /** See GcCatalog.releaseLock. */
+  async releaseLock(owner: string): Promise<void> {
+    await this.ctx.tx((trx) => trx.deleteFrom('gc_lock').where('name', '=', GC_LOCK).where('owner', '=', owner).execute());
+  }
+
+  // --- listings ------------------------------------------------------------------------------
+
+  /** See GcCatalog.listSnapshots. */
+  listSnapshots(): Promise<GcSnapshot[]> {
+    return this.ctx.read(async () => {
+      const rows = await this.ctx.db
+        .selectFrom('snapshots as s')
+        .innerJoin('namespaces as n', 'n.id', 's.namespace')
+        .select(['n.name as ns', 's.id', 's.name', 's.root', 's.parent_id', 's.created_at'])
+        .orderBy('s.created_at')
+        .orderBy('s.id')
+        .execute();
+      return rows.map((r) => ({
+        namespace: r.ns,
+        id: r.id,
+        name: r.name,
+        root: r.root as Digest,
+        parentId: r.parent_id,
+        createdAt: r.created_at,
+      }));
+    });
+  }
+
+  /** See GcCatalog.listHolds. */
+  listHolds(): Promise<{ namespace: string; workspaceId: string; base: string; head: string; layer: string | null }[]> {
+    return this.ctx.read(async () => {
+      const rows = await this.ctx.db
+        .selectFrom('workspaces as w')
+        .innerJoin('namespaces as n', 'n.id', 'w.namespace')
+        .select(['n.name as ns', 'w.id', 'w.base_snapshot_id', 'w.head_snapshot_id', 'w.layer_snapshot_id'])
+        .execute();
+      return rows.map((r) => ({
+        namespace: r.ns,
+        workspaceId: r.id,
+        base: r.base_snapshot_id,
+        head: r.head_snapshot_id,
+        layer: r.layer_snapshot_id,
+      }));
+    });
+  }
+
+  /** See GcCatalog.listPacks. */
+  listPacks(): Promise<GcPack[]> {
+    return this.ctx.read(async () => {
+      const rows = await this.ctx.db
+        .selectFrom('packs as p')
+        .innerJoin('namespaces as n', 'n.id', 'p.namespace')
+        .select(['n.name as ns', 'p.key', 'p.size', 'p.state', 'p.condemned_at', 'p.deleted_at'])
+        .orderBy('p.key')
+        .execute();
+      return rows.map((r) => ({
+        namespace: r.ns,
+        key: r.key,
+        size: toNum(r.size),
+        state: r.state as PackState,
+        condemnedAtMs: r.condemned_at === null ? null : toNum(r.condemned_at),
+        deletedAtMs: r.deleted_at === null ? null : toNum(r.deleted_at),
+      }));
+    });
+  }
+
+  // --- guarded transitions -------------------------------------------------------------------
+
+  /** See GcCatalog.removeGarbageSnapshot. @throws E_GC_LOCK_LOST */
+  async removeGarbageSnapshot(owner: string, ttlMs: number, namespace: string, id: string, createdBefore: string): Promise<boolean> {
+    const ctx = this.ctx;
+    const nsId = await ctx.read(() => ctx.findNs(namespace));
+    if (!nsId) return false;
+    return ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      const snap = await trx
+        .selectFrom('snapshots as s')
+        .select(['s.id', 's.parent_id'])
+        .where('s.id', '=', id)
+        .where('s.namespace', '=', nsId)
+        .where('s.name', 'is', null)
+        .where('s.created_at', '<', createdBefore)
+        .where(({ not, exists, selectFrom }) =>
+          not(
+            exists(
+              selectFrom('workspaces as w')
+                .select('w.id')
+                .where((eb) =>
+                  eb.or([eb('w.base_snapshot_id', '=', id), eb('w.head_snapshot_id', '=', id), eb('w.layer_snapshot_id', '=', id)]),
+                ),
+            ),
+          ),
+        )
+        .executeTakeFirst();
+      if (!snap) return false;
+      await this.#unlink(trx, id, snap.parent_id);
+      return true;
+    });
+  }
+
+  /** Moves the packs of `keys` in state `from` to `to` (setting condemned_at as given); returns how many moved. */
+  async #move(owner: string, ttlMs: number, keys: readonly string[], from: PackState, to: PackState): Promise<number> {
+    if (keys.length === 0) return 0;
+    const now = clock(this.ctx);
+    return this.ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      let n = 0;
+      for (const group of chunks([...new Set(keys)], LOOKUP_BATCH)) {
+        const res = await trx
+          .updateTable('packs')
+          .set(to === 'condemned' ? { state: to, condemned_at: now } : { state: to, condemned_at: null })
+          .where('key', 'in', group)
+          .where('state', '=', from)
+          .executeTakeFirst();
+        n += Number(res.numUpdatedRows);
+      }
+      return n;
+    });
+  }
+
+  /** See GcCatalog.condemnPacks. @throws E_GC_LOCK_LOST */
+  condemnPacks(owner: string, ttlMs: number, keys: readonly string[]): Promise<number> {
+    return this.#move(owner, ttlMs, keys, 'live', 'condemned');
+  }
+
+  /** See GcCatalog.uncondemnPacks. @throws E_GC_LOCK_LOST */
+  uncondemnPacks(owner: string, ttlMs: number, keys: readonly string[]): Promise<number> {
+    return this.#move(owner, ttlMs, keys, 'condemned', 'live');
+  }
+
+  /** See GcCatalog.beginDelete. @throws E_GC_LOCK_LOST */
+  async beginDelete(owner: string, ttlMs: number, key: string, graceMs: number): Promise<boolean> {
+    const now = clock(this.ctx);
+    return this.ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      const res = await trx
+        .updateTable('packs')
+        .set({ state: 'deleting' })
+        .where('key', '=', key)
+        .where('state', '=', 'condemned')
+        .where('condemned_at', '<=', sql<number>`${now} - ${Math.floor(graceMs)}`)
+        .executeTakeFirst();
+      if (Number(res.numUpdatedRows) !== 1) return false;
+      await trx.deleteFrom('blobs').where('pack', '=', key).execute();
+      return true;
+    });
+  }
+
+  /** See GcCatalog.finishDelete. @throws E_GC_LOCK_LOST */
+  async finishDelete(owner: string, ttlMs: number, key: string): Promise<void> {
+    const now = clock(this.ctx);
+    await this.ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      await trx
+        .updateTable('packs')
+        .set({ state: 'deleted', deleted_at: now })
+        .where('key', '=', key)
+        .where('state', '=', 'deleting')
+        .execute();
+    });
+  }
+}
+
+/**
+ * The commit-time guard of a snapshot's packs (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe),
+ * run inside the commit's transaction before its pack rows are inserted:
+ * - every pack it deduplicated against (`s.reusedPacks`) must still be `live` (a conditional
+ *   UPDATE of each row, so PostgreSQL orders it against gc's condemnation by the row lock);
+ * - a pack it uploaded whose key exists is kept (live), un-condemned (condemned: its object
+ *   is still there), or brought back (deleted before `s.startedAtMs`: the upload made it again).
+ * @throws E_PACK_CONDEMNED (retryable; details.packs) when a reused pack is not live, or an
+ *   uploaded one is being deleted or was deleted after the writer started
+ */
+export async function guardSnapshotPacks(ctx: SqlContext, trx: Transaction<Database>, s: NewSnapshot): Promise<void> {
+  const written = new Set(s.packs.map((p) => p.key));
+  const reused = [...new Set(s.reusedPacks ?? [])].filter((k) => !written.has(k));
+  const refuse = (packs: string[], why: string) =>
+    new AwcError('E_PACK_CONDEMNED', `the snapshot relies on pack(s) ${packs.slice(0, 3).join(', ')} that gc ${why}`, {
+      details: { packs },
+    });
+  for (const group of chunks(reused, LOOKUP_BATCH)) {
+    const res = await trx
+      .updateTable('packs')
+      .set({ state: 'live' })
+      .where('key', 'in', group)
+      .where('state', '=', 'live')
+      .executeTakeFirst();
+    if (Number(res.numUpdatedRows) !== group.length) {
+      const live = await trx.selectFrom('packs').select('key').where('key', 'in', group).where('state', '=', 'live').execute();
+      const ok = new Set(live.map((r) => r.key));
+      throw refuse(
+        group.filter((k) => !ok.has(k)),
+        'condemned or deleted meanwhile',
+      );
+    }
+  }
+  for (const group of chunks([...written], LOOKUP_BATCH)) {
+    const rows = await trx.selectFrom('packs').select(['key', 'state', 'deleted_at']).where('key', 'in', group).execute();
+    for (const r of rows) {
+      if (r.state === 'live') continue;
+      const back =
+        r.state === 'condemned' ||
+        (r.state === 'deleted' && s.startedAtMs !== undefined && r.deleted_at !== null && toNum(r.deleted_at) < s.startedAtMs);
+      if (!back) throw refuse([r.key], r.state === 'deleting' ? 'is deleting' : 'deleted after this writer started');
+      const res = await trx
+        .updateTable('packs')
+        .set({ state: 'live', condemned_at: null, deleted_at: null })
+        .where('key', '=', r.key)
+        .where('state', '=', r.state)
+        .executeTakeFirst();
+      if (Number(res.numUpdatedRows) !== 1) throw refuse([r.key], 'moved on meanwhile');
+    }
+  }
+}

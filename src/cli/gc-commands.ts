@@ -1,0 +1,59 @@
+import type { Command } from 'commander';
+import { parseDuration } from '../core/duration.js';
+import { formatBytes } from './output.js';
+import type { Awc } from '../service/awc.js';
+import type { Output } from './output.js';
+
+/** How a command runs with an open service (main.ts `withAwc`). */
+export type WithAwc = <T>(fn: (awc: Awc, o: Output) => Promise<T>) => Promise<T>;
+
+/**
+ * Registers `awc rm` and `awc gc` (docs/reference/rm-gc.md) on `program`.
+ */
+export function registerGcCommands(program: Command, withAwc: WithAwc): void {
+  program
+    .command('rm <ref>')
+    .description('remove a workspace or a snapshot (catalog rows only; the bytes go with `awc gc`)')
+    .option(
+      '--force',
+      'unmount a workspace mounted here and drop its uncheckpointed changes; remove a snapshot that is a base or has named children',
+    )
+    .action((ref: string, opts: { force?: boolean }) =>
+      withAwc(async (awc, o) => {
+        const r = await awc.rm(ref, opts);
+        o.result(r, () => {
+          const extra = [
+            r.unmounted ? 'unmounted first' : '',
+            r.discarded ? 'uncheckpointed changes dropped' : '',
+            r.reparented?.length ? `${r.reparented.length} child snapshot(s) re-parented` : '',
+            r.rebased?.length ? `${r.rebased.length} workspace(s) re-based` : '',
+          ].filter(Boolean);
+          return `removed ${r.kind} ${r.id}${extra.length ? ` (${extra.join('; ')})` : ''}`;
+        });
+      }),
+    );
+
+  program
+    .command('gc')
+    .description('delete what no live snapshot needs (every namespace; one gc at a time across the fleet)')
+    .option('--dry-run', 'report what a run would do; change nothing')
+    .option('--grace <duration>', 'delete a condemned pack only this long after it was condemned', '24h')
+    .option('--retention <duration>', 'keep unnamed, unheld snapshots this long after they were made', '7d')
+    .action((opts: { dryRun?: boolean; grace: string; retention: string }) =>
+      withAwc(async (awc, o) => {
+        const graceMs = parseDuration(opts.grace, '--grace');
+        const retentionMs = parseDuration(opts.retention, '--retention');
+        const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs });
+        const would = r.dryRun ? 'would ' : '';
+        o.result(r, () =>
+          [
+            `${r.dryRun ? 'dry run: ' : ''}${r.snapshots.live} live snapshot(s), ${r.packs.live} live pack(s), ${r.blobs.live} live blob(s)`,
+            `${would}remove ${r.snapshots.removed.length} snapshot row(s)${r.snapshots.removed.length ? `: ${r.snapshots.removed.join(', ')}` : ''}`,
+            `${would}condemn ${r.packs.condemned.count} pack(s) (${formatBytes(r.packs.condemned.bytes)})`,
+            `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
+            `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
+          ].join('\n'),
+        );
+      }),
+    );
+}

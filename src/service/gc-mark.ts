@@ -1,0 +1,66 @@
+import type { Digest } from '../core/digest.js';
+import type { Catalog } from '../catalog/catalog.js';
+import { ContentReader } from '../store/content-reader.js';
+import type { ObjectStore } from '../store/object-store.js';
+
+/** What a mark found: the live digests of each namespace and the keys of the packs that hold their indexed locations. */
+export interface MarkResult {
+  /** Namespace name → live digests (roots, trees, chunks). */
+  digests: Map<string, Set<Digest>>;
+  /** Keys of packs holding the indexed location of a live blob (any namespace). */
+  packs: Set<string>;
+  /** Trees read. */
+  trees: number;
+}
+
+/**
+ * The mark of gc (docs/explanation/gc.md#one-run-of-gc, step 4): walks every given root
+ * through its trees (each tree once per namespace) to the chunks of every file, then looks
+ * the live digests up in each namespace's blob index (all packs, condemned ones included:
+ * they are still readable) to find the live packs. `tick` runs every 256 trees (the caller
+ * renews its lock there).
+ * @throws E_OBJECT_NOT_FOUND / E_INTEGRITY / E_FORMAT when a live root or tree cannot be read
+ *   (an incomplete mark proves nothing: the caller must stop), or what `tick` throws
+ */
+export async function markLive(
+  catalog: Catalog,
+  store: ObjectStore,
+  roots: readonly { namespace: string; root: Digest }[],
+  tick: () => Promise<void> = async () => undefined,
+): Promise<MarkResult> {
+  const digests = new Map<string, Set<Digest>>();
+  const packs = new Set<string>();
+  let trees = 0;
+  const byNs = new Map<string, Digest[]>();
+  for (const r of roots) byNs.set(r.namespace, [...(byNs.get(r.namespace) ?? []), r.root]);
+  for (const [ns, nsRoots] of byNs) {
+    const live = new Set<Digest>();
+    digests.set(ns, live);
+    const reader = new ContentReader({ store, index: catalog.blobIndex(ns), treeCacheSize: 16 });
+    const todo: Digest[] = [];
+    for (const root of nsRoots) {
+      if (live.has(root)) continue;
+      live.add(root);
+      const r = await reader.readRoot(root);
+      if (!live.has(r.tree)) {
+        live.add(r.tree);
+        todo.push(r.tree);
+      }
+    }
+    while (todo.length > 0) {
+      const t = await reader.readTree(todo.pop()!);
+      if (++trees % 256 === 0) await tick();
+      for (const e of t.entries) {
+        if (e.type === 'dir' && !live.has(e.tree)) {
+          live.add(e.tree);
+          todo.push(e.tree);
+        } else if (e.type === 'file') {
+          for (const c of e.chunks) live.add(c.digest);
+        }
+      }
+    }
+    const found = await catalog.blobIndex(ns).lookup([...live]);
+    for (const loc of found.values()) packs.add(loc.pack);
+  }
+  return { digests, packs, trees };
+}

@@ -1,0 +1,147 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { Catalog } from '../catalog/catalog.js';
+import type { GcPack } from '../catalog/gc-catalog.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { markLive } from './gc-mark.js';
+
+/** Default grace period between condemning a pack and deleting it: 24 h. */
+export const DEFAULT_GRACE_MS = 24 * 3_600_000;
+/** Default retention of unnamed, unheld snapshots: 7 days. */
+export const DEFAULT_RETENTION_MS = 7 * 86_400_000;
+/** Default time-to-live of the gc lock, renewed at every step: 15 min. */
+export const DEFAULT_LOCK_TTL_MS = 15 * 60_000;
+
+/** Options of {@link runGc}. Durations in ms. */
+export interface GcOptions {
+  catalog: Catalog;
+  store: ObjectStore;
+  /** Report only: no lock, no write to the catalog or the store. */
+  dryRun?: boolean;
+  graceMs?: number;
+  retentionMs?: number;
+  lockTtlMs?: number;
+  /** Lock owner (default `<hostname>:<pid>:<random>`). */
+  owner?: string;
+  /** Test-only injection points, awaited at each step (races are driven through them, never by timers). */
+  hooks?: {
+    afterMark?(): void | Promise<void>;
+    afterCondemn?(): void | Promise<void>;
+    beforeDelete?(key: string): void | Promise<void>;
+  };
+}
+
+/** A count of packs and their bytes (pack object sizes). */
+export interface PackCount {
+  count: number;
+  bytes: number;
+}
+
+/** What a gc run did (or, in a dry run, would do). See docs/reference/rm-gc.md. */
+export interface GcReport {
+  dryRun: boolean;
+  snapshots: { removed: string[]; live: number };
+  packs: { live: number; condemned: PackCount; uncondemned: PackCount; deleted: PackCount };
+  blobs: { live: number };
+  incomplete: { removed: number; bytes: number };
+}
+
+const count = (ps: readonly GcPack[]): PackCount => ({ count: ps.length, bytes: ps.reduce((n, p) => n + p.size, 0) });
+
+/**
+ * One run of gc, fleet-wide, by the protocol of docs/explanation/gc.md#one-run-of-gc (after
+ * kopia's two-phase maintenance and restic's exclusive prune lock): lock, finish deletions a
+ * dead gc left, remove unreferenced snapshot rows, mark, un-condemn what is live again,
+ * delete what a previous run condemned more than `graceMs` ago and this mark still finds
+ * unreachable, condemn what this mark finds unreachable, sweep incomplete uploads, unlock.
+ * @throws E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
+ *   its lock), E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob cannot be read: nothing is
+ *   condemned or deleted then)
+ */
+export async function runGc(opts: GcOptions): Promise<GcReport> {
+  const { catalog, store } = opts;
+  const gc = catalog.gc();
+  const dryRun = opts.dryRun ?? false;
+  const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
+  const retentionMs = opts.retentionMs ?? DEFAULT_RETENTION_MS;
+  const ttl = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
+  const owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const hooks = opts.hooks ?? {};
+  if (!dryRun) await gc.acquireLock(owner, ttl);
+  try {
+    const report: GcReport = {
+      dryRun,
+      snapshots: { removed: [], live: 0 },
+      packs: { live: 0, condemned: count([]), uncondemned: count([]), deleted: count([]) },
+      blobs: { live: 0 },
+      incomplete: { removed: 0, bytes: 0 },
+    };
+    const deleted: GcPack[] = [];
+    // 2. deletions a dead gc left half done
+    if (!dryRun) {
+      for (const p of (await gc.listPacks()).filter((x) => x.state === 'deleting')) {
+        await store.delete(p.key);
+        await gc.finishDelete(owner, ttl, p.key);
+        deleted.push(p);
+      }
+    }
+    // 3. snapshot rows no live root holds
+    const now = await catalog.nowMs();
+    const cutoff = new Date(now - retentionMs).toISOString();
+    const held = new Set<string>();
+    for (const h of await gc.listHolds()) for (const id of [h.base, h.head, h.layer]) if (id) held.add(id);
+    const all = await gc.listSnapshots();
+    const garbage = all.filter((s) => s.name === null && s.createdAt < cutoff && !held.has(s.id));
+    if (dryRun) report.snapshots.removed = garbage.map((s) => s.id);
+    else
+      for (const s of garbage)
+        if (await gc.removeGarbageSnapshot(owner, ttl, s.namespace, s.id, cutoff)) report.snapshots.removed.push(s.id);
+    // 4. mark: the packs that exist before the roots are read, then every root left
+    const packs = (await gc.listPacks()).filter((p) => p.state === 'live' || p.state === 'condemned');
+    const removed = new Set(report.snapshots.removed);
+    const live = dryRun ? all.filter((s) => !removed.has(s.id)) : await gc.listSnapshots();
+    report.snapshots.live = live.length;
+    const mark = await markLive(catalog, store, live, () => (dryRun ? Promise.resolve() : gc.renewLock(owner, ttl)));
+    for (const d of mark.digests.values()) report.blobs.live += d.size;
+    await hooks.afterMark?.();
+    // 5. condemned but live again
+    const back = packs.filter((p) => p.state === 'condemned' && mark.packs.has(p.key));
+    if (!dryRun)
+      await gc.uncondemnPacks(
+        owner,
+        ttl,
+        back.map((p) => p.key),
+      );
+    report.packs.uncondemned = count(back);
+    // 6. condemned by an earlier run, past the grace period, and unreachable in this (later) mark
+    const due = packs.filter((p) => p.state === 'condemned' && !mark.packs.has(p.key) && now - (p.condemnedAtMs ?? now) >= graceMs);
+    for (const p of due) {
+      if (dryRun) {
+        deleted.push(p);
+        continue;
+      }
+      await hooks.beforeDelete?.(p.key);
+      if (!(await gc.beginDelete(owner, ttl, p.key, graceMs))) continue; // un-condemned meanwhile (a commit uploaded it again)
+      await store.delete(p.key);
+      await gc.finishDelete(owner, ttl, p.key);
+      deleted.push(p);
+    }
+    report.packs.deleted = count(deleted);
+    // 7. live packs this mark finds unreachable
+    const doomed = packs.filter((p) => p.state === 'live' && !mark.packs.has(p.key));
+    if (!dryRun)
+      await gc.condemnPacks(
+        owner,
+        ttl,
+        doomed.map((p) => p.key),
+      );
+    report.packs.condemned = count(doomed);
+    report.packs.live = packs.filter((p) => mark.packs.has(p.key)).length;
+    await hooks.afterCondemn?.();
+    // 8. what dead writers left in the store
+    if (!dryRun) report.incomplete = await store.sweepIncomplete(graceMs);
+    return report;
+  } finally {
+    if (!dryRun) await gc.releaseLock(owner).catch(() => undefined);
+  }
+}

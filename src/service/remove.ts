@@ -1,0 +1,74 @@
+import { AwcError } from '../core/errors.js';
+import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
+import type { UnmountResult } from '../drivers/mount-driver.js';
+import { readHostState } from '../drivers/workspace-state.js';
+
+/** What `awc rm` removed: catalog rows only (bytes go with `awc gc`). */
+export interface RemoveResult {
+  kind: 'workspace' | 'snapshot';
+  id: string;
+  /** Workspace: it was mounted on this host and `force` unmounted it (its uncheckpointed changes dropped). */
+  unmounted?: boolean;
+  /** Workspace: uncheckpointed changes kept on this host were dropped (`force`). */
+  discarded?: boolean;
+  /** Snapshot: children that now have its parent as their parent. */
+  reparented?: string[];
+  /** Snapshot (`force`): workspaces whose base moved to its parent (or their head). */
+  rebased?: string[];
+}
+
+/** What `removeRef` needs from the service (implemented by `Awc`). */
+export interface RemoveContext {
+  readonly catalog: Catalog;
+  readonly namespace: string;
+  readonly config: { host: string };
+  readonly paths: { workspaces: string };
+  resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }>;
+  unmount(ref: string, opts: { discard?: boolean; force?: boolean }): Promise<UnmountResult>;
+}
+
+/**
+ * `awc rm <workspace|snapshot>` (docs/explanation/gc.md#rm-removes-rows-never-bytes): removes
+ * catalog rows only.
+ * - A workspace mounted anywhere is refused (E_ALREADY_MOUNTED); with `force`, one mounted on
+ *   this host is unmounted first, discarding its uncheckpointed changes (never lazily: a busy
+ *   mount is E_TARGET_BUSY). Uncheckpointed changes kept on this host after an unmount are
+ *   refused (E_IN_USE) unless `force` drops them.
+ * - A snapshot: see `Catalog.removeSnapshot` (E_IN_USE for a head or layer; for a base or the
+ *   parent of named snapshots unless `force`).
+ * @throws E_NOT_FOUND, E_AMBIGUOUS, E_ALREADY_MOUNTED, E_IN_USE, E_TARGET_BUSY, E_STILL_MOUNTED
+ */
+export async function removeRef(ctx: RemoveContext, ref: string, opts: { force?: boolean } = {}): Promise<RemoveResult> {
+  const r = await ctx.resolve(ref);
+  if (r.kind === 'snapshot') {
+    const { reparented, rebased } = await ctx.catalog.removeSnapshot(ctx.namespace, r.snapshot.id, { force: opts.force });
+    return { kind: 'snapshot', id: r.snapshot.id, reparented, rebased };
+  }
+  const ws = r.workspace;
+  const out: RemoveResult = { kind: 'workspace', id: ws.id };
+  if (ws.mountState === 'mounted') {
+    const here = ws.mountHost === ctx.config.host;
+    if (!opts.force || !here) {
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.name ?? ws.id} is mounted at ${ws.mountPath} on ${ws.mountHost}`, {
+        hint: here
+          ? `Unmount it first (\`awc unmount ${ws.id}\`), or pass --force to unmount it and drop its uncheckpointed changes.`
+          : `Unmount it on ${ws.mountHost} first; rm --force never touches another host's mount.`,
+        details: { path: ws.mountPath, host: ws.mountHost },
+      });
+    }
+    await ctx.unmount(ws.id, { discard: true });
+    out.unmounted = true;
+  }
+  if (await readHostState(ctx.paths.workspaces, ws.id)) {
+    if (!opts.force) {
+      throw new AwcError('E_IN_USE', `workspace ${ws.name ?? ws.id} has uncheckpointed changes kept on this host`, {
+        hint: `Checkpoint them (mount it and run \`awc checkpoint ${ws.id}\`), or pass --force to drop them.`,
+        details: { workspace: ws.id },
+      });
+    }
+    await ctx.unmount(ws.id, { discard: true });
+    out.discarded = true;
+  }
+  await ctx.catalog.deleteWorkspace(ctx.namespace, ws.id);
+  return out;
+}

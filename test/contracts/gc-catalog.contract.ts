@@ -1,0 +1,178 @@
+import { strict as assert } from 'node:assert';
+import { describe, it } from 'node:test';
+import type { Catalog } from '../../src/catalog/catalog.js';
+import type { AdapterFactory } from './adapter-factory.js';
+import { rejectsWith } from '../helpers/assert-errors.js';
+import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
+
+/**
+ * The contract of the catalog's rm / gc side (src/catalog/gc-catalog.ts and the Catalog
+ * methods nowMs, dedupIndex, setLayerSnapshot, removeSnapshot; docs/explanation/gc.md) that
+ * every Catalog adapter passes: the gc lock (E_GC_RUNNING, expiry by the database clock,
+ * E_GC_LOCK_LOST fencing every write), the pack state transitions and their guards, the
+ * dedup index, the commit-time guard (E_PACK_CONDEMNED, writing nothing; the same pack key
+ * uploaded again), and the guarded removal of snapshot rows.
+ *
+ * Usage, in the adapter's test file: `gcCatalogContract('SqliteCatalog', { create, cleanup })`.
+ */
+export function gcCatalogContract(name: string, factory: AdapterFactory<Catalog>): void {
+  async function withCat(fn: (c: Catalog) => Promise<void>): Promise<void> {
+    const cat = await factory.create();
+    try {
+      await fn(cat);
+    } finally {
+      await factory.cleanup(cat);
+    }
+  }
+  const OWNER = 'test-host:1:abcd';
+  const TTL = 60_000;
+
+  describe(`${name}: gc contract`, () => {
+    it('nowMs is the database clock in ms', () =>
+      withCat(async (cat) => {
+        const t = await cat.nowMs();
+        assert.ok(Math.abs(t - Date.now()) < 60_000, `${t} vs ${Date.now()}`);
+      }));
+
+    it('the gc lock: one owner; E_GC_RUNNING for another; an expired lock is taken over; a lost lock fences every write', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        const l = await gc.acquireLock(OWNER, TTL);
+        assert.ok(l.expiresAtMs - l.takenAtMs >= TTL - 1);
+        await gc.acquireLock(OWNER, TTL); // the same owner again: extended
+        const e = await rejectsWith(gc.acquireLock('other:2:x', TTL), 'E_GC_RUNNING');
+        assert.equal(e.details?.owner, OWNER);
+        assert.equal(e.retryable, true);
+        await gc.renewLock(OWNER, TTL);
+        await gc.releaseLock(OWNER);
+        await gc.releaseLock(OWNER); // idempotent
+        await gc.acquireLock('dead:3:x', 0); // expires at once
+        await gc.acquireLock(OWNER, TTL); // taken over
+        await rejectsWith(gc.renewLock('dead:3:x', TTL), 'E_GC_LOCK_LOST');
+        await cat.createSnapshot(snap({ packs: [mkPack('packs/aa/l1', 2, 'l1')] }));
+        await rejectsWith(gc.condemnPacks('dead:3:x', TTL, ['packs/aa/l1']), 'E_GC_LOCK_LOST');
+        assert.equal((await gc.listPacks())[0]!.state, 'live', 'a fenced write wrote nothing');
+      }));
+
+    it('pack states: condemn, un-condemn, delete only past the grace; deleting drops the blob rows; the dedup index skips non-live packs', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const p = mkPack('packs/bb/p1', 3, 'p1');
+        await cat.createSnapshot(snap({ packs: [p] }));
+        const digests = p.blobs.map((b) => b.digest);
+        assert.equal((await cat.dedupIndex(NS).lookup(digests)).size, 3);
+        assert.equal(await gc.condemnPacks(OWNER, TTL, [p.key, 'packs/none']), 1);
+        assert.equal(await gc.condemnPacks(OWNER, TTL, [p.key]), 0, 'already condemned');
+        assert.equal((await cat.dedupIndex(NS).lookup(digests)).size, 0, 'condemned blobs are never offered for dedup');
+        assert.equal((await cat.blobIndex(NS).lookup(digests)).size, 3, 'but stay readable');
+        const row = (await gc.listPacks())[0]!;
+        assert.equal(row.state, 'condemned');
+        assert.ok(row.condemnedAtMs !== null && Math.abs(row.condemnedAtMs - (await cat.nowMs())) < 60_000);
+        assert.equal(await gc.beginDelete(OWNER, TTL, p.key, 3_600_000), false, 'within the grace period');
+        assert.equal(await gc.uncondemnPacks(OWNER, TTL, [p.key]), 1);
+        assert.equal(await gc.beginDelete(OWNER, TTL, p.key, 0), false, 'live packs are never deleted');
+        await gc.condemnPacks(OWNER, TTL, [p.key]);
+        assert.equal(await gc.beginDelete(OWNER, TTL, p.key, 0), true);
+        assert.equal((await cat.blobIndex(NS).lookup(digests)).size, 0, 'its blob rows are gone');
+        assert.equal(await gc.uncondemnPacks(OWNER, TTL, [p.key]), 0, 'deleting is not undone');
+        await gc.finishDelete(OWNER, TTL, p.key);
+        const done = (await gc.listPacks())[0]!;
+        assert.equal(done.state, 'deleted');
+        assert.ok(done.deletedAtMs !== null);
+      }));
+
+    it('the commit guard: a reused pack that is not live refuses the commit (E_PACK_CONDEMNED, nothing written)', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const p = mkPack('packs/cc/r1', 2, 'r1');
+        await cat.createSnapshot(snap({ packs: [p] }));
+        await cat.createSnapshot(snap({ reusedPacks: [p.key] })); // live: fine
+        await gc.condemnPacks(OWNER, TTL, [p.key]);
+        const before = (await cat.listSnapshots(NS)).length;
+        const e = await rejectsWith(
+          cat.createSnapshot(snap({ reusedPacks: [p.key], packs: [mkPack('packs/cc/r2', 1, 'r2')] })),
+          'E_PACK_CONDEMNED',
+        );
+        assert.equal(e.retryable, true);
+        assert.deepEqual(e.details?.packs, [p.key]);
+        assert.equal((await cat.listSnapshots(NS)).length, before);
+        assert.ok(!(await gc.listPacks()).some((x) => x.key === 'packs/cc/r2'), 'no pack row written');
+        const [ws] = await cat.forkWorkspaces(NS, (await cat.listSnapshots(NS))[0]!.id, [null]);
+        await rejectsWith(
+          cat.commitCheckpoint({ workspaceId: ws!.id, expectedHeadId: ws!.headSnapshotId, snapshot: snap({ reusedPacks: [p.key] }) }),
+          'E_PACK_CONDEMNED',
+        );
+        assert.equal((await cat.getWorkspace(NS, ws!.id)).headSnapshotId, ws!.headSnapshotId, 'the head did not move');
+        await rejectsWith(cat.createSnapshot(snap({ reusedPacks: ['packs/cc/unknown'] })), 'E_PACK_CONDEMNED');
+      }));
+
+    it('a blob indexed in a condemned pack moves to the new pack that holds it again', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const p = mkPack('packs/dd/m1', 2, 'm1');
+        await cat.createSnapshot(snap({ packs: [p] }));
+        const q = mkPack('packs/dd/m2', 2, 'm1'); // the same digests in another pack
+        const live = mkPack('packs/dd/m3', 1, 'm3');
+        await cat.createSnapshot(snap({ packs: [live] }));
+        await gc.condemnPacks(OWNER, TTL, [p.key]);
+        await cat.createSnapshot(snap({ packs: [q, { ...mkPack('packs/dd/m4', 1, 'm3') }] }));
+        const found = await cat.blobIndex(NS).lookup([...q.blobs.map((b) => b.digest), live.blobs[0]!.digest]);
+        for (const b of q.blobs) assert.equal(found.get(b.digest)?.pack, q.key);
+        assert.equal(found.get(live.blobs[0]!.digest)?.pack, live.key, 'a blob of a live pack keeps its location');
+      }));
+
+    it('the same pack key uploaded again: condemned → live; deleting → refused; deleted → back only when deleted before the writer started', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const p = mkPack('packs/ee/s1', 2, 's1');
+        await cat.createSnapshot(snap({ packs: [p] }));
+        await gc.condemnPacks(OWNER, TTL, [p.key]);
+        await cat.createSnapshot(snap({ packs: [p] }));
+        assert.equal((await gc.listPacks())[0]!.state, 'live', 'un-condemned by the commit that uploaded it again');
+        await gc.condemnPacks(OWNER, TTL, [p.key]);
+        await gc.beginDelete(OWNER, TTL, p.key, 0);
+        await rejectsWith(cat.createSnapshot(snap({ packs: [p], startedAtMs: (await cat.nowMs()) + 1 })), 'E_PACK_CONDEMNED');
+        const startedEarly = await cat.nowMs();
+        await gc.finishDelete(OWNER, TTL, p.key);
+        await rejectsWith(cat.createSnapshot(snap({ packs: [p], startedAtMs: startedEarly - 1 })), 'E_PACK_CONDEMNED');
+        await rejectsWith(cat.createSnapshot(snap({ packs: [p] })), 'E_PACK_CONDEMNED');
+        const deletedAt = (await gc.listPacks())[0]!.deletedAtMs!;
+        await cat.createSnapshot(snap({ packs: [p], startedAtMs: deletedAt + 1 }));
+        const row = (await gc.listPacks())[0]!;
+        assert.deepEqual([row.state, row.condemnedAtMs, row.deletedAtMs], ['live', null, null]);
+        assert.equal((await cat.blobIndex(NS).lookup(p.blobs.map((b) => b.digest))).size, 2, 'its blob rows are back');
+      }));
+
+    it('removeGarbageSnapshot removes only unnamed, old, unheld rows, re-parenting children; setLayerSnapshot holds', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const future = new Date(Date.now() + 60_000).toISOString();
+        const a = await cat.createSnapshot(snap());
+        const b = await cat.createSnapshot(snap({ parentId: a.id }));
+        const named = await cat.createSnapshot(snap({ name: 'kept', parentId: b.id }));
+        const held = await cat.createSnapshot(snap());
+        const layer = await cat.createSnapshot(snap());
+        const [ws] = await cat.forkWorkspaces(NS, held.id, [null]);
+        await cat.setLayerSnapshot(ws!.id, layer.id);
+        assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, a.id, a.createdAt), false, 'not older than the cutoff');
+        assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, named.id, future), false, 'named');
+        assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, held.id, future), false, 'a workspace head and base');
+        assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, layer.id, future), false, 'a layer snapshot');
+        assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, b.id, future), true);
+        assert.equal((await cat.getSnapshot(NS, named.id)).parentId, a.id, 're-parented to the nearest surviving ancestor');
+        const holds = await gc.listHolds();
+        assert.deepEqual(
+          holds.map((h) => [h.base, h.head, h.layer]),
+          [[held.id, held.id, layer.id]],
+        );
+        await cat.setLayerSnapshot(ws!.id, null);
+        assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, layer.id, future), true);
+        await rejectsWith(cat.setLayerSnapshot('ws_nope', null), 'E_NOT_FOUND');
+      }));
+  });
+}
