@@ -23,6 +23,7 @@ import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
+import { LeaseGuard } from './lease-guard.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -52,6 +53,8 @@ export interface CheckpointResult {
  */
 export class Awc implements DriverContext {
   readonly paths: AwcPaths;
+  /** This host's side of the lease protocol (sessions, the fencing token, what `ls` and `show` say). */
+  readonly leases: LeaseGuard;
   private readonly drivers: Record<MountDriverName, MountDriver>;
 
   private constructor(
@@ -61,7 +64,13 @@ export class Awc implements DriverContext {
     private readonly daemon: HostDaemonPort,
   ) {
     this.paths = pathsOf(config);
+    this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
+  }
+
+  /** See LeaseGuard.ensureSession (the daemon holds this host's leases, for every driver). @throws E_DAEMON_UNAVAILABLE */
+  ensureHostSession(): Promise<void> {
+    return this.leases.ensureSession();
   }
 
   /**
@@ -191,15 +200,18 @@ export class Awc implements DriverContext {
    * reboot) is shown again at the same target (`resumed`).
    * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root),
    *   E_STILL_MOUNTED (an earlier mount is still alive: detached but used, or in another mount namespace),
-   *   E_IN_USE (uncheckpointed changes kept by another driver, or that the driver cannot resume)
+   *   E_IN_USE (uncheckpointed changes kept by another driver, or that the driver cannot resume),
+   *   E_LEASED (another host holds it; `steal` takes over an expired lease), E_LEASE_LOST (stale changes kept here)
    */
-  async mount(wsRef: string, dir: string, opts: { onProgress?: Progress } = {}): Promise<MountResult> {
+  async mount(wsRef: string, dir: string, opts: { onProgress?: Progress; steal?: boolean } = {}): Promise<MountResult> {
     const ws = await this.getWorkspace(wsRef);
     if (ws.mountState === 'mounted' && ws.mountHost === this.config.host && ws.mountPath === resolve(dir)) {
       const resumed = await this.driver(ws.mountDriver).resume(ws);
       if (resumed) return resumed;
     }
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    if (ws.mountState === 'mounted' && ws.mountHost !== this.config.host) await this.leases.checkMountedElsewhere(ws, opts.steal === true);
+    else if (ws.mountState === 'mounted')
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
     if (target === this.config.home || target.startsWith(this.config.home + '/')) {
       throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, {
@@ -242,10 +254,18 @@ export class Awc implements DriverContext {
   async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<UnmountResult> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
+    if (ws.mountState === 'mounted' && ws.mountHost !== this.config.host) {
+      // taken over by another host: what is left here is stale, dropped only when asked
+      if (state && opts.discard) await this.drivers[state.driver].dropStale(state);
+      else if (state) await this.leases.commitLease(ws);
+      else throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is mounted on host ${ws.mountHost}, not on this one`);
+      return { workspace: ws.id, path: state.target, pending: false };
+    }
     if (ws.mountState !== 'mounted') {
       if (state && opts.discard) {
         await this.refuseWhileUsed(state, 'its changes cannot be discarded');
         await removeHostState(this.paths.workspaces, ws.id);
+        await this.catalog.releaseLease(ws.id, this.config.host);
         return { workspace: ws.id, path: state.target, pending: false };
       }
       throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
@@ -324,6 +344,9 @@ export class Awc implements DriverContext {
       ...rest,
     });
     if (!state) return unchanged({ filesRead: 0, skipped: [] });
+    // the fencing token: this host's live lease (a lost one refuses the checkpoint here, and the commit re-checks it)
+    await this.ensureHostSession();
+    const lease = await this.leases.commitLease(ws);
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging });
     if (scan.root === head.root) {
@@ -335,6 +358,7 @@ export class Awc implements DriverContext {
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,
+      lease,
       snapshot: {
         namespace: this.namespace,
         root: scan.root,
@@ -463,4 +487,5 @@ const NO_DAEMON: HostDaemonPort = {
   unmount: () =>
     Promise.reject(new AwcError('E_INTERNAL', 'no host daemon port was given to Awc.open, so overlay unmounts are not possible')),
   reportCheckpoint: async () => undefined,
+  ensureRunning: async () => undefined,
 };

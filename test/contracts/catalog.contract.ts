@@ -7,6 +7,7 @@ import type { AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
 import { MIGRATIONS } from '../../src/catalog/migrations.js';
+import { catalogLeaseContract } from './catalog-leases.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -403,4 +404,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
       });
     });
   });
+  catalogLeaseContract(name, factory);
 }

@@ -15,6 +15,7 @@ import type {
   DoctorCheck,
   DriverContext,
   MountDriver,
+  MountOptions,
   MountResult,
   MountUse,
   Progress,
@@ -136,18 +137,16 @@ export class CopyMountDriver implements MountDriver {
    * host state, then the mount in the catalog; on failure nothing stays mounted or recorded.
    * @throws E_IN_USE (uncheckpointed changes from an earlier mount), what materialiseCopy throws
    */
-  async mount(
-    ws: WorkspaceRow,
-    target: string,
-    pending: WorkspaceHostState | undefined,
-    opts: { onProgress?: Progress } = {},
-  ): Promise<MountResult> {
+  async mount(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, opts: MountOptions = {}): Promise<MountResult> {
     const { ctx } = this;
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    // (mounted on another host: only a steal of its expired lease goes on; mountLeased decides)
+    if (ws.mountState === 'mounted' && !(opts.steal && ws.mountHost !== ctx.config.host))
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     if (pending)
       throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, {
         hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.`,
       });
+    await ctx.ensureHostSession();
     const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
     const m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
     const state: WorkspaceHostState = {
@@ -164,7 +163,11 @@ export class CopyMountDriver implements MountDriver {
     try {
       state.statCache = recordStats(copyTreeOf(state));
       await writeHostState(ctx.paths.workspaces, state);
-      await ctx.catalog.setMount(ws.id, { path: target, driver: 'copy', host: ctx.config.host });
+      await ctx.catalog.mountLeased(
+        ws.id,
+        { path: target, driver: 'copy', host: ctx.config.host },
+        { steal: opts.steal, expectHeadId: head.id },
+      );
     } catch (err) {
       await releaseCopy(state, true).catch(() => undefined);
       await removeHostState(ctx.paths.workspaces, ws.id).catch(() => undefined);
@@ -209,6 +212,8 @@ export class CopyMountDriver implements MountDriver {
     );
     await removeHostState(ctx.paths.workspaces, ws.id);
     await ctx.catalog.setMount(ws.id, null);
+    // nothing private of the workspace is left on this host
+    await ctx.catalog.releaseLease(ws.id, ctx.config.host);
     return { workspace: ws.id, path, pending: false };
   }
 
@@ -246,5 +251,11 @@ export class CopyMountDriver implements MountDriver {
 
   materialised(state: WorkspaceHostState): string {
     return copyTreeOf(state);
+  }
+
+  /** Removes the stale copy (its bind mount lazily, the private tree or the files at the target) and the host state. */
+  async dropStale(state: WorkspaceHostState): Promise<void> {
+    await releaseCopy(state, true);
+    await removeHostState(this.ctx.paths.workspaces, state.workspaceId);
   }
 }

@@ -154,8 +154,9 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /**
    * Mounts a workspace: builds (once per snapshot) the layer directory, registers its
    * content objects with the FUSE server, and mounts one overlayfs with a private upper.
-   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
-   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
+   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer, only
+   * while this host kept the lease (else it is stale: E_LEASE_LOST). `steal` takes over an expired lease.
+   * @throws E_LEASED, E_LEASE_LOST, E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
    *   E_STILL_MOUNTED (an earlier overlay on the upper is alive)
    */
   async mount(
@@ -163,11 +164,14 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     wsId: string,
     target: string,
     op: 'mount' | 'remount' = 'mount',
+    steal = false,
   ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
     // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
     if (op === 'mount') await checkMountTarget(target, this.config.home);
     const ws = await this.catalog.getWorkspace(ns, wsId);
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    // (mounted on another host: only a steal of its expired lease goes on; mountLeased decides)
+    if (ws.mountState === 'mounted' && !(steal && ws.mountHost !== this.config.host))
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const pending = await readHostState(this.paths.workspaces, ws.id);
     let layerSnapshotId: string;
     let layerRoot: Digest;
@@ -217,9 +221,16 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         layerRoot,
         mount,
       });
-      await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
+      // the lease (kept, taken, or stolen after expiry) and the mount record: one transaction
+      await this.catalog.mountLeased(
+        ws.id,
+        { path: target, driver: 'overlay', host: this.config.host },
+        { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
+      );
     } catch (err) {
       await unmount(target, true);
+      // a fresh upper made for this mount holds nothing: never leave it to look like kept changes
+      if (!pending) await rm(dirs.dir, { recursive: true, force: true }).catch(() => undefined);
       throw err;
     }
     this.mounts.set(ws.id, { namespace: ns, path: target });
