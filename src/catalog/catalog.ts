@@ -142,7 +142,8 @@ export interface Catalog {
    * refused; an expired one is taken only with `steal` (epoch + 1; the expired holder's mount
    * record is replaced). `keepsPrivate`: the host resumes private state kept from an earlier
    * mount, valid only while the lease never left this host. `expectHeadId`: the head the mount
-   * was built from must still be the head.
+   * was built from must still be the head. `taken`: the lease was taken by this call (not kept).
+   * Callers record the mount first and only then make it (a host that loses never shows a file).
    * @throws E_LEASED (held by a live host, or expired without `steal`; details: holder, expiresAtMs),
    *   E_LEASE_LOST (`keepsPrivate`, but the lease was taken or released since),
    *   E_DAEMON_UNAVAILABLE (`m.host` has no live session: its daemon is not running),
@@ -152,7 +153,7 @@ export interface Catalog {
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string },
     opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string },
-  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow }>;
+  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }>;
 
   /**
    * Releases `host`'s lease on a workspace that is not mounted (the host holds nothing private

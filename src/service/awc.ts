@@ -318,10 +318,15 @@ export class Awc implements DriverContext {
    * changed is chunked and stored; packs and trees are uploaded before one catalog
    * transaction moves the head). Returns the head unchanged when nothing changed.
    * `allowChanging`: a file that keeps changing while read is stored as last read and
-   * listed in `changing` instead of failing.
-   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable; `details.path` is the path in the workspace), E_NOT_MOUNTED (nothing to checkpoint from)
+   * listed in `changing` instead of failing. The commit carries this host's lease (the fencing
+   * token); `beforeCommit` is an injection point (tests: a take-over between scan and commit).
+   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable; `details.path` is the path in the workspace), E_NOT_MOUNTED (nothing to checkpoint from),
+   *   E_LEASE_LOST (this host's lease expired or was taken over)
    */
-  async checkpoint(wsRef: string, opts: { message?: string; allowChanging?: boolean } = {}): Promise<CheckpointResult> {
+  async checkpoint(
+    wsRef: string,
+    opts: { message?: string; allowChanging?: boolean; beforeCommit?: () => Promise<void> } = {},
+  ): Promise<CheckpointResult> {
     const t0 = performance.now();
     const ws = await this.getWorkspace(wsRef);
     const head = await this.getSnapshot(ws.headSnapshotId);
@@ -345,7 +350,6 @@ export class Awc implements DriverContext {
     });
     if (!state) return unchanged({ filesRead: 0, skipped: [] });
     // the fencing token: this host's live lease (a lost one refuses the checkpoint here, and the commit re-checks it)
-    await this.ensureHostSession();
     const lease = await this.leases.commitLease(ws);
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging });
@@ -355,6 +359,7 @@ export class Awc implements DriverContext {
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
+    await opts.beforeCommit?.();
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,

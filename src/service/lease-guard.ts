@@ -77,13 +77,14 @@ export class LeaseGuard {
    * taken treats it as lost. @throws E_LEASE_LOST
    */
   async commitLease(ws: WorkspaceRow): Promise<{ host: string; epoch: number } | undefined> {
+    if (!this.daemon) await this.ensureSession(); // no daemon renews it: the library registers before each use
     const lease = await this.catalog.getLease(ws.id);
     if (!lease) return undefined;
     const me = this.config.host;
     if (lease.host === me && lease.state === 'live') return { host: me, epoch: lease.epoch };
     const why =
       lease.host === me
-        ? `this host's lease (epoch ${lease.epoch}) expired: its daemon did not renew it in time, so its changes may not be committed`
+        ? `this host's lease (epoch ${lease.epoch}) expired: its daemon did not renew it in time (stopped, paused or cut off), so its changes may not be committed (a daemon started again re-takes the leases no other host took)`
         : lease.host === null
           ? 'this host holds no lease on it (it was released)'
           : `its lease was taken over by host ${lease.host} (epoch ${lease.epoch})`;

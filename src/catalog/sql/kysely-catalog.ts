@@ -176,7 +176,7 @@ export class KyselyCatalog implements Catalog {
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string },
     opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string },
-  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow }> {
+  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }> {
     return this.#leases.mountLeased(workspaceId, m, opts);
   }
 

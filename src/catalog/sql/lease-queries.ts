@@ -189,7 +189,7 @@ export class LeaseQueries {
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string },
     opts: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string } = {},
-  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow }> {
+  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }> {
     return this.ctx.tx(async (trx) => {
       const me = await trx
         .selectFrom('hosts')
@@ -204,7 +204,7 @@ export class LeaseQueries {
       }
       const ws = await trx.selectFrom('workspaces').select(['id', 'head_snapshot_id']).where('id', '=', workspaceId).executeTakeFirst();
       if (!ws) throw new AwcError('E_NOT_FOUND', `no workspace with id ${workspaceId}`, { hint: 'List workspaces with `awc ls`.' });
-      const overrideHost = await this.#take(trx, workspaceId, m.host, toNum(me.session), opts);
+      const { overrideHost, taken } = await this.#take(trx, workspaceId, m.host, toNum(me.session), opts);
       if (opts.expectHeadId !== undefined && ws.head_snapshot_id !== opts.expectHeadId) {
         throw new AwcError(
           'E_CHANGED_DURING_READ',
@@ -217,18 +217,18 @@ export class LeaseQueries {
       const workspace = await this.workspaces.setMountIn(trx, workspaceId, m, { overrideHost });
       const lease = await this.#lease(trx, workspaceId);
       if (!lease) throw new AwcError('E_INTERNAL', `workspace ${workspaceId}: no lease row after taking it`);
-      return { workspace, lease };
+      return { workspace, lease, taken };
     });
   }
 
-  /** Takes or keeps the lease (see mountLeased); returns the expired holder whose mount record a steal replaces. */
+  /** Takes or keeps the lease (see mountLeased): whether it was taken (not kept), and the expired holder whose mount record a steal replaces. */
   async #take(
     trx: Transaction<Database>,
     workspaceId: string,
     host: string,
     session: number,
     opts: { steal?: boolean; keepsPrivate?: boolean },
-  ): Promise<string | undefined> {
+  ): Promise<{ overrideHost?: string; taken: boolean }> {
     const cur = await this.#lease(trx, workspaceId);
     const raced = async () => leasedError(workspaceId, (await this.#lease(trx, workspaceId))!);
     if (!cur) {
@@ -241,9 +241,9 @@ export class LeaseQueries {
         if (this.ctx.errors.isUniqueViolation(err)) throw await raced();
         throw err;
       }
-      return undefined;
+      return { taken: true };
     }
-    if (cur.state === 'live' && cur.host === host) return undefined; // kept (same epoch)
+    if (cur.state === 'live' && cur.host === host) return { taken: false }; // kept (same epoch)
     if (cur.state === 'live') throw leasedError(workspaceId, cur);
     if (opts.keepsPrivate && cur.host !== host) {
       throw leaseLostError(
@@ -285,7 +285,7 @@ export class LeaseQueries {
       )
       .executeTakeFirst();
     if (Number(r.numUpdatedRows) !== 1) throw await raced();
-    return takenFrom ?? undefined;
+    return { overrideHost: takenFrom ?? undefined, taken: true };
   }
 
   /** See `Catalog.releaseLease`: only while the workspace is not mounted on `host`. */

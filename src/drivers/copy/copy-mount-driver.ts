@@ -29,6 +29,7 @@ import { NOT_IN_USE } from '../mount-use.js';
 import { bindMountNoSuid } from './bind-mount.js';
 import { recordStats, reuseByStat } from './copy-stat-cache.js';
 import { restoreLeftOut } from './restore-left-out.js';
+import { undoMountRecord } from '../undo-mount-record.js';
 
 /**
  * The copy driver: materialising, mounting and releasing a workspace
@@ -133,9 +134,10 @@ export class CopyMountDriver implements MountDriver {
   }
 
   /**
-   * Materialises the workspace's head (materialiseCopy), records the stat cache and the
-   * host state, then the mount in the catalog; on failure nothing stays mounted or recorded.
-   * @throws E_IN_USE (uncheckpointed changes from an earlier mount), what materialiseCopy throws
+   * Takes the lease with the mount record (one transaction), then materialises the workspace's
+   * head (materialiseCopy) and records the stat cache and the host state; on failure nothing
+   * stays mounted or recorded (a lease this mount took is released again).
+   * @throws E_IN_USE (uncheckpointed changes from an earlier mount), E_LEASED, E_DAEMON_UNAVAILABLE, what materialiseCopy throws
    */
   async mount(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, opts: MountOptions = {}): Promise<MountResult> {
     const { ctx } = this;
@@ -148,7 +150,13 @@ export class CopyMountDriver implements MountDriver {
       });
     await ctx.ensureHostSession();
     const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
-    const m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
+    // the lease and the mount record first, in one transaction: a host that loses the race never shows a file
+    const { taken } = await ctx.catalog.mountLeased(
+      ws.id,
+      { path: target, driver: 'copy', host: ctx.config.host },
+      { steal: opts.steal, expectHeadId: head.id },
+    );
+    let m: CopyMaterialised;
     const state: WorkspaceHostState = {
       v: 1,
       workspaceId: ws.id,
@@ -158,19 +166,16 @@ export class CopyMountDriver implements MountDriver {
       layerSnapshotId: head.id,
       layerRoot: head.root,
     };
-    if (m.tree !== undefined) state.tree = m.tree;
-    if (m.leftOut.length > 0) state.leftOut = m.leftOut;
     try {
+      m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
+      if (m.tree !== undefined) state.tree = m.tree;
+      if (m.leftOut.length > 0) state.leftOut = m.leftOut;
       state.statCache = recordStats(copyTreeOf(state));
       await writeHostState(ctx.paths.workspaces, state);
-      await ctx.catalog.mountLeased(
-        ws.id,
-        { path: target, driver: 'copy', host: ctx.config.host },
-        { steal: opts.steal, expectHeadId: head.id },
-      );
     } catch (err) {
       await releaseCopy(state, true).catch(() => undefined);
       await removeHostState(ctx.paths.workspaces, ws.id).catch(() => undefined);
+      await undoMountRecord(ctx.catalog, ws.id, ctx.config.host, taken);
       throw err;
     }
     const r: MountResult = { workspace: ws.id, path: target, driver: 'copy', resumed: false };

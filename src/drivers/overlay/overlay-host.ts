@@ -17,6 +17,7 @@ import { cleanLeftovers, findLeftovers } from './leftovers.js';
 import { mountOverlay } from './overlay-mount.js';
 import { PendingRemounts } from './pending-remounts.js';
 import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
+import { undoMountRecord } from '../undo-mount-record.js';
 
 /** What the overlays need of the host's content plane (the daemon's content FUSE server and its source). */
 export interface OverlayContent {
@@ -195,20 +196,29 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         });
       }
     }
-    if (!pending) {
-      await rm(dirs.dir, { recursive: true, force: true });
-      await mkdirPrivate(dirs.dir);
-      await mkdir(dirs.upper);
-      // the overlay root shows the upper directory's own attributes: give it the snapshot root's
-      const root = await reader.readRoot(layerRoot);
-      fs.chownSync(dirs.upper, root.uid, root.gid);
-      fs.chmodSync(dirs.upper, root.mode);
-      const t = nsToUtimeSeconds(root.mtimeNs);
-      fs.utimesSync(dirs.upper, t, t);
-    }
-    await mkdirPrivate(dirs.work);
-    await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+    // the lease (kept, taken, or stolen after expiry) and the mount record, in one transaction, before
+    // anything shows at the target: a host that loses the race never mounts, nor touches the upper
+    const { taken } = await this.catalog.mountLeased(
+      ws.id,
+      { path: target, driver: 'overlay', host: this.config.host },
+      { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
+    );
+    let mounted = false;
     try {
+      if (!pending) {
+        await rm(dirs.dir, { recursive: true, force: true });
+        await mkdirPrivate(dirs.dir);
+        await mkdir(dirs.upper);
+        // the overlay root shows the upper directory's own attributes: give it the snapshot root's
+        const root = await reader.readRoot(layerRoot);
+        fs.chownSync(dirs.upper, root.uid, root.gid);
+        fs.chmodSync(dirs.upper, root.mode);
+        const t = nsToUtimeSeconds(root.mtimeNs);
+        fs.utimesSync(dirs.upper, t, t);
+      }
+      await mkdirPrivate(dirs.work);
+      await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+      mounted = true;
       const m = mountsAt(target, 'overlay').at(-1);
       const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
       await writeHostState(this.paths.workspaces, {
@@ -221,16 +231,11 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         layerRoot,
         mount,
       });
-      // the lease (kept, taken, or stolen after expiry) and the mount record: one transaction
-      await this.catalog.mountLeased(
-        ws.id,
-        { path: target, driver: 'overlay', host: this.config.host },
-        { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
-      );
     } catch (err) {
-      await unmount(target, true);
+      if (mounted) await unmount(target, true);
       // a fresh upper made for this mount holds nothing: never leave it to look like kept changes
       if (!pending) await rm(dirs.dir, { recursive: true, force: true }).catch(() => undefined);
+      await undoMountRecord(this.catalog, ws.id, this.config.host, taken);
       throw err;
     }
     this.mounts.set(ws.id, { namespace: ns, path: target });
