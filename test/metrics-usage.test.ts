@@ -137,6 +137,9 @@ describe('awc usage and awc metrics', () => {
     assert.ok(after.host.totalBytes - before >= MiB, `host bytes grew by ${after.host.totalBytes - before}`);
     assert.ok(after.host.totalBytes - mid.host.totalBytes >= MiB);
     assert.equal(after.host.copyBytes, after.workspaces.find((w: { id: string }) => w.id === ws[0]).copyBytes);
+    // the copy mount started the daemon: it holds the host's session, and with it the lease (docs/explanation/leases.md)
+    assert.equal(awcOk(home, ['daemon', 'status']).running, true, 'a copy mount starts the daemon');
+    awcOk(home, ['daemon', 'stop']); // its session (and the lease) outlive it by the lease TTL
     // a checkpoint with no daemon running: the metrics report is skipped silently, quickly
     const t0 = Date.now();
     const cp = awcOk(home, ['checkpoint', ws[0]], env);

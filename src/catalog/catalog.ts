@@ -78,10 +78,14 @@ export interface Catalog {
   /**
    * Checkpoint commit, one transaction: inserts packs, blobs and the snapshot (parent =
    * the workspace's head) and moves the workspace's head to it, only if the head is still
-   * `expectedHeadId`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ (head moved: retryable),
-   * E_NAME_TAKEN, E_USAGE; nothing is written then.
+   * `expectedHeadId` and, when the workspace has a lease, only if `lease` is still its live
+   * lease (same host, same epoch, the host's session unexpired by the database clock: the
+   * fence, in the same transaction as the head move; docs/explanation/leases.md).
+   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (head moved: retryable), E_LEASE_LOST (the
+   *   epoch moved, the lease expired, or no `lease` was given for a leased workspace),
+   *   E_NAME_TAKEN, E_USAGE; nothing is written then.
    */
-  commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow>;
+  commitCheckpoint(c: CheckpointCommit): Promise<SnapshotRow>;
 
   /** Resolves a snapshot by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
   getSnapshot(namespace: string, ref: string): Promise<SnapshotRow>;
@@ -122,6 +126,56 @@ export interface Catalog {
    */
   schema(): Promise<{ applied: string[]; latest: string }>;
 
+  /**
+   * Registers host `h.id`'s session: a live session is continued (same `session`, expiry
+   * renewed); an expired or missing one starts the next session (its leases stay with the dead
+   * session and are lost, unless `reclaim`: the leases still naming this host move to the new
+   * session with their epoch raised, what a daemon does when it starts). One transaction.
+   */
+  registerHost(h: HostRegistration): Promise<HostSession>;
+
+  /**
+   * The heartbeat: ONE statement renews host `host`'s session `session` (expiry = database now
+   * + the session's TTL), and with it every lease of that session. Returns false when the session
+   * had already expired (or is not the host's current one): its leases are lost, nothing was renewed.
+   */
+  heartbeat(host: string, session: number): Promise<boolean>;
+
+  /** The host row, or undefined when the host never registered. */
+  getHost(id: string): Promise<HostRow | undefined>;
+
+  /**
+   * Mount with a lease, one transaction: takes (or keeps) the workspace's lease for `m.host`'s
+   * live session, then records the mount as `setMount` does. A lease kept by this host is
+   * kept (same epoch); a released one is taken (epoch + 1); one of another live host is
+   * refused; an expired one is taken only with `steal` (epoch + 1; the expired holder's mount
+   * record is replaced). `keepsPrivate`: the host resumes private state kept from an earlier
+   * mount, valid only while the lease never left this host. `expectHeadId`: the head the mount
+   * was built from must still be the head. `taken`: the lease was taken by this call (not kept).
+   * Callers record the mount first and only then make it (a host that loses never shows a file).
+   * @throws E_LEASED (held by a live host, or expired without `steal`; details: holder, expiresAtMs),
+   *   E_LEASE_LOST (`keepsPrivate`, but the lease was taken or released since),
+   *   E_DAEMON_UNAVAILABLE (`m.host` has no live session: its daemon is not running),
+   *   E_CHANGED_DURING_READ (head moved), what `setMount` throws; nothing is written then
+   */
+  mountLeased(
+    workspaceId: string,
+    m: { path: string; driver: MountDriverName; host: string },
+    opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string },
+  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }>;
+
+  /**
+   * Releases `host`'s lease on a workspace that is not mounted (the host holds nothing private
+   * of it any more). The epoch stays. Returns false when there was nothing of `host`'s to release.
+   */
+  releaseLease(workspaceId: string, host: string): Promise<boolean>;
+
+  /** The workspace's lease as the database clock judges it now, or undefined when it never had one. */
+  getLease(workspaceId: string): Promise<LeaseRow | undefined>;
+
+  /** The leases of a namespace's workspaces (see getLease). */
+  listLeases(namespace: string): Promise<LeaseRow[]>;
+
   /** Closes the connection (idempotent). */
   close(): Promise<void>;
 
@@ -139,4 +193,70 @@ export interface Catalog {
   removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }>;
   /** The gc lock, listings and guarded transitions. */
   gc(): GcCatalog;
+}
+
+/** Input of `Catalog.commitCheckpoint`. */
+export interface CheckpointCommit {
+  workspaceId: string;
+  expectedHeadId: string;
+  snapshot: NewSnapshot;
+  /** The lease the checkpoint was taken under (the fencing token): host and epoch. */
+  lease?: { host: string; epoch: number };
+}
+
+/** What a host registers (`Catalog.registerHost`). */
+export interface HostRegistration {
+  id: string;
+  address?: string | null;
+  pid?: number | null;
+  daemonVersion?: string | null;
+  /** Lease TTL of the session in ms: each heartbeat sets its expiry to the database's now + ttlMs. */
+  ttlMs: number;
+  /** Move the leases still naming this host to a new session (epoch + 1): a daemon's start. */
+  reclaim?: boolean;
+}
+
+/** A registered session (times: ms by the database clock). */
+export interface HostSession {
+  host: string;
+  session: number;
+  /** True when a live session was continued, false when a new one started. */
+  continued: boolean;
+  /** Leases moved to the new session by `reclaim`. */
+  reclaimed: number;
+  expiresAtMs: number;
+}
+
+/** A `hosts` row (times: ms by the database clock). `live`: its session's expiry is ahead of the database's now. */
+export interface HostRow {
+  id: string;
+  session: number;
+  address: string | null;
+  pid: number | null;
+  daemonVersion: string | null;
+  ttlMs: number;
+  startedAtMs: number;
+  heartbeatAtMs: number;
+  expiresAtMs: number;
+  live: boolean;
+}
+
+/**
+ * A workspace's lease, judged by the database clock (`nowMs`). `state`: `live` (its host's
+ * current session, unexpired), `expired` (its session expired or was replaced: the holder may
+ * not commit, and another host may take it with `--steal`), `released` (no holder). Times are
+ * ms since the Unix epoch by the database clock.
+ */
+export interface LeaseRow {
+  workspaceId: string;
+  host: string | null;
+  epoch: number;
+  state: 'live' | 'expired' | 'released';
+  /** Expiry of the holder's session (null when released, or when that session is gone). */
+  expiresAtMs: number | null;
+  acquiredAtMs: number;
+  /** The host whose expired lease this holder took over, and when (null when it was not a take-over). */
+  takenFrom: string | null;
+  takenAtMs: number | null;
+  nowMs: number;
 }

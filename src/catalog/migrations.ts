@@ -10,9 +10,8 @@ import { AwcError, toAwcError } from '../core/errors.js';
  * - partial unique indexes (`WHERE name IS NOT NULL`) work on both dialects;
  * - migrations are append-only: never edit a released one, add the next `NNNN_*` instead.
  *
- * Planned (not created yet): `0002_leases` (leases: workspace_id pk, host, epoch bigint,
- * expires_at text; the fencing epoch checked by checkpoint commit), `0003_hosts`,
- * `0004_audit_events`.
+ * Times judged by the database's clock (host sessions, leases) are `bigint` ms since the Unix
+ * epoch of that clock (`SqlDialect.nowMs()`), never a host's (docs/explanation/leases.md).
  */
 
 /** 0001: namespaces, packs, blobs, snapshots, workspaces. */
@@ -121,6 +120,51 @@ const m0001Initial: Migration = {
 };
 
 /**
+ * 0002: host sessions and workspace leases with a fencing epoch (docs/explanation/leases.md).
+ * `hosts`: one row per host id, its current session (incarnation) and that session's expiry
+ * (ms by the database clock); one heartbeat renews it, and with it every lease of the session.
+ * `leases`: one row per workspace ever leased, kept on release (host null) so the epoch only grows.
+ */
+const m0002HostsLeases: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('hosts')
+      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('session', 'bigint', (c) => c.notNull())
+      .addColumn('address', 'text')
+      .addColumn('pid', 'integer')
+      .addColumn('daemon_version', 'text')
+      .addColumn('ttl_ms', 'bigint', (c) => c.notNull())
+      .addColumn('started_at_ms', 'bigint', (c) => c.notNull())
+      .addColumn('heartbeat_at_ms', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at_ms', 'bigint', (c) => c.notNull())
+      .execute();
+    await db.schema
+      .createTable('leases')
+      .addColumn('workspace_id', 'text', (c) => c.primaryKey().notNull().references('workspaces.id'))
+      .addColumn('host', 'text')
+      .addColumn('session', 'bigint')
+      .addColumn('epoch', 'bigint', (c) => c.notNull())
+      .addColumn('acquired_at_ms', 'bigint', (c) => c.notNull())
+      .addColumn('taken_from', 'text')
+      .addColumn('taken_at_ms', 'bigint')
+      .execute();
+    await db.schema
+      .createIndex('leases_host_idx')
+      .on('leases')
+      .columns(['host', 'session'])
+      .where(sql.ref('host'), 'is not', null)
+      .execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropTable('leases').execute();
+    await db.schema.dropTable('hosts').execute();
+  },
+};
+
+/**
  * 0003: what gc needs (docs/explanation/gc.md): the fleet-wide gc lock (`gc_lock`: one row
  * per lock name, owner, taken_at and expires_at in ms by the database's clock), the pack
  * states (`packs.state` live | condemned | deleting | deleted, `condemned_at`,
@@ -163,6 +207,7 @@ const m0003Gc: Migration = {
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
+  '0002_hosts_leases': m0002HostsLeases,
   '0003_gc': m0003Gc,
 });
 

@@ -16,6 +16,8 @@ import type { ColumnType, Insertable, Selectable } from 'kysely';
 
 /** A `bigint` column: written as a number, read as a number (SQLite) or a string (pg). */
 export type BigIntColumn = ColumnType<number | string, number, number>;
+/** A nullable `bigint` column. */
+export type NullableBigIntColumn = ColumnType<number | string | null, number | null, number | null>;
 
 /** Table `namespaces`: tenant boundaries. Created on first use by name. */
 export interface NamespacesTable {
@@ -107,9 +109,46 @@ export interface GcLockTable {
 }
 
 /**
- * The catalog database. Reserved for later migrations (not created yet): `leases`
- * (workspace id, host, epoch, expires_at), `hosts` (name, last_seen, daemon version) and
- * `audit_events` (id, namespace, at, actor, action, subject, details JSON as text).
+ * Table `hosts` (0002): one row per host id (`config.host`) and its current session. Times
+ * are ms since the Unix epoch by the database's clock. A session lives while
+ * `expires_at_ms` is ahead of the database's now; once past, it is dead for good (a
+ * registration then starts the next `session`). See docs/explanation/leases.md.
+ */
+export interface HostsTable {
+  id: string;
+  /** The host's incarnation: 1, 2, … (a new one each time a registration finds the last one expired). */
+  session: BigIntColumn;
+  /** Where the host can be reached (informational), e.g. its hostname. */
+  address: string | null;
+  /** Pid of the daemon that registered the session. */
+  pid: number | null;
+  daemon_version: string | null;
+  /** The session's lease TTL in ms (each heartbeat sets expires_at_ms = now + ttl_ms). */
+  ttl_ms: BigIntColumn;
+  started_at_ms: BigIntColumn;
+  heartbeat_at_ms: BigIntColumn;
+  expires_at_ms: BigIntColumn;
+}
+
+/**
+ * Table `leases` (0002): who may hold private state of a workspace. Live while `(host,
+ * session)` is the host's live session. `host` null: released. The row stays after a release
+ * so `epoch` (the fencing token) only grows.
+ */
+export interface LeasesTable {
+  workspace_id: string;
+  host: string | null;
+  session: NullableBigIntColumn;
+  epoch: BigIntColumn;
+  acquired_at_ms: BigIntColumn;
+  /** The host whose expired lease this holder took over (`--steal`), and when; null otherwise. */
+  taken_from: string | null;
+  taken_at_ms: NullableBigIntColumn;
+}
+
+/**
+ * The catalog database. Reserved for a later migration (not created yet): `audit_events`
+ * (id, namespace, at, actor, action, subject, details JSON as text).
  */
 export interface Database {
   namespaces: NamespacesTable;
@@ -118,6 +157,8 @@ export interface Database {
   snapshots: SnapshotsTable;
   workspaces: WorkspacesTable;
   gc_lock: GcLockTable;
+  hosts: HostsTable;
+  leases: LeasesTable;
 }
 
 /** A selected `snapshots` row. */

@@ -29,6 +29,8 @@ import { checkBackends } from '../service/backend-checks.js';
 import { openAwc } from './open-awc.js';
 import { PendingFile } from '../service/pending-file.js';
 import { registerGcCommands } from './gc-commands.js';
+import type { LeaseView } from '../service/lease-guard.js';
+import { leaseWords } from './lease-words.js';
 
 /** The package's version, from package.json next to dist/. */
 function packageVersion(): string {
@@ -142,12 +144,12 @@ program
   .description('list workspaces')
   .action(() =>
     withAwc(async (awc, o) => {
-      const rows = await awc.listWorkspaces();
-      o.result({ workspaces: rows }, () =>
-        rows
+      const withLeases = await awc.leases.list(await awc.listWorkspaces());
+      o.result({ workspaces: withLeases }, () =>
+        withLeases
           .map(
             (w) =>
-              `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver})` : 'unmounted'}`,
+              `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver}) on ${w.mountHost}` : 'unmounted'}${leaseWords(w.lease)}`,
           )
           .join('\n'),
       );
@@ -160,10 +162,10 @@ program
   .action((ref: string) =>
     withAwc(async (awc, o) => {
       const r = await awc.resolve(ref);
-      const data = r.kind === 'snapshot' ? { kind: 'snapshot', ...r.snapshot } : { kind: 'workspace', ...r.workspace };
+      const data = r.kind === 'snapshot' ? { kind: 'snapshot', ...r.snapshot } : await awc.leases.show(r.workspace);
       o.result(data, () =>
         Object.entries(data)
-          .map(([k, v]) => `${k}: ${v ?? '-'}`)
+          .map(([k, v]) => (k === 'lease' ? `lease:${leaseWords(v as LeaseView)}` : `${k}: ${v ?? '-'}`))
           .join('\n'),
       );
     }),
@@ -189,9 +191,13 @@ program
 program
   .command('mount <workspace> <dir>')
   .description('mount a workspace as a directory (overlay driver, or the copy driver where overlay is not possible)')
-  .action((ws: string, dir: string) =>
+  .option(
+    '--steal',
+    "take over a workspace whose lease expired on another host (at its last checkpoint; that host's uncheckpointed changes are lost)",
+  )
+  .action((ws: string, dir: string, opts: { steal?: boolean }) =>
     withAwc(async (awc, o) => {
-      const r = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising') });
+      const r = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising'), steal: opts.steal === true });
       o.progressDone();
       const left = r.leftOut?.length
         ? `\nleft out (no nosuid,nodev mount as an ordinary user):\n${r.leftOut.map((l) => `  ${l.path}: ${l.reason}`).join('\n')}`
@@ -367,7 +373,7 @@ daemon
     }
     const fuseFd = process.env.AWC_FUSE_FD === undefined ? undefined : Number(process.env.AWC_FUSE_FD);
     const resume = process.env.AWC_FUSE_RESUME === '1';
-    const d = new HostDaemon(config, { fuseFd, resume });
+    const d = new HostDaemon(config, { fuseFd, resume, version: packageVersion() });
     d.on('log', logLine('daemon'));
     const stop = () => void d.stop().then(() => process.exit(0));
     process.on('SIGTERM', stop);

@@ -42,6 +42,14 @@ export interface AwcConfig {
    * `AWC_SOCKET_GROUP`): the socket is then 0660 root:<group>; unset: 0600, root only.
    */
   socketGroup?: string;
+  /**
+   * Lease TTL in ms (`leaseTtlMs`, `AWC_LEASE_TTL_MS`; default 30000): a host whose daemon has
+   * not renewed its session for this long (by the catalog's clock) has lost its leases
+   * (docs/explanation/leases.md).
+   */
+  leaseTtlMs: number;
+  /** How often the daemon renews its session, in ms (`heartbeatMs`, `AWC_HEARTBEAT_MS`; default leaseTtlMs / 3). */
+  heartbeatMs: number;
 }
 
 /** Paths derived from the home directory. */
@@ -86,6 +94,8 @@ export const CONFIG_KEYS = {
   cacheDir: { env: 'AWC_CACHE_DIR', type: 'string' },
   socket: { env: 'AWC_SOCKET', type: 'string' },
   socketGroup: { env: 'AWC_SOCKET_GROUP', type: 'string' },
+  leaseTtlMs: { env: 'AWC_LEASE_TTL_MS', type: 'number' },
+  heartbeatMs: { env: 'AWC_HEARTBEAT_MS', type: 'number' },
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
 /**
@@ -150,6 +160,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const group = merged.socketGroup;
   if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group)))
     throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
+  const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
   return {
     home,
     namespace: ns,
@@ -162,7 +173,27 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     cacheDir,
     socket,
     socketGroup: group,
+    leaseTtlMs,
+    heartbeatMs,
   };
+}
+
+/**
+ * Validates the lease TTL (100 ms … 1 day) and the heartbeat interval (at least 10 ms, at most
+ * a third of the TTL, so two heartbeats may fail before the lease expires; default TTL / 3).
+ * @throws E_CONFIG naming the key
+ */
+function leaseTimes(ttl: unknown, beat: unknown): { leaseTtlMs: number; heartbeatMs: number } {
+  if (typeof ttl !== 'number' || !Number.isSafeInteger(ttl) || ttl < 100 || ttl > 86_400_000)
+    throw new AwcError('E_CONFIG', `invalid leaseTtlMs ${JSON.stringify(ttl)}`, {
+      hint: 'Use a whole number of ms from 100 to 86400000 (default 30000).',
+    });
+  const heartbeatMs = beat ?? Math.floor(ttl / 3);
+  if (typeof heartbeatMs !== 'number' || !Number.isSafeInteger(heartbeatMs) || heartbeatMs < 10 || heartbeatMs > Math.floor(ttl / 3))
+    throw new AwcError('E_CONFIG', `invalid heartbeatMs ${JSON.stringify(beat)}`, {
+      hint: `Use a whole number of ms from 10 to a third of leaseTtlMs (${Math.floor(ttl / 3)}).`,
+    });
+  return { leaseTtlMs: ttl, heartbeatMs };
 }
 
 /** config.json must be an object of CONFIG_KEYS only. @throws E_CONFIG naming the unknown key and the valid ones */

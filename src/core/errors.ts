@@ -66,6 +66,16 @@ export const ERROR_CODES = {
     retryable: true,
     hint: 'An earlier mount of this workspace is still alive (processes hold files in it); end those processes, then mount again.',
   },
+  E_LEASED: {
+    exit: 4,
+    retryable: true,
+    hint: 'Another host holds the workspace (details name it and when its lease expires); unmount it there, or once its lease has expired take it over with `awc mount <workspace> <dir> --steal` (its uncheckpointed changes are lost).',
+  },
+  E_LEASE_LOST: {
+    exit: 4,
+    retryable: false,
+    hint: "This host's lease on the workspace expired or was taken over, so it may not commit; its uncheckpointed changes here are stale: drop them with `awc unmount <workspace> --discard` (see `awc show <workspace>`).",
+  },
   E_INTEGRITY: { exit: 5, retryable: false, hint: 'Stored bytes do not match their digest; restore the object store from another copy.' },
   E_FORMAT: { exit: 5, retryable: false, hint: 'The object is not in a format this version reads; upgrade awc.' },
   E_PATH_TRAVERSAL: { exit: 5, retryable: false, hint: 'The archive or tree names a path outside its root; it was refused.' },

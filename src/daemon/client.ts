@@ -37,8 +37,13 @@ export class DaemonClient implements HostDaemonPort {
   }
 
   /** `POST /v1/mount` (see HostDaemonPort.mount); starts the daemon when it is not running. */
-  async mount(req: { namespace: string; workspace: string; target: string }): Promise<MountResult> {
+  async mount(req: { namespace: string; workspace: string; target: string; steal?: boolean }): Promise<MountResult> {
     return (await this.call('POST', '/v1/mount', req)) as MountResult;
+  }
+
+  /** `GET /v1/status`, starting the daemon when it is not running (see HostDaemonPort.ensureRunning). */
+  async ensureRunning(): Promise<void> {
+    await this.call('GET', '/v1/status');
   }
 
   /** `POST /v1/unmount` (see HostDaemonPort.unmount). */

@@ -21,6 +21,7 @@ import { listenOnSocket, resolveGroup } from './socket-file.js';
 import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import { prepareHome } from '../service/private-home.js';
 import { livePid } from './pid-file.js';
+import { HostHeartbeat, type HeartbeatStatus } from './heartbeat.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -50,6 +51,10 @@ export interface DaemonStatus {
   keepsConnection: boolean;
   /** Workspaces to remount once their old overlay (on a dead connection) has no users: who still holds it. */
   waiting: OverlayStatus['waiting'];
+  /** This host's session in the catalog, which holds the leases of every workspace mounted here (docs/explanation/leases.md). */
+  session: HeartbeatStatus | null;
+  /** False for a daemon of an ordinary user: it holds the host's session (copy mounts) but serves no content and no overlays. */
+  servesContent: boolean;
 }
 
 /** Options of a {@link HostDaemon}. */
@@ -60,6 +65,8 @@ export interface HostDaemonOptions {
   resume?: boolean;
   /** Age (ms) of the object store's leftover temporary files that `start` removes (default TEMP_GRACE_MS, 1 h). */
   tempGraceMs?: number;
+  /** The awc version, recorded with the host's session. */
+  version?: string;
 }
 
 /**
@@ -94,6 +101,10 @@ export class HostDaemon extends EventEmitter {
   /** Inode of the socket file this daemon listens on (to never remove a successor's). */
   private socketIno?: number;
   private startedAt = new Date().toISOString();
+  /** This host's session and its one-statement heartbeat (every lease of the host, every driver). */
+  private heartbeat?: HostHeartbeat;
+  /** Content FUSE and overlays need root; an ordinary user's daemon only holds the session (copy mounts). */
+  private readonly servesContent = process.getuid?.() === 0;
   private stopping?: Promise<void>;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
   readonly metrics = new DaemonMetrics();
@@ -133,6 +144,16 @@ export class HostDaemon extends EventEmitter {
     }
     this.catalog = await openCatalog(this.config.catalog);
     this.store = openObjectStore(this.config.objectStore);
+    // the host's session first: remounts take their leases under it
+    this.heartbeat = new HostHeartbeat(this.catalog, {
+      host: this.config.host,
+      ttlMs: this.config.leaseTtlMs,
+      intervalMs: this.config.heartbeatMs,
+      daemonVersion: this.opts.version,
+    });
+    this.heartbeat.on('log', (l) => this.emit('log', l));
+    await this.heartbeat.start();
+    if (!this.servesContent) return this.listen(gid);
     this.emit('log', {
       level: 'info',
       msg: 'swept temporary objects left by killed writers',
@@ -181,10 +202,15 @@ export class HostDaemon extends EventEmitter {
     await overlays.remountAll();
     this.metrics.mountedWorkspaces.set(overlays.size);
     await overlays.sweepStrays();
+    await this.listen(gid);
+  }
+
+  /** Serves the API socket and writes the pid file. */
+  private async listen(gid: number | undefined): Promise<void> {
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
-    this.emit('log', { level: 'info', msg: 'started', pid: process.pid });
+    this.emit('log', { level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
   }
 
   /** The overlay mounts of this host over the content FUSE server: their layers are registered with the content plane and announced to the server. */
@@ -216,12 +242,14 @@ export class HostDaemon extends EventEmitter {
       startedAt: this.startedAt,
       socket: this.paths.socket,
       content: this.paths.content,
-      contentObjects: this.plane.source.size,
+      contentObjects: this.plane?.source.size ?? 0,
       mounts: this.overlays?.status().mounts ?? [],
       supervisor: this.opts.fuseFd === undefined ? null : (livePid(this.paths.supervisorPidFile) ?? null),
       resumedConnection: this.fuse?.resumedConnection ?? false,
       keepsConnection: (this.fuse?.servesOnClone ?? false) && livePid(this.paths.supervisorPidFile) !== undefined,
       waiting: this.overlays?.status().waiting ?? [],
+      session: this.heartbeat?.status() ?? null,
+      servesContent: this.servesContent,
     };
   }
 
@@ -243,6 +271,8 @@ export class HostDaemon extends EventEmitter {
       }
       await this.fuse?.unmount();
       await this.plane?.idle();
+      // the session is not ended: its leases outlive this daemon by the TTL (a restart continues it)
+      await this.heartbeat?.stop();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
       // A daemon started since this one stopped answering owns the socket and pid files now: leave them.
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });
@@ -255,6 +285,10 @@ export class HostDaemon extends EventEmitter {
 
   /** The overlay mounts (requests are served only after start made them). */
   private overlayHost(): OverlayHost {
+    if (!this.overlays && !this.servesContent)
+      throw new AwcError('E_PERMISSION', 'overlay mounts need root: this host daemon runs as an ordinary user', {
+        hint: 'Use the copy driver (AWC_MOUNT_DRIVER=copy), or run awc as root.',
+      });
     if (!this.overlays) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
     return this.overlays;
   }
@@ -274,7 +308,13 @@ export class HostDaemon extends EventEmitter {
           out = this.status();
           break;
         case 'POST /v1/mount':
-          out = await this.overlayHost().mount(str(body, 'namespace'), str(body, 'workspace'), str(body, 'target'));
+          out = await this.overlayHost().mount(
+            str(body, 'namespace'),
+            str(body, 'workspace'),
+            str(body, 'target'),
+            'mount',
+            body.steal === true,
+          );
           break;
         case 'POST /v1/unmount':
           out = await this.overlayHost().unmount(str(body, 'namespace'), str(body, 'workspace'), body.force === true);

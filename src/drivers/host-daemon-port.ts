@@ -10,9 +10,18 @@ export interface HostDaemonPort {
   /**
    * Mounts an overlay workspace at `target` (`POST /v1/mount`), starting the daemon first
    * when it is not running.
-   * @throws E_ALREADY_MOUNTED, E_STILL_MOUNTED, E_MOUNT_FAILED, E_TARGET_BUSY / E_USAGE (target), E_DAEMON_UNAVAILABLE
+   * `steal` takes over a workspace whose lease expired on another host.
+   * @throws E_ALREADY_MOUNTED, E_STILL_MOUNTED, E_MOUNT_FAILED, E_TARGET_BUSY / E_USAGE (target), E_DAEMON_UNAVAILABLE,
+   *   E_LEASED, E_LEASE_LOST
    */
-  mount(req: { namespace: string; workspace: string; target: string }): Promise<MountResult>;
+  mount(req: { namespace: string; workspace: string; target: string; steal?: boolean }): Promise<MountResult>;
+
+  /**
+   * Makes sure the host daemon runs (starting it when it does not): it holds this host's
+   * session in the catalog, which keeps the leases of every workspace mounted here alive,
+   * whatever the driver (docs/explanation/leases.md). @throws E_DAEMON_UNAVAILABLE
+   */
+  ensureRunning(): Promise<void>;
 
   /**
    * Unmounts an overlay workspace and clears its mount record (`POST /v1/unmount`); the

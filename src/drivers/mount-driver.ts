@@ -38,12 +38,13 @@ export interface MountDriver {
    * Mounts workspace `ws` (unmounted) at `target`, an empty directory outside the home
    * (checked by the caller), then records the mount in the catalog and the host state.
    * `pending`: host state this driver kept from an earlier mount (uncheckpointed changes
-   * on `pending.layerRoot`), resumed when the driver can. On failure nothing stays mounted
-   * or recorded.
-   * @throws E_IN_USE (pending changes this driver cannot resume), E_STILL_MOUNTED, E_MOUNT_FAILED, E_TARGET_BUSY,
+   * on `pending.layerRoot`), resumed when the driver can. The mount record is written with
+   * the workspace's lease (`Catalog.mountLeased`: one transaction). On failure nothing stays
+   * mounted or recorded.
+   * @throws E_LEASED, E_LEASE_LOST (see mountLeased), E_IN_USE (pending changes this driver cannot resume), E_STILL_MOUNTED, E_MOUNT_FAILED, E_TARGET_BUSY,
    *   E_ALREADY_MOUNTED (another mount recorded the workspace meanwhile)
    */
-  mount(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, opts?: { onProgress?: Progress }): Promise<MountResult>;
+  mount(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, opts?: MountOptions): Promise<MountResult>;
 
   /**
    * A workspace the catalog records as mounted at its target on this host, whose mount is
@@ -78,6 +79,20 @@ export interface MountDriver {
 
   /** A directory outside the workspace's host directory that holds materialised files (counted by `awc usage`), or undefined. */
   materialised(state: WorkspaceHostState): string | undefined;
+
+  /**
+   * Drops what this host keeps of a workspace whose lease another host took (stale private
+   * changes): the mount left at `state.target` (a bind mount, a dead overlay) is detached and
+   * the host state removed; the catalog is not touched. @throws E_STILL_MOUNTED (an earlier mount still uses them)
+   */
+  dropStale(state: WorkspaceHostState): Promise<void>;
+}
+
+/** Options of {@link MountDriver.mount}. */
+export interface MountOptions {
+  onProgress?: Progress;
+  /** Take over a workspace whose lease expired on another host (`awc mount --steal`). */
+  steal?: boolean;
 }
 
 /** What an adapter needs from the service: configuration, catalog and content (implemented by `Awc`). */
@@ -87,6 +102,8 @@ export interface DriverContext {
   readonly catalog: Catalog;
   /** A reader of the namespace's content; `extra` serves blobs of an unflushed writer session. */
   reader(extra?: (d: Digest) => Buffer | undefined): ContentReader;
+  /** Makes sure this host has a live session in the catalog (its daemon runs). @throws E_DAEMON_UNAVAILABLE */
+  ensureHostSession(): Promise<void>;
 }
 
 /** One check `awc doctor` ran and its outcome. */

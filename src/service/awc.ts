@@ -27,6 +27,7 @@ import { removeRef, type RemoveResult } from './remove.js';
 import { retryCondemned, type CommitHooks } from './commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from './gc.js';
 import { NO_DAEMON } from './no-daemon.js';
+import { LeaseGuard } from './lease-guard.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -56,6 +57,8 @@ export interface CheckpointResult {
  */
 export class Awc implements DriverContext {
   readonly paths: AwcPaths;
+  /** This host's side of the lease protocol (sessions, the fencing token, what `ls` and `show` say). */
+  readonly leases: LeaseGuard;
   private readonly drivers: Record<MountDriverName, MountDriver>;
 
   private constructor(
@@ -65,7 +68,13 @@ export class Awc implements DriverContext {
     private readonly daemon: HostDaemonPort,
   ) {
     this.paths = pathsOf(config);
+    this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
+  }
+
+  /** See LeaseGuard.ensureSession (the daemon holds this host's leases, for every driver). @throws E_DAEMON_UNAVAILABLE */
+  ensureHostSession(): Promise<void> {
+    return this.leases.ensureSession();
   }
 
   /**
@@ -206,15 +215,18 @@ export class Awc implements DriverContext {
    * reboot) is shown again at the same target (`resumed`).
    * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root),
    *   E_STILL_MOUNTED (an earlier mount is still alive: detached but used, or in another mount namespace),
-   *   E_IN_USE (uncheckpointed changes kept by another driver, or that the driver cannot resume)
+   *   E_IN_USE (uncheckpointed changes kept by another driver, or that the driver cannot resume),
+   *   E_LEASED (another host holds it; `steal` takes over an expired lease), E_LEASE_LOST (stale changes kept here)
    */
-  async mount(wsRef: string, dir: string, opts: { onProgress?: Progress } = {}): Promise<MountResult> {
+  async mount(wsRef: string, dir: string, opts: { onProgress?: Progress; steal?: boolean } = {}): Promise<MountResult> {
     const ws = await this.getWorkspace(wsRef);
     if (ws.mountState === 'mounted' && ws.mountHost === this.config.host && ws.mountPath === resolve(dir)) {
       const resumed = await this.driver(ws.mountDriver).resume(ws);
       if (resumed) return resumed;
     }
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    if (ws.mountState === 'mounted' && ws.mountHost !== this.config.host) await this.leases.checkMountedElsewhere(ws, opts.steal === true);
+    else if (ws.mountState === 'mounted')
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
     if (target === this.config.home || target.startsWith(this.config.home + '/')) {
       throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, {
@@ -257,11 +269,19 @@ export class Awc implements DriverContext {
   async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<UnmountResult> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
+    if (ws.mountState === 'mounted' && ws.mountHost !== this.config.host) {
+      // taken over by another host: what is left here is stale, dropped only when asked
+      if (state && opts.discard) await this.drivers[state.driver].dropStale(state);
+      else if (state) await this.leases.commitLease(ws);
+      else throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is mounted on host ${ws.mountHost}, not on this one`);
+      return { workspace: ws.id, path: state.target, pending: false };
+    }
     if (ws.mountState !== 'mounted') {
       if (state && opts.discard) {
         await this.refuseWhileUsed(state, 'its changes cannot be discarded');
         await removeHostState(this.paths.workspaces, ws.id);
         await this.catalog.setLayerSnapshot(ws.id, null);
+        await this.catalog.releaseLease(ws.id, this.config.host);
         return { workspace: ws.id, path: state.target, pending: false };
       }
       throw new AwcError('E_NOT_MOUNTED', `workspace ${ws.id} is not mounted`);
@@ -322,17 +342,22 @@ export class Awc implements DriverContext {
    * changed is chunked and stored; packs and trees are uploaded before one catalog
    * transaction moves the head). Returns the head unchanged when nothing changed.
    * `allowChanging`: a file that keeps changing while read is stored as last read and
-   * listed in `changing` instead of failing.
-   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable; `details.path` is the path in the workspace), E_NOT_MOUNTED (nothing to checkpoint from)
+   * listed in `changing` instead of failing. The commit carries this host's lease (the fencing
+   * token); `beforeCommit` is an injection point (tests: a take-over between scan and commit).
+   * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (retryable; `details.path` is the path in the workspace), E_NOT_MOUNTED (nothing to checkpoint from),
+   *   E_LEASE_LOST (this host's lease expired or was taken over)
    */
-  checkpoint(wsRef: string, opts: { message?: string; allowChanging?: boolean; testHooks?: CommitHooks } = {}): Promise<CheckpointResult> {
+  checkpoint(
+    wsRef: string,
+    opts: { message?: string; allowChanging?: boolean; testHooks?: CommitHooks; beforeCommit?: () => Promise<void> } = {},
+  ): Promise<CheckpointResult> {
     return retryCondemned((n) => this.checkpointOnce(wsRef, opts, n));
   }
 
   /** One attempt of `checkpoint` (retried by it when gc condemned a pack it deduplicated against). */
   private async checkpointOnce(
     wsRef: string,
-    opts: { message?: string; allowChanging?: boolean; testHooks?: CommitHooks },
+    opts: { message?: string; allowChanging?: boolean; testHooks?: CommitHooks; beforeCommit?: () => Promise<void> },
     attempt: number,
   ): Promise<CheckpointResult> {
     const t0 = performance.now();
@@ -358,6 +383,8 @@ export class Awc implements DriverContext {
     });
     if (!state) return unchanged({ filesRead: 0, skipped: [] });
     const startedAtMs = await this.catalog.nowMs();
+    // the fencing token: this host's live lease (a lost one refuses the checkpoint here, and the commit re-checks it)
+    const lease = await this.leases.commitLease(ws);
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging });
     if (scan.root === head.root) {
@@ -367,9 +394,11 @@ export class Awc implements DriverContext {
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
     await opts.testHooks?.beforeCommit?.(attempt);
+    await opts.beforeCommit?.();
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,
+      lease,
       snapshot: {
         namespace: this.namespace,
         root: scan.root,

@@ -8,6 +8,7 @@ import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
 import { MIGRATIONS } from '../../src/catalog/migrations.js';
 import { catalogConcurrencyContract } from './catalog-concurrency.contract.js';
+import { catalogLeaseContract } from './catalog-leases.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -406,4 +407,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
     });
   });
   if (factory.connect) catalogConcurrencyContract(name, factory as Required<CatalogFactory>);
+  catalogLeaseContract(name, factory);
 }

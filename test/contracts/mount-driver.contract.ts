@@ -110,6 +110,8 @@ export function mountDriverContract(name: string, make: () => Promise<MountDrive
       const snap = await f.awc.catalog.commitCheckpoint({
         workspaceId: ws.id,
         expectedHeadId: head.id,
+        // the fencing token a checkpoint carries (docs/explanation/leases.md)
+        lease: await f.awc.leases.commitLease(await row(ws)),
         snapshot: { namespace: f.awc.namespace, root: s.root, parentId: head.id, message: null, fileCount: 0, byteCount: 0, packs },
       });
       await s.committed(snap);

@@ -2,13 +2,24 @@ import type { Kysely } from 'kysely';
 import { toAwcError } from '../../core/errors.js';
 import type { BlobIndex } from '../../store/pack-types.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
-import type { Catalog, NewSnapshot, SnapshotRow, WorkspaceRow } from '../catalog.js';
-import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from '../migrations.js';
 import { sql } from 'kysely';
+import type {
+  Catalog,
+  CheckpointCommit,
+  HostRegistration,
+  HostRow,
+  HostSession,
+  LeaseRow,
+  NewSnapshot,
+  SnapshotRow,
+  WorkspaceRow,
+} from '../catalog.js';
+import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from '../migrations.js';
 import type { Database } from '../schema.js';
 import type { GcCatalog } from '../gc-catalog.js';
 import { BlobQueries } from './blob-queries.js';
 import { GcQueries } from './gc-queries.js';
+import { LeaseQueries } from './lease-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
 import type { SqlDialect } from './sql-dialect.js';
@@ -37,6 +48,7 @@ export class KyselyCatalog implements Catalog {
   readonly #snapshots: SnapshotQueries;
   readonly #workspaces: WorkspaceQueries;
   readonly #gc: GcQueries;
+  readonly #leases: LeaseQueries;
 
   /**
    * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
@@ -46,9 +58,10 @@ export class KyselyCatalog implements Catalog {
     this.db = db;
     this.#ctx = new SqlContext(db, dialect, opts);
     this.#blobs = new BlobQueries(this.#ctx);
-    this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs);
     this.#workspaces = new WorkspaceQueries(this.#ctx);
     this.#gc = new GcQueries(this.#ctx);
+    this.#leases = new LeaseQueries(this.#ctx, this.#workspaces);
+    this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs, this.#leases);
   }
 
   /**
@@ -84,8 +97,8 @@ export class KyselyCatalog implements Catalog {
     return this.#snapshots.createSnapshot(s);
   }
 
-  /** See `SnapshotQueries.commitCheckpoint`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ, E_NAME_TAKEN */
-  commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow> {
+  /** See `SnapshotQueries.commitCheckpoint`. @throws E_NOT_FOUND, E_CHANGED_DURING_READ, E_LEASE_LOST, E_NAME_TAKEN */
+  commitCheckpoint(c: CheckpointCommit): Promise<SnapshotRow> {
     return this.#snapshots.commitCheckpoint(c);
   }
 
@@ -170,6 +183,45 @@ export class KyselyCatalog implements Catalog {
   /** The gc lock, listings and guarded transitions (`GcQueries`). */
   gc(): GcCatalog {
     return this.#gc;
+  }
+
+  /** See `LeaseQueries.registerHost`. @throws E_USAGE (bad TTL) */
+  registerHost(h: HostRegistration): Promise<HostSession> {
+    return this.#leases.registerHost(h);
+  }
+
+  /** See `LeaseQueries.heartbeat` (one statement). */
+  heartbeat(host: string, session: number): Promise<boolean> {
+    return this.#leases.heartbeat(host, session);
+  }
+
+  /** See `LeaseQueries.getHost`. */
+  getHost(id: string): Promise<HostRow | undefined> {
+    return this.#leases.getHost(id);
+  }
+
+  /** See `LeaseQueries.mountLeased`. @throws E_LEASED, E_LEASE_LOST, E_DAEMON_UNAVAILABLE, E_CHANGED_DURING_READ, what setMount throws */
+  mountLeased(
+    workspaceId: string,
+    m: { path: string; driver: MountDriverName; host: string },
+    opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string },
+  ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }> {
+    return this.#leases.mountLeased(workspaceId, m, opts);
+  }
+
+  /** See `LeaseQueries.releaseLease`. */
+  releaseLease(workspaceId: string, host: string): Promise<boolean> {
+    return this.#leases.releaseLease(workspaceId, host);
+  }
+
+  /** See `LeaseQueries.getLease`. */
+  getLease(workspaceId: string): Promise<LeaseRow | undefined> {
+    return this.#leases.getLease(workspaceId);
+  }
+
+  /** See `LeaseQueries.listLeases`. */
+  listLeases(namespace: string): Promise<LeaseRow[]> {
+    return this.#leases.listLeases(namespace);
   }
 
   /** Closes the connection (idempotent). */

@@ -1,11 +1,12 @@
 import type { Transaction } from 'kysely';
 import { AwcError } from '../../core/errors.js';
-import type { NewSnapshot, SnapshotRow } from '../catalog.js';
+import type { CheckpointCommit, NewSnapshot, SnapshotRow } from '../catalog.js';
 import { newId } from '../ids.js';
 import { checkName } from '../names.js';
 import type { Database, SnapshotRecord } from '../schema.js';
 import type { BlobQueries } from './blob-queries.js';
 import { guardSnapshotPacks } from './gc-queries.js';
+import type { LeaseQueries } from './lease-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { nowIso, toSnapshotRow } from './rows.js';
 import type { Db, SqlContext } from './sql-context.js';
@@ -23,6 +24,7 @@ export class SnapshotQueries {
   constructor(
     private readonly ctx: SqlContext,
     private readonly blobs: BlobQueries,
+    private readonly leases: LeaseQueries,
   ) {}
 
   /** Throws E_NAME_TAKEN when a snapshot named `name` exists in the namespace. */
@@ -103,11 +105,12 @@ export class SnapshotQueries {
    * Checkpoint commit in one transaction: packs, blobs, the snapshot (parent = the
    * workspace's head, `snapshot.parentId` is ignored), then
    * `UPDATE workspaces SET head = new WHERE id = ? AND head = expectedHeadId`; when that
-   * updates no row, everything is rolled back.
-   * @throws E_NOT_FOUND (no such workspace in `snapshot.namespace`), E_CHANGED_DURING_READ
+   * updates no row, everything is rolled back. The lease fence (`LeaseQueries.fence`: the
+   * lease is still `c.lease`, live by the database clock) runs first in the same transaction.
+   * @throws E_LEASE_LOST (the fence), E_NOT_FOUND (no such workspace in `snapshot.namespace`), E_CHANGED_DURING_READ
    *   (the head is no longer `expectedHeadId`: retryable, nothing written), E_NAME_TAKEN
    */
-  async commitCheckpoint(c: { workspaceId: string; expectedHeadId: string; snapshot: NewSnapshot }): Promise<SnapshotRow> {
+  async commitCheckpoint(c: CheckpointCommit): Promise<SnapshotRow> {
     const ctx = this.ctx;
     const s = c.snapshot;
     checkName(s.name, 'snapshot');
@@ -134,6 +137,7 @@ export class SnapshotQueries {
         .$if(ctx.rowLocks, (q) => q.forNoKeyUpdate())
         .executeTakeFirst();
       if (!ws) throw workspaceNotFound(s.namespace, c.workspaceId);
+      await this.leases.fence(trx, c.workspaceId, c.lease);
       if (ws.head_snapshot_id !== c.expectedHeadId) throw moved(ws.head_snapshot_id);
       await this.#checkName(trx, nsId, s.namespace, rec.name);
       await guardSnapshotPacks(ctx, trx, s);

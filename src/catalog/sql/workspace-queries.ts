@@ -1,9 +1,11 @@
 import { AwcError } from '../../core/errors.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
-import type { WorkspaceRow } from '../catalog.js';
+import type { Transaction } from 'kysely';
+import type { LeaseRow, WorkspaceRow } from '../catalog.js';
 import { newIds } from '../ids.js';
 import { checkName } from '../names.js';
-import type { NewWorkspaceRecord, WorkspaceRecord } from '../schema.js';
+import type { Database, NewWorkspaceRecord, WorkspaceRecord } from '../schema.js';
+import { leasedError } from '../lease-errors.js';
 import { LOOKUP_BATCH } from './blob-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { chunks, nowIso, toWorkspaceRow } from './rows.js';
@@ -17,6 +19,9 @@ type WorkspaceWithNs = WorkspaceRecord & { namespace_name: string };
  * better messages), so two writers racing on one name or target get one row and one error.
  */
 export class WorkspaceQueries {
+  /** The lease of a workspace inside a transaction (set by LeaseQueries), checked before a workspace row is deleted. */
+  leaseOf?: (trx: Transaction<Database>, workspaceId: string) => Promise<LeaseRow | undefined>;
+
   constructor(private readonly ctx: SqlContext) {}
 
   /**
@@ -170,10 +175,23 @@ export class WorkspaceQueries {
    *   E_TARGET_BUSY (another workspace is mounted at that path on that host), E_USAGE (relative path)
    */
   async setMount(workspaceId: string, m: { path: string; driver: MountDriverName; host: string } | null): Promise<WorkspaceRow> {
+    return this.ctx.tx((trx) => this.setMountIn(trx, workspaceId, m));
+  }
+
+  /**
+   * `setMount` inside transaction `trx`. `overrideHost`: a mount record of that host (whose
+   * expired lease this mount took over) is replaced instead of refused.
+   */
+  async setMountIn(
+    trx: Transaction<Database>,
+    workspaceId: string,
+    m: { path: string; driver: MountDriverName; host: string } | null,
+    opts: { overrideHost?: string } = {},
+  ): Promise<WorkspaceRow> {
     const ctx = this.ctx;
     if (m && !m.path.startsWith('/')) throw new AwcError('E_USAGE', `a mount path must be absolute: ${JSON.stringify(m.path)}`);
     const now = nowIso();
-    return ctx.tx(async (trx) => {
+    {
       // the row is locked while its state decides the write: two hosts mounting one workspace queue here
       const ws = (await this.#withNs(trx)
         .where('w.id', '=', workspaceId)
@@ -186,7 +204,8 @@ export class WorkspaceQueries {
         });
       }
       if (m) {
-        if (ws.mount_state === 'mounted' && (ws.mount_path !== m.path || ws.mount_host !== m.host)) {
+        const replaced = opts.overrideHost !== undefined && ws.mount_host === opts.overrideHost;
+        if (ws.mount_state === 'mounted' && (ws.mount_path !== m.path || ws.mount_host !== m.host) && !replaced) {
           throw new AwcError(
             'E_ALREADY_MOUNTED',
             `workspace ${ws.name ?? ws.id} is already mounted at ${ws.mount_path} on ${ws.mount_host}`,
@@ -220,7 +239,7 @@ export class WorkspaceQueries {
         throw err;
       }
       return toWorkspaceRow({ ...ws, ...set }, ws.namespace_name);
-    });
+    }
   }
 
   /**
@@ -245,6 +264,10 @@ export class WorkspaceQueries {
           details: { path: ws.mount_path, host: ws.mount_host },
         });
       }
+      // a lease row goes with its workspace, unless a host still holds private state of it (a live lease)
+      const lease = await this.leaseOf?.(trx, id);
+      if (lease?.state === 'live') throw leasedError(id, lease);
+      await trx.deleteFrom('leases').where('workspace_id', '=', id).execute();
       await trx.deleteFrom('workspaces').where('id', '=', id).execute();
     });
   }

@@ -15,6 +15,7 @@ import type {
   DoctorCheck,
   DriverContext,
   MountDriver,
+  MountOptions,
   MountResult,
   MountUse,
   Progress,
@@ -28,6 +29,7 @@ import { NOT_IN_USE } from '../mount-use.js';
 import { bindMountNoSuid } from './bind-mount.js';
 import { recordStats, reuseByStat } from './copy-stat-cache.js';
 import { restoreLeftOut } from './restore-left-out.js';
+import { undoMountRecord } from '../undo-mount-record.js';
 
 /**
  * The copy driver: materialising, mounting and releasing a workspace
@@ -132,25 +134,30 @@ export class CopyMountDriver implements MountDriver {
   }
 
   /**
-   * Materialises the workspace's head (materialiseCopy), records the stat cache and the
-   * host state, then the mount in the catalog; on failure nothing stays mounted or recorded.
-   * @throws E_IN_USE (uncheckpointed changes from an earlier mount), what materialiseCopy throws
+   * Takes the lease with the mount record (one transaction), then materialises the workspace's
+   * head (materialiseCopy) and records the stat cache and the host state; on failure nothing
+   * stays mounted or recorded (a lease this mount took is released again).
+   * @throws E_IN_USE (uncheckpointed changes from an earlier mount), E_LEASED, E_DAEMON_UNAVAILABLE, what materialiseCopy throws
    */
-  async mount(
-    ws: WorkspaceRow,
-    target: string,
-    pending: WorkspaceHostState | undefined,
-    opts: { onProgress?: Progress } = {},
-  ): Promise<MountResult> {
+  async mount(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, opts: MountOptions = {}): Promise<MountResult> {
     const { ctx } = this;
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    // (mounted on another host: only a steal of its expired lease goes on; mountLeased decides)
+    if (ws.mountState === 'mounted' && !(opts.steal && ws.mountHost !== ctx.config.host))
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     if (pending)
       throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, {
         hint: `Checkpoint them from there after remounting is not possible with the copy driver; discard with \`awc unmount ${ws.id} --discard\`.`,
       });
+    await ctx.ensureHostSession();
     const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
+    // the lease and the mount record first, in one transaction: a host that loses the race never shows a file
+    const { taken } = await ctx.catalog.mountLeased(
+      ws.id,
+      { path: target, driver: 'copy', host: ctx.config.host },
+      { steal: opts.steal, expectHeadId: head.id },
+    );
     await ctx.catalog.setLayerSnapshot(ws.id, head.id); // before materialising: gc keeps what the copy is made of
-    const m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
+    let m: CopyMaterialised;
     const state: WorkspaceHostState = {
       v: 1,
       workspaceId: ws.id,
@@ -160,15 +167,16 @@ export class CopyMountDriver implements MountDriver {
       layerSnapshotId: head.id,
       layerRoot: head.root,
     };
-    if (m.tree !== undefined) state.tree = m.tree;
-    if (m.leftOut.length > 0) state.leftOut = m.leftOut;
     try {
+      m = await materialiseCopy(ctx.reader(), head.root, ctx.paths.workspaces, ws.id, target, opts.onProgress);
+      if (m.tree !== undefined) state.tree = m.tree;
+      if (m.leftOut.length > 0) state.leftOut = m.leftOut;
       state.statCache = recordStats(copyTreeOf(state));
       await writeHostState(ctx.paths.workspaces, state);
-      await ctx.catalog.setMount(ws.id, { path: target, driver: 'copy', host: ctx.config.host });
     } catch (err) {
       await releaseCopy(state, true).catch(() => undefined);
       await removeHostState(ctx.paths.workspaces, ws.id).catch(() => undefined);
+      await undoMountRecord(ctx.catalog, ws.id, ctx.config.host, taken);
       throw err;
     }
     const r: MountResult = { workspace: ws.id, path: target, driver: 'copy', resumed: false };
@@ -210,6 +218,8 @@ export class CopyMountDriver implements MountDriver {
     );
     await removeHostState(ctx.paths.workspaces, ws.id);
     await ctx.catalog.setMount(ws.id, null);
+    // nothing private of the workspace is left on this host
+    await ctx.catalog.releaseLease(ws.id, ctx.config.host);
     return { workspace: ws.id, path, pending: false };
   }
 
@@ -248,5 +258,11 @@ export class CopyMountDriver implements MountDriver {
 
   materialised(state: WorkspaceHostState): string {
     return copyTreeOf(state);
+  }
+
+  /** Removes the stale copy (its bind mount lazily, the private tree or the files at the target) and the host state. */
+  async dropStale(state: WorkspaceHostState): Promise<void> {
+    await releaseCopy(state, true);
+    await removeHostState(this.ctx.paths.workspaces, state.workspaceId);
   }
 }

@@ -17,6 +17,7 @@ import { cleanLeftovers, findLeftovers } from './leftovers.js';
 import { mountOverlay } from './overlay-mount.js';
 import { PendingRemounts } from './pending-remounts.js';
 import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
+import { undoMountRecord } from '../undo-mount-record.js';
 
 /** What the overlays need of the host's content plane (the daemon's content FUSE server and its source). */
 export interface OverlayContent {
@@ -154,8 +155,9 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /**
    * Mounts a workspace: builds (once per snapshot) the layer directory, registers its
    * content objects with the FUSE server, and mounts one overlayfs with a private upper.
-   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer.
-   * @throws E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
+   * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer, only
+   * while this host kept the lease (else it is stale: E_LEASE_LOST). `steal` takes over an expired lease.
+   * @throws E_LEASED, E_LEASE_LOST, E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
    *   E_STILL_MOUNTED (an earlier overlay on the upper is alive)
    */
   async mount(
@@ -163,11 +165,14 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     wsId: string,
     target: string,
     op: 'mount' | 'remount' = 'mount',
+    steal = false,
   ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
     // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
     if (op === 'mount') await checkMountTarget(target, this.config.home);
     const ws = await this.catalog.getWorkspace(ns, wsId);
-    if (ws.mountState === 'mounted') throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
+    // (mounted on another host: only a steal of its expired lease goes on; mountLeased decides)
+    if (ws.mountState === 'mounted' && !(steal && ws.mountHost !== this.config.host))
+      throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const pending = await readHostState(this.paths.workspaces, ws.id);
     let layerSnapshotId: string;
     let layerRoot: Digest;
@@ -193,20 +198,29 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         });
       }
     }
-    if (!pending) {
-      await rm(dirs.dir, { recursive: true, force: true });
-      await mkdirPrivate(dirs.dir);
-      await mkdir(dirs.upper);
-      // the overlay root shows the upper directory's own attributes: give it the snapshot root's
-      const root = await reader.readRoot(layerRoot);
-      fs.chownSync(dirs.upper, root.uid, root.gid);
-      fs.chmodSync(dirs.upper, root.mode);
-      const t = nsToUtimeSeconds(root.mtimeNs);
-      fs.utimesSync(dirs.upper, t, t);
-    }
-    await mkdirPrivate(dirs.work);
-    await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+    // the lease (kept, taken, or stolen after expiry) and the mount record, in one transaction, before
+    // anything shows at the target: a host that loses the race never mounts, nor touches the upper
+    const { taken } = await this.catalog.mountLeased(
+      ws.id,
+      { path: target, driver: 'overlay', host: this.config.host },
+      { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
+    );
+    let mounted = false;
     try {
+      if (!pending) {
+        await rm(dirs.dir, { recursive: true, force: true });
+        await mkdirPrivate(dirs.dir);
+        await mkdir(dirs.upper);
+        // the overlay root shows the upper directory's own attributes: give it the snapshot root's
+        const root = await reader.readRoot(layerRoot);
+        fs.chownSync(dirs.upper, root.uid, root.gid);
+        fs.chmodSync(dirs.upper, root.mode);
+        const t = nsToUtimeSeconds(root.mtimeNs);
+        fs.utimesSync(dirs.upper, t, t);
+      }
+      await mkdirPrivate(dirs.work);
+      await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+      mounted = true;
       const m = mountsAt(target, 'overlay').at(-1);
       const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
       await writeHostState(this.paths.workspaces, {
@@ -219,9 +233,11 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         layerRoot,
         mount,
       });
-      await this.catalog.setMount(ws.id, { path: target, driver: 'overlay', host: this.config.host });
     } catch (err) {
-      await unmount(target, true);
+      if (mounted) await unmount(target, true);
+      // a fresh upper made for this mount holds nothing: never leave it to look like kept changes
+      if (!pending) await rm(dirs.dir, { recursive: true, force: true }).catch(() => undefined);
+      await undoMountRecord(this.catalog, ws.id, this.config.host, taken);
       throw err;
     }
     this.mounts.set(ws.id, { namespace: ns, path: target });

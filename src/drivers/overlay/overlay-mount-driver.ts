@@ -9,6 +9,7 @@ import type {
   DoctorCheck,
   DriverContext,
   MountDriver,
+  MountOptions,
   MountResult,
   MountUse,
   ScanResult,
@@ -21,7 +22,8 @@ import { overlayChecks } from './overlay-checks.js';
 import { mergeUpper } from './upper-merge.js';
 import { readUpperCache, writeUpperCache } from './upper-stat-cache.js';
 import { describeUse, NOT_IN_USE } from '../mount-use.js';
-import { upperInUse } from './upper-use.js';
+import { overlayUpper, upperInUse } from './upper-use.js';
+import { mountsAt } from '../../host/mount-table.js';
 
 /**
  * The overlay mount driver, service side: mounts and unmounts go to the host daemon (it
@@ -43,9 +45,9 @@ export class OverlayMountDriver implements MountDriver {
     return overlayChecks();
   }
 
-  /** Mounts through the host daemon (started on demand), which resumes a kept upper. @throws what HostDaemonPort.mount throws */
-  mount(ws: WorkspaceRow, target: string): Promise<MountResult> {
-    return this.daemon.mount({ namespace: this.ctx.config.namespace, workspace: ws.id, target });
+  /** Mounts through the host daemon (started on demand), which takes the lease and resumes a kept upper. @throws what HostDaemonPort.mount throws */
+  mount(ws: WorkspaceRow, target: string, _pending: WorkspaceHostState | undefined, opts: MountOptions = {}): Promise<MountResult> {
+    return this.daemon.mount({ namespace: this.ctx.config.namespace, workspace: ws.id, target, steal: opts.steal });
   }
 
   /** An overlay recorded as mounted is the daemon's to remount (it does so when it starts): nothing to resume here. */
@@ -87,7 +89,11 @@ export class OverlayMountDriver implements MountDriver {
       }
     }
     const pending = opts.discard ? false : await opts.changed();
-    if (!pending) await removeHostState(ctx.paths.workspaces, ws.id);
+    if (!pending) {
+      await removeHostState(ctx.paths.workspaces, ws.id);
+      // nothing private is left here: the lease goes (kept changes keep it: no other host may start over)
+      await ctx.catalog.releaseLease(ws.id, ctx.config.host);
+    }
     return { workspace: ws.id, path, pending };
   }
 
@@ -127,5 +133,22 @@ export class OverlayMountDriver implements MountDriver {
 
   materialised(): undefined {
     return undefined;
+  }
+
+  /** Detaches an overlay left at the target on this workspace's upper (lazily), then removes the upper and the host state. @throws E_STILL_MOUNTED */
+  async dropStale(state: WorkspaceHostState): Promise<void> {
+    const dirs = workspaceDirs(this.ctx.paths.workspaces, state.workspaceId);
+    const here = mountsAt(state.target, 'overlay').at(-1);
+    if (here && overlayUpper(here) === dirs.upper) await unmount(state.target, true);
+    const use = await this.inUse(state);
+    if (use.inUse)
+      throw new AwcError(
+        'E_STILL_MOUNTED',
+        `workspace ${state.workspaceId}: an earlier mount still uses its stale changes (${describeUse(use)})`,
+        {
+          details: { holders: use.holders },
+        },
+      );
+    await removeHostState(this.ctx.paths.workspaces, state.workspaceId);
   }
 }

@@ -1,0 +1,121 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { pathsOf } from '../../src/config/config.js';
+import { SqliteCatalog } from '../../src/catalog/sqlite/sqlite-catalog.js';
+import { awc, CLI, cleanupMounts, type CliResult } from './cli.js';
+
+/** One of two AWC hosts on this machine: its own home and host id, the shared catalog and object store. */
+export interface TestHost {
+  id: string;
+  home: string;
+  /** A directory for this host's mount targets. */
+  mnt: string;
+  env: NodeJS.ProcessEnv;
+  /** Runs `awc --json …` on this host (synchronously). */
+  run(args: string[], env?: NodeJS.ProcessEnv): CliResult;
+  /** Runs `awc --json …` on this host as a child process, without waiting for it. */
+  spawn(args: string[]): Promise<CliResult>;
+  /** Pid of this host's daemon and of its supervisor (undefined when not running). */
+  pids(): { daemon?: number; supervisor?: number };
+}
+
+/**
+ * Two hosts sharing one catalog (`sqlite:<dir>/shared/catalog.sqlite`) and one object store
+ * (`file:<dir>/shared/objects`), as a fleet on one machine: two AWC_HOME, two AWC_HOST, short
+ * lease TTLs (`ttlMs`, heartbeat every ttl/6). `catalog` is a connection of the test process for
+ * reading the rows.
+ */
+export async function twoHosts(
+  dir: string,
+  ttlMs: number,
+): Promise<{ a: TestHost; b: TestHost; catalog: SqliteCatalog; cleanup(): Promise<void> }> {
+  const shared = join(dir, 'shared');
+  mkdirSync(shared, { recursive: true });
+  const base = {
+    AWC_CATALOG: `sqlite:${join(shared, 'catalog.sqlite')}`,
+    AWC_OBJECT_STORE: `file:${join(shared, 'objects')}`,
+    AWC_LEASE_TTL_MS: String(ttlMs),
+    AWC_HEARTBEAT_MS: String(Math.floor(ttlMs / 6)),
+  };
+  const host = (id: string): TestHost => {
+    const home = join(dir, id, 'home');
+    const mnt = join(dir, id, 'mnt');
+    mkdirSync(mnt, { recursive: true });
+    const env = { ...base, AWC_HOST: id };
+    const pidOf = (f: string): number | undefined => {
+      try {
+        return Number(readFileSync(f, 'utf8').trim()) || undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    return {
+      id,
+      home,
+      mnt,
+      env,
+      run: (args, extra = {}) => awc(home, args, { ...env, ...extra }),
+      spawn: (args) =>
+        new Promise((resolve) => {
+          const c = spawn(process.execPath, [CLI, '--home', home, '--json', ...args], { env: { ...process.env, ...env } });
+          let stdout = '';
+          let stderr = '';
+          c.stdout.on('data', (d) => (stdout += d));
+          c.stderr.on('data', (d) => (stderr += d));
+          c.on('close', (code) => {
+            let json: unknown;
+            try {
+              json = JSON.parse(stdout);
+            } catch {
+              json = undefined;
+            }
+            resolve({ code: code ?? -1, stdout, stderr, json });
+          });
+        }),
+      pids: () => {
+        const p = pathsOf({ home });
+        return { daemon: pidOf(p.pidFile), supervisor: pidOf(p.supervisorPidFile) };
+      },
+    };
+  };
+  const a = host('host-a');
+  const b = host('host-b');
+  const catalog = await SqliteCatalog.open(join(shared, 'catalog.sqlite'));
+  return {
+    a,
+    b,
+    catalog,
+    async cleanup() {
+      for (const h of [a, b]) {
+        // a stopped daemon cannot stop: let it go on first
+        const { daemon, supervisor } = h.pids();
+        for (const pid of [daemon, supervisor]) if (pid) signal(pid, 'SIGCONT');
+        cleanupMounts(h.home, join(dir, h.id));
+      }
+      cleanupMounts(a.home, dir); // and whatever else a test mounted under dir
+
+      await catalog.close();
+    },
+  };
+}
+
+/** Sends `sig` to `pid`; a process that is gone is fine. */
+export function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+/** Polls `check` every 50 ms until it returns true; fails after `timeoutMs`. */
+export async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
