@@ -82,7 +82,7 @@ test(`a snapshot checkpointed on host A exports byte-identical on host B with an
     AWS_SHARED_CREDENTIALS_FILE: credentials,
   };
   t.after(async () => {
-    cleanupMounts(homeA, work); // (first: the daemon's content mount lives in the work directory)
+    cleanupMounts(homeA, work, envA); // (first: the daemon's content mount lives in the work directory)
     await removeTempDir(work);
   });
 
