@@ -141,8 +141,8 @@ export class CopyMountDriver implements MountDriver {
    */
   async mount(ws: WorkspaceRow, target: string, pending: WorkspaceHostState | undefined, opts: MountOptions = {}): Promise<MountResult> {
     const { ctx } = this;
-    // (mounted on another host: only a steal of its expired lease goes on; mountLeased decides)
-    if (ws.mountState === 'mounted' && !(opts.steal && ws.mountHost !== ctx.config.host))
+    // (mounted on another host: mountLeased refuses with E_LEASED, or lets a steal of an expired lease go on)
+    if (ws.mountState === 'mounted' && ws.mountHost === ctx.config.host)
       throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     if (pending)
       throw new AwcError('E_IN_USE', `workspace ${ws.id} has uncheckpointed changes in ${pending.target}`, {

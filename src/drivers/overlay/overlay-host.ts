@@ -170,8 +170,8 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
     if (op === 'mount') await checkMountTarget(target, this.config.home);
     const ws = await this.catalog.getWorkspace(ns, wsId);
-    // (mounted on another host: only a steal of its expired lease goes on; mountLeased decides)
-    if (ws.mountState === 'mounted' && !(steal && ws.mountHost !== this.config.host))
+    // (mounted on another host: mountLeased refuses with E_LEASED, or lets a steal of an expired lease go on)
+    if (ws.mountState === 'mounted' && ws.mountHost === this.config.host)
       throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const pending = await readHostState(this.paths.workspaces, ws.id);
     let layerSnapshotId: string;
