@@ -1,4 +1,4 @@
-import { parentPort, workerData } from 'node:worker_threads';
+import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import type { Catalog } from '../../src/catalog/catalog.js';
 import { openCatalog } from '../../src/catalog/open-catalog.js';
 import { AwcError } from '../../src/core/errors.js';
@@ -11,27 +11,32 @@ import { AwcError } from '../../src/core/errors.js';
 
 type Call = { id: number; method: string; args: unknown[] };
 
-const port = parentPort!;
 const errorJson = (err: unknown) =>
   err instanceof AwcError ? err.toJSON() : { code: 'E_INTERNAL', message: String((err as Error)?.stack ?? err) };
 
-let cat: Catalog;
-try {
-  cat = await openCatalog((workerData as { url: string }).url);
-  port.postMessage({ ready: true });
-} catch (err) {
-  port.postMessage({ ready: false, error: errorJson(err) });
-  process.exit(0);
+/** Opens the catalog and serves calls on `port` until the worker is terminated. */
+async function serve(port: MessagePort, url: string): Promise<void> {
+  let cat: Catalog;
+  try {
+    cat = await openCatalog(url);
+    port.postMessage({ ready: true });
+  } catch (err) {
+    port.postMessage({ ready: false, error: errorJson(err) });
+    return;
+  }
+  port.on('message', (m: Call) => {
+    const run = async () => {
+      if (m.method === 'blobIndex.lookup') return cat.blobIndex(m.args[0] as string).lookup(m.args[1] as never);
+      const fn = (cat as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[m.method];
+      if (typeof fn !== 'function') throw new Error(`no catalog method ${m.method}`);
+      return fn.apply(cat, m.args);
+    };
+    run().then(
+      (value) => port.postMessage({ id: m.id, value }),
+      (err) => port.postMessage({ id: m.id, error: errorJson(err) }),
+    );
+  });
 }
-port.on('message', (m: Call) => {
-  const run = async () => {
-    if (m.method === 'blobIndex.lookup') return cat.blobIndex(m.args[0] as string).lookup(m.args[1] as never);
-    const fn = (cat as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[m.method];
-    if (typeof fn !== 'function') throw new Error(`no catalog method ${m.method}`);
-    return fn.apply(cat, m.args);
-  };
-  run().then(
-    (value) => port.postMessage({ id: m.id, value }),
-    (err) => port.postMessage({ id: m.id, error: errorJson(err) }),
-  );
-});
+
+// (the test runner also loads this file as a test file of its own: then it does nothing)
+if (!isMainThread && parentPort) void serve(parentPort, (workerData as { url: string }).url);
