@@ -19,8 +19,7 @@ import { CopyMountDriver } from '../drivers/copy/copy-mount-driver.js';
 import { describeUse } from '../drivers/mount-use.js';
 import { changingOf, importSnapshot, type ImportOptions, type ImportResult } from './import-snapshot.js';
 import { checkTarTarget, exportTar } from './export-tar.js';
-import { diffSnapshots, type Change } from './diff.js';
-import { renderPatch } from './patch.js';
+import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from './diff-refs.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
 import { removeRef, type RemoveResult } from './remove.js';
@@ -442,49 +441,18 @@ export class Awc implements DriverContext {
   }
 
   /**
-   * Diffs two refs. One ref: a workspace's head against its live state, or a snapshot's
-   * parent against it. Returns the changes and, with `patch`, a git-style patch. For a patch
-   * the dry-run scan of a live state keeps its new bytes (in no store yet) in memory.
+   * Diffs two refs (see `diffRefs`): one ref is a workspace's head against its live state, or
+   * a snapshot's parent against it; with `patch`, a git-style patch too.
    * @throws E_NOT_FOUND, E_AMBIGUOUS, E_CHANGED_DURING_READ (a live file kept changing)
    */
-  async diff(
-    fromRef: string,
-    toRef?: string,
-    opts: { patch?: boolean; binary?: boolean; metadata?: boolean } = {},
-  ): Promise<{ from: Digest; to: Digest; changes: Change[]; patch?: string }> {
-    const writer = this.writer(true, opts.patch === true);
-    let from: Digest;
-    let to: Digest;
-    if (toRef === undefined) {
-      const r = await this.resolve(fromRef);
-      if (r.kind === 'workspace') {
-        from = (await this.getSnapshot(r.workspace.headSnapshotId)).root;
-        to = (await this.rootOf(fromRef, writer)).root;
-      } else {
-        to = r.snapshot.root;
-        from = r.snapshot.parentId ? (await this.getSnapshot(r.snapshot.parentId)).root : await this.emptyRoot(writer);
-      }
-    } else {
-      from = (await this.rootOf(fromRef, writer)).root;
-      to = (await this.rootOf(toRef, writer)).root;
-    }
-    const src = this.reader(writer.sessionBlob.bind(writer));
-    const changes = await diffSnapshots(src, from, to, { metadata: opts.metadata });
-    const out: { from: Digest; to: Digest; changes: Change[]; patch?: string } = { from, to, changes };
-    if (opts.patch) {
-      const readAll = async (f: { size: number; chunks: { digest: Digest; size: number }[] }): Promise<Buffer> => {
-        const parts: Buffer[] = [];
-        for await (const b of src.readFile(f)) parts.push(b); // new bytes of a live state come from the writer's session
-        return Buffer.concat(parts);
-      };
-      out.patch = await renderPatch(src, readAll, changes, from, to, { binary: opts.binary ? 'full' : 'summary' });
-    }
-    return out;
-  }
-
-  private async emptyRoot(writer: ContentWriter): Promise<Digest> {
-    const tree = await writer.writeTree([]);
-    return writer.writeRoot({ mode: 0o755, uid: 0, gid: 0, mtimeNs: '0', tree });
+  diff(fromRef: string, toRef?: string, opts: DiffOptions = {}): Promise<DiffResult> {
+    const deps: DiffRefsDeps = {
+      resolve: (r) => this.resolve(r),
+      getSnapshot: (r) => this.getSnapshot(r),
+      rootOf: (r, w) => this.rootOf(r, w),
+      reader: (extra) => this.reader(extra),
+    };
+    return diffRefs(deps, this.writer(true, opts.patch === true), fromRef, toRef, opts);
   }
 
   /**
