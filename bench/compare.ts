@@ -12,12 +12,13 @@
  * within 10 % of the before median (times and throughput) or equal (backend reads).
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { PROJECT } from './common.js';
 import type { Figure, FigureId } from './common.js';
 import type { BenchResult } from './report.js';
 import { median } from './util.js';
+import { replaceDocSection } from './doc-section.js';
 
 /** The figures compared, with how a difference is judged. */
 const COMPARED: { id: FigureId; what: string; judge: 'within10' | 'equal' }[] = [
@@ -128,13 +129,7 @@ function main(): number {
   const after: Side = { dir: args.after, commit: commitOf(args.after), runs: {}, units: {} };
   for (let i = 0; i < args.runs; i++) for (const s of i % 2 === 0 ? [before, after] : [after, before]) runOnce(s, args.tree, log);
   const { text, pass } = render(args.title, before, after, args.runs);
-  writeFileSync(join(PROJECT, 'bench', 'COMPARISON.md'), text + '\n');
-  const doc = join(PROJECT, 'docs', 'benchmarks.md');
-  const old = readFileSync(doc, 'utf8');
-  const section = `${BEGIN}\n${text}\n${END}`;
-  const i = old.indexOf(BEGIN);
-  const j = old.indexOf(END);
-  writeFileSync(doc, i >= 0 && j > i ? old.slice(0, i) + section + old.slice(j + END.length) : old.trimEnd() + '\n\n' + section + '\n');
+  replaceDocSection('COMPARISON.md', BEGIN, END, text);
   process.stdout.write(text + '\n');
   log(`compare: wrote bench/COMPARISON.md and docs/benchmarks.md; ${pass ? 'every figure passes' : 'SOME FIGURE DOES NOT PASS'}`);
   return pass ? 0 : 1;

@@ -1,5 +1,6 @@
 import type { Figure } from './common.js';
 import { fmtBytes, fmtMs, type MachineInfo } from './util.js';
+import { catalogLoadSection } from './catalog-load.js';
 
 /** What one run produced (also the `--json` output). */
 export interface BenchResult {
@@ -52,7 +53,7 @@ function esc(s: string): string {
 }
 
 /** docs/benchmarks.md: machine, trees, the table, what was missed, and the method. */
-export function renderMarkdown(r: BenchResult, analysis: string | undefined, comparison?: string): string {
+export function renderMarkdown(r: BenchResult, analysis: string | undefined, comparison?: string, catalogLoad?: string): string {
   const m = r.machine;
   const out: string[] = [];
   out.push('# Benchmarks');
@@ -134,6 +135,10 @@ export function renderMarkdown(r: BenchResult, analysis: string | undefined, com
     out.push('<!-- comparison:begin (bench/compare.ts writes this section; bench/COMPARISON.md keeps it) -->');
     out.push(comparison.trim());
     out.push('<!-- comparison:end -->');
+  }
+  if (catalogLoad) {
+    out.push('');
+    out.push(catalogLoadSection(catalogLoad));
   }
   out.push('');
   return out.join('\n');

@@ -19,6 +19,7 @@ import { join, resolve } from 'node:path';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { ensureBigTree } from './big-tree.js';
 import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } from './common.js';
+import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
 import { figBuild } from './fig-build.js';
 import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
@@ -127,6 +128,12 @@ function readComparison(): string | undefined {
   return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
 }
 
+/** A kept section of the report (bench/<name>), if any. */
+function readBenchFile(name: string): string | undefined {
+  const f = join(PROJECT, 'bench', name);
+  return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
+}
+
 function readAnalysis(): string | undefined {
   const f = join(PROJECT, 'bench', 'ANALYSIS.md');
   return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
@@ -139,7 +146,7 @@ async function main(): Promise<number> {
   if (args.render) {
     const saved = JSON.parse(readFileSync(args.render, 'utf8')) as BenchResult;
     const out = args.out ?? join(PROJECT, 'docs', 'benchmarks.md');
-    writeFileSync(out, renderMarkdown(saved, readAnalysis(), readComparison()));
+    writeFileSync(out, renderMarkdown(saved, readAnalysis(), readComparison(), readBenchFile(CATALOG_LOAD_FILE)));
     log(`wrote ${out} from ${args.render}`);
     return 0;
   }
@@ -256,7 +263,10 @@ async function main(): Promise<number> {
   else process.stdout.write('\n' + renderTable(result) + '\n');
   const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
   if (out) {
-    writeFileSync(out, renderMarkdown(result, readAnalysis(), readComparison()));
+    // the catalog under many clients (bench/catalog-load.ts), on full runs; bench/CATALOG-LOAD.md keeps the last one
+    if (!args.quick && args.only.size === 0)
+      writeFileSync(join(PROJECT, 'bench', CATALOG_LOAD_FILE), (await runCatalogLoad(CATALOG_LOAD_DEFAULTS(log))) + '\n');
+    writeFileSync(out, renderMarkdown(result, readAnalysis(), readComparison(), readBenchFile(CATALOG_LOAD_FILE)));
     log(`\nwrote ${out}`);
   }
   log(`done in ${fmtMs(result.durationMs)}`);

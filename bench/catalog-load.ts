@@ -1,0 +1,198 @@
+#!/usr/bin/env node
+/**
+ * The catalog under load: many concurrent clients, each with its own connection (a worker
+ * thread, bench/catalog-load-worker.ts), forking, recording mounts, committing checkpoints
+ * and recording unmounts against the local PostgreSQL and, side by side, a SQLite file.
+ * Reports each operation's rate (all clients together) and p50 / p99 latency.
+ *
+ *   node dist/bench/catalog-load.js [--clients N] [--rounds R] [--no-write]
+ *
+ * Defaults: 16 clients × 40 rounds (4 operations a round), 40 blobs a checkpoint (half of
+ * them shared by all clients: concurrent inserts of one digest). PostgreSQL: a fresh
+ * database on AWC_BENCH_POSTGRES_URL, else AWC_TEST_POSTGRES_URL, else the local test server
+ * (scripts/postgres-test-server.sh), dropped afterwards. Writes bench/CATALOG-LOAD.md and its
+ * section of docs/benchmarks.md (unless --no-write); a full `npm run bench` runs it too and
+ * keeps the section. Bounded in count; loopback only.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import pg from 'pg';
+import { openCatalog } from '../src/catalog/open-catalog.js';
+import { redactUrl, sqliteUrl } from '../src/config/backend-url.js';
+import { OPS, type LoadJob, type Op } from './catalog-load-worker.js';
+import { replaceDocSection } from './doc-section.js';
+
+/** Options of one load run. */
+export interface CatalogLoadOptions {
+  clients: number;
+  rounds: number;
+  blobsPerCheckpoint: number;
+  log: (s: string) => void;
+}
+
+/** One backend's result: per operation, the count, errors and latencies (ms); wall time in ms. */
+interface BackendResult {
+  backend: string;
+  wallMs: number;
+  latencies: Record<Op, number[]>;
+  errors: Record<string, number>;
+}
+
+const DEFAULT_PG = 'postgres://awc_test:awc_test@127.0.0.1:5432/postgres';
+const NS = 'load';
+
+function quantile(sorted: number[], q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+async function runBackend(backend: string, url: string, o: CatalogLoadOptions): Promise<BackendResult> {
+  const setup = await openCatalog(url);
+  const base = await setup.createSnapshot({
+    namespace: NS,
+    root: `sha256:${'0'.repeat(64)}` as never,
+    fileCount: 0,
+    byteCount: 0,
+    packs: [],
+  });
+  await setup.close();
+  o.log(`catalog-load: ${backend}: ${o.clients} clients × ${o.rounds} rounds`);
+  type Done = Omit<BackendResult, 'backend' | 'wallMs'>;
+  const workers = Array.from({ length: o.clients }, (_, client) => {
+    const job: LoadJob = { url, client, rounds: o.rounds, snapshotId: base.id, namespace: NS, blobsPerCheckpoint: o.blobsPerCheckpoint };
+    const w = new Worker(fileURLToPath(new URL('./catalog-load-worker.js', import.meta.url)), { workerData: job });
+    let ready!: () => void;
+    const isReady = new Promise<void>((r) => (ready = r));
+    const done = new Promise<Done>((resolve, reject) => {
+      w.on('message', (m: { ready?: boolean; fatal?: string } & Done) => {
+        if (m.ready) ready();
+        else if (m.fatal) reject(new Error(m.fatal));
+        else resolve(m);
+      });
+      w.once('error', reject);
+    });
+    return { w, isReady, done };
+  });
+  await Promise.race([Promise.all(workers.map((x) => x.isReady)), Promise.all(workers.map((x) => x.done))]);
+  const t0 = performance.now();
+  for (const x of workers) x.w.postMessage('go');
+  const results = await Promise.all(workers.map((x) => x.done));
+  const wallMs = performance.now() - t0;
+  const latencies = Object.fromEntries(OPS.map((op) => [op, results.flatMap((r) => r.latencies[op]).sort((a, b) => a - b)])) as Record<
+    Op,
+    number[]
+  >;
+  const errors: Record<string, number> = {};
+  for (const r of results) for (const [k, v] of Object.entries(r.errors)) errors[k] = (errors[k] ?? 0) + v;
+  return { backend, wallMs, latencies, errors };
+}
+
+/** Creates a fresh database on the admin URL `admin`; returns its URL and how to drop it. */
+async function freshPostgres(admin: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `awc_bench_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const exec = async (q: string) => {
+    const c = new pg.Client({ connectionString: admin, connectionTimeoutMillis: 10_000 });
+    await c.connect();
+    try {
+      await c.query(q);
+    } finally {
+      await c.end();
+    }
+  };
+  await exec(`create database "${name}"`);
+  const u = new URL(admin);
+  u.pathname = `/${name}`;
+  return { url: u.toString(), drop: () => exec(`drop database if exists "${name}" with (force)`) };
+}
+
+function render(results: BackendResult[], o: CatalogLoadOptions, pgWhere: string): string {
+  const out = [
+    '## Catalog under load',
+    '',
+    `Generated by \`npm run bench:catalog\` (bench/catalog-load.ts; a full \`npm run bench\` runs it too) on ${new Date().toISOString().slice(0, 10)}: ` +
+      `${o.clients} concurrent clients, each on its own connection (a worker thread), each running ${o.rounds} rounds of ` +
+      `fork → record mount → commit a checkpoint (${o.blobsPerCheckpoint} blobs, half of them shared by every client) → record unmount, ` +
+      `against PostgreSQL (${pgWhere}, a fresh database, default pool and READ COMMITTED) and a SQLite file (WAL, BEGIN IMMEDIATE) on the same machine. ` +
+      `Rates count every client together, from the moment all clients are connected; latencies are per call, queueing for locks included. Load average ${loadavg()[0].toFixed(1)} on ${availableParallelism()} cores at the end (other processes shared the machine: read the figures as a lower bound).`,
+    '',
+    '| backend | operation | calls | rate (calls/s) | p50 (ms) | p99 (ms) | refused |',
+    '|---|---|---:|---:|---:|---:|---|',
+  ];
+  for (const r of results) {
+    for (const op of OPS) {
+      const l = r.latencies[op];
+      const refused = Object.entries(r.errors)
+        .filter(([k]) => k.startsWith(`${op}:`))
+        .map(([k, v]) => `${v} ${k.slice(op.length + 1)}`)
+        .join(', ');
+      out.push(
+        `| ${r.backend} | ${op} | ${l.length} | ${(l.length / (r.wallMs / 1000)).toFixed(0)} | ${quantile(l, 0.5).toFixed(1)} | ${quantile(l, 0.99).toFixed(1)} | ${refused || '0'} |`,
+      );
+    }
+    const all = OPS.reduce((n, op) => n + r.latencies[op].length, 0);
+    out.push(`| ${r.backend} | all | ${all} | ${(all / (r.wallMs / 1000)).toFixed(0)} | | | wall ${(r.wallMs / 1000).toFixed(1)} s |`);
+  }
+  return out.join('\n');
+}
+
+/** Runs the load on both backends and returns the markdown section. */
+export async function runCatalogLoad(o: CatalogLoadOptions): Promise<string> {
+  const admin = process.env.AWC_BENCH_POSTGRES_URL || process.env.AWC_TEST_POSTGRES_URL || DEFAULT_PG;
+  const results: BackendResult[] = [];
+  const dir = mkdtempSync(join(tmpdir(), 'awc-catalog-load-'));
+  try {
+    results.push(await runBackend('SQLite', sqliteUrl(join(dir, 'catalog.sqlite')), o));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  const db = await freshPostgres(admin);
+  try {
+    results.push(await runBackend('PostgreSQL', db.url, o));
+  } finally {
+    await db.drop();
+  }
+  return render(results, o, redactUrl(admin).replace(/\/[^/?]*(\?.*)?$/, ''));
+}
+
+/** Where the section goes in docs/benchmarks.md. */
+export const CATALOG_LOAD_FILE = 'CATALOG-LOAD.md';
+const BEGIN = '<!-- catalog-load:begin (bench/catalog-load.ts writes this section; bench/CATALOG-LOAD.md keeps it) -->';
+const END = '<!-- catalog-load:end -->';
+
+/** The kept section with its markers, for report.ts. */
+export function catalogLoadSection(text: string): string {
+  return `${BEGIN}\n${text.trim()}\n${END}`;
+}
+
+/** The defaults of a run (16 clients × 40 rounds, 40 blobs a checkpoint). */
+export const CATALOG_LOAD_DEFAULTS = (log: (s: string) => void): CatalogLoadOptions => ({
+  clients: 16,
+  rounds: 40,
+  blobsPerCheckpoint: 40,
+  log,
+});
+
+async function main(): Promise<void> {
+  const argv = process.argv.slice(2);
+  const num = (flag: string, d: number) => {
+    const i = argv.indexOf(flag);
+    const v = i >= 0 ? Number(argv[i + 1]) : d;
+    if (!Number.isInteger(v) || v < 1 || v > 10_000) throw new Error(`${flag} takes an integer from 1 to 10000`);
+    return v;
+  };
+  const d = CATALOG_LOAD_DEFAULTS((s) => process.stderr.write(s + '\n'));
+  const text = await runCatalogLoad({ ...d, clients: num('--clients', d.clients), rounds: num('--rounds', d.rounds) });
+  process.stdout.write(text + '\n');
+  if (!argv.includes('--no-write')) replaceDocSection(CATALOG_LOAD_FILE, BEGIN, END, text);
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  main().catch((err) => {
+    process.stderr.write(`catalog-load: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}
