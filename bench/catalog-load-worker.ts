@@ -7,9 +7,10 @@ import type { WrittenPack } from '../src/store/pack-types.js';
 
 /**
  * One client of bench/catalog-load.ts, in a worker thread with a catalog connection of its
- * own (better-sqlite3 blocks its thread while it waits for the file lock). Each round:
- * fork a workspace, record its mount, commit a checkpoint with a pack (half of its blobs
- * shared by every client, half its own), record the unmount. Bounded: `rounds` rounds.
+ * own (better-sqlite3 blocks its thread while it waits for the file lock), acting as one host
+ * (it registers a host session first). Each round: fork a workspace, take its lease with the
+ * mount record, heartbeat, commit a checkpoint under the lease with a pack (half of its blobs
+ * shared by every client, half its own), record the unmount and release the lease. Bounded: `rounds` rounds.
  * Posts `{ ready: true }` once its catalog is open, starts on the message `'go'` (so every
  * client starts together and the wall time leaves out start-up), and posts
  * `{ latencies: Record<op, ms[]>, errors: Record<code, n> }` when done.
@@ -24,8 +25,13 @@ export interface LoadJob {
   blobsPerCheckpoint: number;
 }
 
-/** The operations one round runs, in order (leases and heartbeats add theirs here). */
-export const OPS = ['fork', 'mount', 'checkpoint', 'unmount'] as const;
+/**
+ * The operations one round runs, in order: `mount` takes the workspace's lease with the mount
+ * record (`mountLeased`), `heartbeat` is the host's one renewal statement (every lease of the
+ * client's host at once), `checkpoint` carries the lease's epoch (the fence), `unmount`
+ * clears the mount record and releases the lease.
+ */
+export const OPS = ['fork', 'mount', 'heartbeat', 'checkpoint', 'unmount'] as const;
 export type Op = (typeof OPS)[number];
 
 const digest = (s: string): Digest => `sha256:${createHash('sha256').update(s).digest('hex')}` as Digest;
@@ -46,6 +52,8 @@ function pack(key: string, job: LoadJob, round: number): WrittenPack {
 
 async function run(job: LoadJob): Promise<{ latencies: Record<Op, number[]>; errors: Record<string, number> }> {
   const cat: Catalog = await openCatalog(job.url);
+  const host = `load-host-${job.client}`;
+  const { session } = await cat.registerHost({ id: host, ttlMs: 60_000 });
   const go = new Promise((resolve) => parentPort!.once('message', resolve));
   parentPort!.postMessage({ ready: true });
   await go;
@@ -68,9 +76,11 @@ async function run(job: LoadJob): Promise<{ latencies: Record<Op, number[]>; err
       const ws = await timed('fork', () => cat.forkWorkspaces(job.namespace, job.snapshotId, [`c${job.client}-r${r}`]));
       if (!ws) continue;
       const id = ws[0]!.id;
-      await timed('mount', () =>
-        cat.setMount(id, { path: `/mnt/load/${job.client}/${r}`, driver: 'overlay', host: `load-host-${job.client}` }),
-      );
+      const leased = await timed('mount', () => cat.mountLeased(id, { path: `/mnt/load/${job.client}/${r}`, driver: 'overlay', host }));
+      if (!leased) continue;
+      await timed('heartbeat', async () => {
+        if (!(await cat.heartbeat(host, session))) throw Object.assign(new Error('session expired'), { code: 'E_LEASE_LOST' });
+      });
       const snapshot: NewSnapshot = {
         namespace: job.namespace,
         root: digest(`root/${job.client}/${r}`),
@@ -78,8 +88,12 @@ async function run(job: LoadJob): Promise<{ latencies: Record<Op, number[]>; err
         byteCount: 1000,
         packs: [pack(`packs/load-${job.client}-${r}`, job, r)],
       };
-      await timed('checkpoint', () => cat.commitCheckpoint({ workspaceId: id, expectedHeadId: job.snapshotId, snapshot }));
-      await timed('unmount', () => cat.setMount(id, null));
+      const lease = { host, epoch: leased.lease.epoch };
+      await timed('checkpoint', () => cat.commitCheckpoint({ workspaceId: id, expectedHeadId: job.snapshotId, snapshot, lease }));
+      await timed('unmount', async () => {
+        await cat.setMount(id, null);
+        await cat.releaseLease(id, host);
+      });
     }
   } finally {
     await cat.close();
