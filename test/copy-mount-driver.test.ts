@@ -24,11 +24,6 @@ mountDriverContract(
       outlivesForcedUnmount: false,
       // a lost bind mount is bound again only where there is a private tree (as root)
       resumesLostMount: process.getuid?.() === 0,
-      knownIssues: {
-        // found by this suite; the reshape of issue 8 changes no behaviour, so it is reported, not fixed here
-        concurrentMounts:
-          'two mounts of one workspace at once share its private tree: the loser removes the tree the winner has bound (the winner shows an emptied tree)',
-      },
       close: async () => {
         await awc.close();
         cleanupMounts(home, work);
