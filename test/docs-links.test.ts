@@ -163,7 +163,7 @@ function docReferenceProblems(repo: string, file: string, text: string): string[
 
 test('every docs/….md page (and heading) that code, tests or benchmarks name exists', () => {
   const self = 'test/docs-links.test.ts';
-  const files = trackedFiles().filter((f) => /^(src|test|bench|scripts)\//.test(f) && /\.(ts|mjs|js|cjs)$/.test(f) && f !== self);
+  const files = trackedFiles().filter((f) => /^(src|test|bench|scripts|smoke)\//.test(f) && /\.(ts|mjs|js|cjs)$/.test(f) && f !== self);
   assert.ok(files.length > 50, `found only ${files.length} files`);
   const problems = files.flatMap((f) => docReferenceProblems(root, f, readFileSync(join(root, f), 'utf8')));
   assert.deepEqual(problems, []);
@@ -204,10 +204,10 @@ test('heading anchors follow GitHub: punctuation dropped, spaces to hyphens, rep
   assert.deepEqual([...anchorsOf('# A\n## A\n```\n# not\n```\n### B!\n## `c.d` e\n')], ['a', 'a-1', 'b', 'cd-e']);
 });
 
-/** Repository paths (`src/…`, `test/…`, `bench/…`, `scripts/…` with an extension) a markdown text names that do not exist. */
+/** Repository paths (`src/…`, `test/…`, `bench/…`, `scripts/…`, `smoke/…` with an extension) a markdown text names that do not exist. */
 function missingSourcePaths(repo: string, file: string, md: string): string[] {
   const out: string[] = [];
-  for (const m of withoutFences(md).matchAll(/(?<![\w/.<>-])((?:src|test|bench|scripts)\/[\w./-]+\.(?:ts|mjs|md|json))\b/g))
+  for (const m of withoutFences(md).matchAll(/(?<![\w/.<>-])((?:src|test|bench|scripts|smoke)\/[\w./-]+\.(?:ts|mjs|md|json))\b/g))
     if (!existsSync(join(repo, m[1]))) out.push(`${file}: names ${m[1]}, which does not exist`);
   return [...new Set(out)];
 }

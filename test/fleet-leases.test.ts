@@ -14,7 +14,7 @@ import { pathsOf } from '../src/config/config.js';
 import { workspaceDirs } from '../src/drivers/workspace-state.js';
 import { errorOf, type CliResult } from './helpers/cli.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
-import { signal, twoHosts, waitFor, type TestHost } from './helpers/two-hosts.js';
+import { mountsUnder, signal, twoHosts, waitFor, type TestHost } from './helpers/two-hosts.js';
 import type { SqliteCatalog } from '../src/catalog/sqlite/sqlite-catalog.js';
 import { Awc } from '../src/service/awc.js';
 import { rejectsWith } from './helpers/assert-errors.js';
@@ -38,14 +38,6 @@ function ok(r: CliResult, what: string): any {
 function code(r: CliResult): string {
   assert.notEqual(r.code, 0, `expected a failure, got ${r.stdout}`);
   return errorOf(r).code;
-}
-
-/** The workspaces mounted (overlay or bind) at a target under `mnt`, from this machine's mount table. */
-function mountsUnder(mnt: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4])
-    .filter((p): p is string => p !== undefined && p.startsWith(mnt + '/'));
 }
 
 describe('leases across two hosts sharing one catalog', { skip: overlay ? false : 'needs root (overlay, bind mounts)' }, () => {

@@ -39,47 +39,7 @@ export async function twoHosts(
     AWC_LEASE_TTL_MS: String(ttlMs),
     AWC_HEARTBEAT_MS: String(Math.floor(ttlMs / 6)),
   };
-  const host = (id: string): TestHost => {
-    const home = join(dir, id, 'home');
-    const mnt = join(dir, id, 'mnt');
-    mkdirSync(mnt, { recursive: true });
-    const env = { ...base, AWC_HOST: id };
-    const pidOf = (f: string): number | undefined => {
-      try {
-        return Number(readFileSync(f, 'utf8').trim()) || undefined;
-      } catch {
-        return undefined;
-      }
-    };
-    return {
-      id,
-      home,
-      mnt,
-      env,
-      run: (args, extra = {}) => awc(home, args, { ...env, ...extra }),
-      spawn: (args) =>
-        new Promise((resolve) => {
-          const c = spawn(process.execPath, [CLI, '--home', home, '--json', ...args], { env: { ...process.env, ...env } });
-          let stdout = '';
-          let stderr = '';
-          c.stdout.on('data', (d) => (stdout += d));
-          c.stderr.on('data', (d) => (stderr += d));
-          c.on('close', (code) => {
-            let json: unknown;
-            try {
-              json = JSON.parse(stdout);
-            } catch {
-              json = undefined;
-            }
-            resolve({ code: code ?? -1, stdout, stderr, json });
-          });
-        }),
-      pids: () => {
-        const p = pathsOf({ home });
-        return { daemon: pidOf(p.pidFile), supervisor: pidOf(p.supervisorPidFile) };
-      },
-    };
-  };
+  const host = (id: string): TestHost => testHost(join(dir, id), id, { ...base, AWC_HOST: id });
   const a = host('host-a');
   const b = host('host-b');
   const catalog = await SqliteCatalog.open(join(shared, 'catalog.sqlite'));
@@ -88,17 +48,65 @@ export async function twoHosts(
     b,
     catalog,
     async cleanup() {
-      for (const h of [a, b]) {
-        // a stopped daemon cannot stop: let it go on first
-        const { daemon, supervisor } = h.pids();
-        for (const pid of [daemon, supervisor]) if (pid) signal(pid, 'SIGCONT');
-        cleanupMounts(h.home, join(dir, h.id));
-      }
+      for (const h of [a, b]) stopTestHost(h, join(dir, h.id));
       cleanupMounts(a.home, dir); // and whatever else a test mounted under dir
 
       await catalog.close();
     },
   };
+}
+
+/**
+ * One host of a fleet on this machine: home `<dir>/home`, mount targets under `<dir>/mnt`, its
+ * CLI run with `env` (which names its AWC_HOST, catalog, object store and lease timing).
+ */
+export function testHost(dir: string, id: string, env: NodeJS.ProcessEnv): TestHost {
+  const home = join(dir, 'home');
+  const mnt = join(dir, 'mnt');
+  mkdirSync(mnt, { recursive: true });
+  const pidOf = (f: string): number | undefined => {
+    try {
+      return Number(readFileSync(f, 'utf8').trim()) || undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  return {
+    id,
+    home,
+    mnt,
+    env,
+    run: (args, extra = {}) => awc(home, args, { ...env, ...extra }),
+    spawn: (args) =>
+      new Promise((resolve) => {
+        const c = spawn(process.execPath, [CLI, '--home', home, '--json', ...args], { env: { ...process.env, ...env } });
+        let stdout = '';
+        let stderr = '';
+        c.stdout.on('data', (d) => (stdout += d));
+        c.stderr.on('data', (d) => (stderr += d));
+        c.on('close', (code) => {
+          let json: unknown;
+          try {
+            json = JSON.parse(stdout);
+          } catch {
+            json = undefined;
+          }
+          resolve({ code: code ?? -1, stdout, stderr, json });
+        });
+      }),
+    pids: () => {
+      const p = pathsOf({ home });
+      return { daemon: pidOf(p.pidFile), supervisor: pidOf(p.supervisorPidFile) };
+    },
+  };
+}
+
+/** Stops a test host: resumes its daemon if it was stopped (SIGSTOP), stops it, unmounts everything under `dir`. Never throws. */
+export function stopTestHost(h: TestHost, dir: string): void {
+  // a stopped daemon cannot stop: let it go on first
+  const { daemon, supervisor } = h.pids();
+  for (const pid of [daemon, supervisor]) if (pid) signal(pid, 'SIGCONT');
+  cleanupMounts(h.home, dir, h.env);
 }
 
 /** Sends `sig` to `pid`; a process that is gone is fine. */
@@ -118,4 +126,12 @@ export async function waitFor(what: string, check: () => Promise<boolean> | bool
     await sleep(50);
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+/** The mount targets under `dir` (overlay, bind or FUSE), from this machine's mount table. */
+export function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((p): p is string => p !== undefined && p.startsWith(dir + '/'));
 }
