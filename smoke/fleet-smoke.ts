@@ -43,7 +43,7 @@ export interface FleetSmokeOptions {
   workDir: string;
   /** Lease TTL in ms of both hosts (default 3000, so that expiry comes quickly); heartbeat every ttl/6. */
   leaseTtlMs?: number;
-  /** Workspaces forked (default 20), half mounted on each host. */
+  /** Workspaces forked (default 20; an even number), half mounted on each host. */
   workspaces?: number;
   /** Stops the run between CLI calls (the step fails with "interrupted"); the clean-up still runs. */
   signal?: AbortSignal;
@@ -84,10 +84,14 @@ export class FleetSmoke extends EventEmitter<FleetSmokeEvents> {
   /** Workspace id → the checkpoint id its host committed and the contents of the edited files. */
   private readonly committed = new Map<string, { id: string; host: string; body: string }>();
 
+  /** Makes the work directory (0700); nothing else happens before `run()`. @throws RangeError for an odd or too small `workspaces` */
   constructor(private readonly opts: FleetSmokeOptions) {
     super();
     this.ttl = opts.leaseTtlMs ?? 3000;
     this.count = opts.workspaces ?? 20;
+    if (!Number.isInteger(this.count) || this.count < 2 || this.count % 2 !== 0)
+      throw new RangeError(`workspaces must be an even number of at least 2, got ${this.count}`);
+    mkdirSync(opts.workDir, { recursive: true, mode: 0o700 }); // (before the hosts' directories in it)
     const host = (id: string): TestHost => {
       const config = {
         catalog: opts.catalog,
@@ -132,7 +136,6 @@ export class FleetSmoke extends EventEmitter<FleetSmokeEvents> {
       [
         'start the host daemons of A and B',
         async () => {
-          mkdirSync(this.opts.workDir, { recursive: true, mode: 0o700 });
           this.catalog = await openCatalog(this.opts.catalog); // (migrates the fresh database once)
           for (const h of [a, b]) {
             // as on a real host (docs/how-to/deploy-a-fleet.md): a daemon started on demand reads it too
