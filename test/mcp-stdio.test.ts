@@ -62,7 +62,16 @@ describe('awc mcp over raw stdio', () => {
     await answered(3);
     send({ id: 4, method: 'tools/list' });
     await answered(4);
-    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const exited = new Promise<number | string | null>((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill();
+        resolve('still running 30 s after stdin ended');
+      }, 30_000);
+      child.on('exit', (code) => {
+        clearTimeout(timer);
+        resolve(code);
+      });
+    });
     child.stdin.end();
     assert.equal(await exited, 0, err);
     const lines = out.split('\n').filter((l) => l !== '');

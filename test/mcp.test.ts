@@ -140,6 +140,16 @@ describe('awc mcp: every tool through the SDK client', () => {
     assert.equal(re.mount.path, mnt2);
     assert.equal(readFileSync(join(mnt2, 'new.txt'), 'utf8'), 'made by an agent\n');
 
+    // several with a mountPath: one directory each below it, by name
+    const many = join(work, 'many');
+    const p = await s.ok('workspace_fork', { snapshot: 'base', count: 2, name: 'p', mountPath: many });
+    assert.deepEqual(
+      p.workspaces.map((w: { mount: { path: string } }) => w.mount.path),
+      [join(many, 'p-1'), join(many, 'p-2')],
+    );
+    assert.equal(readFileSync(join(many, 'p-2', 'README.md'), 'utf8'), 'hello\n');
+    for (const w of p.workspaces) await s.ok('workspace_remove', { workspace: w.id, force: true });
+
     await s.fails('workspace_remove', { workspace: 'm' }, 'E_ALREADY_MOUNTED');
     const rm = await s.ok('workspace_remove', { workspace: 'm', force: true });
     assert.deepEqual([rm.id, rm.unmounted], [m.id, true]);
