@@ -450,6 +450,20 @@ demo
 
 registerGcCommands(program, (fn) => withAwc(fn));
 
+program
+  .command('mcp')
+  .description('serve the workspace primitives as MCP tools over stdio (docs/reference/mcp.md); stdout carries MCP frames only')
+  .option(
+    '--scope <id>',
+    'act only on workspaces forked under this id (kept across restarts); "all": every workspace (default: a fresh id)',
+  )
+  .action(async (opts: { scope?: string }) => {
+    // the SDK is loaded only here: other commands never pay for it
+    const { runMcpServer } = await import('./mcp/server.js');
+    await runMcpServer({ home: globals().home, namespace: globals().namespace, scope: opts.scope, version: packageVersion() });
+    process.exit(0);
+  });
+
 async function main(): Promise<void> {
   try {
     await program.parseAsync(process.argv);

@@ -147,6 +147,12 @@ export const ERROR_CODES = {
     retryable: true,
     hint: 'gc condemned a pack this commit relied on; run the command again (it uploads those blobs anew).',
   },
+  // `awc mcp`: a scoped server touches only the workspaces it created (docs/reference/mcp.md#scope).
+  E_OUT_OF_SCOPE: {
+    exit: 4,
+    retryable: false,
+    hint: 'This MCP server acts only on workspaces it created (its --scope); use one it forked, or run a server with --scope all.',
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -1,0 +1,127 @@
+import * as z from 'zod';
+
+/**
+ * Zod shapes of the `awc mcp` tools' outputs (the SDK turns them into each tool's JSON
+ * Schema `outputSchema`; docs/reference/mcp.md lists them). Sizes are bytes, times ISO-8601
+ * UTC strings. Objects are open (`looseObject`): a later version may add fields.
+ */
+
+/** A ref as the CLI takes it: an id, a unique id prefix, a name, or `snapshot:<ref>` / `workspace:<ref>`. */
+export const refInput = z.string().min(1).max(256);
+/** An absolute path on the server's host. */
+export const absPathInput = z.string().min(1).max(4096).describe('absolute path on the host the server runs on');
+
+/** A snapshot row. */
+export const snapshotOut = z.looseObject({
+  id: z.string(),
+  name: z.string().nullable(),
+  root: z.string(),
+  parentId: z.string().nullable(),
+  message: z.string().nullable(),
+  createdAt: z.string(),
+  fileCount: z.number().int(),
+  byteCount: z.number(),
+});
+
+/** A workspace row as `workspace_list` and `workspace_show` give it. */
+export const workspaceOut = z.looseObject({
+  id: z.string(),
+  name: z.string().nullable(),
+  baseSnapshotId: z.string(),
+  headSnapshotId: z.string(),
+  mountState: z.enum(['mounted', 'unmounted']),
+  mountPath: z.string().nullable(),
+  mountDriver: z.enum(['overlay', 'copy']).nullable(),
+  mountHost: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+
+/** The lease of a workspace (`awc show`; docs/explanation/leases.md). */
+export const leaseOut = z.looseObject({
+  here: z.enum(['held', 'lost', 'elsewhere', 'free']),
+  holder: z.string().nullable(),
+  epoch: z.number().nullable(),
+  state: z.string(),
+  expiresAt: z.string().nullable(),
+  note: z.string().nullable(),
+});
+
+/** An entry left out of a result, with the reason. */
+const leftOut = z.array(z.object({ path: z.string(), reason: z.string() }));
+
+/** A mount's result. */
+export const mountOut = z.looseObject({
+  workspace: z.string(),
+  path: z.string(),
+  driver: z.enum(['overlay', 'copy']),
+  resumed: z.boolean(),
+  leftOut: leftOut.optional(),
+});
+
+/** Output shapes, one per tool (raw shapes: the SDK wraps each in an object schema). */
+export const OUTPUT = {
+  snapshot_list: { snapshots: z.array(snapshotOut) },
+  workspace_fork: {
+    workspaces: z.array(
+      z.object({
+        id: z.string(),
+        name: z.string().nullable(),
+        mount: mountOut.nullable().describe('where it was mounted, when mountPath was given'),
+      }),
+    ),
+  },
+  workspace_list: { scope: z.string(), workspaces: z.array(workspaceOut.extend({ lease: leaseOut })) },
+  workspace_show: { workspace: workspaceOut.extend({ lastCheckpointAt: z.string(), lease: leaseOut }) },
+  workspace_mount: { mount: mountOut },
+  workspace_unmount: {
+    workspace: z.string(),
+    path: z.string(),
+    pending: z.boolean().describe('uncheckpointed changes were kept on this host (the next mount resumes them)'),
+  },
+  workspace_checkpoint: {
+    id: z.string().describe('the new head snapshot (the old head when nothing changed)'),
+    root: z.string(),
+    changed: z.boolean(),
+    parent: z.string(),
+    files: z.number().int(),
+    bytes: z.number(),
+    filesRead: z.number().int(),
+    newBytes: z.number(),
+    skipped: leftOut,
+    changing: z.array(z.string()).optional(),
+  },
+  workspace_diff: {
+    from: z.string().describe('root digest of the older side'),
+    to: z.string().describe('root digest of the newer side'),
+    changes: z.array(z.looseObject({ path: z.string(), status: z.string(), kind: z.string() })),
+    patch: z.string().optional().describe('git-style patch (format "patch")'),
+  },
+  workspace_export: {
+    id: z.string().describe('the snapshot written out'),
+    root: z.string(),
+    files: z.number().int(),
+    bytes: z.number(),
+    path: z.string(),
+    leftOut: leftOut.optional(),
+  },
+  workspace_remove: {
+    kind: z.literal('workspace'),
+    id: z.string(),
+    unmounted: z.boolean().optional(),
+    discarded: z.boolean().optional(),
+  },
+  usage: {
+    namespace: z.string(),
+    scope: z.string(),
+    totals: z.looseObject({
+      workspaces: z.number().int(),
+      snapshots: z.number().int(),
+      logicalBytes: z.number(),
+      uniqueStoredBytes: z.number(),
+      hostBytes: z.number(),
+      dedupRatio: z.number().nullable(),
+    }),
+    workspaces: z.array(z.looseObject({ id: z.string(), name: z.string().nullable(), logicalBytes: z.number(), hostBytes: z.number() })),
+  },
+} as const;

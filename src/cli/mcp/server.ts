@@ -1,0 +1,55 @@
+import { randomBytes } from 'node:crypto';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { loadConfig } from '../../config/config.js';
+import { ScopeRegistry } from '../../service/scope-registry.js';
+import { openAwc } from '../open-awc.js';
+import { registerTools } from './tools.js';
+
+/** Options of {@link runMcpServer}. */
+export interface McpServerOptions {
+  home?: string;
+  namespace?: string;
+  /** Scope id (`all` lifts scoping); default: a fresh `mcp-<12 hex>` for this run only. */
+  scope?: string;
+  /** The package version, reported as the server's version. */
+  version: string;
+}
+
+/**
+ * `awc mcp`: an MCP server over stdio (docs/reference/mcp.md) with the workspace primitives
+ * as tools, built on the official TypeScript SDK (`McpServer`, `StdioServerTransport`).
+ * stdout carries MCP frames only: `console.log`/`info`/`debug` are sent to stderr, logs are
+ * JSON lines on stderr. The service is opened for each tool call and closed after it (a home
+ * created after the server started is found; a missing one is the tool error E_NO_HOME).
+ * Resolves when the client closes stdin (the transport closes).
+ * @throws E_USAGE (a bad scope id), E_CONFIG (bad configuration), before anything is served
+ */
+export async function runMcpServer(opts: McpServerOptions): Promise<void> {
+  const log = (line: Record<string, unknown>) =>
+    process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role: 'mcp', ...line }) + '\n');
+  const toStderr = (...args: unknown[]) => process.stderr.write(args.map(String).join(' ') + '\n');
+  console.log = console.info = console.debug = toStderr;
+  const config = loadConfig({ home: opts.home, namespace: opts.namespace });
+  const scope = new ScopeRegistry(config.home, opts.scope ?? `mcp-${randomBytes(6).toString('hex')}`);
+  const server = new McpServer({ name: 'awc', version: opts.version }, { capabilities: { tools: {} } });
+  registerTools(server, {
+    scope,
+    log,
+    withAwc: async (fn) => {
+      const awc = await openAwc({ home: opts.home, namespace: opts.namespace }, { create: false });
+      try {
+        return await fn(awc);
+      } finally {
+        await awc.close();
+      }
+    },
+  });
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
+  await server.connect(transport);
+  // the SDK's transport stops reading at close, but never notices the end of stdin by itself
+  process.stdin.once('end', () => void server.close());
+  log({ level: 'info', msg: 'serving', home: config.home, namespace: config.namespace, scope: scope.scope });
+  await closed;
+}

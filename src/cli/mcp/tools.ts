@@ -1,0 +1,287 @@
+import { isAbsolute, join } from 'node:path';
+import * as z from 'zod';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { AwcError, toAwcError } from '../../core/errors.js';
+import type { WorkspaceRow } from '../../catalog/catalog.js';
+import type { Awc } from '../../service/awc.js';
+import type { ScopeRegistry } from '../../service/scope-registry.js';
+import { computeUsage } from '../../service/usage.js';
+import { absPathInput, OUTPUT, refInput } from './schemas.js';
+import { toolError, toolOk } from './tool-result.js';
+
+/** What the tools need: the service for one call (opened and closed around it), the scope, and a stderr logger. */
+export interface ToolContext {
+  withAwc<T>(fn: (awc: Awc) => Promise<T>): Promise<T>;
+  scope: ScopeRegistry;
+  log(line: Record<string, unknown>): void;
+}
+
+/** Annotations: every AWC tool works on this host's home and catalog only (`openWorldHint: false`). */
+function hints(readOnly: boolean, destructive: boolean, idempotent: boolean): ToolAnnotations {
+  return { readOnlyHint: readOnly, destructiveHint: destructive, idempotentHint: idempotent, openWorldHint: false };
+}
+
+/** @throws E_USAGE for a path that is not absolute (the server's working directory is the client's business, not the agent's) */
+function absolute(path: string, what: string): string {
+  if (!isAbsolute(path)) throw new AwcError('E_USAGE', `${what} must be an absolute path, got ${JSON.stringify(path)}`);
+  return path;
+}
+
+/** A workspace by ref that this server's scope owns. @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE */
+async function owned(awc: Awc, scope: ScopeRegistry, ref: string): Promise<WorkspaceRow> {
+  const ws = await awc.getWorkspace(ref);
+  await scope.check(ws);
+  return ws;
+}
+
+/** A snapshot or workspace ref, checked against the scope when it names a workspace. @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE */
+async function checkedRef(awc: Awc, scope: ScopeRegistry, ref: string): Promise<string> {
+  const r = await awc.resolve(ref);
+  if (r.kind === 'snapshot') return r.snapshot.id;
+  await scope.check(r.workspace);
+  return r.workspace.id;
+}
+
+/** JSON-clean copy (drops undefined, turns class instances into plain data) of a service result. */
+const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+
+/**
+ * Registers the AWC tools on an MCP server (docs/reference/mcp.md): each with an input
+ * schema, an output schema (results as `structuredContent`) and annotations; failures come
+ * back as tool errors carrying AWC's code, message and hint (see toolError). Workspaces are
+ * checked against `ctx.scope` before anything is done to them (E_OUT_OF_SCOPE).
+ */
+export function registerTools(server: McpServer, ctx: ToolContext): void {
+  const { scope } = ctx;
+  const tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
+    name: string,
+    cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
+    // (checked against `output` at run time, by the SDK's server before sending, and by its client)
+    run: (args: z.infer<z.ZodObject<I>>, awc: Awc) => Promise<object>,
+  ): void => {
+    const handler = async (args: z.infer<z.ZodObject<I>>) => {
+      try {
+        return toolOk(plain(await ctx.withAwc((awc) => run(args, awc))) as Record<string, unknown>);
+      } catch (err) {
+        return toolError(err, ctx.log);
+      }
+    };
+    server.registerTool(
+      name,
+      { title: cfg.title, description: cfg.description, inputSchema: cfg.input, outputSchema: cfg.output, annotations: cfg.annotations },
+      handler as never,
+    );
+  };
+
+  tool(
+    'snapshot_list',
+    {
+      title: 'List snapshots',
+      description: "The snapshots of the server's namespace, newest first (ids, names, sizes in bytes).",
+      input: {},
+      output: OUTPUT.snapshot_list,
+      annotations: hints(true, false, true),
+    },
+    async (_args, awc) => ({ snapshots: await awc.listSnapshots() }),
+  );
+
+  tool(
+    'workspace_fork',
+    {
+      title: 'Fork workspaces',
+      description:
+        'Create `count` workspaces from a snapshot (constant time; names <name>-1 … <name>-K when count > 1). With mountPath, each is mounted too: at mountPath for one workspace, at mountPath/<name or id> for several. The server owns what it forks (its scope).',
+      input: {
+        snapshot: refInput.describe('snapshot id, id prefix or name'),
+        count: z.number().int().min(1).max(1000).default(1),
+        name: z.string().min(1).max(120).optional(),
+        mountPath: absPathInput.optional(),
+      },
+      output: OUTPUT.workspace_fork,
+      annotations: hints(false, false, false),
+    },
+    async ({ snapshot, count, name, mountPath }, awc) => {
+      if (mountPath !== undefined) absolute(mountPath, 'mountPath');
+      const rows = await awc.fork(snapshot, { name, count });
+      await scope.claim(rows.map((w) => w.id));
+      const out = [];
+      for (const w of rows) {
+        try {
+          const target = mountPath === undefined ? undefined : count === 1 ? mountPath : join(mountPath, w.name ?? w.id);
+          out.push({ id: w.id, name: w.name, mount: target === undefined ? null : await awc.mount(w.id, target) });
+        } catch (err) {
+          const e = toAwcError(err);
+          throw new AwcError(e.code, `${e.message} (forked ${rows.map((r) => r.id).join(', ')}; mounted ${out.length})`, {
+            hint: e.hint,
+            details: { ...e.details, forked: rows.map((r) => r.id) },
+          });
+        }
+      }
+      return { workspaces: out };
+    },
+  );
+
+  tool(
+    'workspace_list',
+    {
+      title: 'List workspaces',
+      description:
+        "The workspaces this server may act on (its scope's; every one of the namespace with --scope all), with mount state and lease.",
+      input: {},
+      output: OUTPUT.workspace_list,
+      annotations: hints(true, false, true),
+    },
+    async (_args, awc) => {
+      const mine = await scope.owned();
+      const rows = (await awc.listWorkspaces()).filter((w) => mine === undefined || mine.has(w.id));
+      return { scope: scope.scope, workspaces: await awc.leases.list(rows) };
+    },
+  );
+
+  tool(
+    'workspace_show',
+    {
+      title: 'Show a workspace',
+      description: 'One workspace: its row, when its head was checkpointed, and its lease.',
+      input: { workspace: refInput },
+      output: OUTPUT.workspace_show,
+      annotations: hints(true, false, true),
+    },
+    async ({ workspace }, awc) => {
+      const { kind: _kind, ...ws } = await awc.leases.show(await owned(awc, scope, workspace));
+      return { workspace: ws };
+    },
+  );
+
+  tool(
+    'workspace_mount',
+    {
+      title: 'Mount a workspace',
+      description: 'Mount a workspace at an absolute path (missing or empty, outside the AWC home).',
+      input: { workspace: refInput, path: absPathInput },
+      output: OUTPUT.workspace_mount,
+      annotations: hints(false, false, false),
+    },
+    async ({ workspace, path }, awc) => ({ mount: await awc.mount((await owned(awc, scope, workspace)).id, absolute(path, 'path')) }),
+  );
+
+  tool(
+    'workspace_unmount',
+    {
+      title: 'Unmount a workspace',
+      description:
+        'Unmount a workspace. Uncheckpointed changes are kept on this host (the next mount resumes them) unless discard, which drops them.',
+      input: {
+        workspace: refInput,
+        discard: z.boolean().default(false),
+        force: z.boolean().default(false).describe('detach a busy mount lazily'),
+      },
+      output: OUTPUT.workspace_unmount,
+      annotations: hints(false, true, false),
+    },
+    async ({ workspace, discard, force }, awc) => {
+      const r = await awc.unmount((await owned(awc, scope, workspace)).id, { discard, force });
+      return { workspace: r.workspace, path: r.path, pending: r.pending };
+    },
+  );
+
+  tool(
+    'workspace_checkpoint',
+    {
+      title: 'Checkpoint a workspace',
+      description: "Turn a workspace's current state into a new snapshot and move its head there (no new snapshot when nothing changed).",
+      input: { workspace: refInput, message: z.string().max(4096).optional() },
+      output: OUTPUT.workspace_checkpoint,
+      annotations: hints(false, false, true),
+    },
+    async ({ workspace, message }, awc) => awc.checkpoint((await owned(awc, scope, workspace)).id, { message }),
+  );
+
+  tool(
+    'workspace_diff',
+    {
+      title: 'Diff',
+      description:
+        "Compare two refs (snapshots or this server's workspaces), or one workspace's head with its live state: the changed paths (format list) and a git-style patch (format patch).",
+      input: {
+        from: refInput,
+        to: refInput.optional(),
+        format: z.enum(['list', 'patch']).default('list'),
+        binary: z.boolean().default(false).describe('with format patch: full git binary patches'),
+        metadata: z.boolean().default(false).describe('also report owner, mtime and xattr changes'),
+      },
+      output: OUTPUT.workspace_diff,
+      annotations: hints(true, false, true),
+    },
+    async ({ from, to, format, binary, metadata }, awc) => {
+      const a = await checkedRef(awc, scope, from);
+      const b = to === undefined ? undefined : await checkedRef(awc, scope, to);
+      const r = await awc.diff(a, b, { patch: format === 'patch', binary, metadata });
+      return { from: r.from, to: r.to, changes: r.changes, ...(format === 'patch' ? { patch: r.patch ?? '' } : {}) };
+    },
+  );
+
+  tool(
+    'workspace_export',
+    {
+      title: 'Export',
+      description:
+        "Write a snapshot (or one of this server's workspaces' head) out as a tar file (must not exist) or into a directory (missing or empty; overwrite replaces one). Export to a git branch is not available yet.",
+      input: {
+        ref: refInput,
+        format: z.enum(['tar', 'dir']),
+        path: absPathInput,
+        overwrite: z.boolean().default(false).describe('with format dir: replace a non-empty directory'),
+      },
+      output: OUTPUT.workspace_export,
+      annotations: hints(false, true, false),
+    },
+    async ({ ref, format, path, overwrite }, awc) => {
+      const id = await checkedRef(awc, scope, ref);
+      const target = absolute(path, 'path');
+      const r = await awc.export(id, format === 'tar' ? { tar: target } : { dir: target, overwrite });
+      return { ...r, path: target };
+    },
+  );
+
+  tool(
+    'workspace_remove',
+    {
+      title: 'Remove a workspace',
+      description:
+        "Remove a workspace's catalog row (bytes go with gc). A mounted workspace, or one with uncheckpointed changes kept here, is refused unless force, which unmounts it and drops them.",
+      input: { workspace: refInput, force: z.boolean().default(false) },
+      output: OUTPUT.workspace_remove,
+      annotations: hints(false, true, false),
+    },
+    async ({ workspace, force }, awc) => {
+      const ws = await owned(awc, scope, workspace);
+      const r = await awc.rm(ws.id, { force });
+      await scope.release(ws.id);
+      return { kind: 'workspace' as const, id: r.id, unmounted: r.unmounted, discarded: r.discarded };
+    },
+  );
+
+  tool(
+    'usage',
+    {
+      title: 'Usage',
+      description:
+        "What the namespace costs in bytes: logical (full copies), unique stored, materialised on this host; totals are the namespace's, the workspace rows this server's.",
+      input: {},
+      output: OUTPUT.usage,
+      annotations: hints(true, false, true),
+    },
+    async (_args, awc) => {
+      const u = await computeUsage(awc);
+      const mine = await scope.owned();
+      return {
+        namespace: u.namespace,
+        scope: scope.scope,
+        totals: u.totals,
+        workspaces: u.workspaces.filter((w) => mine === undefined || mine.has(w.id)),
+      };
+    },
+  );
+}
