@@ -20,7 +20,10 @@ import { buildLayer } from '../src/drivers/overlay/layer-builder.js';
 import { sweepLayers } from '../src/drivers/overlay/layer-sweep.js';
 import { LayerUse } from '../src/drivers/overlay/layer-use.js';
 import { writeHostState } from '../src/drivers/workspace-state.js';
-import { pathsOf } from '../src/config/config.js';
+import { loadConfig, pathsOf } from '../src/config/config.js';
+import { HostSweeper } from '../src/daemon/host-sweeper.js';
+import { ChunkCache } from '../src/host/chunk-cache.js';
+import { DaemonMetrics } from '../src/daemon/metrics.js';
 import { Awc } from '../src/service/awc.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { awc as cli, cleanupMounts } from './helpers/cli.js';
@@ -299,5 +302,52 @@ describe('host sweep through the daemon: overlay and copy mounts, rm + gc', { sk
     assert.equal(r.json.local.chunks.dropped, 1, 'the chunk goes once its pack is deleted');
     r = cli(home, ['gc', '--dry-run'], env);
     assert.equal(r.json.local, null, 'a dry run of gc leaves this host alone');
+  });
+});
+
+describe('HostSweeper: the periodic run, its metrics, its configuration', () => {
+  it('runs every sweepIntervalMs by itself and counts each run; a failed run is counted and logged', async () => {
+    const work = mkdtempSync(join(tmpdir(), 'awc-host-sweeper-'));
+    const svc = await Awc.open({ home: join(work, 'home'), mountDriver: 'copy' }, { create: true });
+    const metrics = new DaemonMetrics({ defaultMetrics: false });
+    const cache = new ChunkCache({ dir: join(work, 'cache'), budgetBytes: 1 << 20 });
+    await cache.open();
+    const sweeper = new HostSweeper({ catalog: svc.catalog, cache }, metrics, 1000);
+    try {
+      const logged = new Promise<Record<string, unknown>>((resolve) => sweeper.once('log', resolve));
+      sweeper.start();
+      // the sweeper's timer is unref'd (it never keeps a daemon alive): keep the test's loop alive meanwhile
+      const keepAlive = setTimeout(() => undefined, 60_000);
+      const l = await logged.finally(() => clearTimeout(keepAlive)); // the timer's first run, waited for by its event
+      assert.equal(l.msg, 'host sweep');
+      assert.equal(l.freedBytes, 0);
+      await sweeper.stop();
+      const runs = async () => (await metrics.registry.getSingleMetric('awc_host_sweeps_total')!.get()).values;
+      assert.deepEqual(
+        (await runs()).map((v) => [v.labels.result, v.value]),
+        [['ok', 1]],
+      );
+      await svc.close(); // the catalog is gone: the next run fails
+      const failed = new Promise<Record<string, unknown>>((resolve) => sweeper.once('log', resolve));
+      await assert.rejects(sweeper.run({}));
+      assert.equal((await failed).level, 'error');
+      assert.ok((await runs()).some((v) => v.labels.result === 'error' && v.value === 1));
+    } finally {
+      await sweeper.stop();
+      await svc.close().catch(() => undefined);
+      rmSync(work, { recursive: true, force: true });
+    }
+  });
+
+  it('sweepIntervalMs: default 1 h, 0 turns the periodic run off, anything else out of range is E_CONFIG', () => {
+    const home = join(tmpdir(), 'awc-no-such-home');
+    assert.equal(loadConfig({ home }, {}).sweepIntervalMs, 3_600_000);
+    assert.equal(loadConfig({ home }, { AWC_SWEEP_INTERVAL_MS: '0' }).sweepIntervalMs, 0);
+    for (const bad of ['5', '-1', '1.5', 'soon', String(8 * 86_400_000)])
+      assert.throws(
+        () => loadConfig({ home }, { AWC_SWEEP_INTERVAL_MS: bad }),
+        (e: { code?: string; message?: string }) => e.code === 'E_CONFIG' && /sweepIntervalMs/.test(e.message ?? ''),
+        bad,
+      );
   });
 });
