@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
 import { formatBytes } from './output.js';
 import type { Awc } from '../service/awc.js';
+import { DaemonClient } from '../daemon/client.js';
+import type { HostSweepReport } from '../service/host-sweep.js';
 import type { Output } from './output.js';
 
 /** How a command runs with an open service (main.ts `withAwc`). */
@@ -39,21 +41,42 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
     .option('--dry-run', 'report what a run would do; change nothing')
     .option('--grace <duration>', 'delete a condemned pack only this long after it was condemned', '24h')
     .option('--retention <duration>', 'keep unnamed, unheld snapshots this long after they were made', '7d')
-    .action((opts: { dryRun?: boolean; grace: string; retention: string }) =>
+    .option('--local', "only this host's sweep: drop the layers and cached chunks of removed snapshots (through the host daemon)")
+    .action((opts: { dryRun?: boolean; grace: string; retention: string; local?: boolean }) =>
       withAwc(async (awc, o) => {
         const graceMs = parseDuration(opts.grace, '--grace');
         const retentionMs = parseDuration(opts.retention, '--retention');
+        if (opts.local) {
+          const r = await new DaemonClient(awc.config).sweep({ dryRun: opts.dryRun });
+          o.result(r, () => sweepText(r));
+          return;
+        }
         const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs });
+        // this host follows at once when its daemon runs (the others on their own interval)
+        let local: HostSweepReport | null = null;
+        if (!r.dryRun)
+          local = await new DaemonClient(awc.config).sweep({ start: false }).catch((err: unknown) => {
+            if (!(err instanceof Error && 'code' in err && err.code === 'E_DAEMON_UNAVAILABLE'))
+              o.warn(`host sweep failed: ${String(err)}`);
+            return null;
+          });
         const would = r.dryRun ? 'would ' : '';
-        o.result(r, () =>
+        o.result({ ...r, local }, () =>
           [
             `${r.dryRun ? 'dry run: ' : ''}${r.snapshots.live} live snapshot(s), ${r.packs.live} live pack(s), ${r.blobs.live} live blob(s)`,
             `${would}remove ${r.snapshots.removed.length} snapshot row(s)${r.snapshots.removed.length ? `: ${r.snapshots.removed.join(', ')}` : ''}`,
             `${would}condemn ${r.packs.condemned.count} pack(s) (${formatBytes(r.packs.condemned.bytes)})`,
             `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
             `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
+            ...(local ? [sweepText(local)] : []),
           ].join('\n'),
         );
       }),
     );
+}
+
+/** One line for a host sweep's report. */
+function sweepText(r: HostSweepReport): string {
+  const would = r.dryRun ? 'would drop' : 'dropped';
+  return `this host: ${would} ${r.layers.dropped.length} layer(s) (${formatBytes(r.layers.bytes)}) and ${r.chunks.dropped} cached chunk(s) (${formatBytes(r.chunks.bytes)}), ${r.dryRun ? 'freeing' : 'freed'} ${formatBytes(r.freedBytes)}; kept ${r.layers.kept} layer(s), ${r.chunks.kept} chunk(s)`;
 }

@@ -50,6 +50,12 @@ export interface AwcConfig {
   leaseTtlMs: number;
   /** How often the daemon renews its session, in ms (`heartbeatMs`, `AWC_HEARTBEAT_MS`; default leaseTtlMs / 3). */
   heartbeatMs: number;
+  /**
+   * How often the host daemon runs the host-local sweep, in ms (`sweepIntervalMs`,
+   * `AWC_SWEEP_INTERVAL_MS`; default 3600000, 1 h; 0: only on demand, `awc gc --local`):
+   * docs/explanation/gc.md#host-local-state.
+   */
+  sweepIntervalMs: number;
 }
 
 /** Paths derived from the home directory. */
@@ -96,6 +102,7 @@ export const CONFIG_KEYS = {
   socketGroup: { env: 'AWC_SOCKET_GROUP', type: 'string' },
   leaseTtlMs: { env: 'AWC_LEASE_TTL_MS', type: 'number' },
   heartbeatMs: { env: 'AWC_HEARTBEAT_MS', type: 'number' },
+  sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
 /**
@@ -161,6 +168,15 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group)))
     throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
   const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
+  const sweepIntervalMs = merged.sweepIntervalMs ?? 3_600_000;
+  if (
+    typeof sweepIntervalMs !== 'number' ||
+    !Number.isSafeInteger(sweepIntervalMs) ||
+    (sweepIntervalMs !== 0 && (sweepIntervalMs < 1000 || sweepIntervalMs > 7 * 86_400_000))
+  )
+    throw new AwcError('E_CONFIG', `invalid sweepIntervalMs ${JSON.stringify(merged.sweepIntervalMs)}`, {
+      hint: 'Use 0 (sweep only on demand) or a whole number of ms from 1000 to 604800000 (default 3600000).',
+    });
   return {
     home,
     namespace: ns,
@@ -175,6 +191,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     socketGroup: group,
     leaseTtlMs,
     heartbeatMs,
+    sweepIntervalMs,
   };
 }
 

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import type { HostSweepReport } from '../service/host-sweep.js';
 import { spawn } from 'node:child_process';
 import { closeSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -71,6 +72,15 @@ export class DaemonClient implements HostDaemonPort {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * `POST /v1/sweep {dryRun}`: one host-local sweep in the daemon (HostSweepReport). With
+   * `start` (default true) a daemon that is not running is started first.
+   * @throws the daemon's AwcError; E_DAEMON_UNAVAILABLE (not running and `start` false, or unreachable)
+   */
+  async sweep(opts: { dryRun?: boolean; start?: boolean } = {}): Promise<HostSweepReport> {
+    return (await this.call('POST', '/v1/sweep', { dryRun: opts.dryRun === true }, { start: opts.start ?? true })) as HostSweepReport;
   }
 
   /** True when the daemon answers on its socket. */

@@ -22,6 +22,7 @@ import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import { prepareHome } from '../service/private-home.js';
 import { livePid } from './pid-file.js';
 import { HostHeartbeat, type HeartbeatStatus } from './heartbeat.js';
+import { HostSweeper } from './host-sweeper.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -84,6 +85,7 @@ export interface HostDaemonOptions {
  * - `GET /v1/metrics.json` → prom-client registry JSON `[{name, help, type, values: [{value, labels, metricName?}]}]`
  * - `POST /v1/checkpoint-report {driver, durationMs, newBytes}` → `{ok: true}`: counts a
  *   checkpoint the CLI ran (E_USAGE on invalid values)
+ * - `POST /v1/sweep {dryRun}` → HostSweepReport: one host-local sweep now (HostSweeper)
  *
  * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Emits 'log'
  * events (`{level, msg, ...}`); never prints.
@@ -103,6 +105,8 @@ export class HostDaemon extends EventEmitter {
   private startedAt = new Date().toISOString();
   /** This host's session and its one-statement heartbeat (every lease of the host, every driver). */
   private heartbeat?: HostHeartbeat;
+  /** The host-local sweep (layers and cache entries of removed snapshots), periodic and on demand. */
+  private sweeper?: HostSweeper;
   /** Content FUSE and overlays need root; an ordinary user's daemon only holds the session (copy mounts). */
   private readonly servesContent = process.getuid?.() === 0;
   private stopping?: Promise<void>;
@@ -205,8 +209,15 @@ export class HostDaemon extends EventEmitter {
     await this.listen(gid);
   }
 
-  /** Serves the API socket and writes the pid file. */
+  /** Serves the API socket and writes the pid file; starts the periodic host sweep. */
   private async listen(gid: number | undefined): Promise<void> {
+    this.sweeper = new HostSweeper(
+      { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays },
+      this.metrics,
+      this.config.sweepIntervalMs,
+    );
+    this.sweeper.on('log', (l) => this.emit('log', l));
+    this.sweeper.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
@@ -264,6 +275,7 @@ export class HostDaemon extends EventEmitter {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       this.overlays?.stopRetrying();
+      await this.sweeper?.stop();
       try {
         await this.unmountAll(true);
       } catch (err) {
@@ -329,6 +341,10 @@ export class HostDaemon extends EventEmitter {
             newBytes: body.newBytes as number,
           });
           out = { ok: true };
+          break;
+        case 'POST /v1/sweep':
+          if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
+          out = await this.sweeper.run({ dryRun: body.dryRun === true });
           break;
         case 'POST /v1/stop': {
           const busy = await this.unmountAll(body.force === true);

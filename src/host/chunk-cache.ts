@@ -364,6 +364,11 @@ export class ChunkCache extends EventEmitter<ChunkCacheEvents> {
     return done;
   }
 
+  /** The chunks on disk as [digest, bytes], least recently used first (writes in progress and the memory tier excluded). */
+  diskEntries(): [Digest, number][] {
+    return Array.from(this.index, ([d, e]) => [d, e.size]);
+  }
+
   /**
    * Removes one chunk from the cache (its file is unlinked asynchronously) and from the memory
    * tier. @returns whether it was on disk.

@@ -13,6 +13,8 @@ import { mountsAt, readMountInfo } from '../../host/mount-table.js';
 import { describeUse, type Holder } from '../mount-use.js';
 import { readHostState, workspaceDirs, writeHostState } from '../workspace-state.js';
 import { buildLayer, type Layer } from './layer-builder.js';
+import { LayerUse } from './layer-use.js';
+import { sweepLayers, type LayerSweepResult } from './layer-sweep.js';
 import { cleanLeftovers, findLeftovers } from './leftovers.js';
 import { mountOverlay } from './overlay-mount.js';
 import { PendingRemounts } from './pending-remounts.js';
@@ -58,6 +60,8 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
   private layers = new Map<string, Promise<Layer>>();
   private mounts = new Map<string, { namespace: string; path: string }>();
+  /** The layers mounts in progress hold (the host sweep never drops them). */
+  private readonly layerUse = new LayerUse();
   /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
   private readonly waiting: PendingRemounts;
 
@@ -184,65 +188,71 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       layerSnapshotId = head.id;
       layerRoot = head.root;
     }
-    // recorded before the layer is built, so a gc anywhere keeps the layer's snapshot (docs/explanation/gc.md#what-is-live)
-    await this.catalog.setLayerSnapshot(ws.id, layerSnapshotId);
-    const reader = this.content.reader(ns);
-    const layer = await this.layer(ns, layerRoot);
-    const dirs = workspaceDirs(this.paths.workspaces, ws.id);
-    if (fs.existsSync(dirs.upper)) {
-      // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
-      const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
-      if (use.inUse) {
-        throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, {
-          details: { holders: use.holders, mountedAt: use.mountedAt },
-        });
-      }
-    }
-    // the lease (kept, taken, or stolen after expiry) and the mount record, in one transaction, before
-    // anything shows at the target: a host that loses the race never mounts, nor touches the upper
-    const { taken } = await this.catalog.mountLeased(
-      ws.id,
-      { path: target, driver: 'overlay', host: this.config.host },
-      { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
-    );
-    let mounted = false;
+    // held until the state names the layer (or the mount failed): the host sweep never drops it meanwhile
+    const release = this.layerUse.acquire(layerRoot);
     try {
-      if (!pending) {
-        await rm(dirs.dir, { recursive: true, force: true });
-        await mkdirPrivate(dirs.dir);
-        await mkdir(dirs.upper);
-        // the overlay root shows the upper directory's own attributes: give it the snapshot root's
-        const root = await reader.readRoot(layerRoot);
-        fs.chownSync(dirs.upper, root.uid, root.gid);
-        fs.chmodSync(dirs.upper, root.mode);
-        const t = nsToUtimeSeconds(root.mtimeNs);
-        fs.utimesSync(dirs.upper, t, t);
+      // recorded before the layer is built, so a gc anywhere keeps the layer's snapshot (docs/explanation/gc.md#what-is-live)
+      await this.catalog.setLayerSnapshot(ws.id, layerSnapshotId);
+      const reader = this.content.reader(ns);
+      const layer = await this.layer(ns, layerRoot);
+      const dirs = workspaceDirs(this.paths.workspaces, ws.id);
+      if (fs.existsSync(dirs.upper)) {
+        // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
+        const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
+        if (use.inUse) {
+          throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, {
+            details: { holders: use.holders, mountedAt: use.mountedAt },
+          });
+        }
       }
-      await mkdirPrivate(dirs.work);
-      await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
-      mounted = true;
-      const m = mountsAt(target, 'overlay').at(-1);
-      const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
-      await writeHostState(this.paths.workspaces, {
-        v: 1,
-        workspaceId: ws.id,
-        namespace: ns,
-        driver: 'overlay',
-        target,
-        layerSnapshotId,
-        layerRoot,
-        mount,
-      });
-    } catch (err) {
-      if (mounted) await unmount(target, true);
-      // a fresh upper made for this mount holds nothing: never leave it to look like kept changes
-      if (!pending) await rm(dirs.dir, { recursive: true, force: true }).catch(() => undefined);
-      await undoMountRecord(this.catalog, ws.id, this.config.host, taken);
-      throw err;
+      // the lease (kept, taken, or stolen after expiry) and the mount record, in one transaction, before
+      // anything shows at the target: a host that loses the race never mounts, nor touches the upper
+      const { taken } = await this.catalog.mountLeased(
+        ws.id,
+        { path: target, driver: 'overlay', host: this.config.host },
+        { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
+      );
+      let mounted = false;
+      try {
+        if (!pending) {
+          await rm(dirs.dir, { recursive: true, force: true });
+          await mkdirPrivate(dirs.dir);
+          await mkdir(dirs.upper);
+          // the overlay root shows the upper directory's own attributes: give it the snapshot root's
+          const root = await reader.readRoot(layerRoot);
+          fs.chownSync(dirs.upper, root.uid, root.gid);
+          fs.chmodSync(dirs.upper, root.mode);
+          const t = nsToUtimeSeconds(root.mtimeNs);
+          fs.utimesSync(dirs.upper, t, t);
+        }
+        await mkdirPrivate(dirs.work);
+        await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+        mounted = true;
+        const m = mountsAt(target, 'overlay').at(-1);
+        const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
+        await writeHostState(this.paths.workspaces, {
+          v: 1,
+          workspaceId: ws.id,
+          namespace: ns,
+          driver: 'overlay',
+          target,
+          layerSnapshotId,
+          layerRoot,
+          mount,
+        });
+      } catch (err) {
+        if (mounted) await unmount(target, true);
+        // a fresh upper made for this mount holds nothing: never leave it to look like kept changes
+        if (!pending) await rm(dirs.dir, { recursive: true, force: true }).catch(() => undefined);
+        await undoMountRecord(this.catalog, ws.id, this.config.host, taken);
+        throw err;
+      }
+      this.mounts.set(ws.id, { namespace: ns, path: target });
+      this.emit('op', { op });
+      return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
+    } finally {
+      release();
     }
-    this.mounts.set(ws.id, { namespace: ns, path: target });
-    this.emit('op', { op });
-    return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
   }
 
   /**
@@ -290,6 +300,24 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /** No more remount retries (the daemon stops). */
   stopRetrying(): void {
     this.waiting.stop();
+  }
+
+  /**
+   * Drops the layers of this host nothing needs (sweepLayers: not a root of `liveRoots`, not in
+   * use by a workspace state, an overlay or a mount in progress here).
+   * @throws see sweepLayers
+   */
+  sweepLayers(liveRoots: () => Promise<ReadonlySet<Digest>>, dryRun = false): Promise<LayerSweepResult> {
+    return sweepLayers({
+      layersDir: this.paths.layers,
+      workspacesDir: this.paths.workspaces,
+      use: this.layerUse,
+      liveRoots,
+      dryRun,
+      forget: (root) => {
+        for (const key of [...this.layers.keys()]) if (key.endsWith(`\0${root}`)) this.layers.delete(key);
+      },
+    });
   }
 
   /** The layer of a snapshot root, built once per host and registered with the content plane once per daemon. */
