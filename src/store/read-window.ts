@@ -44,6 +44,8 @@ interface Flight {
   digest: Digest;
   size: number;
   refs: number;
+  /** True while it waits in `pending` (not yet located and asked for). */
+  queued: boolean;
   promise: Promise<Buffer>;
   resolve(b: Buffer | Promise<Buffer>): void;
   reject(e: unknown): void;
@@ -105,7 +107,7 @@ export class ReadWindow implements TreeContentSource {
   private pending: Flight[] = [];
   private pendingBytes = 0;
   /** Subtrees asked for in batches, not yet walked. */
-  private readonly treesAhead = new Map<Digest, { tree: Promise<TreeObject>; done: boolean }>();
+  private readonly treesAhead = new Map<Digest, Promise<TreeObject>>();
   /** False once the walk ended (done, failed, or closed): what it did not produce is read through the reader. */
   private walking = true;
   private off = false;
@@ -198,6 +200,7 @@ export class ReadWindow implements TreeContentSource {
     let next = 0; // flights[next…] are still held
     try {
       while (next < flights.length) {
+        if (flights[next].queued) this.flush(); // wanted now: plan what is pending rather than wait for more
         const b = BlobDecoder.checkSize(await flights[next].promise, file.chunks[next]);
         this.release(flights, next, ++next);
         yield b;
@@ -225,8 +228,7 @@ export class ReadWindow implements TreeContentSource {
   private async walkDir(digest: Digest): Promise<void> {
     const ahead = this.treesAhead.get(digest);
     this.treesAhead.delete(digest);
-    if (!ahead?.done) this.flush(); // the consumer must not wait for chunks still unplanned while this tree is read
-    const tree = await (ahead?.tree ?? this.reader.readTrees([digest], this.gets, this.planner).then((ts) => ts[0]));
+    const tree = await (ahead ?? this.reader.readTrees([digest], this.gets, this.planner).then((ts) => ts[0]));
     await this.room();
     if (this.off) return;
     this.trees.set(this.producedTrees++, { digest, tree });
@@ -235,12 +237,9 @@ export class ReadWindow implements TreeContentSource {
     if (subtrees.length > 0 && this.treesAhead.size + subtrees.length <= this.maxAhead) {
       const all = this.reader.readTrees(subtrees, this.gets, this.planner);
       subtrees.forEach((d, i) => {
-        const ahead = { tree: all.then((ts) => ts[i]), done: false };
-        ahead.tree.then(
-          () => (ahead.done = true),
-          () => undefined, // the walk awaits it (or stops first)
-        );
-        this.treesAhead.set(d, ahead);
+        const one = all.then((ts) => ts[i]);
+        one.catch(() => undefined); // the walk awaits it (or stops first)
+        this.treesAhead.set(d, one);
       });
     }
     for (const e of tree.entries) {
@@ -254,17 +253,22 @@ export class ReadWindow implements TreeContentSource {
     }
   }
 
-  /** Waits (planning what is pending first) while the walk is as far ahead as the bounds allow. */
+  /**
+   * Waits while the walk is as far ahead as the bounds allow; once at a bound, until the
+   * consumer is well below it (bytes under the low-water mark, half the files or trees), so
+   * that the walk goes on in batches that merge, not file by file. What is pending is planned
+   * when the consumer asks for it (body) or a batch is full.
+   */
   private async room(): Promise<void> {
-    while (
-      !this.off &&
-      (this.buffered >= this.maxBuffered ||
-        this.producedFiles - this.takenFiles >= this.maxAhead ||
-        this.producedTrees - this.takenTrees >= this.maxAhead)
-    ) {
-      this.flush();
+    const full = () =>
+      this.buffered >= this.maxBuffered ||
+      this.producedFiles - this.takenFiles >= this.maxAhead ||
+      this.producedTrees - this.takenTrees >= this.maxAhead;
+    if (this.off || !full()) return;
+    const low = this.maxBuffered - Math.min(this.planner.limits.maxMergeBytes, this.maxBuffered >> 1);
+    const half = this.maxAhead >> 1;
+    while (!this.off && (this.buffered > low || this.producedFiles - this.takenFiles > half || this.producedTrees - this.takenTrees > half))
       await this.changed;
-    }
   }
 
   /** Produces the slot of the next file: its chunks joined to flights planned before, or new ones (pending). */
@@ -288,13 +292,14 @@ export class ReadWindow implements TreeContentSource {
     let reject!: Flight['reject'];
     const promise = new Promise<Buffer>((res, rej) => ((resolve = res), (reject = rej)));
     promise.catch(() => undefined); // its consumer gets the error; one that never comes must not leave it unhandled
-    const f: Flight = { digest: ref.digest, size: ref.size, refs: 1, promise, resolve, reject };
+    const f: Flight = { digest: ref.digest, size: ref.size, refs: 1, queued: false, promise, resolve, reject };
     this.flights.set(ref.digest, f);
     this.buffered += ref.size;
     this.stats.peakBufferedBytes = Math.max(this.stats.peakBufferedBytes, this.buffered);
     const x = this.reader.extraBlob(ref.digest);
     if (x) resolve(x);
     else {
+      f.queued = true;
       this.pending.push(f);
       this.pendingBytes += ref.size;
     }
@@ -321,6 +326,7 @@ export class ReadWindow implements TreeContentSource {
     const batch = this.pending;
     this.pending = [];
     this.pendingBytes = 0;
+    for (const f of batch) f.queued = false;
     void (async () => {
       const locs = new Map<Digest, BlobLocation>();
       try {
