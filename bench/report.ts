@@ -1,6 +1,7 @@
 import type { Figure } from './common.js';
 import { fmtBytes, fmtMs, type MachineInfo } from './util.js';
 import { catalogLoadSection } from './catalog-load.js';
+import { exportWindowSection } from './export-window.js';
 
 /** What one run produced (also the `--json` output). */
 export interface BenchResult {
@@ -53,7 +54,13 @@ function esc(s: string): string {
 }
 
 /** docs/benchmarks.md: machine, trees, the table, what was missed, and the method. */
-export function renderMarkdown(r: BenchResult, analysis: string | undefined, comparison?: string, catalogLoad?: string): string {
+export function renderMarkdown(
+  r: BenchResult,
+  analysis: string | undefined,
+  comparison?: string,
+  catalogLoad?: string,
+  exportWindow?: string,
+): string {
   const m = r.machine;
   const out: string[] = [];
   out.push('# Benchmarks');
@@ -139,6 +146,10 @@ export function renderMarkdown(r: BenchResult, analysis: string | undefined, com
   if (catalogLoad) {
     out.push('');
     out.push(catalogLoadSection(catalogLoad));
+  }
+  if (exportWindow) {
+    out.push('');
+    out.push(exportWindowSection(exportWindow));
   }
   out.push('');
   return out.join('\n');

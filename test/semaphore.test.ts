@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Semaphore } from '../src/host/semaphore.js';
+import { Semaphore } from '../src/core/semaphore.js';
 
 test('Semaphore: free slots cost no Promise; waiters get slots first come first served', async () => {
   const s = new Semaphore(2);

@@ -10,7 +10,7 @@ import { MERGE_GAP_BYTES, MERGE_MAX_BYTES, RangePlanner } from '../store/range-p
 import type { ChunkCache } from './chunk-cache.js';
 import type { BackendReadEvent, ChunkFetcherEvents, ChunkFetcherStats, Group, Want, WantAt } from './fetch-types.js';
 import { DEFAULT_READ_AHEAD_MIN_BYTES, ReadAhead } from './read-ahead.js';
-import { Semaphore } from './semaphore.js';
+import { Semaphore } from '../core/semaphore.js';
 import { Singleflight } from './singleflight.js';
 
 export type {

@@ -8,6 +8,7 @@ import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { splitDev, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
+import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from './export-dir-guard.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
 
@@ -80,6 +81,11 @@ export interface ExportDirOptions {
   unprivileged?: boolean;
   /** The AWC home: a target that is, holds or is inside it is refused (E_USAGE). */
   home?: string;
+  /**
+   * The cross-file read window (src/store/read-window.ts): bounds, or `false` for the old
+   * path (each file read on its own, as the reader does; the benchmark's baseline). Default on.
+   */
+  readWindow?: ReadWindowOptions | false;
 }
 
 /** Result of `exportDir`: counts plus the precision the modification times were set with. */
@@ -170,7 +176,17 @@ export async function exportDir(reader: ContentReader, root: Digest, dir: string
 }
 
 /** Writes the tree of `root` into the open directory `top` (new, 0700) and sets every attribute and time. */
-async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: ExportDirOptions): Promise<ExportDirResult> {
+async function writeTree(base: ContentReader, root: Digest, top: DirFd, opts: ExportDirOptions): Promise<ExportDirResult> {
+  const window = opts.readWindow === false ? undefined : new ReadWindow(base, root, opts.readWindow);
+  try {
+    return await writeTreeFrom(window ?? base, root, top, opts);
+  } finally {
+    window?.close();
+  }
+}
+
+/** writeTree reading through `reader` (a read window calls for files in walk order: the body is asked for first thing). */
+async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd, opts: ExportDirOptions): Promise<ExportDirResult> {
   const isRoot = process.getuid?.() === 0;
   const counts: ExportCounts = { files: 0, bytes: 0 };
   const leftOut: { path: string; reason: string }[] = [];
@@ -197,13 +213,14 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
   };
 
   const writeFile = async (d: DirFd, e: FileEntry): Promise<void> => {
+    const body = reader.readFile(e); // before any await: a read window pairs files in walk order
     const fh = await open(d.path(e.name), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600).catch((err) => {
       throw createError(d, e.name, err);
     });
     const rel = d.childRel(e.name);
     try {
       let pos = 0;
-      for await (const buf of reader.readFile(e)) {
+      for await (const buf of body) {
         await writeSparse(fh, buf, pos);
         pos += buf.length;
       }
@@ -239,87 +256,98 @@ async function writeTree(reader: ContentReader, root: Digest, top: DirFd, opts: 
   const walk = async (tree: Digest, d: DirFd): Promise<Promise<void>[]> => {
     const t = await reader.readTree(tree);
     const pending: Promise<void>[] = [];
-    for (const e of t.entries) {
-      const rel = d.childRel(e.name);
-      switch (e.type) {
-        case 'dir': {
-          let child: DirFd;
-          try {
-            child = d.mkdirOpen(e.name, 0o700);
-          } catch (err) {
-            throw err instanceof AwcError ? err : createError(d, e.name, err);
-          }
-          let inner: Promise<void>[];
-          try {
-            inner = await walk(e.tree, child);
-          } catch (err) {
-            child.close();
-            throw err;
-          }
-          const done = Promise.all(inner)
-            .then(() => applyDirAttrs(child, e))
-            .finally(() => child.close());
-          done.catch(() => undefined);
-          pending.push(done);
-          break;
-        }
-        case 'file': {
-          const { done } = await submit(() => writeFile(d, e));
-          exported.set(rel, done);
-          pending.push(done);
-          break;
-        }
-        case 'hardlink': {
-          const first = exported.get(e.target);
-          if (!first) {
-            const parts = e.target.split('/');
-            const escapes =
-              e.target.startsWith('/') ||
-              parts.includes('..') ||
-              parts.includes('.') ||
-              parts.some((_, i) => symlinks.has(parts.slice(0, i + 1).join('/')));
-            throw new AwcError(
-              escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT',
-              `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
-            );
-          }
-          const done = first.then(async () => {
-            const cut = e.target.lastIndexOf('/');
-            const from = top.openRel(cut < 0 ? '' : e.target.slice(0, cut));
+    // On a failure, what was started in this directory settles before its descriptor may be closed.
+    try {
+      for (const e of t.entries) {
+        const rel = d.childRel(e.name);
+        switch (e.type) {
+          case 'dir': {
+            let child: DirFd;
             try {
-              await link(from.path(e.target.slice(cut + 1)), d.path(e.name));
+              child = d.mkdirOpen(e.name, 0o700);
             } catch (err) {
-              throw createError(d, e.name, err);
-            } finally {
-              from.close();
+              throw err instanceof AwcError ? err : createError(d, e.name, err);
             }
-          });
-          done.catch(() => undefined);
-          pending.push(done);
-          break;
-        }
-        case 'symlink':
-          await symlink(e.target, d.path(e.name)).catch((err) => {
-            throw createError(d, e.name, err);
-          });
-          symlinks.add(rel);
-          if (isRoot) await lchown(d.path(e.name), e.uid, e.gid);
-          times.push([rel, e.mtimeNs]);
-          break;
-        case 'fifo':
-        case 'chardev':
-        case 'blockdev':
-          if (opts.unprivileged && e.type !== 'fifo') {
-            leftOut.push({ path: rel, reason: LEFT_OUT_DEVICE });
+            let inner: Promise<void>[];
+            try {
+              inner = await walk(e.tree, child);
+            } catch (err) {
+              child.close();
+              throw err;
+            }
+            // the directory's descriptor stays open until every write in it has settled, failed ones included
+            const done = Promise.allSettled(inner)
+              .then((rs) => {
+                const failed = rs.find((r) => r.status === 'rejected');
+                if (failed) throw failed.reason;
+                applyDirAttrs(child, e);
+              })
+              .finally(() => child.close());
+            done.catch(() => undefined);
+            pending.push(done);
             break;
           }
-          await makeSpecial(d, e, isRoot);
-          await applySpecialAttrs(d, { ...e, mode: safeMode(rel, e.mode) }, isRoot);
-          times.push([rel, e.mtimeNs]);
-          break;
-        default:
-          throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
+          case 'file': {
+            const { done } = await submit(() => writeFile(d, e));
+            exported.set(rel, done);
+            pending.push(done);
+            break;
+          }
+          case 'hardlink': {
+            const first = exported.get(e.target);
+            if (!first) {
+              const parts = e.target.split('/');
+              const escapes =
+                e.target.startsWith('/') ||
+                parts.includes('..') ||
+                parts.includes('.') ||
+                parts.some((_, i) => symlinks.has(parts.slice(0, i + 1).join('/')));
+              throw new AwcError(
+                escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT',
+                `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
+              );
+            }
+            const done = first.then(async () => {
+              const cut = e.target.lastIndexOf('/');
+              const from = top.openRel(cut < 0 ? '' : e.target.slice(0, cut));
+              try {
+                await link(from.path(e.target.slice(cut + 1)), d.path(e.name));
+              } catch (err) {
+                throw createError(d, e.name, err);
+              } finally {
+                from.close();
+              }
+            });
+            done.catch(() => undefined);
+            pending.push(done);
+            break;
+          }
+          case 'symlink':
+            await symlink(e.target, d.path(e.name)).catch((err) => {
+              throw createError(d, e.name, err);
+            });
+            symlinks.add(rel);
+            if (isRoot) await lchown(d.path(e.name), e.uid, e.gid);
+            times.push([rel, e.mtimeNs]);
+            break;
+          case 'fifo':
+          case 'chardev':
+          case 'blockdev':
+            if (opts.unprivileged && e.type !== 'fifo') {
+              leftOut.push({ path: rel, reason: LEFT_OUT_DEVICE });
+              break;
+            }
+            await makeSpecial(d, e, isRoot);
+            await applySpecialAttrs(d, { ...e, mode: safeMode(rel, e.mode) }, isRoot);
+            times.push([rel, e.mtimeNs]);
+            break;
+          default:
+            throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
+        }
       }
+    } catch (err) {
+      await Promise.allSettled(pending);
+      throw err;
     }
     return pending;
   };

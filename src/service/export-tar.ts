@@ -7,6 +7,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { splitDev, type Entry, type EntryAttrs, type FileEntry, type TreeObject } from '../core/tree.js';
 import type { ExportCounts } from '../host/export-dir.js';
 import type { ContentReader } from '../store/content-reader.js';
+import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { PendingFile } from './pending-file.js';
 
 /**
@@ -96,8 +97,10 @@ function paxRecords(a: EntryAttrs): Record<string, string> {
 /**
  * Writes the snapshot `root` as a pax tar archive to `out`: a file path that must not exist
  * (written under a temporary name beside it, mode 0600, and moved there only once complete
- * and fsynced; on any failure nothing is left), or a writable stream, which is ended. File
- * contents are streamed from `reader.readFile`, never held whole.
+ * and fsynced; on any failure nothing is left), or a writable stream, which is ended. Trees
+ * and file contents are read through the cross-file read window (src/store/read-window.ts;
+ * `opts.readWindow`: its bounds, or `false` to read each file on its own through `reader`),
+ * streamed, never held whole.
  *
  * @returns regular files (each hardlinked inode once) and their bytes.
  * @throws AwcError E_OBJECT_NOT_FOUND / E_INTEGRITY from the reader, E_FORMAT for a
@@ -105,7 +108,28 @@ function paxRecords(a: EntryAttrs): Record<string, string> {
  *   beyond the ustar fields; on write errors E_NO_SPACE, E_READ_ONLY, E_PERMISSION, E_IO,
  *   E_CLOSED_PIPE (a stream whose reader went away), E_TARGET_EXISTS (the file appeared meanwhile).
  */
-export async function exportTar(reader: ContentReader, root: Digest, out: string | NodeJS.WritableStream): Promise<ExportCounts> {
+export async function exportTar(
+  reader: ContentReader,
+  root: Digest,
+  out: string | NodeJS.WritableStream,
+  opts: { readWindow?: ReadWindowOptions | false } = {},
+): Promise<ExportCounts> {
+  // Trees and files in walk order through the read window (src/store/read-window.ts); `false`: the old path.
+  const window = opts.readWindow === false ? undefined : new ReadWindow(reader, root, opts.readWindow);
+  try {
+    return await writeTar(reader, window ?? reader, root, out);
+  } finally {
+    window?.close();
+  }
+}
+
+/** exportTar reading the walk through `walker` (hardlink targets through `reader`, off the walk order). */
+async function writeTar(
+  reader: ContentReader,
+  walker: TreeContentSource,
+  root: Digest,
+  out: string | NodeJS.WritableStream,
+): Promise<ExportCounts> {
   const pack = tarStream.pack();
   const file = typeof out === 'string' ? await PendingFile.create(out) : undefined;
   const dest: NodeJS.WritableStream = file ? file.stream() : (out as NodeJS.WritableStream);
@@ -183,7 +207,7 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
 
   const emitted = new Set<string>(); // paths of files already written (hardlink targets must precede)
   const walk = async (tree: Digest, prefix: string): Promise<void> => {
-    const t = await reader.readTree(tree);
+    const t = await walker.readTree(tree);
     for (const e of t.entries) {
       const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
       const path = `./${rel}`;
@@ -196,7 +220,7 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
           const h = header(path, e);
           h.size = e.size;
           if (e.size > USTAR_MAX_SIZE) h.pax.size = String(e.size);
-          await addEntry(h, reader.readFile(e));
+          await addEntry(h, walker.readFile(e));
           counts.files++;
           counts.bytes += e.size;
           emitted.add(rel);
@@ -242,7 +266,7 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
   };
 
   try {
-    const r = await reader.readRoot(root);
+    const r = await walker.readRoot(root);
     rootTree = r.tree;
     const rootHeader = header('.', { ...r, type: 'dir', name: '.' });
     await addEntry(rootHeader);
@@ -252,10 +276,20 @@ export async function exportTar(reader: ContentReader, root: Digest, out: string
     await file?.commit();
     return counts;
   } catch (err) {
+    const cause = writeError ?? err; // what failed, not what the clean-up below may report
     pack.destroy(err as Error);
-    if (file) (dest as import('node:fs').WriteStream).destroy();
+    if (file) {
+      // Let the stream finish the writes it has (it leaves the descriptor open): destroying it
+      // would close the descriptor that abort() closes too.
+      const ws = dest as import('node:fs').WriteStream;
+      if (!ws.writableFinished && !ws.errored)
+        await new Promise<void>((resolve) => {
+          ws.once('finish', resolve);
+          ws.once('error', () => resolve());
+          ws.end();
+        });
+    }
     await file?.abort(); // no partial archive left behind
-    const cause = writeError ?? err;
     if (!file && (cause as NodeJS.ErrnoException).code === 'EPIPE')
       throw new AwcError('E_CLOSED_PIPE', 'the reader of the archive closed the pipe', { cause });
     throw toAwcError(cause);

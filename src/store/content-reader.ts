@@ -1,5 +1,6 @@
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
+import { Semaphore } from '../core/semaphore.js';
 import { decodeRoot, decodeTree, type ChunkRef, type RootObject, type TreeObject } from '../core/tree.js';
 import type { ObjectStore } from './object-store.js';
 import { BlobDecoder } from './blob-decoder.js';
@@ -33,7 +34,8 @@ type ReadGroup = BlobRange<{ loc: BlobLocation; size: number }>;
  */
 export class ContentReader implements TreeSource {
   private readonly store: ObjectStore;
-  private readonly index: BlobIndex;
+  /** The blob index it locates blobs in. */
+  readonly index: BlobIndex;
   private readonly extra?: (d: Digest) => Buffer | undefined;
   private readonly trees: Lru<Digest, TreeObject>;
   private readonly planner = new RangePlanner();
@@ -67,6 +69,46 @@ export class ContentReader implements TreeSource {
     const t = decodeTree(await this.readBlob(digest));
     this.trees.set(digest, t);
     return t;
+  }
+
+  /**
+   * Many tree objects at once, in the order of `digests`: those not cached are located with
+   * batched index lookups, sorted by pack and offset, and neighbours merged into ranged GETs
+   * (`planner`, default the reader's), at most `limit` GETs at a time (default 8). For gc's
+   * mark and the read window of exports (src/store/read-window.ts).
+   * @throws as readTree (E_OBJECT_NOT_FOUND before any GET when one is not in the index).
+   */
+  async readTrees(digests: readonly Digest[], limit: Semaphore = new Semaphore(8), planner = this.planner): Promise<TreeObject[]> {
+    const got = new Map<Digest, TreeObject>();
+    const want = new Set<Digest>();
+    for (const d of digests) {
+      if (got.has(d)) continue;
+      const hit = this.trees.get(d);
+      const x = hit ? undefined : this.extra?.(d);
+      if (hit || x) got.set(d, hit ?? decodeTree(x!));
+      else want.add(d);
+    }
+    const need = [...want];
+    const locs = await this.locateAll(need);
+    const items = need.map((d) => ({ loc: locs.get(d)! }));
+    items.sort((a, b) => (a.loc.pack < b.loc.pack ? -1 : a.loc.pack > b.loc.pack ? 1 : a.loc.offset - b.loc.offset));
+    await Promise.all(
+      planner.plan(items).map(async (g) => {
+        const wait = limit.acquire();
+        if (wait) await wait;
+        try {
+          const raws = await this.readSpan(g);
+          for (let i = 0; i < raws.length; i++) {
+            const t = decodeTree(await raws[i]);
+            this.trees.set(g.items[i].loc.digest, t);
+            got.set(g.items[i].loc.digest, t);
+          }
+        } finally {
+          limit.release();
+        }
+      }),
+    );
+    return digests.map((d) => got.get(d)!);
   }
 
   /** A root object by digest. @throws as readBlob, and E_FORMAT when it is not a v1 root. */
@@ -144,32 +186,58 @@ export class ContentReader implements TreeSource {
 
   // ---------------------------------------------------------------------------------------
 
-  /** Locations of every digest of `refs` not served by `extra`, in batched lookups. @throws E_OBJECT_NOT_FOUND */
-  private async locate(refs: readonly ChunkRef[]): Promise<Map<Digest, BlobLocation>> {
-    const distinct: Digest[] = [];
-    const seen = new Set<Digest>();
-    for (const r of refs) {
-      if (seen.has(r.digest)) continue;
-      seen.add(r.digest);
-      if (!this.extra?.(r.digest)) distinct.push(r.digest);
-    }
+  /** The bytes `extra` serves for `digest` (a live state's session blob), or undefined. */
+  extraBlob(digest: Digest): Buffer | undefined {
+    return this.extra?.(digest);
+  }
+
+  /**
+   * Locations of `digests` (distinct, none served by `extra`), in batched index lookups.
+   * @throws E_OBJECT_NOT_FOUND (details: digest) when one is not in the index; the index's errors.
+   */
+  async locateAll(digests: readonly Digest[]): Promise<Map<Digest, BlobLocation>> {
     const out = new Map<Digest, BlobLocation>();
-    await RangePlanner.locate(this.index, distinct, out);
-    for (const d of distinct) {
+    await RangePlanner.locate(this.index, digests, out);
+    for (const d of digests) {
       if (!out.has(d)) throw new AwcError('E_OBJECT_NOT_FOUND', `chunk ${d} is not in the index`, { details: { digest: d } });
     }
     return out;
   }
 
+  /**
+   * One ranged GET of `[g.start, g.end)` of pack `g.pack`; each blob of `g.items` decoded and
+   * verified from it (BlobDecoder: a blob that fails is read again alone once).
+   * @returns per item, in order, its raw bytes, or a Promise of them after a refetch (which
+   *   rejects E_INTEGRITY when the blob fails twice).
+   * @throws (rejects) the GET's errors (E_OBJECT_NOT_FOUND, E_OBJECT_STORE_UNAVAILABLE, …).
+   */
+  async readSpan(g: BlobRange<{ loc: BlobLocation }>): Promise<(Buffer | Promise<Buffer>)[]> {
+    const span = await this.store.get(g.pack, { offset: g.start, length: g.end - g.start });
+    return g.items.map(({ loc }) => {
+      let raw: Buffer | Promise<Buffer>;
+      try {
+        raw = this.decoder.fromSpan(span, g.start, loc);
+      } catch (err) {
+        raw = Promise.reject(err);
+      }
+      if (raw instanceof Promise) raw.catch(() => undefined); // reported to whoever awaits it; never unhandled
+      return raw;
+    });
+  }
+
+  /** Locations of every digest of `refs` not served by `extra`, in batched lookups. @throws E_OBJECT_NOT_FOUND */
+  private locate(refs: readonly ChunkRef[]): Promise<Map<Digest, BlobLocation>> {
+    const distinct = new Set<Digest>();
+    for (const r of refs) if (!this.extra?.(r.digest)) distinct.add(r.digest);
+    return this.locateAll([...distinct]);
+  }
+
   /** One ranged GET for a group; each blob decoded and verified, refetched alone once if it fails (BlobDecoder). */
   private async fetchGroup(g: ReadGroup): Promise<Buffer[]> {
-    const span = await this.store.get(g.pack, { offset: g.start, length: g.end - g.start });
+    const raws = await this.readSpan(g);
     const out: Buffer[] = [];
-    for (const { loc, size } of g.items) {
-      let raw = this.decoder.fromSpan(span, g.start, loc);
-      if (raw instanceof Promise) raw = await raw;
-      out.push(BlobDecoder.checkSize(raw, { digest: loc.digest, size }));
-    }
+    for (let i = 0; i < raws.length; i++)
+      out.push(BlobDecoder.checkSize(await raws[i], { digest: g.items[i].loc.digest, size: g.items[i].size }));
     return out;
   }
 }

@@ -18,6 +18,9 @@ export interface ReadRecord {
 export class CountingStore implements ObjectStore {
   gets = 0;
   bytes = 0;
+  /** Gets running now, and the most that ever ran at once. */
+  inFlight = 0;
+  maxInFlight = 0;
   reads: ReadRecord[] = [];
   corruptFirstReads = 0;
   delay?: (key: string, offset: number, length: number) => number;
@@ -27,6 +30,14 @@ export class CountingStore implements ObjectStore {
     return this.inner.put(key, body);
   }
   async get(key: string, range?: { offset: number; length: number }) {
+    this.maxInFlight = Math.max(this.maxInFlight, ++this.inFlight);
+    try {
+      return await this.countedGet(key, range);
+    } finally {
+      this.inFlight--;
+    }
+  }
+  private async countedGet(key: string, range?: { offset: number; length: number }) {
     this.gets++;
     const ms = this.delay?.(key, range?.offset ?? 0, range?.length ?? Infinity) ?? 0;
     if (ms > 0) await new Promise((r) => setTimeout(r, ms));
