@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
+import { AwcError } from '../core/errors.js';
 import { formatBytes } from './output.js';
 import type { Awc } from '../service/awc.js';
 import type { Output } from './output.js';
@@ -39,11 +40,13 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
     .option('--dry-run', 'report what a run would do; change nothing')
     .option('--grace <duration>', 'delete a condemned pack only this long after it was condemned', '24h')
     .option('--retention <duration>', 'keep unnamed, unheld snapshots this long after they were made', '7d')
-    .action((opts: { dryRun?: boolean; grace: string; retention: string }) =>
+    .option('--repack-below <pct>', 'repack a live pack whose live blobs fill less than this percentage of it (0: never)', '50')
+    .action((opts: { dryRun?: boolean; grace: string; retention: string; repackBelow: string }) =>
       withAwc(async (awc, o) => {
         const graceMs = parseDuration(opts.grace, '--grace');
         const retentionMs = parseDuration(opts.retention, '--retention');
-        const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs });
+        const repackBelow = parsePercent(opts.repackBelow, '--repack-below');
+        const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs, repackBelow });
         const would = r.dryRun ? 'would ' : '';
         o.result(r, () =>
           [
@@ -52,8 +55,24 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
             `${would}condemn ${r.packs.condemned.count} pack(s) (${formatBytes(r.packs.condemned.bytes)})`,
             `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
             `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
+            `${would}repack ${r.packs.repacked.count} pack(s) (${formatBytes(r.packs.repacked.bytes)}, ${formatBytes(r.packs.repacked.liveBytes)} of it live)`,
           ].join('\n'),
         );
       }),
     );
+}
+
+/**
+ * A percentage option (`50`, `12.5`, `50%`) as a fraction 0..1.
+ * @throws E_USAGE (exit 2) for anything else or a value outside 0..100
+ */
+function parsePercent(v: string, option: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(v);
+  const pct = m ? Number(m[1]) : NaN;
+  if (!(pct >= 0 && pct <= 100)) {
+    throw new AwcError('E_USAGE', `${option} ${JSON.stringify(v)} is not a percentage from 0 to 100`, {
+      hint: `e.g. ${option} 50 (repack packs less than half live), ${option} 0 (never repack)`,
+    });
+  }
+  return pct / 100;
 }
