@@ -65,8 +65,9 @@ const count = (ps: readonly GcPack[]): PackCount => ({ count: ps.length, bytes: 
  * kopia's two-phase maintenance and restic's exclusive prune lock): lock, finish deletions a
  * dead gc left, remove unreferenced snapshot rows, mark, un-condemn what is live again,
  * delete what a previous run condemned more than `graceMs` ago and this mark still finds
- * unreachable, condemn what this mark finds unreachable, sweep incomplete uploads, unlock.
- * @throws E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
+ * unreachable, condemn what this mark finds unreachable, repack live packs that are mostly
+ * garbage (src/service/gc-repack.ts), sweep incomplete uploads, unlock.
+ * @throws E_USAGE (repackBelow outside 0..1), E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
  *   its lock), E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob cannot be read: nothing is
  *   condemned or deleted then)
  */
@@ -156,7 +157,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     report.packs.condemned = count(doomed);
     report.packs.live = packs.filter((p) => mark.packs.has(p.key)).length;
     await hooks.afterCondemn?.();
-    // 7b. live packs that are mostly garbage: copy their live blobs out, condemn them
+    // 8. live packs that are mostly garbage: copy their live blobs out, condemn them
     const plan = planRepack(packs, mark.locations, repackBelow);
     const repacked = dryRun
       ? plan
@@ -170,7 +171,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
         });
     report.packs.repacked = countRepack(repacked);
     await hooks.afterRepack?.();
-    // 8. what dead writers left in the store
+    // 9. what dead writers left in the store
     if (!dryRun) report.incomplete = await store.sweepIncomplete(graceMs);
     return report;
   } finally {
