@@ -14,10 +14,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sha256 } from '../src/core/digest.js';
 import { Awc } from '../src/service/awc.js';
-import type { CommitHooks } from '../src/service/commit-retry.js';
 import type { ImportResult } from '../src/service/import-snapshot.js';
 import { awc as cli, cleanupMounts, errorOf } from './helpers/cli.js';
-import { assertEveryBlobStored, exportAll, gate, writeTree } from './helpers/gc-fixtures.js';
+import { assertEveryBlobStored, exportAll, paused, writeTree } from './helpers/gc-fixtures.js';
 import { listObjects } from './helpers/list-objects.js';
 import { freshDatabase, type FreshDatabase } from './helpers/postgres.js';
 import { freshBucket, type TestBucket } from './helpers/s3.js';
@@ -123,27 +122,11 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       assert.equal(await stateOf(pack), 'condemned');
     });
 
-    /** Starts an import whose first commit waits until `release()`; `atCommit` resolves once it got there. */
-    function paused(start: (hooks: CommitHooks) => Promise<ImportResult>, attempts: number[]) {
-      const atCommit = gate();
-      const release = gate();
-      const result = start({
-        beforeCommit: async (a) => {
-          attempts.push(a);
-          if (a === 0) {
-            atCommit.open();
-            await release.wait;
-          }
-        },
-      });
-      return { result, atCommit: atCommit.wait, release: release.open };
-    }
-
     it('race: dedup against the old pack before the repack, commit after it: refused (E_PACK_CONDEMNED), retried against the copy', async () => {
       const { pack, kept } = await mostlyGarbage();
       const yFiles = { 'kept.txt': kept, 'own.txt': `y's own ${n}\n` };
       const attempts: number[] = [];
-      let y: ReturnType<typeof paused> | undefined;
+      let y: ReturnType<typeof paused<ImportResult>> | undefined;
       const r = await svc.gc({
         retentionMs: ALL,
         graceMs: 0,
