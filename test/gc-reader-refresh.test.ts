@@ -58,8 +58,8 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
 
     /**
      * A file of `bytes` random bytes in pack P of an unnamed import X, shared by a named
-     * snapshot K: after gc removes X, P's live blobs are exactly the file's chunks (X's tree
-     * and root are garbage), so a repack with the threshold at 100 % copies them.
+     * snapshot K: after gc removes X, P's live blobs are exactly the file's chunks (X's tree,
+     * root and other file are garbage), so a repack with the threshold at 100 % copies them.
      */
     async function sharedFile(bytes: number): Promise<{ data: Buffer; file: FileEntry; pack: string }> {
       const i = n++;
@@ -68,6 +68,7 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
         mkdirSync(join(work, `${who}${i}`));
         writeFileSync(join(work, `${who}${i}`, 'f.bin'), data);
       }
+      writeFileSync(join(work, `x${i}`, 'x-only.txt'), `only in X ${i}\n`); // X's tree differs from K's whatever the mtimes
       await svc.importSnapshot(join(work, `x${i}`));
       const k = await svc.importSnapshot(join(work, `k${i}`), { name: `k${i}` });
       const reader = svc.reader();
