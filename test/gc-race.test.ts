@@ -12,10 +12,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Awc, type CheckpointResult } from '../src/service/awc.js';
-import type { CommitHooks } from '../src/service/commit-retry.js';
 import type { ImportResult } from '../src/service/import-snapshot.js';
 import { cleanupMounts } from './helpers/cli.js';
-import { assertEveryBlobStored, gate, writeTree } from './helpers/gc-fixtures.js';
+import { assertEveryBlobStored, paused, writeTree } from './helpers/gc-fixtures.js';
 import { listObjects } from './helpers/list-objects.js';
 
 const ALL = -60_000; // cutoff a minute ahead of the database clock: every unnamed, unheld snapshot is garbage
@@ -47,25 +46,6 @@ describe('gc racing a commit that deduplicates against what gc condemns', () => 
     assert.equal(added.length, 1);
     const yFiles = { ...shared, 'own.txt': `y's own ${i}\n` };
     return { pack: added[0]!, ySrc: writeTree(join(work, `y${i}`), yFiles), yFiles };
-  }
-
-  /**
-   * Starts a write (`start` gets the commit hooks) whose first commit waits until `release()`;
-   * `atCommit` resolves once it got there (it deduplicated and uploaded). Attempts are recorded.
-   */
-  function paused<T>(start: (hooks: CommitHooks) => Promise<T>, attempts: number[]) {
-    const atCommit = gate();
-    const release = gate();
-    const result = start({
-      beforeCommit: async (a) => {
-        attempts.push(a);
-        if (a === 0) {
-          atCommit.open();
-          await release.wait;
-        }
-      },
-    });
-    return { result, atCommit: atCommit.wait, release: release.open };
   }
 
   async function stateOf(key: string): Promise<string | undefined> {

@@ -21,6 +21,7 @@ import { freshBucket, type TestBucket } from './helpers/s3.js';
 
 /** A retention that puts the cutoff a minute ahead of the database's clock: every unnamed, unheld snapshot is outside it. */
 const ALL = -60_000;
+// The first two tests count condemnations and deletions of whole packs: repacking (its own tests, test/gc-repack.test.ts) is off there.
 
 async function bucketHash(svc: Awc): Promise<string> {
   const h = createHash('sha256');
@@ -89,7 +90,7 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
 
       // run 1: garbage's row and c1 (an unnamed intermediate checkpoint) go; the pack only garbage used is
       // condemned (c1's pack keeps c.txt, which c2 still has), nothing is deleted
-      const r1 = await svc.gc({ retentionMs: ALL, graceMs: 0 });
+      const r1 = await svc.gc({ retentionMs: ALL, graceMs: 0, repackBelow: 0 });
       assert.deepEqual(new Set(r1.snapshots.removed), new Set([garbage.id, c1.id]));
       assert.equal(r1.packs.deleted.count, 0, 'nothing is deleted in the run that condemns');
       assert.equal(r1.packs.condemned.count, 1, 'the pack only garbage used');
@@ -97,7 +98,7 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       assert.equal((await svc.getSnapshot(c2.id)).parentId, forked.id, 'c2 re-parented past the removed c1');
 
       // run 2: past the grace (0), the re-mark still finds them unreachable: deleted
-      const r2 = await svc.gc({ retentionMs: ALL, graceMs: 0 });
+      const r2 = await svc.gc({ retentionMs: ALL, graceMs: 0, repackBelow: 0 });
       assert.equal(r2.packs.deleted.count, 1);
       assert.ok(r2.packs.deleted.bytes > 0);
       const packsAfter = await listObjects(svc.store, 'packs/');
@@ -108,18 +109,18 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       for (const [id, hash] of await exportAll(svc, work)) assert.equal(hash, before.get(id), `export of ${id} changed`);
       assert.deepEqual(new Set((await svc.listSnapshots()).map((s) => s.id)), new Set([keep.id, forked.id, c2.id]));
       // a third run has nothing left to do
-      const r3 = await svc.gc({ retentionMs: ALL, graceMs: 0 });
+      const r3 = await svc.gc({ retentionMs: ALL, graceMs: 0, repackBelow: 0 });
       assert.deepEqual([r3.snapshots.removed.length, r3.packs.condemned.count, r3.packs.deleted.count], [0, 0, 0]);
     });
 
     it('a condemned pack is not deleted before the grace period has passed (by the database clock)', async () => {
       const g = await svc.importSnapshot(src({ 'x.txt': `grace ${Math.random()}\n` }));
-      const r1 = await svc.gc({ retentionMs: ALL, graceMs: 3_600_000 });
+      const r1 = await svc.gc({ retentionMs: ALL, graceMs: 3_600_000, repackBelow: 0 });
       assert.ok(r1.snapshots.removed.includes(g.id));
       assert.equal(r1.packs.condemned.count, 1);
-      const r2 = await svc.gc({ retentionMs: ALL, graceMs: 3_600_000 });
+      const r2 = await svc.gc({ retentionMs: ALL, graceMs: 3_600_000, repackBelow: 0 });
       assert.equal(r2.packs.deleted.count, 0, 'condemned less than an hour ago');
-      const r3 = await svc.gc({ retentionMs: ALL, graceMs: 0 });
+      const r3 = await svc.gc({ retentionMs: ALL, graceMs: 0, repackBelow: 0 });
       assert.equal(r3.packs.deleted.count, 1);
     });
 

@@ -1,4 +1,5 @@
 import type { Digest } from '../core/digest.js';
+import type { WrittenPack } from '../store/pack-types.js';
 
 /**
  * The catalog's side of `rm` and `gc` (docs/explanation/gc.md): the fleet-wide gc lock,
@@ -43,6 +44,15 @@ export interface GcCatalog {
   beginDelete(owner: string, ttlMs: number, key: string, graceMs: number): Promise<boolean>;
   /** deleting → deleted (deleted_at = now), once the object is gone. @throws E_GC_LOCK_LOST */
   finishDelete(owner: string, ttlMs: number, key: string): Promise<void>;
+  /**
+   * Commits a repack (docs/explanation/gc.md#repack), one transaction: condemns the packs
+   * `r.from` (each must still be live, else nothing is written and it returns false), then
+   * inserts `r.packs` (the copies, by the commit rules of "the same pack twice") and moves
+   * the blob rows of their blobs to them (the rows' old pack is condemned now, so
+   * `insertPacks`'s guarded conflict rule moves them). @throws E_GC_LOCK_LOST, E_PACK_CONDEMNED
+   *   (a copy's key is being deleted, or was deleted after `r.startedAtMs`: nothing written)
+   */
+  commitRepack(owner: string, ttlMs: number, r: RepackCommit): Promise<boolean>;
 }
 
 /** A snapshot row as gc sees it. */
@@ -67,3 +77,12 @@ export interface GcPack {
 
 /** The states of a pack (docs/explanation/gc.md#pack-states). */
 export type PackState = 'live' | 'condemned' | 'deleting' | 'deleted';
+
+/** A repack to commit: the packs copied out of (`from`, keys) and the packs written with their live blobs. */
+export interface RepackCommit {
+  namespace: string;
+  from: readonly string[];
+  packs: readonly WrittenPack[];
+  /** When the copy started, ms by the database's clock (the same-pack-twice rule). */
+  startedAtMs: number;
+}

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { parseDuration } from '../core/duration.js';
+import { AwcError } from '../core/errors.js';
 import { formatBytes } from './output.js';
 import type { Awc } from '../service/awc.js';
 import { DaemonClient } from '../daemon/client.js';
@@ -41,17 +42,19 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
     .option('--dry-run', 'report what a run would do; change nothing')
     .option('--grace <duration>', 'delete a condemned pack only this long after it was condemned', '24h')
     .option('--retention <duration>', 'keep unnamed, unheld snapshots this long after they were made', '7d')
+    .option('--repack-below <pct>', 'repack a live pack whose live blobs fill less than this percentage of it (0: never)', '50')
     .option('--local', "only this host's sweep: drop the layers and cached chunks of removed snapshots (through the host daemon)")
-    .action((opts: { dryRun?: boolean; grace: string; retention: string; local?: boolean }) =>
+    .action((opts: { dryRun?: boolean; grace: string; retention: string; repackBelow: string; local?: boolean }) =>
       withAwc(async (awc, o) => {
         const graceMs = parseDuration(opts.grace, '--grace');
         const retentionMs = parseDuration(opts.retention, '--retention');
+        const repackBelow = parsePercent(opts.repackBelow, '--repack-below');
         if (opts.local) {
           const r = await new DaemonClient(awc.config).sweep({ dryRun: opts.dryRun });
           o.result(r, () => sweepText(r));
           return;
         }
-        const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs });
+        const r = await awc.gc({ dryRun: opts.dryRun, graceMs, retentionMs, repackBelow });
         // this host follows at once when its daemon runs (the others on their own interval)
         let local: HostSweepReport | null = null;
         if (!r.dryRun)
@@ -68,6 +71,7 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
             `${would}condemn ${r.packs.condemned.count} pack(s) (${formatBytes(r.packs.condemned.bytes)})`,
             `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
             `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
+            `${would}repack ${r.packs.repacked.count} pack(s) (${formatBytes(r.packs.repacked.bytes)}, ${formatBytes(r.packs.repacked.liveBytes)} of it live)`,
             ...(local ? [sweepText(local)] : []),
           ].join('\n'),
         );
@@ -79,4 +83,19 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
 function sweepText(r: HostSweepReport): string {
   const would = r.dryRun ? 'would drop' : 'dropped';
   return `this host: ${would} ${r.layers.dropped.length} layer(s) (${formatBytes(r.layers.bytes)}) and ${r.chunks.dropped} cached chunk(s) (${formatBytes(r.chunks.bytes)}), ${r.dryRun ? 'freeing' : 'freed'} ${formatBytes(r.freedBytes)}; kept ${r.layers.kept} layer(s), ${r.chunks.kept} chunk(s)`;
+}
+
+/**
+ * A percentage option (`50`, `12.5`, `50%`) as a fraction 0..1.
+ * @throws E_USAGE (exit 2) for anything else or a value outside 0..100
+ */
+function parsePercent(v: string, option: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(v);
+  const pct = m ? Number(m[1]) : NaN;
+  if (!(pct >= 0 && pct <= 100)) {
+    throw new AwcError('E_USAGE', `${option} ${JSON.stringify(v)} is not a percentage from 0 to 100`, {
+      hint: `e.g. ${option} 50 (repack packs less than half live), ${option} 0 (never repack)`,
+    });
+  }
+  return pct / 100;
 }

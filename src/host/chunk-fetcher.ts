@@ -77,7 +77,8 @@ export interface ChunkFetcherOptions {
  *
  * Events (ChunkFetcherEvents; never prints): `'backend-read'`, `'fetch'`, `'join'`,
  * `'refetch'`, `'integrity-error'`, `'cache-error'`, `'read-ahead-drop'`, `'pack-index-error'`
- * (read-ahead is off for that pack for a minute).
+ * (read-ahead is off for that pack for a minute), `'relocate'` (a chunk's pack was gone from
+ * the store, e.g. repacked and deleted by gc: the chunk is looked up in the index again, once).
  */
 export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
   /** Counters (see ChunkFetcherStats); live. */
@@ -93,6 +94,7 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
     readAheadChunks: 0,
     readAheadBytes: 0,
     readAheadDropped: 0,
+    relocations: 0,
   };
 
   private readonly store: ObjectStore;
@@ -313,12 +315,13 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
       return;
     }
     const byPack = new Map<string, WantAt[]>();
-    for (const want of wants) {
-      const loc = want.loc ?? locs.get(want.digest);
+    for (const w of wants) {
+      const loc = w.loc ?? locs.get(w.digest);
       if (!loc) {
-        want.reject(new AwcError('E_OBJECT_NOT_FOUND', `chunk ${want.digest} is not in the index`, { details: { digest: want.digest } }));
+        w.reject(new AwcError('E_OBJECT_NOT_FOUND', `chunk ${w.digest} is not in the index`, { details: { digest: w.digest } }));
         continue;
       }
+      const want = w.relocated ? w : this.relocating(w, loc);
       const list = byPack.get(loc.pack);
       if (list) list.push({ loc, want });
       else byPack.set(loc.pack, [{ loc, want }]);
@@ -328,6 +331,23 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
       if (this.ahead) this.ahead.plan(pack, items);
       else for (const g of this.planner.plan(items)) void this.readGroup(g);
     }
+  }
+
+  /**
+   * `w`, whose reject looks the chunk up again once (docs/explanation/gc.md#readers-after-a-repack)
+   * when the read failed because the store no longer has `loc`'s pack (E_OBJECT_NOT_FOUND: gc
+   * repacked and deleted it after the location was found, or while read-ahead held it).
+   */
+  private relocating(w: Want, loc: BlobLocation): Want {
+    return {
+      ...w,
+      reject: (err: unknown) => {
+        if (!(err instanceof AwcError) || err.code !== 'E_OBJECT_NOT_FOUND') return w.reject(err);
+        this.stats.relocations++;
+        this.emit('relocate', { digest: w.digest, pack: loc.pack });
+        this.push({ ...w, loc: undefined, relocated: true });
+      },
+    };
   }
 
   /** One ranged read for a group; each blob decoded, verified, refetched alone once if it fails. Never rejects. */

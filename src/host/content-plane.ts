@@ -171,6 +171,9 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
     this.fetcher.on('read-ahead-drop', (e) =>
       log({ level: 'warn', msg: 'read-ahead chunk failed verification (dropped)', digest: e.digest, pack: e.pack }),
     );
+    this.fetcher.on('relocate', (e) =>
+      log({ level: 'warn', msg: 'pack gone (repacked): chunk looked up again', digest: e.digest, pack: e.pack }),
+    );
     this.fetcher.on('pack-index-error', (e) =>
       log({ level: 'warn', msg: 'pack index unusable (no read-ahead there for now)', pack: e.pack, err: String(e.error) }),
     );

@@ -58,7 +58,15 @@ export type ChunkFetcherEvents = {
   'cache-error': [CacheErrorEvent];
   'read-ahead-drop': [BlobErrorEvent];
   'pack-index-error': [PackIndexErrorEvent];
+  /** A chunk whose pack the store no longer has is looked up again (gc repacked it). */
+  relocate: [RelocateEvent];
 };
+
+/** Payload of the `'relocate'` event: the chunk and the pack the store no longer has. */
+export interface RelocateEvent {
+  digest: Digest;
+  pack: string;
+}
 
 /** Counters of a `ChunkFetcher` (monotonic). */
 export interface ChunkFetcherStats {
@@ -72,6 +80,8 @@ export interface ChunkFetcherStats {
   integrityErrors: number;
   /** Verified chunks that could not be written to the cache (still returned to the caller). */
   cacheErrors: number;
+  /** Chunks looked up again because the store no longer had the pack they were located in. */
+  relocations: number;
   /** Ranged reads of pack tails (pack indexes) for read-ahead (also in backendReads). */
   packIndexReads: number;
   /** Reads that went on past the blobs asked for (read-ahead windows). */
@@ -91,6 +101,8 @@ export interface Want {
   digest: Digest;
   index: BlobIndex;
   loc?: BlobLocation;
+  /** True once it was looked up again after its pack was gone (a want is relocated at most once). */
+  relocated?: boolean;
   resolve(b: Buffer): void;
   reject(e: unknown): void;
 }

@@ -2,6 +2,7 @@ import type { Digest } from '../core/digest.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { ContentReader } from '../store/content-reader.js';
 import type { ObjectStore } from '../store/object-store.js';
+import type { BlobLocation } from '../store/pack-types.js';
 
 /** What a mark found: the live digests of each namespace and the keys of the packs that hold their indexed locations. */
 export interface MarkResult {
@@ -9,6 +10,8 @@ export interface MarkResult {
   digests: Map<string, Set<Digest>>;
   /** Keys of packs holding the indexed location of a live blob (any namespace). */
   packs: Set<string>;
+  /** Pack key → the indexed locations of the live blobs in it (what a repack copies). */
+  locations: Map<string, BlobLocation[]>;
   /** Trees read. */
   trees: number;
 }
@@ -34,6 +37,7 @@ export async function markLive(
 ): Promise<MarkResult> {
   const digests = new Map<string, Set<Digest>>();
   const packs = new Set<string>();
+  const locations = new Map<string, BlobLocation[]>();
   let trees = 0;
   const byNs = new Map<string, Digest[]>();
   for (const r of roots) byNs.set(r.namespace, [...(byNs.get(r.namespace) ?? []), r.root]);
@@ -67,7 +71,12 @@ export async function markLive(
       }
     }
     const found = await catalog.blobIndex(ns).lookup([...live]);
-    for (const loc of found.values()) packs.add(loc.pack);
+    for (const loc of found.values()) {
+      packs.add(loc.pack);
+      const list = locations.get(loc.pack);
+      if (list) list.push(loc);
+      else locations.set(loc.pack, [loc]);
+    }
   }
-  return { digests, packs, trees };
+  return { digests, packs, locations, trees };
 }

@@ -3,7 +3,9 @@ import { hostname } from 'node:os';
 import type { Catalog } from '../catalog/catalog.js';
 import type { GcPack } from '../catalog/gc-catalog.js';
 import type { ObjectStore } from '../store/object-store.js';
+import { AwcError } from '../core/errors.js';
 import { markLive } from './gc-mark.js';
+import { countRepack, DEFAULT_REPACK_BELOW, planRepack, repack, type RepackCount } from './gc-repack.js';
 
 /** Default grace period between condemning a pack and deleting it: 24 h. */
 export const DEFAULT_GRACE_MS = 24 * 3_600_000;
@@ -21,12 +23,22 @@ export interface GcOptions {
   graceMs?: number;
   retentionMs?: number;
   lockTtlMs?: number;
+  /**
+   * Repack a live pack whose live blobs would fill less than this fraction of it (0..1;
+   * default 0.5; 0 turns repacking off). See docs/explanation/gc.md#repack.
+   */
+  repackBelow?: number;
+  /** Target size in bytes of the packs a repack writes (default 32 MiB). */
+  repackPackBytes?: number;
   /** Lock owner (default `<hostname>:<pid>:<random>`). */
   owner?: string;
   /** Test-only injection points, awaited at each step (races are driven through them, never by timers). */
   hooks?: {
     afterMark?(): void | Promise<void>;
     afterCondemn?(): void | Promise<void>;
+    /** After the repack's copies were uploaded, before its commit (namespace). */
+    beforeRepackCommit?(namespace: string): void | Promise<void>;
+    afterRepack?(): void | Promise<void>;
     beforeDelete?(key: string): void | Promise<void>;
   };
 }
@@ -41,7 +53,7 @@ export interface PackCount {
 export interface GcReport {
   dryRun: boolean;
   snapshots: { removed: string[]; live: number };
-  packs: { live: number; condemned: PackCount; uncondemned: PackCount; deleted: PackCount };
+  packs: { live: number; condemned: PackCount; uncondemned: PackCount; deleted: PackCount; repacked: RepackCount };
   blobs: { live: number };
   incomplete: { removed: number; bytes: number };
 }
@@ -53,8 +65,9 @@ const count = (ps: readonly GcPack[]): PackCount => ({ count: ps.length, bytes: 
  * kopia's two-phase maintenance and restic's exclusive prune lock): lock, finish deletions a
  * dead gc left, remove unreferenced snapshot rows, mark, un-condemn what is live again,
  * delete what a previous run condemned more than `graceMs` ago and this mark still finds
- * unreachable, condemn what this mark finds unreachable, sweep incomplete uploads, unlock.
- * @throws E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
+ * unreachable, condemn what this mark finds unreachable, repack live packs that are mostly
+ * garbage (src/service/gc-repack.ts), sweep incomplete uploads, unlock.
+ * @throws E_USAGE (repackBelow outside 0..1), E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
  *   its lock), E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob cannot be read: nothing is
  *   condemned or deleted then)
  */
@@ -67,12 +80,18 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
   const ttl = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
   const owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   const hooks = opts.hooks ?? {};
+  const repackBelow = opts.repackBelow ?? DEFAULT_REPACK_BELOW;
+  if (!(repackBelow >= 0 && repackBelow <= 1)) {
+    throw new AwcError('E_USAGE', `repack threshold ${repackBelow} is not a fraction between 0 and 1`, {
+      hint: 'Pass --repack-below a percentage from 0 (never repack) to 100.',
+    });
+  }
   if (!dryRun) await gc.acquireLock(owner, ttl);
   try {
     const report: GcReport = {
       dryRun,
       snapshots: { removed: [], live: 0 },
-      packs: { live: 0, condemned: count([]), uncondemned: count([]), deleted: count([]) },
+      packs: { live: 0, condemned: count([]), uncondemned: count([]), deleted: count([]), repacked: countRepack([]) },
       blobs: { live: 0 },
       incomplete: { removed: 0, bytes: 0 },
     };
@@ -138,7 +157,21 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     report.packs.condemned = count(doomed);
     report.packs.live = packs.filter((p) => mark.packs.has(p.key)).length;
     await hooks.afterCondemn?.();
-    // 8. what dead writers left in the store
+    // 8. live packs that are mostly garbage: copy their live blobs out, condemn them
+    const plan = planRepack(packs, mark.locations, repackBelow);
+    const repacked = dryRun
+      ? plan
+      : await repack(plan, {
+          catalog,
+          store,
+          owner,
+          lockTtlMs: ttl,
+          packBytes: opts.repackPackBytes,
+          beforeCommit: hooks.beforeRepackCommit,
+        });
+    report.packs.repacked = countRepack(repacked);
+    await hooks.afterRepack?.();
+    // 9. what dead writers left in the store
     if (!dryRun) report.incomplete = await store.sweepIncomplete(graceMs);
     return report;
   } finally {

@@ -59,7 +59,12 @@ export class ContentReader implements TreeSource {
     if (x) return x;
     const loc = (await this.index.lookup([digest])).get(digest);
     if (!loc) throw new AwcError('E_OBJECT_NOT_FOUND', `blob ${digest} is not in the index`, { details: { digest } });
-    return this.decoder.read(loc);
+    try {
+      return await this.decoder.read(loc);
+    } catch (err) {
+      const again = await this.relocate(err, [loc]);
+      return this.decoder.read(again.get(digest)!);
+    }
   }
 
   /** A tree object by digest (cached). @throws as readBlob, and E_FORMAT when it is not a v1 tree. */
@@ -232,9 +237,48 @@ export class ContentReader implements TreeSource {
     return this.locateAll([...distinct]);
   }
 
+  /**
+   * After a read at `stale` failed with `err`: when the store says the pack is gone
+   * (E_OBJECT_NOT_FOUND), the digests' current locations from the index, each in another
+   * pack than before (docs/explanation/gc.md#readers-after-a-repack); else rethrows `err`.
+   * @throws `err`, or E_OBJECT_NOT_FOUND naming the digest when the index has it nowhere else
+   */
+  private async relocate(err: unknown, stale: readonly BlobLocation[]): Promise<Map<Digest, BlobLocation>> {
+    if (!(err instanceof AwcError) || err.code !== 'E_OBJECT_NOT_FOUND') throw err;
+    const out = new Map<Digest, BlobLocation>();
+    await RangePlanner.locate(
+      this.index,
+      stale.map((l) => l.digest),
+      out,
+    );
+    for (const l of stale) {
+      const now = out.get(l.digest);
+      if (!now || now.pack === l.pack) {
+        throw new AwcError('E_OBJECT_NOT_FOUND', `blob ${l.digest} is in no pack the store has (${l.pack} is gone)`, {
+          details: { digest: l.digest, pack: l.pack },
+          cause: err,
+        });
+      }
+    }
+    return out;
+  }
+
   /** One ranged GET for a group; each blob decoded and verified, refetched alone once if it fails (BlobDecoder). */
   private async fetchGroup(g: ReadGroup): Promise<Buffer[]> {
-    const raws = await this.readSpan(g);
+    let raws: (Buffer | Promise<Buffer>)[];
+    try {
+      raws = await this.readSpan(g);
+    } catch (err) {
+      // the pack went (repacked, then deleted) after these locations were looked up: look them up again, once
+      const again = await this.relocate(
+        err,
+        g.items.map((it) => it.loc),
+      );
+      const out: Buffer[] = [];
+      for (const { loc, size } of g.items)
+        out.push(BlobDecoder.checkSize(await this.decoder.read(again.get(loc.digest)!), { digest: loc.digest, size }));
+      return out;
+    }
     const out: Buffer[] = [];
     for (let i = 0; i < raws.length; i++)
       out.push(BlobDecoder.checkSize(await raws[i], { digest: g.items[i].loc.digest, size: g.items[i].size }));

@@ -232,6 +232,22 @@ export class ContentWriter {
     return digest;
   }
 
+  /**
+   * Appends one blob as it is, without looking it up in the index: gc's repack
+   * (docs/explanation/gc.md#repack) copies live blobs out of a pack whose index rows still
+   * name that pack, so the index must not dedup them. The caller has verified `raw` against
+   * `digest` (decodeBlob); a digest this writer already holds is stored once.
+   * @throws the earlier upload failure, if one failed
+   */
+  async copyBlob(kind: BlobKind, digest: Digest, raw: Uint8Array): Promise<void> {
+    this.check();
+    if (this.known.has(digest)) return;
+    this.known.add(digest);
+    this.stats.newChunks++;
+    this.stats.newBytes += raw.length;
+    await this.append(kind, digest, raw);
+  }
+
   /** Raw bytes of a tree or root written by this writer (also in a dry run), or of a new chunk kept by `keepChunks`, else undefined. Do not modify them. */
   sessionBlob(digest: Digest): Buffer | undefined {
     return this.session.get(digest);

@@ -174,5 +174,47 @@ export function gcCatalogContract(name: string, factory: AdapterFactory<Catalog>
         assert.equal(await gc.removeGarbageSnapshot(OWNER, TTL, NS, layer.id, future), true);
         await rejectsWith(cat.setLayerSnapshot('ws_nope', null), 'E_NOT_FOUND');
       }));
+
+    it('commitRepack: condemns the old packs, inserts the copies and moves the blob rows, in one transaction; refuses a pack not live', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const old = mkPack('packs/cc/old', 4, 'r1');
+        await cat.createSnapshot(snap({ packs: [old] }));
+        const liveBlobs = old.blobs.slice(0, 1);
+        const copy = { key: 'packs/cc/copy', size: 300, blobs: liveBlobs.map((b, i) => ({ ...b, pack: 'packs/cc/copy', offset: i * 90 })) };
+        const startedAtMs = await cat.nowMs();
+        await rejectsWith(
+          gc.commitRepack('dead:3:x', TTL, { namespace: NS, from: [old.key], packs: [copy], startedAtMs }),
+          'E_GC_LOCK_LOST',
+        );
+        assert.deepEqual(
+          (await gc.listPacks()).map((p) => [p.key, p.state]),
+          [[old.key, 'live']],
+          'a fenced repack wrote nothing',
+        );
+        assert.equal(await gc.commitRepack(OWNER, TTL, { namespace: NS, from: [old.key], packs: [copy], startedAtMs }), true);
+        const states = new Map((await gc.listPacks()).map((p) => [p.key, p.state]));
+        assert.equal(states.get(old.key), 'condemned');
+        assert.equal(states.get(copy.key), 'live');
+        const locs = await cat.blobIndex(NS).lookup(old.blobs.map((b) => b.digest));
+        assert.equal(locs.get(liveBlobs[0]!.digest)?.pack, copy.key, 'the copied blob row moved');
+        assert.equal(locs.get(liveBlobs[0]!.digest)?.offset, 0);
+        assert.equal(locs.get(old.blobs[1]!.digest)?.pack, old.key, 'the others stay with the old pack');
+        const again = { ...copy, key: 'packs/cc/copy2', blobs: copy.blobs.map((b) => ({ ...b, pack: 'packs/cc/copy2' })) };
+        assert.equal(
+          await gc.commitRepack(OWNER, TTL, { namespace: NS, from: [old.key], packs: [again], startedAtMs }),
+          false,
+          'the old pack is not live any more',
+        );
+        assert.equal(
+          (await gc.listPacks()).find((p) => p.key === again.key),
+          undefined,
+          'a refused repack wrote nothing',
+        );
+        // a reader's commit that deduplicated against the old pack is refused from now on
+        await rejectsWith(cat.createSnapshot(snap({ reusedPacks: [old.key] })), 'E_PACK_CONDEMNED');
+        await cat.createSnapshot(snap({ reusedPacks: [copy.key] }));
+      }));
   });
 }

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Awc } from '../../src/service/awc.js';
+import type { CommitHooks } from '../../src/service/commit-retry.js';
 import { markLive } from '../../src/service/gc-mark.js';
 import { listObjects } from './list-objects.js';
 
@@ -53,4 +54,23 @@ export function gate(): { wait: Promise<void>; open: () => void } {
   let open!: () => void;
   const wait = new Promise<void>((r) => (open = r));
   return { wait, open };
+}
+
+/**
+ * Starts a write (`start` gets the commit hooks) whose first commit waits until `release()`;
+ * `atCommit` resolves once it got there (it deduplicated and uploaded). Attempts are recorded.
+ */
+export function paused<T>(start: (hooks: CommitHooks) => Promise<T>, attempts: number[]) {
+  const atCommit = gate();
+  const release = gate();
+  const result = start({
+    beforeCommit: async (a) => {
+      attempts.push(a);
+      if (a === 0) {
+        atCommit.open();
+        await release.wait;
+      }
+    },
+  });
+  return { result, atCommit: atCommit.wait, release: release.open };
 }

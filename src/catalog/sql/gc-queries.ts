@@ -1,10 +1,10 @@
 import { sql, type Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
-import type { NewSnapshot } from '../catalog.js';
-import type { GcCatalog, GcPack, GcSnapshot, PackState } from '../gc-catalog.js';
+import type { GcCatalog, GcPack, GcSnapshot, PackState, RepackCommit } from '../gc-catalog.js';
 import type { Database } from '../schema.js';
-import { LOOKUP_BATCH } from './blob-queries.js';
+import { BlobQueries, LOOKUP_BATCH } from './blob-queries.js';
+import { commitRepackInTx } from './pack-guard.js';
 import { snapshotNotFound } from './refs.js';
 import { chunks, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
@@ -26,7 +26,11 @@ function clock(ctx: SqlContext) {
  * two writers of one pack row) as under SQLite's single writer.
  */
 export class GcQueries implements GcCatalog {
-  constructor(private readonly ctx: SqlContext) {}
+  readonly #blobs: BlobQueries;
+
+  constructor(private readonly ctx: SqlContext) {
+    this.#blobs = new BlobQueries(ctx);
+  }
 
   /** The database's clock, ms since the epoch. */
   async nowMs(): Promise<number> {
@@ -343,56 +347,15 @@ export class GcQueries implements GcCatalog {
         .execute();
     });
   }
-}
 
-/**
- * The commit-time guard of a snapshot's packs (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe),
- * run inside the commit's transaction before its pack rows are inserted:
- * - every pack it deduplicated against (`s.reusedPacks`) must still be `live` (a conditional
- *   UPDATE of each row, so PostgreSQL orders it against gc's condemnation by the row lock);
- * - a pack it uploaded whose key exists is kept (live), un-condemned (condemned: its object
- *   is still there), or brought back (deleted before `s.startedAtMs`: the upload made it again).
- * @throws E_PACK_CONDEMNED (retryable; details.packs) when a reused pack is not live, or an
- *   uploaded one is being deleted or was deleted after the writer started
- */
-export async function guardSnapshotPacks(ctx: SqlContext, trx: Transaction<Database>, s: NewSnapshot): Promise<void> {
-  const written = new Set(s.packs.map((p) => p.key));
-  const reused = [...new Set(s.reusedPacks ?? [])].filter((k) => !written.has(k));
-  const refuse = (packs: string[], why: string) =>
-    new AwcError('E_PACK_CONDEMNED', `the snapshot relies on pack(s) ${packs.slice(0, 3).join(', ')} that gc ${why}`, {
-      details: { packs },
+  /** See GcCatalog.commitRepack. @throws E_GC_LOCK_LOST, E_PACK_CONDEMNED */
+  async commitRepack(owner: string, ttlMs: number, r: RepackCommit): Promise<boolean> {
+    const ctx = this.ctx;
+    const nsId = await ctx.read(() => ctx.findNs(r.namespace));
+    if (!nsId) return false;
+    return ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      return commitRepackInTx(ctx, this.#blobs, trx, nsId, r);
     });
-  for (const group of chunks(reused, LOOKUP_BATCH)) {
-    const res = await trx
-      .updateTable('packs')
-      .set({ state: 'live' })
-      .where('key', 'in', group)
-      .where('state', '=', 'live')
-      .executeTakeFirst();
-    if (Number(res.numUpdatedRows) !== group.length) {
-      const live = await trx.selectFrom('packs').select('key').where('key', 'in', group).where('state', '=', 'live').execute();
-      const ok = new Set(live.map((r) => r.key));
-      throw refuse(
-        group.filter((k) => !ok.has(k)),
-        'condemned or deleted meanwhile',
-      );
-    }
-  }
-  for (const group of chunks([...written], LOOKUP_BATCH)) {
-    const rows = await trx.selectFrom('packs').select(['key', 'state', 'deleted_at']).where('key', 'in', group).execute();
-    for (const r of rows) {
-      if (r.state === 'live') continue;
-      const back =
-        r.state === 'condemned' ||
-        (r.state === 'deleted' && s.startedAtMs !== undefined && r.deleted_at !== null && toNum(r.deleted_at) < s.startedAtMs);
-      if (!back) throw refuse([r.key], r.state === 'deleting' ? 'is deleting' : 'deleted after this writer started');
-      const res = await trx
-        .updateTable('packs')
-        .set({ state: 'live', condemned_at: null, deleted_at: null })
-        .where('key', '=', r.key)
-        .where('state', '=', r.state)
-        .executeTakeFirst();
-      if (Number(res.numUpdatedRows) !== 1) throw refuse([r.key], 'moved on meanwhile');
-    }
   }
 }

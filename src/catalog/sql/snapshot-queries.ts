@@ -5,7 +5,7 @@ import { newId } from '../ids.js';
 import { checkName } from '../names.js';
 import type { Database, SnapshotRecord } from '../schema.js';
 import type { BlobQueries } from './blob-queries.js';
-import { guardSnapshotPacks } from './gc-queries.js';
+import { guardSnapshotPacks } from './pack-guard.js';
 import type { LeaseQueries } from './lease-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { nowIso, toSnapshotRow } from './rows.js';
