@@ -146,4 +146,27 @@ describe('refs, names, configuration and hints', () => {
     assert.equal(awcOk(home, ['snapshot', 'import', src, '--name', ok], env).name, ok);
     assert.equal(awcOk(home, ['fork', ok, '--name', 'w'.repeat(128)], env).workspaces[0].name, 'w'.repeat(128));
   });
+  test('labels: set on import and fork, filter ls, change with awc label, shown, bad ones refused', () => {
+    const s = awcOk(home, ['snapshot', 'import', src, '--label', 'awc.env-key=k1', '--label', 'team=a'], env);
+    assert.deepEqual(s.labels, { 'awc.env-key': 'k1', team: 'a' });
+    const listed = awcOk(home, ['snapshot', 'ls', '--label', 'awc.env-key=k1'], env).snapshots;
+    assert.deepEqual(
+      listed.map((r: { id: string }) => r.id),
+      [s.id],
+    );
+    const [w] = awcOk(home, ['fork', s.id, '--label', 'awc.claude.session=s1'], env).workspaces;
+    awcOk(home, ['fork', s.id], env);
+    assert.deepEqual(
+      awcOk(home, ['ls', '--label', 'awc.claude.session=s1'], env).workspaces.map((r: { id: string }) => r.id),
+      [w.id],
+    );
+    assert.deepEqual(awcOk(home, ['label', w.id, 'x=1', 'awc.claude.session-'], env), { kind: 'workspace', id: w.id, labels: { x: '1' } });
+    assert.deepEqual(awcOk(home, ['show', w.id], env).labels, { x: '1' });
+    const text = awc(home, ['show', s.id], env, { json: false }).stdout;
+    assert.match(text, /labels: +\[awc\.env-key=k1, team=a\]/);
+    expectError(awc(home, ['fork', s.id, '--label', 'Bad=1'], env), 'E_USAGE', 2);
+    expectError(awc(home, ['label', s.id, 'novalue'], env), 'E_USAGE', 2);
+    expectError(awc(home, ['snapshot', 'import', src, '--label', 'a=b\nc'], env), 'E_USAGE', 2);
+    assert.equal(awcOk(home, ['ls', '--label', 'x=1'], env).workspaces.length, 1, 'the refused fork made nothing');
+  });
 });

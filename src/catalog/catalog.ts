@@ -2,6 +2,7 @@ import type { Digest } from '../core/digest.js';
 import type { MountDriverName } from '../core/mount-driver-name.js';
 import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
 import type { GcCatalog } from './gc-catalog.js';
+import type { LabelPatch, Labels } from './labels.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
@@ -24,6 +25,8 @@ export interface SnapshotRow {
   /** Regular files (counting each hardlinked inode once) and their logical bytes. */
   fileCount: number;
   byteCount: number;
+  /** Labels (catalog/labels.ts); `{}` when none. */
+  labels: Labels;
 }
 
 /** A workspace row. */
@@ -40,6 +43,13 @@ export interface WorkspaceRow {
   mountHost: string | null;
   createdAt: string;
   updatedAt: string;
+  /** Labels (catalog/labels.ts); `{}` when none. */
+  labels: Labels;
+}
+
+/** Which rows a list returns: only those with every given label (key=value). */
+export interface ListFilter {
+  labels?: Labels;
 }
 
 /** Input for a new snapshot: what the content writer produced plus metadata. */
@@ -51,6 +61,8 @@ export interface NewSnapshot {
   name?: string | null;
   fileCount: number;
   byteCount: number;
+  /** Labels of the new snapshot (validated: E_USAGE). */
+  labels?: Labels;
   /** Packs uploaded for this snapshot; their pack and blob rows are inserted in the same transaction. */
   packs: readonly WrittenPack[];
   /**
@@ -89,21 +101,34 @@ export interface Catalog {
 
   /** Resolves a snapshot by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
   getSnapshot(namespace: string, ref: string): Promise<SnapshotRow>;
-  /** Snapshots, newest first. */
-  listSnapshots(namespace: string): Promise<SnapshotRow[]>;
+  /** Snapshots, newest first; with `filter.labels`, only those carrying every given label. */
+  listSnapshots(namespace: string, filter?: ListFilter): Promise<SnapshotRow[]>;
   /** Deletes a snapshot row. @throws E_NOT_FOUND, E_IN_USE (a workspace or snapshot refers to it) */
   deleteSnapshot(namespace: string, id: string): Promise<void>;
 
   /**
    * Creates `names.length` workspaces whose base and head are `snapshotId`, in one
    * transaction (catalog rows only). A null name stays unnamed.
-   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN, E_USAGE (bad name); nothing is created then
+   * `opts.labels` go on every new workspace.
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN, E_USAGE (bad name or labels); nothing is created then
    */
-  forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]>;
+  forkWorkspaces(
+    namespace: string,
+    snapshotId: string,
+    names: readonly (string | null)[],
+    opts?: { labels?: Labels },
+  ): Promise<WorkspaceRow[]>;
   /** Resolves a workspace by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
   getWorkspace(namespace: string, ref: string): Promise<WorkspaceRow>;
-  /** Workspaces, oldest first. */
-  listWorkspaces(namespace: string): Promise<WorkspaceRow[]>;
+  /** Workspaces, oldest first; with `filter.labels`, only those carrying every given label. */
+  listWorkspaces(namespace: string, filter?: ListFilter): Promise<WorkspaceRow[]>;
+  /**
+   * Changes the labels of snapshot or workspace `id` (an exact id) in one transaction: a
+   * string sets a key, null deletes it. Returns the labels after the change. Labels are
+   * metadata: a snapshot stays immutable in its content.
+   * @throws E_NOT_FOUND, E_USAGE (a bad key or value, more than 64 labels)
+   */
+  setLabels(kind: 'snapshot' | 'workspace', namespace: string, id: string, patch: LabelPatch): Promise<Labels>;
   /** The workspace mounted at `path` (absolute), if any, in any namespace. */
   findWorkspaceByMountPath(path: string): Promise<WorkspaceRow | undefined>;
   /** Workspaces mounted on `host`, in any namespace. */

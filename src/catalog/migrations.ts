@@ -204,11 +204,32 @@ const m0003Gc: Migration = {
   },
 };
 
+/**
+ * 0004: labels on snapshots and workspaces (`labels`: a JSON object of strings, keys sorted,
+ * `{}` by default; src/catalog/labels.ts). Filtering is done on the rows read, so no index.
+ */
+const m0004Labels: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    for (const t of ['snapshots', 'workspaces']) {
+      await db.schema
+        .alterTable(t)
+        .addColumn('labels', 'text', (c) => c.notNull().defaultTo('{}'))
+        .execute();
+    }
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    for (const t of ['workspaces', 'snapshots']) await db.schema.alterTable(t).dropColumn('labels').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
   '0002_hosts_leases': m0002HostsLeases,
   '0003_gc': m0003Gc,
+  '0004_labels': m0004Labels,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

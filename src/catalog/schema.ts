@@ -78,6 +78,8 @@ export interface SnapshotsTable {
   file_count: number;
   /** Logical bytes of the snapshot's regular files. */
   byte_count: BigIntColumn;
+  /** Labels as a JSON object of strings, keys sorted (0004_labels; catalog/labels.ts). */
+  labels: ColumnType<string, string | undefined, string>;
 }
 
 /** Table `workspaces`: writable lines of work; name unique per namespace where not null. */
@@ -98,6 +100,8 @@ export interface WorkspacesTable {
   updated_at: string;
   /** The snapshot this workspace's host state (overlay layer or copy) was built from; null without host state (0003_gc). */
   layer_snapshot_id: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Labels as a JSON object of strings, keys sorted (0004_labels; catalog/labels.ts). */
+  labels: ColumnType<string, string | undefined, string>;
 }
 
 /** Table `gc_lock`: the fleet-wide gc lock, one row per lock name (0003_gc). Times in ms by the database's clock. */

@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
@@ -31,15 +30,9 @@ import { PendingFile } from '../service/pending-file.js';
 import { registerGcCommands } from './gc-commands.js';
 import type { LeaseView } from '../service/lease-guard.js';
 import { leaseWords } from './lease-words.js';
-
-/** The package's version, from package.json next to dist/. */
-function packageVersion(): string {
-  try {
-    return JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')).version;
-  } catch {
-    return 'unknown';
-  }
-}
+import { packageVersion } from './package-version.js';
+import { collectLabel, labelsOf, labelWords, registerLabelCommands } from './commands/label.js';
+import type { Labels } from '../catalog/labels.js';
 
 interface Globals {
   home?: string;
@@ -104,12 +97,14 @@ snapshot
   .option('--name <name>', 'name the snapshot')
   .option('-m, --message <msg>', 'message')
   .option('--allow-changing', 'store files that keep changing while read as read (listed in "changing") instead of failing')
-  .action((source: string, opts: { name?: string; message?: string; allowChanging?: boolean }) =>
+  .option('--label <key=value>', 'label the snapshot (repeatable)', collectLabel, [])
+  .action((source: string, opts: { name?: string; message?: string; allowChanging?: boolean; label: string[] }) =>
     withAwc(
       async (awc, o) => {
         const r = await awc.importSnapshot(source, {
           name: opts.name,
           message: opts.message,
+          labels: labelsOf(opts.label),
           allowChanging: opts.allowChanging,
           onProgress: progress(o, 'importing'),
           onWarning: (w) => o.warn(`${w.path}: ${w.message}`),
@@ -128,12 +123,16 @@ snapshot
 snapshot
   .command('ls')
   .description('list snapshots, newest first')
-  .action(() =>
+  .option('--label <key=value>', 'only snapshots with this label (repeatable: all must match)', collectLabel, [])
+  .action((opts: { label: string[] }) =>
     withAwc(async (awc, o) => {
-      const rows = await awc.listSnapshots();
+      const rows = await awc.listSnapshots({ labels: labelsOf(opts.label) });
       o.result({ snapshots: rows }, () =>
         rows
-          .map((s) => `${s.id}  ${s.name ?? '-'}  ${s.fileCount} files  ${formatBytes(s.byteCount)}  ${s.createdAt}  ${s.message ?? ''}`)
+          .map(
+            (s) =>
+              `${s.id}  ${s.name ?? '-'}  ${s.fileCount} files  ${formatBytes(s.byteCount)}  ${s.createdAt}  ${s.message ?? ''}${labelWords(s.labels)}`,
+          )
           .join('\n'),
       );
     }),
@@ -142,14 +141,15 @@ snapshot
 program
   .command('ls')
   .description('list workspaces')
-  .action(() =>
+  .option('--label <key=value>', 'only workspaces with this label (repeatable: all must match)', collectLabel, [])
+  .action((opts: { label: string[] }) =>
     withAwc(async (awc, o) => {
-      const withLeases = await awc.leases.list(await awc.listWorkspaces());
+      const withLeases = await awc.leases.list(await awc.listWorkspaces({ labels: labelsOf(opts.label) }));
       o.result({ workspaces: withLeases }, () =>
         withLeases
           .map(
             (w) =>
-              `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver}) on ${w.mountHost}` : 'unmounted'}${leaseWords(w.lease)}`,
+              `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver}) on ${w.mountHost}` : 'unmounted'}${leaseWords(w.lease)}${labelWords(w.labels)}`,
           )
           .join('\n'),
       );
@@ -165,7 +165,13 @@ program
       const data = r.kind === 'snapshot' ? { kind: 'snapshot', ...r.snapshot } : await awc.leases.show(r.workspace);
       o.result(data, () =>
         Object.entries(data)
-          .map(([k, v]) => (k === 'lease' ? `lease:${leaseWords(v as LeaseView)}` : `${k}: ${v ?? '-'}`))
+          .map(([k, v]) =>
+            k === 'lease'
+              ? `lease:${leaseWords(v as LeaseView)}`
+              : k === 'labels'
+                ? `labels:${labelWords(v as Labels) || ' -'}`
+                : `${k}: ${v ?? '-'}`,
+          )
           .join('\n'),
       );
     }),
@@ -176,12 +182,13 @@ program
   .description('create workspaces from a snapshot (catalog rows only, constant time)')
   .option('--name <name>', 'name (with --count K: <name>-1 … <name>-K)')
   .option('--count <k>', 'how many workspaces', '1')
-  .action((snap: string, opts: { name?: string; count: string }) =>
+  .option('--label <key=value>', 'label every new workspace (repeatable)', collectLabel, [])
+  .action((snap: string, opts: { name?: string; count: string; label: string[] }) =>
     withAwc(async (awc, o) => {
       if (!/^\d+$/.test(opts.count))
         throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${JSON.stringify(opts.count)}`);
       const count = Number(opts.count);
-      const rows = await awc.fork(snap, { name: opts.name, count });
+      const rows = await awc.fork(snap, { name: opts.name, count, labels: labelsOf(opts.label) });
       o.result({ workspaces: rows.map((w) => ({ id: w.id, name: w.name })) }, () =>
         rows.map((w) => `${w.id}${w.name ? `  ${w.name}` : ''}`).join('\n'),
       );
@@ -449,6 +456,7 @@ demo
   });
 
 registerGcCommands(program, (fn) => withAwc(fn));
+registerLabelCommands(program, (fn) => withAwc(fn));
 
 program
   .command('mcp')

@@ -1,7 +1,9 @@
 import { resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
-import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
+import type { Catalog, ListFilter, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
+import type { LabelPatch, Labels } from '../catalog/labels.js';
+import { resolveRef, type ResolvedRef } from './resolve-ref.js';
 import { openCatalog } from '../catalog/open-catalog.js';
 import { openObjectStore } from '../store/open-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
@@ -141,12 +143,25 @@ export class Awc implements DriverContext {
     return runGc({ ...opts, catalog: this.catalog, store: this.store });
   }
 
-  listSnapshots(): Promise<SnapshotRow[]> {
-    return this.catalog.listSnapshots(this.namespace);
+  /** Snapshots of the namespace, newest first; with `filter.labels`, those carrying every given label. */
+  listSnapshots(filter?: ListFilter): Promise<SnapshotRow[]> {
+    return this.catalog.listSnapshots(this.namespace, filter);
   }
 
-  listWorkspaces(): Promise<WorkspaceRow[]> {
-    return this.catalog.listWorkspaces(this.namespace);
+  /** Workspaces of the namespace, oldest first; with `filter.labels`, those carrying every given label. */
+  listWorkspaces(filter?: ListFilter): Promise<WorkspaceRow[]> {
+    return this.catalog.listWorkspaces(this.namespace, filter);
+  }
+
+  /**
+   * Changes the labels of the snapshot or workspace `ref` names (see resolve): a string sets
+   * a key, null deletes it. Returns the kind, id and labels after the change.
+   * @throws E_NOT_FOUND, E_AMBIGUOUS, E_USAGE (a bad key or value, more than 64 labels)
+   */
+  async setLabels(ref: string, patch: LabelPatch): Promise<{ kind: 'snapshot' | 'workspace'; id: string; labels: Labels }> {
+    const r = await this.resolve(ref);
+    const id = r.kind === 'snapshot' ? r.snapshot.id : r.workspace.id;
+    return { kind: r.kind, id, labels: await this.catalog.setLabels(r.kind, this.namespace, id, patch) };
   }
 
   /** A snapshot by id, unique id prefix or name (optionally written `snapshot:<ref>`). @throws E_NOT_FOUND, E_AMBIGUOUS */
@@ -165,33 +180,16 @@ export class Awc implements DriverContext {
    * bare name or id prefix that matches a snapshot and a workspace is refused.
    * @throws E_NOT_FOUND, E_AMBIGUOUS (with a hint naming both and how to say which)
    */
-  async resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }> {
-    // ids carry their kind (names may not start with sn_/ws_), so a workspace id never resolves as a snapshot
-    if (/^(ws_|workspace:)/i.test(ref)) return { kind: 'workspace', workspace: await this.getWorkspace(ref) };
-    if (/^(sn_|snapshot:)/i.test(ref)) return { kind: 'snapshot', snapshot: await this.getSnapshot(ref) };
-    const unlessNotFound = <T>(p: Promise<T>): Promise<T | undefined> =>
-      p.catch((err: unknown) => {
-        if (err instanceof AwcError && err.code === 'E_NOT_FOUND') return undefined;
-        throw err;
-      });
-    const [snapshot, workspace] = await Promise.all([unlessNotFound(this.getSnapshot(ref)), unlessNotFound(this.getWorkspace(ref))]);
-    if (snapshot && workspace) {
-      throw new AwcError('E_AMBIGUOUS', `${JSON.stringify(ref)} names both snapshot ${snapshot.id} and workspace ${workspace.id}`, {
-        hint: `Say which: snapshot:${ref} or workspace:${ref} (or the id ${snapshot.id} / ${workspace.id}).`,
-        details: { ref, snapshot: snapshot.id, workspace: workspace.id },
-      });
-    }
-    if (snapshot) return { kind: 'snapshot', snapshot };
-    if (workspace) return { kind: 'workspace', workspace };
-    throw new AwcError('E_NOT_FOUND', `no snapshot or workspace ${JSON.stringify(ref)}`);
+  resolve(ref: string): Promise<ResolvedRef> {
+    return resolveRef(this, ref);
   }
 
   /**
    * Forks `count` workspaces from a snapshot: catalog rows only, one transaction.
-   * With a name and count > 1, names are `<name>-1` … `<name>-K`.
-   * @throws E_NOT_FOUND, E_NAME_TAKEN, E_USAGE (count out of range)
+   * With a name and count > 1, names are `<name>-1` … `<name>-K`. `labels` go on every new workspace.
+   * @throws E_NOT_FOUND, E_NAME_TAKEN, E_USAGE (count out of range, bad labels)
    */
-  async fork(snapshotRef: string, opts: { name?: string; count?: number } = {}): Promise<WorkspaceRow[]> {
+  async fork(snapshotRef: string, opts: { name?: string; count?: number; labels?: Labels } = {}): Promise<WorkspaceRow[]> {
     const count = opts.count ?? 1;
     if (!Number.isInteger(count) || count < 1 || count > 100_000)
       throw new AwcError('E_USAGE', `--count must be a whole number from 1 to 100000, got ${opts.count}`);
@@ -199,7 +197,7 @@ export class Awc implements DriverContext {
     const names = Array.from({ length: count }, (_, i) =>
       opts.name === undefined ? null : count === 1 ? opts.name : `${opts.name}-${i + 1}`,
     );
-    return this.catalog.forkWorkspaces(this.namespace, snap.id, names);
+    return this.catalog.forkWorkspaces(this.namespace, snap.id, names, { labels: opts.labels });
   }
 
   /** The mount driver this host uses (see `awc doctor`). */

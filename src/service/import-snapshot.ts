@@ -5,6 +5,7 @@ import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { checkName } from '../catalog/names.js';
+import { checkLabels, type Labels } from '../catalog/labels.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { importDir } from '../host/import-dir.js';
 import type { Progress } from '../drivers/mount-driver.js';
@@ -16,6 +17,8 @@ export interface ImportResult {
   id: string;
   name: string | null;
   root: Digest;
+  /** The snapshot's labels (`{}` when none). */
+  labels: Labels;
   files: number;
   bytes: number;
   newBytes: number;
@@ -29,6 +32,8 @@ export interface ImportResult {
 export interface ImportOptions {
   name?: string;
   message?: string;
+  /** Labels of the new snapshot (catalog/labels.ts; validated before any byte is read: E_USAGE). */
+  labels?: Labels;
   allowChanging?: boolean;
   onProgress?: Progress;
   onWarning?: (w: { code: string; path: string; message: string }) => void;
@@ -61,6 +66,7 @@ export async function importSnapshot(
     throw toAwcError(err);
   }
   checkName(opts.name, 'snapshot');
+  const labels = checkLabels(opts.labels as Record<string, string> | undefined);
   if (opts.name !== undefined) await assertSnapshotNameFree(catalog, namespace, opts.name);
   const startedAtMs = await catalog.nowMs();
   const writer = makeWriter();
@@ -79,6 +85,7 @@ export async function importSnapshot(
     root: r.root,
     name: opts.name ?? null,
     message: opts.message ?? `import ${src}`,
+    labels,
     fileCount: r.fileCount,
     byteCount: r.byteCount,
     packs,
@@ -89,6 +96,7 @@ export async function importSnapshot(
     id: snap.id,
     name: snap.name,
     root: snap.root,
+    labels: snap.labels,
     files: r.fileCount,
     bytes: r.byteCount,
     newBytes: writer.stats.newBytes,

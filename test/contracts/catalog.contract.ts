@@ -9,6 +9,7 @@ import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
 import { MIGRATIONS } from '../../src/catalog/migrations.js';
 import { catalogConcurrencyContract } from './catalog-concurrency.contract.js';
 import { catalogLeaseContract } from './catalog-leases.contract.js';
+import { catalogLabelContract } from './catalog-labels.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -408,4 +409,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
   });
   if (factory.connect) catalogConcurrencyContract(name, factory as Required<CatalogFactory>);
   catalogLeaseContract(name, factory);
+  catalogLabelContract(name, factory);
 }

@@ -10,6 +10,7 @@ import type {
   HostRow,
   HostSession,
   LeaseRow,
+  ListFilter,
   NewSnapshot,
   SnapshotRow,
   WorkspaceRow,
@@ -24,6 +25,8 @@ import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { WorkspaceQueries } from './workspace-queries.js';
+import { setLabelsQuery } from './label-queries.js';
+import type { LabelPatch, Labels } from '../labels.js';
 
 /**
  * `KyselyCatalog`: the `Catalog` port over any `Kysely<Database>`, with the queries written
@@ -107,9 +110,9 @@ export class KyselyCatalog implements Catalog {
     return this.#snapshots.getSnapshot(namespace, ref);
   }
 
-  /** Snapshots of `namespace`, newest first. */
-  listSnapshots(namespace: string): Promise<SnapshotRow[]> {
-    return this.#snapshots.listSnapshots(namespace);
+  /** Snapshots of `namespace`, newest first, those with every label of `filter.labels`. */
+  listSnapshots(namespace: string, filter?: ListFilter): Promise<SnapshotRow[]> {
+    return this.#snapshots.listSnapshots(namespace, filter);
   }
 
   /** See `SnapshotQueries.deleteSnapshot`. @throws E_NOT_FOUND, E_IN_USE */
@@ -118,8 +121,13 @@ export class KyselyCatalog implements Catalog {
   }
 
   /** See `WorkspaceQueries.forkWorkspaces`. @throws E_NOT_FOUND, E_NAME_TAKEN, E_USAGE */
-  forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]> {
-    return this.#workspaces.forkWorkspaces(namespace, snapshotId, names);
+  forkWorkspaces(
+    namespace: string,
+    snapshotId: string,
+    names: readonly (string | null)[],
+    opts?: { labels?: Labels },
+  ): Promise<WorkspaceRow[]> {
+    return this.#workspaces.forkWorkspaces(namespace, snapshotId, names, opts);
   }
 
   /** See `WorkspaceQueries.getWorkspace`. @throws E_NOT_FOUND, E_AMBIGUOUS */
@@ -127,9 +135,14 @@ export class KyselyCatalog implements Catalog {
     return this.#workspaces.getWorkspace(namespace, ref);
   }
 
-  /** Workspaces of `namespace`, oldest first. */
-  listWorkspaces(namespace: string): Promise<WorkspaceRow[]> {
-    return this.#workspaces.listWorkspaces(namespace);
+  /** Workspaces of `namespace`, oldest first, those with every label of `filter.labels`. */
+  listWorkspaces(namespace: string, filter?: ListFilter): Promise<WorkspaceRow[]> {
+    return this.#workspaces.listWorkspaces(namespace, filter);
+  }
+
+  /** See `setLabelsQuery` (sql/label-queries.ts). @throws E_NOT_FOUND, E_USAGE */
+  setLabels(kind: 'snapshot' | 'workspace', namespace: string, id: string, patch: LabelPatch): Promise<Labels> {
+    return setLabelsQuery(this.#ctx, kind, namespace, id, patch);
   }
 
   /** The workspace mounted at `path` (absolute), in any namespace, if any. */

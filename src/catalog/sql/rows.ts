@@ -2,6 +2,7 @@ import type { Digest } from '../../core/digest.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
 import type { SnapshotRow, WorkspaceRow } from '../catalog.js';
 import type { SnapshotRecord, WorkspaceRecord } from '../schema.js';
+import { labelsFromText } from '../labels.js';
 
 /**
  * Row mapping between the catalog's tables (schema.ts, snake_case) and the port's rows
@@ -38,6 +39,7 @@ export function toSnapshotRow(r: SnapshotRecord, namespace: string): SnapshotRow
     createdAt: r.created_at,
     fileCount: toNum(r.file_count),
     byteCount: toNum(r.byte_count),
+    labels: labelsFromText(r.labels),
   };
 }
 
@@ -55,5 +57,6 @@ export function toWorkspaceRow(r: WorkspaceRecord, namespace: string): Workspace
     mountHost: r.mount_host,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
+    labels: labelsFromText(r.labels),
   };
 }

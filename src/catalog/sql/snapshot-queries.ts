@@ -1,6 +1,7 @@
 import type { Transaction } from 'kysely';
 import { AwcError } from '../../core/errors.js';
-import type { CheckpointCommit, NewSnapshot, SnapshotRow } from '../catalog.js';
+import type { CheckpointCommit, ListFilter, NewSnapshot, SnapshotRow } from '../catalog.js';
+import { labelsToText, matchesLabels } from '../labels.js';
 import { newId } from '../ids.js';
 import { checkName } from '../names.js';
 import type { Database, SnapshotRecord } from '../schema.js';
@@ -64,6 +65,7 @@ export class SnapshotQueries {
       created_at: now,
       file_count: s.fileCount,
       byte_count: s.byteCount,
+      labels: labelsToText(s.labels),
     };
   }
 
@@ -170,8 +172,8 @@ export class SnapshotQueries {
     });
   }
 
-  /** Snapshots of `namespace`, newest first (created_at, then id, descending). */
-  async listSnapshots(namespace: string): Promise<SnapshotRow[]> {
+  /** Snapshots of `namespace`, newest first (created_at, then id, descending); only those with every label of `filter.labels`. */
+  async listSnapshots(namespace: string, filter?: ListFilter): Promise<SnapshotRow[]> {
     const ctx = this.ctx;
     return ctx.read(async () => {
       const nsId = await ctx.findNs(namespace);
@@ -183,7 +185,7 @@ export class SnapshotQueries {
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
         .execute();
-      return rows.map((r) => toSnapshotRow(r, namespace));
+      return rows.map((r) => toSnapshotRow(r, namespace)).filter((r) => matchesLabels(r.labels, filter?.labels));
     });
   }
 

@@ -1,7 +1,8 @@
 import { AwcError } from '../../core/errors.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
 import type { Transaction } from 'kysely';
-import type { LeaseRow, WorkspaceRow } from '../catalog.js';
+import type { LeaseRow, ListFilter, WorkspaceRow } from '../catalog.js';
+import { labelsToText, matchesLabels, type Labels } from '../labels.js';
 import { newIds } from '../ids.js';
 import { checkName } from '../names.js';
 import type { Database, NewWorkspaceRecord, WorkspaceRecord } from '../schema.js';
@@ -29,10 +30,17 @@ export class WorkspaceQueries {
    * `snapshotId` (an exact snapshot id), in one transaction with multi-row INSERTs (one
    * statement for up to ~2700 workspaces). Returned rows follow the order of `names`, and
    * their ids increase in that order.
-   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (a name exists or repeats; nothing created), E_USAGE (bad name)
+   * `opts.labels` go on every new workspace.
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (a name exists or repeats; nothing created), E_USAGE (bad name or labels)
    */
-  async forkWorkspaces(namespace: string, snapshotId: string, names: readonly (string | null)[]): Promise<WorkspaceRow[]> {
+  async forkWorkspaces(
+    namespace: string,
+    snapshotId: string,
+    names: readonly (string | null)[],
+    opts: { labels?: Labels } = {},
+  ): Promise<WorkspaceRow[]> {
     const ctx = this.ctx;
+    const labels = labelsToText(opts.labels);
     const seen = new Set<string>();
     for (const n of names) {
       checkName(n, 'workspace');
@@ -57,6 +65,7 @@ export class WorkspaceQueries {
       mount_host: null,
       created_at: now,
       updated_at: now,
+      labels,
     }));
     await ctx.tx(async (trx) => {
       const snap = await trx
@@ -84,7 +93,7 @@ export class WorkspaceQueries {
         }
       }
       try {
-        for (const group of chunks(records, ctx.rowsPerInsert(11))) {
+        for (const group of chunks(records, ctx.rowsPerInsert(12))) {
           await trx.insertInto('workspaces').values(group).execute();
         }
       } catch (err) {
@@ -113,8 +122,8 @@ export class WorkspaceQueries {
     });
   }
 
-  /** Workspaces of `namespace`, oldest first (created_at, then id, ascending). */
-  async listWorkspaces(namespace: string): Promise<WorkspaceRow[]> {
+  /** Workspaces of `namespace`, oldest first (created_at, then id, ascending); only those with every label of `filter.labels`. */
+  async listWorkspaces(namespace: string, filter?: ListFilter): Promise<WorkspaceRow[]> {
     const ctx = this.ctx;
     return ctx.read(async () => {
       const nsId = await ctx.findNs(namespace);
@@ -126,7 +135,7 @@ export class WorkspaceQueries {
         .orderBy('created_at', 'asc')
         .orderBy('id', 'asc')
         .execute();
-      return rows.map((r) => toWorkspaceRow(r, namespace));
+      return rows.map((r) => toWorkspaceRow(r, namespace)).filter((r) => matchesLabels(r.labels, filter?.labels));
     });
   }
 
