@@ -11,6 +11,9 @@ import type { RemoteMethod } from '../service/remote-methods.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName } from '../host/export-dir-guard.js';
 import { PendingFile } from '../service/pending-file.js';
 
+/** Properties of Awc that are the home's own (catalog, store, paths): never through the daemon. */
+const LOCAL_ONLY = ['catalog', 'store', 'paths', 'config', 'reader'];
+
 /** What `awc export` returns. */
 type ExportResult = Awc['export'] extends (...a: never[]) => Promise<infer R> ? R : never;
 /** The export options of `awc export`. */
@@ -45,7 +48,16 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     export: (ref: string, opts: ExportOptions) => exportAsUser(client, namespace, ref, opts),
   };
   return new Proxy(own, {
-    get: (t, p) => (p in t ? t[p as string] : typeof p === 'string' && p !== 'then' ? call(p) : undefined),
+    get: (t, p) => {
+      if (p in t) return t[p as string];
+      if (typeof p !== 'string' || p === 'then') return undefined;
+      // what lives in root's home is not handed out: a command that needs it says so
+      if (LOCAL_ONLY.includes(p))
+        throw new AwcError('E_USAGE', `this command needs the home itself (${p}); it is not available through the daemon`, {
+          hint: 'Ask an administrator to run it as root.',
+        });
+      return call(p);
+    },
   }) as unknown as RemoteAwc;
 }
 
