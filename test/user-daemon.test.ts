@@ -86,7 +86,12 @@ describe(
         chownSync(p, u.uid, u.gid);
       mkdirSync(join(work, 'root-only'), { mode: 0o700 });
       writeFileSync(join(work, 'root-only', 'x'), 'x');
-      for (const d of ['mnt', 'out']) {
+      // a snapshot root made of root's files (owners 0:0, 0644 and 0755)
+      const rsrc = join(work, 'root-src');
+      mkdirSync(join(rsrc, 'd'), { recursive: true, mode: 0o755 });
+      writeFileSync(join(rsrc, 'd', 'r.txt'), 'root file\n', { mode: 0o644 });
+      awcOk(home, ['snapshot', 'import', rsrc, '--name', 'rootbase']);
+      for (const d of ['mnt', 'mnt2', 'out']) {
         mkdirSync(mine(d));
         chownSync(mine(d), u.uid, u.gid);
       }
@@ -120,8 +125,10 @@ describe(
       const snap = ok(u, ['snapshot', 'import', mine('src'), '--name', 'base']);
       assert.equal(snap.files, 3);
       assert.deepEqual(
-        ok(u, ['snapshot', 'ls']).snapshots.map((s: { name: string }) => s.name),
-        ['base'],
+        ok(u, ['snapshot', 'ls'])
+          .snapshots.map((s: { name: string }) => s.name)
+          .sort(),
+        ['base', 'rootbase'],
       );
       ok(u, ['fork', 'base', '--name', 'w1']);
       ok(u, ['fork', 'base', '--name', 'w2']);
@@ -160,6 +167,17 @@ describe(
       ok(u, ['unmount', 'w1']);
       ok(u, ['rm', 'w1']);
       assert.equal(ok(u, ['ls']).workspaces.length, 1);
+    });
+
+    test("a snapshot of root's files appears owned by the user who mounts it, who may write it", () => {
+      ok(u, ['fork', 'rootbase', '--name', 'w3']);
+      ok(u, ['mount', 'w3', mine('mnt2')]);
+      for (const p of ['', 'd', 'd/r.txt']) assert.equal(statSync(join(mine('mnt2'), p)).uid, u.uid, `owner of ${p || '.'}`);
+      const sh = u.run('sh', ['-c', 'echo mine > "$0/d/r.txt" && cat "$0/d/r.txt"', mine('mnt2')]);
+      assert.equal(sh.status, 0, sh.stderr);
+      assert.equal(sh.stdout, 'mine\n');
+      ok(u, ['unmount', 'w3', '--discard']);
+      ok(u, ['rm', 'w3']);
     });
 
     test('refusals: a namespace not allowed, a target not theirs, a directory they cannot read', () => {

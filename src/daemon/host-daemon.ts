@@ -27,6 +27,7 @@ import { loadConfig } from '../config/config.js';
 import { resolveUserRules } from './user-access.js';
 import { UserRpc } from './user-rpc.js';
 import { UserSockets } from './user-sockets.js';
+import { readJson, sendJson as send } from './http-json.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -435,28 +436,6 @@ function str(body: Record<string, unknown>, k: string): string {
   const v = body[k];
   if (typeof v !== 'string' || v === '') throw new AwcError('E_USAGE', `missing string field ${k}`);
   return v;
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const data = Buffer.from(JSON.stringify(body));
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': data.length });
-  res.end(data);
-}
-
-function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    req.on('data', (d) => parts.push(d));
-    req.on('error', reject);
-    req.on('end', () => {
-      try {
-        const t = Buffer.concat(parts).toString('utf8');
-        resolve(t === '' ? {} : JSON.parse(t));
-      } catch {
-        reject(new AwcError('E_USAGE', 'request body is not JSON'));
-      }
-    });
-  });
 }
 
 /** [hex, size in bytes] of every content object of a layer. */

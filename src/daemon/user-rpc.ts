@@ -17,6 +17,7 @@ import { exportTar } from '../service/export-tar.js';
 import { REMOTE_METHODS, type RemoteMethod } from '../service/remote-methods.js';
 import { checkNamespace, type AllowedUser } from './user-access.js';
 import type { DaemonMetrics } from './metrics.js';
+import { readJson, sendJson as send } from './http-json.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -60,6 +61,8 @@ export class UserRpc {
         return send(res, 200, { pid: process.pid, user: user.name, uid: user.uid, namespaces: user.namespaces });
       if (route === 'POST /v1/import') return send(res, 200, await this.importTar(user, req));
       const body = await readJson(req);
+      if (typeof body !== 'object' || body === null || Array.isArray(body))
+        throw new AwcError('E_USAGE', 'request body is not a JSON object');
       const awc = this.awcFor(user, body.namespace);
       if (route === 'POST /v1/call') return send(res, 200, (await this.call(user, awc, body.method, body.args)) ?? null);
       if (route === 'POST /v1/export-tar') return await this.exportTar(awc, body.ref, res);
@@ -165,27 +168,4 @@ export class UserRpc {
     res.addTrailers({ 'x-awc-result': JSON.stringify({ id: snap.id, root: snap.root, files: counts.files, bytes: counts.bytes }) });
     res.end();
   }
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const data = Buffer.from(JSON.stringify(body));
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': data.length });
-  res.end(data);
-}
-
-function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    req.on('data', (d) => parts.push(d));
-    req.on('error', reject);
-    req.on('end', () => {
-      try {
-        const t = Buffer.concat(parts).toString('utf8');
-        const v = t === '' ? {} : JSON.parse(t);
-        resolve(typeof v === 'object' && v !== null ? v : {});
-      } catch {
-        reject(new AwcError('E_USAGE', 'request body is not JSON'));
-      }
-    });
-  });
 }
