@@ -72,6 +72,13 @@ function out(): Output {
  */
 async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
   const g = globals();
+  // an ordinary user allowed to use root's daemon: every command goes through their socket (docs/how-to/ordinary-users.md)
+  const { userSocketFor } = await import('./user-socket.js');
+  const socket = userSocketFor(g.home);
+  if (socket !== undefined) {
+    const { remoteAwc } = await import('./remote-awc.js');
+    return fn(remoteAwc(socket, g.namespace ?? process.env.AWC_NAMESPACE ?? 'default') as unknown as Awc, out());
+  }
   const awc = await openAwc({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false });
   try {
     return await fn(awc, out());
@@ -382,6 +389,11 @@ daemon
     const resume = process.env.AWC_FUSE_RESUME === '1';
     const d = new HostDaemon(config, { fuseFd, resume, version: packageVersion() });
     d.on('log', logLine('daemon'));
+    // the `users` of config.json again (per-user sockets)
+    process.on(
+      'SIGHUP',
+      () => void d.reload().catch((err: unknown) => logLine('daemon')({ level: 'error', msg: 'reload failed', err: String(err) })),
+    );
     const stop = () => void d.stop().then(() => process.exit(0));
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);

@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { MOUNT_DRIVER_NAMES, type MountDriverName } from '../core/mount-driver-name.js';
 import { fileUrl, parseCatalogUrl, parseObjectStoreUrl, sqliteUrl } from './backend-url.js';
+import { parseUserRules, type UserRule } from './users-config.js';
 
 /** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
 export type MountDriverChoice = 'auto' | MountDriverName;
@@ -56,6 +57,11 @@ export interface AwcConfig {
    * docs/explanation/gc.md#host-local-state.
    */
   sweepIntervalMs: number;
+  /**
+   * Who besides root may use the host daemon, and in which namespaces (`users`, config.json
+   * only; see users-config.ts): the daemon gives each a socket of their own (see {@link pathsOf}).
+   */
+  users?: UserRule[];
 }
 
 /** Paths derived from the home directory. */
@@ -77,6 +83,10 @@ export interface AwcPaths {
   cache: string;
   layers: string;
   workspaces: string;
+  /** The directory of the per-user sockets of a root daemon (`<uid>.sock`; see {@link userSocketsDirOf}). */
+  userSockets: string;
+  /** Overlay layers built for an ordinary user (`<uid>/<root hex>`: owners mapped to that user). */
+  userLayers: string;
 }
 
 /** The default home: `/var/lib/awc` for root, else `~/.local/share/awc`. */
@@ -177,6 +187,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     throw new AwcError('E_CONFIG', `invalid sweepIntervalMs ${JSON.stringify(merged.sweepIntervalMs)}`, {
       hint: 'Use 0 (sweep only on demand) or a whole number of ms from 1000 to 604800000 (default 3600000).',
     });
+  const users = merged.users === undefined ? undefined : parseUserRules(merged.users);
   return {
     home,
     namespace: ns,
@@ -192,6 +203,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     leaseTtlMs,
     heartbeatMs,
     sweepIntervalMs,
+    ...(users ? { users } : {}),
   };
 }
 
@@ -215,7 +227,7 @@ function leaseTimes(ttl: unknown, beat: unknown): { leaseTtlMs: number; heartbea
 
 /** config.json must be an object of CONFIG_KEYS only. @throws E_CONFIG naming the unknown key and the valid ones */
 function checkKeys(file: unknown, path: string): void {
-  const valid = Object.keys(CONFIG_KEYS);
+  const valid = [...Object.keys(CONFIG_KEYS), 'users'];
   if (typeof file !== 'object' || file === null || Array.isArray(file))
     throw new AwcError('E_CONFIG', `${path} must hold a JSON object`, {
       hint: `Write {"key": value, …} with the keys ${valid.join(', ')}.`,
@@ -268,6 +280,19 @@ export function socketPathOf(config: Pick<AwcConfig, 'home' | 'socket'>): string
 }
 
 /**
+ * Where a root daemon puts the per-user sockets of a home, whoever asks (a user's CLI
+ * computes it without reading the home): `<socket>.users` when `socket` is set; else
+ * `/run/awc/users` for the default home, `/run/awc/<first 12 hex of sha256(home)>.users`
+ * for any other.
+ */
+export function userSocketsDirOf(config: Pick<AwcConfig, 'home' | 'socket'>): string {
+  if (config.socket !== undefined) return `${config.socket}.users`;
+  const home = resolve(config.home);
+  if (home === '/var/lib/awc') return join(ROOT_RUN_DIR, 'users');
+  return join(ROOT_RUN_DIR, `${createHash('sha256').update(home).digest('hex').slice(0, 12)}.users`);
+}
+
+/**
  * Paths of a home: everything under the home directory (kept 0700 / 0600), except the
  * daemon socket (see {@link socketPathOf}), the single source of truth for where it is,
  * and what the configuration puts elsewhere: `catalog` is the SQLite file of a `sqlite:`
@@ -296,5 +321,7 @@ export function pathsOf(
     cache: config.cacheDir ?? join(hostDir, 'cache'),
     layers: join(hostDir, 'layers'),
     workspaces: join(hostDir, 'workspaces'),
+    userSockets: userSocketsDirOf(config),
+    userLayers: join(hostDir, 'user-layers'),
   };
 }

@@ -23,6 +23,11 @@ import { prepareHome } from '../service/private-home.js';
 import { livePid } from './pid-file.js';
 import { HostHeartbeat, type HeartbeatStatus } from './heartbeat.js';
 import { HostSweeper } from './host-sweeper.js';
+import { loadConfig } from '../config/config.js';
+import { resolveUserRules } from './user-access.js';
+import { UserRpc } from './user-rpc.js';
+import { UserSockets } from './user-sockets.js';
+import { readJson, sendJson as send } from './http-json.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -86,6 +91,10 @@ export interface HostDaemonOptions {
  * - `POST /v1/checkpoint-report {driver, durationMs, newBytes}` → `{ok: true}`: counts a
  *   checkpoint the CLI ran (E_USAGE on invalid values)
  * - `POST /v1/sweep {dryRun}` → HostSweepReport: one host-local sweep now (HostSweeper)
+ * - `POST /v1/reload` → `{users: [uid…]}`: applies the home's `users` again (see reload; also on SIGHUP)
+ *
+ * Every user the `users` configuration allows gets a socket of their own with a smaller API
+ * (UserRpc, src/daemon/user-rpc.ts).
  *
  * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Emits 'log'
  * events (`{level, msg, ...}`); never prints.
@@ -110,6 +119,8 @@ export class HostDaemon extends EventEmitter {
   /** Content FUSE and overlays need root; an ordinary user's daemon only holds the session (copy mounts). */
   private readonly servesContent = process.getuid?.() === 0;
   private stopping?: Promise<void>;
+  /** The per-user sockets (root daemon only; see reload). */
+  private userSockets?: UserSockets;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
   readonly metrics = new DaemonMetrics();
 
@@ -220,8 +231,42 @@ export class HostDaemon extends EventEmitter {
     this.sweeper.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
+    if (this.servesContent) await this.serveUsers(this.config);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
+  }
+
+  /** Gives every user the `users` rules of `config` allow a socket of their own, and takes it from the others (see UserSockets). */
+  private async serveUsers(config: AwcConfig): Promise<void> {
+    const users = resolveUserRules(config.users ?? []);
+    if (!this.userSockets && users.size === 0) return;
+    if (!this.userSockets) {
+      const rpc = new UserRpc({
+        config: this.config,
+        paths: this.paths,
+        catalog: this.catalog,
+        store: this.store,
+        overlays: () => this.overlayHost(),
+        metrics: this.metrics,
+      });
+      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res));
+      this.userSockets.on('log', (l) => this.emit('log', l));
+    }
+    await this.userSockets.sync(users);
+  }
+
+  /**
+   * Reads the home's config.json again (SIGHUP) and applies its `users`: sockets for users
+   * newly allowed, none for those no longer allowed, new namespace rules for the others.
+   * A configuration that does not validate changes nothing. @throws E_CONFIG
+   */
+  async reload(): Promise<number[]> {
+    if (!this.servesContent) return [];
+    const fresh = loadConfig({ home: this.config.home });
+    (this.config as { users?: AwcConfig['users'] }).users = fresh.users;
+    await this.serveUsers(fresh);
+    this.emit('log', { level: 'info', msg: 'reloaded', users: this.userSockets?.uids() ?? [] });
+    return this.userSockets?.uids() ?? [];
   }
 
   /** The overlay mounts of this host over the content FUSE server: their layers are registered with the content plane and announced to the server. */
@@ -285,6 +330,7 @@ export class HostDaemon extends EventEmitter {
       await this.plane?.idle();
       // the session is not ended: its leases outlive this daemon by the TTL (a restart continues it)
       await this.heartbeat?.stop();
+      await this.userSockets?.close();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
       // A daemon started since this one stopped answering owns the socket and pid files now: leave them.
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });
@@ -342,6 +388,9 @@ export class HostDaemon extends EventEmitter {
           });
           out = { ok: true };
           break;
+        case 'POST /v1/reload':
+          out = { users: await this.reload() };
+          break;
         case 'POST /v1/sweep':
           if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
           out = await this.sweeper.run({ dryRun: body.dryRun === true });
@@ -387,28 +436,6 @@ function str(body: Record<string, unknown>, k: string): string {
   const v = body[k];
   if (typeof v !== 'string' || v === '') throw new AwcError('E_USAGE', `missing string field ${k}`);
   return v;
-}
-
-function send(res: ServerResponse, status: number, body: unknown): void {
-  const data = Buffer.from(JSON.stringify(body));
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': data.length });
-  res.end(data);
-}
-
-function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    req.on('data', (d) => parts.push(d));
-    req.on('error', reject);
-    req.on('end', () => {
-      try {
-        const t = Buffer.concat(parts).toString('utf8');
-        resolve(t === '' ? {} : JSON.parse(t));
-      } catch {
-        reject(new AwcError('E_USAGE', 'request body is not JSON'));
-      }
-    });
-  });
 }
 
 /** [hex, size in bytes] of every content object of a layer. */

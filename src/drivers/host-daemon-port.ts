@@ -14,7 +14,13 @@ export interface HostDaemonPort {
    * @throws E_ALREADY_MOUNTED, E_STILL_MOUNTED, E_MOUNT_FAILED, E_TARGET_BUSY / E_USAGE (target), E_DAEMON_UNAVAILABLE,
    *   E_LEASED, E_LEASE_LOST
    */
-  mount(req: { namespace: string; workspace: string; target: string; steal?: boolean }): Promise<MountResult>;
+  mount(req: {
+    namespace: string;
+    workspace: string;
+    target: string;
+    steal?: boolean;
+    asUser?: { uid: number; gid: number };
+  }): Promise<MountResult>;
 
   /**
    * Makes sure the host daemon runs (starting it when it does not): it holds this host's

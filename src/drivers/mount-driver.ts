@@ -93,6 +93,8 @@ export interface MountOptions {
   onProgress?: Progress;
   /** Take over a workspace whose lease expired on another host (`awc mount --steal`). */
   steal?: boolean;
+  /** An ordinary user's mount through the root daemon (overlay only; see OverlayHost.mount's `asUser`). */
+  asUser?: { uid: number; gid: number };
 }
 
 /** What an adapter needs from the service: configuration, catalog and content (implemented by `Awc`). */

@@ -33,6 +33,12 @@ export interface WorkspaceHostState {
    * scan (upper-use.ts) finds the processes that keep it alive by it.
    */
   mount?: { id: number; dev: string };
+  /**
+   * The ordinary user who mounted it through the root daemon (docs/explanation/security.md
+   * "Per-user sockets"): its layer is theirs (`<userLayers>/<uid>`), and only they (and root)
+   * may unmount, checkpoint or remove it. Absent: mounted by root.
+   */
+  owner?: { uid: number; gid: number };
   /** Copy driver: the stat of every materialised path (relative) when it was written, to skip unchanged files. */
   statCache?: Record<string, [string, string, string, string]>;
 }

@@ -13,6 +13,7 @@ import { exportDir } from '../host/export-dir.js';
 import { prepareMountTarget } from '../host/mount-commands.js';
 import { assertHome, loadConfig, pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
 import type { DriverContext, MountDriver, MountDriverName, MountResult, Progress, UnmountResult } from '../drivers/mount-driver.js';
+import type { MountOptions as DriverMountOptions } from '../drivers/mount-driver.js';
 import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
 import { detectDriver, type DriverReport } from '../drivers/detect-driver.js';
 import { readHostState, removeHostState, type WorkspaceHostState } from '../drivers/workspace-state.js';
@@ -97,6 +98,11 @@ export class Awc implements DriverContext {
     const store = openObjectStore(config.objectStore);
     const catalog = await openCatalog(config.catalog);
     return new Awc(config, catalog, store, opts.daemon?.(config) ?? NO_DAEMON);
+  }
+
+  /** A service over an open catalog and store (the root daemon serving a user's call, src/daemon/user-rpc.ts); never `close` it. */
+  static over(config: AwcConfig, catalog: Catalog, store: ObjectStore, daemon: HostDaemonPort): Awc {
+    return new Awc(config, catalog, store, daemon);
   }
 
   async close(): Promise<void> {
@@ -214,8 +220,9 @@ export class Awc implements DriverContext {
    *   E_STILL_MOUNTED (an earlier mount is still alive: detached but used, or in another mount namespace),
    *   E_IN_USE (uncheckpointed changes kept by another driver, or that the driver cannot resume),
    *   E_LEASED (another host holds it; `steal` takes over an expired lease), E_LEASE_LOST (stale changes kept here)
+   * `asUser`: an ordinary user's mount through the root daemon (overlay only, at a directory they own).
    */
-  async mount(wsRef: string, dir: string, opts: { onProgress?: Progress; steal?: boolean } = {}): Promise<MountResult> {
+  async mount(wsRef: string, dir: string, opts: DriverMountOptions = {}): Promise<MountResult> {
     const ws = await this.getWorkspace(wsRef);
     if (ws.mountState === 'mounted' && ws.mountHost === this.config.host && ws.mountPath === resolve(dir)) {
       const resumed = await this.driver(ws.mountDriver).resume(ws);
@@ -230,8 +237,9 @@ export class Awc implements DriverContext {
         hint: 'Mount workspaces outside the data directory.',
       });
     }
-    await prepareMountTarget(target, this.config.home);
+    if (!opts.asUser) await prepareMountTarget(target, this.config.home); // a user's: opened by the overlay host (openOwnedTarget)
     const report = this.doctor();
+    if (opts.asUser && report.driver !== 'overlay') throw new AwcError('E_PERMISSION', `users mount by overlay only; ${report.reason}`);
     if (this.config.mountDriver !== 'auto' && report.driver !== this.config.mountDriver) {
       throw new AwcError('E_PERMISSION', `the ${this.config.mountDriver} driver was asked for but ${report.reason}`);
     }

@@ -44,6 +44,8 @@ interface BuildCtx {
   shorts: Map<string, string>;
   /** False when another content object on this host already answers to the short name of `hex`. */
   shortNameFree: (hex: string) => boolean;
+  /** Every entry gets this owner instead of the snapshot's (a layer built for an ordinary user). */
+  owner?: { uid: number; gid: number };
 }
 
 /** Options of {@link buildLayer}. */
@@ -54,6 +56,12 @@ export interface BuildLayerOptions {
    * then gets the long redirect. Default: every short name is free.
    */
   shortNameFree?: (hex: string) => boolean;
+  /**
+   * Build the layer for an ordinary user: every entry is owned by this uid and gid (so the
+   * user may write their checkout; modes stay the snapshot's). Give such layers their own
+   * `layersDir` (`<userLayers>/<uid>`): a layer tree is per (root, owner).
+   */
+  owner?: { uid: number; gid: number };
 }
 
 /**
@@ -75,11 +83,12 @@ export interface BuildLayerOptions {
  */
 export async function buildLayer(src: TreeSource, root: Digest, layersDir: string, opts: BuildLayerOptions = {}): Promise<Layer> {
   const shortNameFree = opts.shortNameFree ?? (() => true);
+  const owner = opts.owner;
   try {
-    return await buildLayerAs(src, root, layersDir, { long: false, shorts: new Map(), shortNameFree });
+    return await buildLayerAs(src, root, layersDir, { long: false, shorts: new Map(), shortNameFree, owner });
   } catch (err) {
     if (!(err instanceof ShortNameCollision)) throw err;
-    return buildLayerAs(src, root, layersDir, { long: true, shorts: new Map(), shortNameFree });
+    return buildLayerAs(src, root, layersDir, { long: true, shorts: new Map(), shortNameFree, owner });
   }
 }
 
@@ -103,7 +112,7 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
   try {
     const r = await src.readRoot(root);
     await buildDir(src, r.tree, treeDir, '', meta, dirTimes, ctx);
-    applyAttrs(treeDir, r);
+    applyAttrs(treeDir, owned(r, ctx));
     dirTimes.push([treeDir, r.mtimeNs]);
     // directory mtimes last, deepest first, since creating children changed them
     for (let i = dirTimes.length - 1; i >= 0; i--) {
@@ -129,6 +138,11 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
     throw err;
   }
   return { dir: join(base, 'tree'), meta };
+}
+
+/** The entry's attributes with the build's owner, when it has one. */
+function owned<T extends { uid: number; gid: number }>(e: T, ctx: BuildCtx): T {
+  return ctx.owner ? { ...e, uid: ctx.owner.uid, gid: ctx.owner.gid } : e;
 }
 
 function applyAttrs(p: string, e: { mode: number; uid: number; gid: number; xattrs?: Record<string, string> }): void {
@@ -168,11 +182,11 @@ async function buildEntry(
       fs.mkdirSync(p);
       meta.dirs++;
       await buildDir(src, e.tree, p, relPath, meta, dirTimes, ctx);
-      applyAttrs(p, e);
+      applyAttrs(p, owned(e, ctx));
       dirTimes.push([p, e.mtimeNs]);
       return;
     case 'file':
-      writePlaceholder(p, e, ctx);
+      writePlaceholder(p, owned(e, ctx), ctx);
       meta.files++;
       if (e.size > 0) meta.contents[digestHex(e.digest)] = [e.size, e.chunks.map((c) => [c.digest, c.size])];
       return;
@@ -183,7 +197,7 @@ async function buildEntry(
     }
     case 'symlink': {
       fs.symlinkSync(e.target, p);
-      fs.lchownSync(p, e.uid, e.gid);
+      fs.lchownSync(p, owned(e, ctx).uid, owned(e, ctx).gid);
       const t = nsToUtimeSeconds(e.mtimeNs);
       fs.lutimesSync(p, t, t);
       return;
@@ -194,7 +208,7 @@ async function buildEntry(
       const kind = e.type === 'fifo' ? 'p' : e.type === 'chardev' ? 'c' : 'b';
       const args = kind === 'p' ? [p, 'p'] : [p, kind, String(major(e.rdev)), String(minor(e.rdev))];
       execFileSync('mknod', args, { stdio: 'ignore' });
-      applyAttrs(p, e);
+      applyAttrs(p, owned(e, ctx));
       const t = nsToUtimeSeconds(e.mtimeNs);
       fs.utimesSync(p, t, t);
       return;

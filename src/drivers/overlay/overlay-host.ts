@@ -20,6 +20,14 @@ import { mountOverlay } from './overlay-mount.js';
 import { PendingRemounts } from './pending-remounts.js';
 import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
 import { undoMountRecord } from '../undo-mount-record.js';
+import { openOwnedTarget } from '../../host/owned-target.js';
+import { join } from 'node:path';
+
+/** The ordinary user an overlay is mounted for (see WorkspaceHostState.owner). */
+export interface MountOwner {
+  uid: number;
+  gid: number;
+}
 
 /** What the overlays need of the host's content plane (the daemon's content FUSE server and its source). */
 export interface OverlayContent {
@@ -110,7 +118,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         if (!state || state.driver !== 'overlay') continue;
         const dirs = workspaceDirs(this.paths.workspaces, id);
         if (!mounted.has(id) && !(state.mount && (await probeUpperInUse(dirs.upper, dirs.dir)))) continue;
-        await this.layer(state.namespace, state.layerRoot);
+        await this.layer(state.namespace, state.layerRoot, state.owner);
       } catch (err) {
         this.emit('log', { level: 'error', msg: 'layer of a mounted workspace failed', workspace: id, err: String(err) });
       }
@@ -161,8 +169,12 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
    * content objects with the FUSE server, and mounts one overlayfs with a private upper.
    * An upper kept from an earlier mount (uncheckpointed changes) is resumed on its layer, only
    * while this host kept the lease (else it is stale: E_LEASE_LOST). `steal` takes over an expired lease.
+   * `owner` (an ordinary user's mount through the root daemon; a remount takes it from the
+   * kept state): the target must be an empty directory that user owns, opened without
+   * following symlinks and mounted through its descriptor (openOwnedTarget), the layer is
+   * the user's (owners mapped to them) and the upper's root is theirs.
    * @throws E_LEASED, E_LEASE_LOST, E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
-   *   E_STILL_MOUNTED (an earlier overlay on the upper is alive)
+   *   E_STILL_MOUNTED (an earlier overlay on the upper is alive), E_PERMISSION (owner: a target not theirs, or a symlink)
    */
   async mount(
     ns: string,
@@ -170,14 +182,20 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     target: string,
     op: 'mount' | 'remount' = 'mount',
     steal = false,
+    asUser?: MountOwner,
   ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
     // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
+    // a user's target: refused before anything is recorded; opened again (and mounted through its descriptor) below
+    if (op === 'mount' && asUser) openOwnedTarget(target, asUser.uid).close();
     if (op === 'mount') await checkMountTarget(target, this.config.home);
     const ws = await this.catalog.getWorkspace(ns, wsId);
     // (mounted on another host: mountLeased refuses with E_LEASED, or lets a steal of an expired lease go on)
     if (ws.mountState === 'mounted' && ws.mountHost === this.config.host)
       throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const pending = await readHostState(this.paths.workspaces, ws.id);
+    const owner = pending ? pending.owner : asUser;
+    if (pending && asUser && pending.owner?.uid !== asUser.uid)
+      throw new AwcError('E_PERMISSION', `workspace ${ws.id} keeps changes of another user's mount on this host`);
     let layerSnapshotId: string;
     let layerRoot: Digest;
     if (pending) {
@@ -194,7 +212,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       // recorded before the layer is built, so a gc anywhere keeps the layer's snapshot (docs/explanation/gc.md#what-is-live)
       await this.catalog.setLayerSnapshot(ws.id, layerSnapshotId);
       const reader = this.content.reader(ns);
-      const layer = await this.layer(ns, layerRoot);
+      const layer = await this.layer(ns, layerRoot, owner);
       const dirs = workspaceDirs(this.paths.workspaces, ws.id);
       if (fs.existsSync(dirs.upper)) {
         // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
@@ -220,13 +238,18 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
           await mkdir(dirs.upper);
           // the overlay root shows the upper directory's own attributes: give it the snapshot root's
           const root = await reader.readRoot(layerRoot);
-          fs.chownSync(dirs.upper, root.uid, root.gid);
+          fs.chownSync(dirs.upper, owner?.uid ?? root.uid, owner?.gid ?? root.gid);
           fs.chmodSync(dirs.upper, root.mode);
           const t = nsToUtimeSeconds(root.mtimeNs);
           fs.utimesSync(dirs.upper, t, t);
         }
         await mkdirPrivate(dirs.work);
-        await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target });
+        const opened = owner ? openOwnedTarget(target, owner.uid) : undefined;
+        try {
+          await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target, fd: opened?.fd });
+        } finally {
+          opened?.close();
+        }
         mounted = true;
         const m = mountsAt(target, 'overlay').at(-1);
         const mount = m ? { id: m.mountId, dev: `${m.major}:${m.minor}` } : undefined;
@@ -239,6 +262,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
           layerSnapshotId,
           layerRoot,
           mount,
+          ...(owner ? { owner } : {}),
         });
       } catch (err) {
         if (mounted) await unmount(target, true);
@@ -307,9 +331,23 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
    * use by a workspace state, an overlay or a mount in progress here).
    * @throws see sweepLayers
    */
-  sweepLayers(liveRoots: () => Promise<ReadonlySet<Digest>>, dryRun = false): Promise<LayerSweepResult> {
+  async sweepLayers(liveRoots: () => Promise<ReadonlySet<Digest>>, dryRun = false): Promise<LayerSweepResult> {
+    const out = await this.sweepLayersIn(this.paths.layers, liveRoots, dryRun);
+    // the layers built for ordinary users (one tree per root and uid), by the same rule
+    for (const uid of await readdir(this.paths.userLayers).catch(() => [] as string[])) {
+      if (!/^\d+$/.test(uid)) continue;
+      const r = await this.sweepLayersIn(join(this.paths.userLayers, uid), liveRoots, dryRun);
+      out.dropped.push(...r.dropped);
+      out.kept += r.kept;
+      out.leftovers += r.leftovers;
+      out.leftoverBytes += r.leftoverBytes;
+    }
+    return out;
+  }
+
+  private sweepLayersIn(layersDir: string, liveRoots: () => Promise<ReadonlySet<Digest>>, dryRun: boolean): Promise<LayerSweepResult> {
     return sweepLayers({
-      layersDir: this.paths.layers,
+      layersDir,
       workspacesDir: this.paths.workspaces,
       use: this.layerUse,
       liveRoots,
@@ -321,11 +359,12 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   }
 
   /** The layer of a snapshot root, built once per host and registered with the content plane once per daemon. */
-  private layer(ns: string, root: Digest): Promise<Layer> {
-    const key = `${ns}\0${root}`;
+  private layer(ns: string, root: Digest, owner?: MountOwner): Promise<Layer> {
+    const key = `${ns}\0${owner ? `${owner.uid}:${owner.gid}` : ''}\0${root}`;
     let p = this.layers.get(key);
     if (!p) {
-      p = buildLayer(this.content.reader(ns), root, this.paths.layers, { shortNameFree: this.content.shortNameFree }).then((layer) => {
+      const dir = owner ? join(this.paths.userLayers, String(owner.uid)) : this.paths.layers;
+      p = buildLayer(this.content.reader(ns), root, dir, { shortNameFree: this.content.shortNameFree, owner }).then((layer) => {
         this.content.addLayer(ns, layer);
         return layer;
       });

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { AwcError } from '../../core/errors.js';
 import type { WorkspaceRow } from '../../catalog/catalog.js';
 import type { ContentWriter } from '../../store/content-writer.js';
@@ -47,7 +48,7 @@ export class OverlayMountDriver implements MountDriver {
 
   /** Mounts through the host daemon (started on demand), which takes the lease and resumes a kept upper. @throws what HostDaemonPort.mount throws */
   mount(ws: WorkspaceRow, target: string, _pending: WorkspaceHostState | undefined, opts: MountOptions = {}): Promise<MountResult> {
-    return this.daemon.mount({ namespace: this.ctx.config.namespace, workspace: ws.id, target, steal: opts.steal });
+    return this.daemon.mount({ namespace: this.ctx.config.namespace, workspace: ws.id, target, steal: opts.steal, asUser: opts.asUser });
   }
 
   /** An overlay recorded as mounted is the daemon's to remount (it does so when it starts): nothing to resume here. */
@@ -104,7 +105,10 @@ export class OverlayMountDriver implements MountDriver {
   async scan(state: WorkspaceHostState, writer: ContentWriter, opts: { allowChanging?: boolean } = {}): Promise<ScanResult> {
     const { ctx } = this;
     const dirs = workspaceDirs(ctx.paths.workspaces, state.workspaceId);
-    const layer = await buildLayer(ctx.reader(), state.layerRoot, ctx.paths.layers);
+    // (an ordinary user's workspace has its own layer tree; its metadata is the same)
+    const layer = state.owner
+      ? await buildLayer(ctx.reader(), state.layerRoot, join(ctx.paths.userLayers, String(state.owner.uid)), { owner: state.owner })
+      : await buildLayer(ctx.reader(), state.layerRoot, ctx.paths.layers);
     const r = await mergeUpper({
       src: ctx.reader(writer.sessionBlob.bind(writer)),
       base: state.layerRoot,

@@ -1,11 +1,28 @@
-import { run } from '../../host/mount-commands.js';
+import { run, runCommand } from '../../host/mount-commands.js';
+import { AwcError } from '../../core/errors.js';
 
 /**
  * Mounts one overlayfs: `lowerdir=LAYER::CONTENT` (CONTENT a data-only lower), private
  * upper and work dirs, `metacopy=on,redirect_dir=on`, and nodev,nosuid by default (docs/explanation/design.md#overlay-driver, #security).
+ * With `fd` (a target opened by openOwnedTarget, src/host/owned-target.ts), mount(8) gets
+ * that descriptor as its fd 3 and mounts on `/proc/self/fd/3` without canonicalising it
+ * (`-c`): mount(2) resolves the magic link to the very directory that was checked, so a
+ * path swapped meanwhile cannot redirect the mount.
  * @throws E_MOUNT_FAILED
  */
-export async function mountOverlay(o: { layer: string; content: string; upper: string; work: string; target: string }): Promise<void> {
+export async function mountOverlay(o: {
+  layer: string;
+  content: string;
+  upper: string;
+  work: string;
+  target: string;
+  fd?: number;
+}): Promise<void> {
   const opts = `lowerdir=${o.layer}::${o.content},upperdir=${o.upper},workdir=${o.work},metacopy=on,redirect_dir=on`;
-  await run('mount', ['-t', 'overlay', 'overlay', '-o', `nodev,nosuid,${opts}`, o.target], { what: `mount overlay at ${o.target}` });
+  if (o.fd === undefined) {
+    await run('mount', ['-t', 'overlay', 'overlay', '-o', `nodev,nosuid,${opts}`, o.target], { what: `mount overlay at ${o.target}` });
+    return;
+  }
+  const r = await runCommand('mount', ['-c', '-t', 'overlay', 'overlay', '-o', `nodev,nosuid,${opts}`, '/proc/self/fd/3'], [o.fd]);
+  if (r.code !== 0) throw new AwcError('E_MOUNT_FAILED', `mount overlay at ${o.target} failed (exit ${r.code}: ${r.stderr.trim()})`);
 }

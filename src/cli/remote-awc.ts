@@ -1,0 +1,173 @@
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { AwcError, toAwcError } from '../core/errors.js';
+import { DirFd } from '../core/dir-fd.js';
+import { UserClient } from '../daemon/user-client.js';
+import type { Awc, ImportResult } from '../service/awc.js';
+import type { ImportOptions } from '../service/import-snapshot.js';
+import type { RemoteMethod } from '../service/remote-methods.js';
+import { checkExportTarget, checkTarget, moveInPlace, tmpName } from '../host/export-dir-guard.js';
+import { PendingFile } from '../service/pending-file.js';
+
+/** Properties of Awc that are the home's own (catalog, store, paths): never through the daemon. */
+const LOCAL_ONLY = ['catalog', 'store', 'paths', 'config', 'reader'];
+
+/** What `awc export` returns. */
+type ExportResult = Awc['export'] extends (...a: never[]) => Promise<infer R> ? R : never;
+/** The export options of `awc export`. */
+type ExportOptions = Parameters<Awc['export']>[1];
+
+/**
+ * The part of {@link Awc} the CLI's commands use, as an ordinary user's CLI gets it: every
+ * method of REMOTE_METHODS (src/service/remote-methods.ts) goes to the root daemon as
+ * `POST /v1/call`; `importSnapshot` and `export` move their files as tar streams made and
+ * read by this process, as the user.
+ */
+export type RemoteAwc = Pick<Awc, Exclude<RemoteMethod, `leases.${string}`> | 'importSnapshot' | 'export' | 'close' | 'namespace'> & {
+  leases: Pick<Awc['leases'], 'list' | 'show'>;
+};
+
+/**
+ * The service facade of an ordinary user's CLI over the per-user socket `socket` (a Proxy:
+ * a method the daemon does not allow answers E_USAGE from the daemon). The commands take it
+ * as their `Awc`.
+ */
+export function remoteAwc(socket: string, namespace: string): RemoteAwc {
+  const client = new UserClient(socket);
+  const call =
+    (method: string) =>
+    (...args: unknown[]): Promise<unknown> =>
+      client.call(namespace, method, args);
+  const own: Record<string, unknown> = {
+    namespace,
+    close: async () => undefined,
+    leases: { list: call('leases.list'), show: call('leases.show') },
+    importSnapshot: (source: string, opts: ImportOptions = {}) => importAsUser(client, namespace, source, opts),
+    export: (ref: string, opts: ExportOptions) => exportAsUser(client, namespace, ref, opts),
+  };
+  return new Proxy(own, {
+    get: (t, p) => {
+      if (p in t) return t[p as string];
+      if (typeof p !== 'string' || p === 'then') return undefined;
+      // what lives in root's home is not handed out: a command that needs it says so
+      if (LOCAL_ONLY.includes(p))
+        throw new AwcError('E_USAGE', `this command needs the home itself (${p}); it is not available through the daemon`, {
+          hint: 'Ask an administrator to run it as root.',
+        });
+      return call(p);
+    },
+  }) as unknown as RemoteAwc;
+}
+
+/** Runs `tar` as this user; resolves when it exited 0. @throws E_PERMISSION (a file this user cannot read), E_IO */
+function runTar(args: string[], stdio: 'in' | 'out'): { child: ReturnType<typeof spawn>; done: Promise<void> } {
+  const child = spawn('tar', args, { stdio: stdio === 'out' ? ['ignore', 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const done = new Promise<void>((ok, fail) => {
+    child.on('error', (e) => fail(toAwcError(e)));
+    child.on('close', (code) => {
+      if (code === 0) return ok();
+      const why = err.trim().split('\n')[0] ?? `exit ${code}`;
+      fail(new AwcError(/Permission denied/i.test(err) ? 'E_PERMISSION' : 'E_IO', `tar failed: ${why}`));
+    });
+  });
+  return { child, done };
+}
+
+/** `snapshot import` as the user: this process reads `source` (a directory through GNU tar, or a tar file) and streams it to the daemon. */
+async function importAsUser(client: UserClient, namespace: string, source: string, opts: ImportOptions): Promise<ImportResult> {
+  const path = resolve(source);
+  const st = fs.statSync(path, { throwIfNoEntry: false });
+  if (!st) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory or tar file: ${source}`);
+  const args = { namespace, name: opts.name, message: opts.message };
+  if (!st.isDirectory()) {
+    const input = fs.createReadStream(path);
+    const done = new Promise<void>((ok, fail) => input.once('end', ok).once('error', (e) => fail(toAwcError(e))));
+    return (await client.upload(args, input, done)) as ImportResult;
+  }
+  try {
+    fs.readdirSync(path); // as the user: a directory they cannot read fails here, as it would for them
+  } catch (err) {
+    throw toAwcError(err);
+  }
+  const tar = runTar(['--format=pax', '--numeric-owner', '-C', path, '-cf', '-', '.'], 'out');
+  return (await client.upload(args, tar.child.stdout!, tar.done)) as ImportResult;
+}
+
+/** `export` as the user: the daemon streams the tar; this process writes the file, or extracts it (export-dir rules). */
+async function exportAsUser(client: UserClient, namespace: string, ref: string, opts: ExportOptions): Promise<ExportResult> {
+  if ((opts.tar === undefined) === (opts.dir === undefined))
+    throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
+  const result = (res: { trailers: NodeJS.Dict<string> }): ExportResult => {
+    const r = res.trailers['x-awc-result'];
+    if (!r) throw new AwcError('E_IO', 'the daemon ended the export early');
+    return JSON.parse(r) as ExportResult;
+  };
+  if (opts.tar === '-') {
+    const res = await client.exportTar(namespace, ref);
+    await pipeline(res, process.stdout, { end: false });
+    return result(res);
+  }
+  if (opts.tar !== undefined) {
+    const file = await PendingFile.create(resolve(opts.tar));
+    try {
+      const res = await client.exportTar(namespace, ref);
+      await pipeline(res, file.stream());
+      const r = result(res);
+      await file.commit();
+      return r;
+    } catch (err) {
+      await file.abort();
+      throw toAwcError(err);
+    }
+  }
+  const target = resolve(opts.dir!);
+  checkExportTarget(target, opts.dir!, undefined);
+  fs.mkdirSync(dirname(target), { recursive: true });
+  const parent = DirFd.openRoot(dirname(target), { follow: true });
+  if (!parent) throw new AwcError('E_SOURCE_NOT_FOUND', `the directory ${dirname(target)} vanished`);
+  const name = basename(target);
+  const tmp = tmpName('export');
+  try {
+    checkTarget(parent.dir, name, opts.dir!, opts.overwrite === true);
+    fs.mkdirSync(parent.dir.path(tmp), { mode: 0o700 });
+    const res = await client.exportTar(namespace, ref);
+    // as the user: owners are this user's, setuid/setgid bits cleared below; tar refuses to leave the directory
+    // (tar runs in its own process: it gets the path, not this process's descriptor)
+    const tar = runTar(
+      ['-x', '-f', '-', '-C', join(dirname(target), tmp), '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'],
+      'in',
+    );
+    res.pipe(tar.child.stdin!);
+    await tar.done;
+    const r = result(res);
+    const leftOut = opts.keepPrivileges ? [] : clearPrivileges(join(dirname(target), tmp), '');
+    moveInPlace(parent.dir, { tmp, name, shown: opts.dir!, parentPath: dirname(target), overwrite: opts.overwrite === true });
+    return leftOut.length > 0 ? { ...r, leftOut } : r;
+  } catch (err) {
+    fs.rmSync(parent.dir.path(tmp), { recursive: true, force: true });
+    throw toAwcError(err);
+  } finally {
+    parent.dir.close();
+  }
+}
+
+/** Clears setuid/setgid bits below `dir` (export --dir without --keep-privileges); what was cleared. */
+function clearPrivileges(dir: string, rel: string): { path: string; reason: string }[] {
+  const out: { path: string; reason: string }[] = [];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = `${dir}/${e.name}`;
+    const r = rel === '' ? e.name : `${rel}/${e.name}`;
+    if (e.isSymbolicLink()) continue;
+    const st = fs.lstatSync(p);
+    if ((st.mode & 0o6000) !== 0 && !e.isDirectory()) {
+      fs.chmodSync(p, st.mode & 0o1777);
+      out.push({ path: r, reason: 'setuid/setgid bit cleared' });
+    }
+    if (e.isDirectory()) out.push(...clearPrivileges(p, r));
+  }
+  return out;
+}

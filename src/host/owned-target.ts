@@ -1,0 +1,66 @@
+import * as fs from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { AwcError, toAwcError } from '../core/errors.js';
+import { fdPath } from '../core/dir-fd.js';
+import { isMounted } from './mount-table.js';
+
+const C = fs.constants;
+const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
+
+/** A mount target opened for an ordinary user: its descriptor (mount through it) and its canonical path. */
+export interface OwnedTarget {
+  fd: number;
+  path: string;
+  close(): void;
+}
+
+/**
+ * Opens the mount target `target` of user `uid` for the root daemon without following any
+ * symlink: every component from `/` is opened relative to its parent's descriptor with
+ * O_NOFOLLOW|O_DIRECTORY (src/core/dir-fd.ts), so a component swapped for a symlink fails
+ * instead of redirecting the walk. The last one must be a directory owned by `uid`, empty
+ * and not a mount point. Mount through `/proc/self/fd/<fd>` of the result (see
+ * mountOverlay's `fd`), so a swap after this check cannot redirect the mount either.
+ * Close it once mounted.
+ * @throws E_USAGE (not absolute), E_PERMISSION (a symlink on the way, or not owned by `uid`),
+ *   E_TARGET_BUSY (missing, not a directory, not empty, a mount point)
+ */
+export function openOwnedTarget(target: string, uid: number): OwnedTarget {
+  if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
+  const path = resolve(target);
+  let fd = fs.openSync('/', DIR_FLAGS);
+  try {
+    for (const name of path.split('/').filter((n) => n !== '')) {
+      let next: number;
+      try {
+        next = fs.openSync(`${fdPath(fd)}/${name}`, DIR_FLAGS);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ELOOP' || code === 'ENOTDIR') {
+          const st = fs.lstatSync(`${fdPath(fd)}/${name}`, { throwIfNoEntry: false });
+          if (st?.isSymbolicLink())
+            throw new AwcError('E_PERMISSION', `${path}: ${name} is a symlink; a mount target is named without symlinks`, {
+              hint: 'Give the real path of a directory you own.',
+            });
+          throw new AwcError('E_TARGET_BUSY', `${path} is not a directory`);
+        }
+        if (code === 'ENOENT') throw new AwcError('E_TARGET_BUSY', `${path} does not exist`, { hint: 'Create an empty directory first.' });
+        throw toAwcError(err);
+      }
+      fs.closeSync(fd);
+      fd = next;
+    }
+    const st = fs.fstatSync(fd);
+    if (st.uid !== uid)
+      throw new AwcError('E_PERMISSION', `${path} is not yours (owner uid ${st.uid}): a workspace is mounted only on a directory you own`, {
+        hint: 'Create an empty directory of your own (mkdir) and mount there.',
+      });
+    if (fs.readdirSync(fdPath(fd)).length > 0) throw new AwcError('E_TARGET_BUSY', `${path} is not empty`);
+    if (isMounted(path)) throw new AwcError('E_TARGET_BUSY', `${path} is already a mount point`);
+  } catch (err) {
+    fs.closeSync(fd);
+    throw err;
+  }
+  const opened = fd;
+  return { fd: opened, path, close: () => fs.closeSync(opened) };
+}

@@ -1,0 +1,27 @@
+/**
+ * The Awc methods an ordinary user's CLI may call through the root daemon's per-user socket
+ * (`POST /v1/call`, src/daemon/user-rpc.ts; docs/explanation/security.md "Per-user sockets").
+ * Everything else is refused. `importSnapshot` and `export` are not here: their files cross
+ * the boundary as tar streams (`/v1/import`, `/v1/export-tar`) so that root never opens a
+ * path the user names. A new Awc method that is safe for users is added here, and the
+ * client (src/cli/remote-awc.ts) forwards it with no other change.
+ */
+export const REMOTE_METHODS = [
+  'listSnapshots',
+  'listWorkspaces',
+  'getSnapshot',
+  'getWorkspace',
+  'resolve',
+  'fork',
+  'mount',
+  'unmount',
+  'checkpoint',
+  'diff',
+  'rm',
+  'doctor',
+  'leases.list',
+  'leases.show',
+] as const;
+
+/** One of {@link REMOTE_METHODS}. */
+export type RemoteMethod = (typeof REMOTE_METHODS)[number];
