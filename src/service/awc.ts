@@ -225,11 +225,7 @@ export class Awc implements DriverContext {
     else if (ws.mountState === 'mounted')
       throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
-    if (target === this.config.home || target.startsWith(this.config.home + '/')) {
-      throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, {
-        hint: 'Mount workspaces outside the data directory.',
-      });
-    }
+    // inside the home: refused (E_USAGE) by prepareMountTarget before anything is created
     await prepareMountTarget(target, this.config.home);
     const report = this.doctor();
     if (this.config.mountDriver !== 'auto' && report.driver !== this.config.mountDriver) {

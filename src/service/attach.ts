@@ -1,0 +1,225 @@
+import { createHash } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { AwcError } from '../core/errors.js';
+import { mkdirPrivate, replaceFilePrivate } from '../core/private-fs.js';
+import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
+import { attachMountsDir, unmount } from '../host/mount-commands.js';
+import { isMounted } from '../host/mount-table.js';
+import { bindMountNoSuid } from '../drivers/copy/bind-mount.js';
+import type { Awc } from './awc.js';
+import { envKey, type EnvKeyOptions } from './env-key.js';
+import { checkBindTarget, checkEnvDir, createMountPoint, type AttachBind } from './attach-target.js';
+
+/**
+ * `awc attach` / `awc detach` (docs/explanation/attach.md): a prepared environment's
+ * dependency directories mounted into a worktree a tool made. The snapshot is forked into a
+ * private workspace mounted under the host state (`<home>/host/attach/mnt/<id>`), and each
+ * dependency directory of it is bind-mounted (nosuid,nodev) at the same place in the
+ * worktree. A record per attached worktree (`<home>/host/attach/<digest of its path>.json`)
+ * says what to undo.
+ */
+
+/** Label of a snapshot: its environment key (docs/explanation/attach.md#the-environment-key). */
+export const ENV_KEY_LABEL = 'awc.env-key';
+/** Label of a snapshot: its dependency directories, comma-separated relative paths. */
+export const ENV_DIRS_LABEL = 'awc.env-dirs';
+/** Label of an attach workspace: the real path of the worktree it is attached to. */
+export const ATTACH_DIR_LABEL = 'awc.attach.dir';
+
+/** What `attach` did (or found done). JSON. */
+export interface AttachResult {
+  /** The worktree (real path). */
+  dir: string;
+  workspace: string;
+  snapshot: string;
+  /** The worktree's environment key (null with an explicit snapshot and no lockfile). */
+  envKey: string | null;
+  /** Where the private workspace is mounted (under the host state). */
+  mountPath: string;
+  binds: AttachBind[];
+  /** The worktree was attached already: nothing was changed. */
+  already: boolean;
+}
+
+/** What `detach` undid. JSON. */
+export interface DetachResult {
+  dir: string;
+  workspace: string;
+  /** Bind mounts removed (absolute paths). */
+  unmounted: string[];
+  /** Mount points attach had created and detach removed. */
+  removedDirs: string[];
+}
+
+interface AttachRecord {
+  v: 1;
+  dir: string;
+  workspace: string;
+  snapshot: string;
+  envKey: string | null;
+  mountPath: string;
+  binds: AttachBind[];
+}
+
+/** Labels of a row (`{}` when the catalog keeps none). */
+function labelsOf(row: SnapshotRow | WorkspaceRow): Readonly<Record<string, string>> {
+  return (row as { labels?: Readonly<Record<string, string>> }).labels ?? {};
+}
+
+/** The record file of the worktree `real`. */
+function recordPath(awc: Awc, real: string): string {
+  return join(awc.paths.hostDir, 'attach', `${createHash('sha256').update(real).digest('hex').slice(0, 32)}.json`);
+}
+
+async function readRecord(path: string): Promise<AttachRecord | undefined> {
+  const text = await fs.readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  return text === undefined ? undefined : (JSON.parse(text) as AttachRecord);
+}
+
+/** The real path of an existing directory outside the home. @throws E_SOURCE_NOT_FOUND, E_USAGE */
+async function worktreeOf(awc: Awc, dir: string): Promise<string> {
+  const real = await fs.realpath(dir).catch(() => undefined);
+  const st = real === undefined ? undefined : await fs.stat(real);
+  if (!real || !st?.isDirectory()) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+  const home = resolve(awc.config.home);
+  if (real === home || real.startsWith(home + '/') || home.startsWith(real + '/'))
+    throw new AwcError('E_USAGE', `${real} is, holds or lies inside the AWC home ${home}`);
+  return real;
+}
+
+/**
+ * The newest snapshot of the namespace labelled with the environment key `key`.
+ * @returns undefined when there is none
+ */
+export async function findEnvSnapshot(awc: Awc, key: string): Promise<SnapshotRow | undefined> {
+  const all = (await awc.listSnapshots()).filter((s) => labelsOf(s)[ENV_KEY_LABEL] === key);
+  return all.sort((a, b) => (a.createdAt === b.createdAt ? b.id.localeCompare(a.id) : b.createdAt.localeCompare(a.createdAt)))[0];
+}
+
+/** Options of `attach`. */
+export interface AttachOptions extends EnvKeyOptions {
+  /** Attach this snapshot instead of the newest one matching the worktree's environment key. */
+  snapshot?: string;
+}
+
+/**
+ * `awc attach <dir>`: picks the snapshot (`opts.snapshot`, else the newest with the
+ * worktree's environment key), forks it into a workspace labelled `awc.attach.dir=<real
+ * path>`, mounts it privately under the host state and bind-mounts each of its dependency
+ * directories (label `awc.env-dirs`) into the worktree, nosuid,nodev. Idempotent: a
+ * worktree whose binds are all mounted is answered with `already`; a stale record (binds
+ * gone, e.g. after a reboot) is cleaned and attached anew. On failure everything done is
+ * undone. JSON in and out, so the host daemon can run it for an ordinary user.
+ * @throws E_NO_ENV (no snapshot matches; the hint names the installs and `awc prepare`), E_SOURCE_NOT_FOUND,
+ *   E_USAGE (no awc.env-dirs label, a bad path, a worktree in the home), E_TARGET_EXISTS (a non-empty dependency directory),
+ *   E_SYMLINK, E_TARGET_BUSY, E_MOUNT_FAILED, and what Awc.fork and Awc.mount throw
+ */
+export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): Promise<AttachResult> {
+  const real = await worktreeOf(awc, dir);
+  const recPath = recordPath(awc, real);
+  const rec = await readRecord(recPath);
+  if (rec && rec.binds.every((b) => isMounted(b.target)) && isMounted(rec.mountPath)) return { ...rec, already: true };
+  if (rec) await undo(awc, rec, recPath, { force: true });
+  const key = await envKey(real, opts);
+  let snap: SnapshotRow | undefined;
+  if (opts.snapshot !== undefined) snap = await awc.getSnapshot(opts.snapshot);
+  else if (key.lockfiles.length === 0)
+    throw new AwcError('E_NO_ENV', `${real} has no lockfile, so no environment key to pick a snapshot by`, {
+      hint: 'Name the snapshot: `awc attach <dir> --snapshot <ref>`.',
+    });
+  else snap = await findEnvSnapshot(awc, key.key);
+  if (!snap) {
+    const installs = key.installs.join(' && ');
+    throw new AwcError('E_NO_ENV', `no prepared environment matches ${real} (environment key ${key.key})`, {
+      hint: `In a checkout with these lockfiles (${key.lockfiles.map((l) => l.path).join(', ')}) run \`${installs}\`, then \`awc prepare <that checkout>\`; attach again.`,
+      details: { envKey: key.key, lockfiles: key.lockfiles.map((l) => l.path), installs: key.installs },
+    });
+  }
+  const rels = (labelsOf(snap)[ENV_DIRS_LABEL] ?? '').split(',').filter((d) => d !== '');
+  if (rels.length === 0)
+    throw new AwcError('E_USAGE', `snapshot ${snap.id} has no ${ENV_DIRS_LABEL} label: it names no dependency directory`, {
+      hint: 'Prepare the environment with `awc prepare <dir>`, which labels the snapshot with the directories it holds.',
+    });
+  rels.forEach(checkEnvDir);
+  const plan = rels.map((rel) => ({ rel, target: `${real}/${rel}`, created: checkBindTarget(real, rel).create }));
+  const labels: Record<string, string> = { [ATTACH_DIR_LABEL]: real };
+  const forkOpts = { labels, name: undefined as string | undefined };
+  const [ws] = await awc.fork(snap.id, forkOpts);
+  const record: AttachRecord = {
+    v: 1,
+    dir: real,
+    workspace: ws!.id,
+    snapshot: snap.id,
+    envKey: key.lockfiles.length ? key.key : null,
+    mountPath: join(attachMountsDir(awc.config.home), ws!.id),
+    binds: [],
+  };
+  try {
+    await mkdirPrivate(attachMountsDir(awc.config.home));
+    await replaceFilePrivate(recPath, JSON.stringify(record));
+    await awc.mount(ws!.id, record.mountPath);
+    for (const b of plan) {
+      const src = join(record.mountPath, b.rel);
+      const st = await fs.lstat(src).catch(() => undefined);
+      if (!st?.isDirectory())
+        throw new AwcError('E_USAGE', `snapshot ${snap.id} has no directory ${b.rel} (its ${ENV_DIRS_LABEL} label names it)`);
+      if (b.created) createMountPoint(real, b.rel);
+      record.binds.push(b);
+      await replaceFilePrivate(recPath, JSON.stringify(record));
+      await bindMountNoSuid(src, b.target);
+      // the walk checked every component; a swap since would have put the mount elsewhere
+      if (!isMounted(b.target)) throw new AwcError('E_MOUNT_FAILED', `${b.target} is not a mount point after the bind mount`);
+    }
+  } catch (err) {
+    await undo(awc, record, recPath, { force: true }).catch(() => undefined);
+    throw err;
+  }
+  return { ...record, already: false };
+}
+
+/**
+ * `awc detach <dir>`: unmounts the bind mounts of an attached worktree, removes the mount
+ * points attach created, then unmounts and removes the private workspace without a
+ * checkpoint (its content is reconstructible: the prepared snapshot plus an install).
+ * `force` detaches busy mounts lazily.
+ * @throws E_NOT_MOUNTED (the worktree is not attached), E_TARGET_BUSY (a process uses a mount; use force)
+ */
+export async function detach(awc: Awc, dir: string, opts: { force?: boolean } = {}): Promise<DetachResult> {
+  const real = await fs.realpath(dir).catch(() => resolve(dir));
+  const recPath = recordPath(awc, real);
+  const rec = await readRecord(recPath);
+  if (!rec)
+    throw new AwcError('E_NOT_MOUNTED', `${real} is not attached`, {
+      hint: 'Attach it with `awc attach <dir>`; `awc ls` lists workspaces.',
+    });
+  return undo(awc, rec, recPath, opts);
+}
+
+/** Undoes an attach as far as its record says it got (see detach). */
+async function undo(awc: Awc, rec: AttachRecord, recPath: string, opts: { force?: boolean }): Promise<DetachResult> {
+  const out: DetachResult = { dir: rec.dir, workspace: rec.workspace, unmounted: [], removedDirs: [] };
+  for (const b of [...rec.binds].reverse()) {
+    if (isMounted(b.target)) {
+      await unmount(b.target, opts.force === true);
+      out.unmounted.push(b.target);
+    }
+    if (b.created) {
+      // only the empty directory attach made (rmdir never removes content)
+      const gone = await fs.rmdir(b.target).then(
+        () => true,
+        (err: NodeJS.ErrnoException) => err.code === 'ENOENT',
+      );
+      if (gone) out.removedDirs.push(b.target);
+    }
+  }
+  await awc.rm(rec.workspace, { force: true }).catch((err: unknown) => {
+    if (!(err instanceof AwcError && err.code === 'E_NOT_FOUND')) throw err;
+  });
+  await fs.rmdir(rec.mountPath).catch(() => undefined);
+  await fs.rm(recPath, { force: true });
+  return out;
+}
