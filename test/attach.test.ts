@@ -14,6 +14,9 @@ import { after, before, describe, it } from 'node:test';
 import { parse as parseToml } from 'smol-toml';
 import { envKey } from '../src/service/env-key.js';
 import { initTool } from '../src/service/init-tool.js';
+import { attach, detach } from '../src/service/attach.js';
+import type { Awc } from '../src/service/awc.js';
+import { openAwc } from '../src/cli/open-awc.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { awc, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
 import { readMountInfo } from '../src/host/mount-table.js';
@@ -26,6 +29,8 @@ describe('awc attach', () => {
   let home: string;
   let repo: string;
   let bin: string;
+  /** The service in this process (the CLI's way: overlay mounts through the host daemon), for what needs no CLI. */
+  let svc: Awc;
   const ok = (args: string[]): any => {
     const r = awc(home, args);
     assert.equal(r.code, 0, `awc ${args.join(' ')}: ${r.stderr}`);
@@ -44,9 +49,10 @@ describe('awc attach', () => {
       .map((l) => l.split(' '))
       .find((f) => f[4] === path)?.[5];
 
-  before(() => {
+  before(async () => {
     work = mkdtempSync(join(tmpdir(), 'awc-attach-'));
     home = join(work, 'home');
+    svc = await openAwc({ home });
     repo = join(work, 'repo');
     mkdirSync(join(repo, 'node_modules', 'dep'), { recursive: true });
     writeFileSync(join(repo, 'package.json'), '{"name":"app","version":"1.0.0","dependencies":{"dep":"1.0.0"}}\n');
@@ -68,7 +74,8 @@ describe('awc attach', () => {
     writeFileSync(join(bin, 'awc'), `#!/bin/sh\nAWC_HOME='${home}' exec '${process.execPath}' '${CLI}' "$@"\n`);
     chmodSync(join(bin, 'awc'), 0o755);
   });
-  after(() => {
+  after(async () => {
+    await svc.close();
     cleanupMounts(home, work);
     rmSync(work, { recursive: true, force: true });
   });
@@ -120,7 +127,7 @@ describe('awc attach', () => {
     assert.equal(a1.snapshot, prep.id);
     assert.equal(a1.already, false);
     assert.equal(ok(['attach', wt1]).already, true, 'attaching an attached worktree says so');
-    ok(['attach', wt2]);
+    await attach(svc, wt2);
     // the mount is nosuid,nodev and the private workspace is not in the worktree
     const opts = mountOptions(join(wt1, 'node_modules'));
     assert.ok(opts, 'node_modules is a mount point');
@@ -136,8 +143,8 @@ describe('awc attach', () => {
     // git sees nothing new: node_modules stays what .gitignore ignores
     assert.equal(git(wt1, 'status', '--porcelain'), '');
     assert.equal(git(wt1, 'status', '--porcelain', '--ignored'), '!! node_modules/\n');
-    const ws = ok(['ls']).workspaces.find((w: any) => w.id === a1.workspace);
-    assert.ok(ws, 'the attach workspace is listed');
+    const ws = (await svc.listWorkspaces({ labels: { 'awc.attach.dir': wt1 } }))[0];
+    assert.equal(ws?.id, a1.workspace, 'the attach workspace is labelled with the worktree');
 
     const d = ok(['detach', wt1]);
     assert.deepEqual(d.unmounted, [join(wt1, 'node_modules')]);
@@ -151,24 +158,52 @@ describe('awc attach', () => {
       'the workspace is removed',
     );
     assert.equal(git(wt1, 'status', '--porcelain', '--ignored'), '');
-    assert.equal(errorOf(awc(home, ['detach', wt1])).code, 'E_NOT_MOUNTED');
+    await rejectsWith(detach(svc, wt1), 'E_NOT_MOUNTED');
     // wt2 is untouched by wt1's detach
     assert.equal(readFileSync(join(wt2, 'node_modules', 'dep', 'index.js'), 'utf8'), "module.exports = 'dep says hi';\n");
-    ok(['detach', wt2]);
+    await detach(svc, wt2);
   });
 
-  it('refuses: no matching environment (with the install and prepare hint), a non-empty or symlinked node_modules', () => {
+  it('after the host daemon is killed and started again, attach makes the binds again on the remounted workspace', () => {
+    const wt = worktree('restart');
+    const a = ok(['attach', wt]);
+    writeFileSync(join(wt, 'node_modules', 'private.txt'), 'kept\n');
+    const status = ok(['daemon', 'status']);
+    const pids: number[] = [status.supervisor, status.pid].filter((p) => typeof p === 'number');
+    for (const pid of pids) process.kill(pid, 'SIGKILL');
+    const gone = (pid: number): boolean => {
+      try {
+        process.kill(pid, 0);
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return stat[stat.lastIndexOf(')') + 2] === 'Z';
+      } catch {
+        return true;
+      }
+    };
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && !pids.every(gone));
+    ok(['daemon', 'start']);
+    const again = ok(['attach', wt]);
+    assert.equal(again.restored, true);
+    assert.equal(again.workspace, a.workspace, 'the same workspace');
+    assert.equal(readFileSync(join(wt, 'node_modules', 'private.txt'), 'utf8'), 'kept\n', 'its private writes are kept');
+    assert.equal(spawnSync(process.execPath, ['index.js'], { cwd: wt, encoding: 'utf8' }).stdout, 'dep says hi\n');
+    assert.equal(ok(['attach', wt]).already, true);
+    ok(['detach', wt]);
+    assert.equal(existsSync(join(wt, 'node_modules')), false);
+  });
+
+  it('refuses: no matching environment (with the install and prepare hint), a non-empty or symlinked node_modules', async () => {
     const other = worktree('other');
     writeFileSync(join(other, 'package-lock.json'), '{"changed":true}\n');
-    let e = errorOf(awc(home, ['attach', other]));
+    let e: { code: string; hint: string } = errorOf(awc(home, ['attach', other]));
     assert.equal(e.code, 'E_NO_ENV');
     assert.match(e.hint, /npm ci/);
     assert.match(e.hint, /awc prepare/);
 
     const full = worktree('full');
     mkdirSync(join(full, 'node_modules', 'x'), { recursive: true });
-    e = errorOf(awc(home, ['attach', full]));
-    assert.equal(e.code, 'E_TARGET_EXISTS');
+    e = await rejectsWith(attach(svc, full), 'E_TARGET_EXISTS');
     assert.match(e.hint, /rm -rf/);
     assert.ok(existsSync(join(full, 'node_modules', 'x')), 'nothing was touched');
 
@@ -176,8 +211,7 @@ describe('awc attach', () => {
     const elsewhere = join(work, 'elsewhere');
     mkdirSync(elsewhere);
     symlinkSync(elsewhere, join(linked, 'node_modules'));
-    e = errorOf(awc(home, ['attach', linked]));
-    assert.equal(e.code, 'E_SYMLINK');
+    await rejectsWith(attach(svc, linked), 'E_SYMLINK');
     assert.ok(lstatSync(join(linked, 'node_modules')).isSymbolicLink());
     assert.equal(mountOf(elsewhere), undefined, 'nothing was mounted through the link');
     // no workspace was left behind by the refusals

@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { mkdirPrivate, replaceFilePrivate } from '../core/private-fs.js';
-import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
+import type { SnapshotRow } from '../catalog/catalog.js';
 import { attachMountsDir, unmount } from '../host/mount-commands.js';
 import { isMounted } from '../host/mount-table.js';
 import { bindMountNoSuid } from '../drivers/copy/bind-mount.js';
@@ -40,6 +40,12 @@ export interface AttachResult {
   binds: AttachBind[];
   /** The worktree was attached already: nothing was changed. */
   already: boolean;
+  /**
+   * The worktree was attached but its bind mounts no longer showed the workspace (the host
+   * daemon restarted and mounted it anew): they were made again on the same workspace, whose
+   * private writes are kept.
+   */
+  restored?: boolean;
 }
 
 /** What `detach` undid. JSON. */
@@ -60,11 +66,6 @@ interface AttachRecord {
   envKey: string | null;
   mountPath: string;
   binds: AttachBind[];
-}
-
-/** Labels of a row (`{}` when the catalog keeps none). */
-function labelsOf(row: SnapshotRow | WorkspaceRow): Readonly<Record<string, string>> {
-  return (row as { labels?: Readonly<Record<string, string>> }).labels ?? {};
 }
 
 /** The record file of the worktree `real`. */
@@ -96,8 +97,7 @@ async function worktreeOf(awc: Awc, dir: string): Promise<string> {
  * @returns undefined when there is none
  */
 export async function findEnvSnapshot(awc: Awc, key: string): Promise<SnapshotRow | undefined> {
-  const all = (await awc.listSnapshots()).filter((s) => labelsOf(s)[ENV_KEY_LABEL] === key);
-  return all.sort((a, b) => (a.createdAt === b.createdAt ? b.id.localeCompare(a.id) : b.createdAt.localeCompare(a.createdAt)))[0];
+  return (await awc.listSnapshots({ labels: { [ENV_KEY_LABEL]: key } }))[0];
 }
 
 /** Options of `attach`. */
@@ -111,8 +111,9 @@ export interface AttachOptions extends EnvKeyOptions {
  * worktree's environment key), forks it into a workspace labelled `awc.attach.dir=<real
  * path>`, mounts it privately under the host state and bind-mounts each of its dependency
  * directories (label `awc.env-dirs`) into the worktree, nosuid,nodev. Idempotent: a
- * worktree whose binds are all mounted is answered with `already`; a stale record (binds
- * gone, e.g. after a reboot) is cleaned and attached anew. On failure everything done is
+ * worktree whose binds all show its mounted workspace is answered with `already`; binds
+ * that show a workspace mount that is gone (the host daemon restarted and remounted it) are
+ * made again (`restored`); a record whose workspace is gone is cleaned and attached anew. On failure everything done is
  * undone. JSON in and out, so the host daemon can run it for an ordinary user.
  * @throws E_NO_ENV (no snapshot matches; the hint names the installs and `awc prepare`), E_SOURCE_NOT_FOUND,
  *   E_USAGE (no awc.env-dirs label, a bad path, a worktree in the home), E_TARGET_EXISTS (a non-empty dependency directory),
@@ -122,8 +123,11 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
   const real = await worktreeOf(awc, dir);
   const recPath = recordPath(awc, real);
   const rec = await readRecord(recPath);
-  if (rec && rec.binds.every((b) => isMounted(b.target)) && isMounted(rec.mountPath)) return { ...rec, already: true };
-  if (rec) await undo(awc, rec, recPath, { force: true });
+  if (rec) {
+    const restored = await restore(awc, rec);
+    if (restored !== undefined) return { ...rec, already: !restored, ...(restored ? { restored } : {}) };
+    await undo(awc, rec, recPath, { force: true });
+  }
   const key = await envKey(real, opts);
   let snap: SnapshotRow | undefined;
   if (opts.snapshot !== undefined) snap = await awc.getSnapshot(opts.snapshot);
@@ -139,16 +143,14 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
       details: { envKey: key.key, lockfiles: key.lockfiles.map((l) => l.path), installs: key.installs },
     });
   }
-  const rels = (labelsOf(snap)[ENV_DIRS_LABEL] ?? '').split(',').filter((d) => d !== '');
+  const rels = (snap.labels[ENV_DIRS_LABEL] ?? '').split(',').filter((d) => d !== '');
   if (rels.length === 0)
     throw new AwcError('E_USAGE', `snapshot ${snap.id} has no ${ENV_DIRS_LABEL} label: it names no dependency directory`, {
       hint: 'Prepare the environment with `awc prepare <dir>`, which labels the snapshot with the directories it holds.',
     });
   rels.forEach(checkEnvDir);
   const plan = rels.map((rel) => ({ rel, target: `${real}/${rel}`, created: checkBindTarget(real, rel).create }));
-  const labels: Record<string, string> = { [ATTACH_DIR_LABEL]: real };
-  const forkOpts = { labels, name: undefined as string | undefined };
-  const [ws] = await awc.fork(snap.id, forkOpts);
+  const [ws] = await awc.fork(snap.id, { labels: { [ATTACH_DIR_LABEL]: real } });
   const record: AttachRecord = {
     v: 1,
     dir: real,
@@ -179,6 +181,37 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
     throw err;
   }
   return { ...record, already: false };
+}
+
+/** The device of the file system at `path` (undefined when it cannot be reached: a mount whose FUSE server is gone). */
+async function devOf(path: string): Promise<number | undefined> {
+  return (await fs.stat(path).catch(() => undefined))?.dev;
+}
+
+/**
+ * Checks an attached worktree: false when every bind shows the workspace mount (same
+ * device), true when the binds were made again onto the workspace's current mount (mounted
+ * anew, resuming its private changes, if it was not mounted), undefined when the workspace
+ * is gone (the caller attaches anew).
+ */
+async function restore(awc: Awc, rec: AttachRecord): Promise<boolean | undefined> {
+  const ws = await awc.getWorkspace(rec.workspace).catch(() => undefined);
+  if (!ws) return undefined;
+  const mnt = isMounted(rec.mountPath) ? await devOf(rec.mountPath) : undefined;
+  if (mnt !== undefined) {
+    let healthy = true;
+    for (const b of rec.binds) healthy &&= isMounted(b.target) && (await devOf(b.target)) === mnt;
+    if (healthy) return false;
+  }
+  if (mnt === undefined) {
+    await unmount(rec.mountPath, true);
+    await awc.mount(ws.id, rec.mountPath);
+  }
+  for (const b of rec.binds) {
+    await unmount(b.target, true);
+    await bindMountNoSuid(join(rec.mountPath, b.rel), b.target);
+  }
+  return true;
 }
 
 /**

@@ -40,13 +40,12 @@ export async function prepare(
       hint: `Install the dependencies first (\`${key.installs.join(' && ')}\`), then prepare again.`,
       details: { installs: key.installs },
     });
-  const importOpts = {
+  const r = await awc.importSnapshot(dir, {
     name: opts.name,
     message: opts.message,
     onProgress: opts.onProgress,
     onWarning: opts.onWarning,
     labels: { [ENV_KEY_LABEL]: key.key, [ENV_DIRS_LABEL]: envDirs.join(',') },
-  };
-  const r = await awc.importSnapshot(dir, importOpts);
+  });
   return { ...r, envKey: key.key, envDirs };
 }
