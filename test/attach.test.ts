@@ -18,7 +18,7 @@ import { attach, detach } from '../src/service/attach.js';
 import type { Awc } from '../src/service/awc.js';
 import { openAwc } from '../src/cli/open-awc.js';
 import { rejectsWith } from './helpers/assert-errors.js';
-import { awc, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
+import { awc, CLI, cleanupMounts, errorOf, killDaemon } from './helpers/cli.js';
 import { readMountInfo } from '../src/host/mount-table.js';
 
 const git = (cwd: string, ...args: string[]): string =>
@@ -168,20 +168,7 @@ describe('awc attach', () => {
     const wt = worktree('restart');
     const a = ok(['attach', wt]);
     writeFileSync(join(wt, 'node_modules', 'private.txt'), 'kept\n');
-    const status = ok(['daemon', 'status']);
-    const pids: number[] = [status.supervisor, status.pid].filter((p) => typeof p === 'number');
-    for (const pid of pids) process.kill(pid, 'SIGKILL');
-    const gone = (pid: number): boolean => {
-      try {
-        process.kill(pid, 0);
-        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-        return stat[stat.lastIndexOf(')') + 2] === 'Z';
-      } catch {
-        return true;
-      }
-    };
-    const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && !pids.every(gone));
+    killDaemon(home);
     ok(['daemon', 'start']);
     const again = ok(['attach', wt]);
     assert.equal(again.restored, true);

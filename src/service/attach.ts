@@ -27,8 +27,9 @@ export const ENV_DIRS_LABEL = 'awc.env-dirs';
 /** Label of an attach workspace: the real path of the worktree it is attached to. */
 export const ATTACH_DIR_LABEL = 'awc.attach.dir';
 
-/** What `attach` did (or found done). JSON. */
-export interface AttachResult {
+/** What a record of an attached worktree holds (`<home>/host/attach/<digest of its path>.json`). JSON. */
+interface AttachRecord {
+  v: 1;
   /** The worktree (real path). */
   dir: string;
   workspace: string;
@@ -38,6 +39,10 @@ export interface AttachResult {
   /** Where the private workspace is mounted (under the host state). */
   mountPath: string;
   binds: AttachBind[];
+}
+
+/** What `attach` did (or found done): the record, and what this call did. JSON. */
+export interface AttachResult extends AttachRecord {
   /** The worktree was attached already: nothing was changed. */
   already: boolean;
   /**
@@ -56,16 +61,6 @@ export interface DetachResult {
   unmounted: string[];
   /** Mount points attach had created and detach removed. */
   removedDirs: string[];
-}
-
-interface AttachRecord {
-  v: 1;
-  dir: string;
-  workspace: string;
-  snapshot: string;
-  envKey: string | null;
-  mountPath: string;
-  binds: AttachBind[];
 }
 
 /** The record file of the worktree `real`. */
