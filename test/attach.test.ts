@@ -20,6 +20,7 @@ import { openAwc } from '../src/cli/open-awc.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { awc, CLI, cleanupMounts, errorOf, killDaemon } from './helpers/cli.js';
 import { readMountInfo } from '../src/host/mount-table.js';
+import { attachMountsDir, refuseInsideHome } from '../src/host/mount-commands.js';
 
 const git = (cwd: string, ...args: string[]): string =>
   execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], { cwd, encoding: 'utf8' });
@@ -78,6 +79,19 @@ describe('awc attach', () => {
     await svc.close();
     cleanupMounts(home, work);
     rmSync(work, { recursive: true, force: true });
+  });
+
+  it('a workspace may be mounted inside the home only as a direct child of host/attach/mnt', () => {
+    const mnt = attachMountsDir('/h');
+    assert.equal(mnt, '/h/host/attach/mnt');
+    refuseInsideHome('/h/host/attach/mnt/ws_1', '/h');
+    refuseInsideHome('/elsewhere/x', '/h');
+    for (const t of ['/h', '/h/objects', '/h/host/attach/mnt', '/h/host/attach/mnt/ws_1/x', '/h/host/attach/mnt/../../catalog.sqlite'])
+      assert.throws(
+        () => refuseInsideHome(t, '/h'),
+        (e: any) => e.code === 'E_USAGE',
+        t,
+      );
   });
 
   it('env key: stable across the order files were made, changed by a lockfile or the runtime', async () => {
