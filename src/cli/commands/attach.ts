@@ -49,7 +49,9 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
         o.result(r, () =>
           r.already
             ? `${r.dir} is attached already (workspace ${r.workspace})`
-            : `attached ${r.snapshot} to ${r.dir}: ${r.binds.map((b) => b.rel).join(', ')} (workspace ${r.workspace})`,
+            : r.restored
+              ? `${r.dir}: bind mounts made again on workspace ${r.workspace} (its mount had changed)`
+              : `attached ${r.snapshot} to ${r.dir}: ${r.binds.map((b) => b.rel).join(', ')} (workspace ${r.workspace})`,
         );
       }),
     );
