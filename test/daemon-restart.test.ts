@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
+import { awc, awcOk, cleanupMounts, errorOf, killDaemon } from './helpers/cli.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { isMounted } from '../src/host/mount-table.js';
 
@@ -33,23 +33,9 @@ describe(
       const ws = awcOk(home, ['fork', 'base', '--name', 'w']).workspaces[0].id;
       awcOk(home, ['mount', ws, mnt]);
       writeFileSync(join(mnt, 'uncheckpointed.txt'), 'private change\n');
-      const status = awcOk(home, ['daemon', 'status']);
-      assert.equal(status.running, true);
+      assert.equal(awcOk(home, ['daemon', 'status']).running, true);
       // the whole daemon: a daemon killed alone is started again by its supervisor (daemon-lifecycle.test.ts)
-      const pids: number[] = [status.supervisor, status.pid].filter((p) => typeof p === 'number');
-      for (const pid of pids) process.kill(pid, 'SIGKILL');
-      // wait for the processes to be gone (a zombie counts as gone)
-      const deadline = Date.now() + 10_000;
-      const gone = (pid: number) => {
-        try {
-          process.kill(pid, 0);
-          const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-          return stat[stat.lastIndexOf(')') + 2] === 'Z';
-        } catch {
-          return true;
-        }
-      };
-      while (Date.now() < deadline && !pids.every(gone));
+      const status = killDaemon(home);
       assert.equal(awcOk(home, ['daemon', 'status']).running, false);
       const started = awcOk(home, ['daemon', 'start']);
       assert.notEqual(started.pid, status.pid);

@@ -28,6 +28,7 @@ import { checkBackends } from '../service/backend-checks.js';
 import { openAwc } from './open-awc.js';
 import { PendingFile } from '../service/pending-file.js';
 import { registerGcCommands } from './gc-commands.js';
+import { registerAttachCommands } from './commands/attach.js';
 import type { LeaseView } from '../service/lease-guard.js';
 import { leaseWords } from './lease-words.js';
 import { packageVersion } from './package-version.js';
@@ -469,6 +470,7 @@ demo
 
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
+registerAttachCommands(program, withAwc, out);
 
 program
   .command('mcp')

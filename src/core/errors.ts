@@ -153,6 +153,22 @@ export const ERROR_CODES = {
     retryable: false,
     hint: 'This MCP server acts only on workspaces it created (its --scope); use one it forked, or run a server with --scope all.',
   },
+  // `awc attach` / `awc init <tool>` (docs/reference/attach.md)
+  E_NO_ENV: {
+    exit: 3,
+    retryable: false,
+    hint: 'No prepared environment matches the worktree; install its dependencies in a checkout and run `awc prepare <dir>`, or pass --snapshot.',
+  },
+  E_SYMLINK: {
+    exit: 4,
+    retryable: false,
+    hint: 'AWC never writes or mounts through a symbolic link it did not make; replace the link with a real directory (or remove it) and run the command again.',
+  },
+  E_TOOL_CONFIG: {
+    exit: 2,
+    retryable: false,
+    hint: "The tool's configuration file is malformed or has a shape AWC cannot merge into; it was left as it is: fix it, then run `awc init` again.",
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

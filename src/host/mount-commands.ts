@@ -5,7 +5,7 @@
  */
 import { spawn, type StdioOptions } from 'node:child_process';
 import { mkdir, readdir, stat } from 'node:fs/promises';
-import { isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { isMounted } from './mount-table.js';
 
@@ -84,9 +84,7 @@ export async function unmount(target: string, lazy = false): Promise<void> {
  */
 export async function checkMountTarget(target: string, home: string): Promise<void> {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
-  const h = resolve(home);
-  if (target === h || target.startsWith(h + '/'))
-    throw new AwcError('E_USAGE', `${target} is inside the AWC home ${h}`, { hint: 'Mount workspaces outside the data directory.' });
+  refuseInsideHome(target, home);
   const st = await stat(target).catch(() => undefined);
   if (!st?.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} is not a directory`);
   if ((await readdir(target)).length > 0) throw new AwcError('E_TARGET_BUSY', `${target} is not empty`);
@@ -100,8 +98,30 @@ export async function checkMountTarget(target: string, home: string): Promise<vo
  */
 export async function prepareMountTarget(target: string, home: string): Promise<void> {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
+  refuseInsideHome(target, home);
   const existing = await stat(target).catch(() => undefined);
   if (existing && !existing.isDirectory()) throw new AwcError('E_TARGET_BUSY', `${target} exists and is not a directory`);
   await mkdir(target, { recursive: true });
   await checkMountTarget(target, home);
+}
+
+/**
+ * Where `awc attach` mounts its private workspaces (`<home>/host/attach/mnt`,
+ * docs/explanation/attach.md): the one place inside the home a workspace may be mounted.
+ */
+export function attachMountsDir(home: string): string {
+  return join(resolve(home), 'host', 'attach', 'mnt');
+}
+
+/**
+ * Refuses a mount target inside the AWC home (a mount there would hide AWC's own data),
+ * except a direct child of {@link attachMountsDir}.
+ * @throws E_USAGE
+ */
+export function refuseInsideHome(target: string, home: string): void {
+  const h = resolve(home);
+  const t = resolve(target);
+  if (dirname(t) === attachMountsDir(h) && t.length > attachMountsDir(h).length + 1) return;
+  if (t === h || t.startsWith(h + '/'))
+    throw new AwcError('E_USAGE', `${t} is inside the AWC home ${h}`, { hint: 'Mount workspaces outside the data directory.' });
 }

@@ -119,3 +119,26 @@ export function diffInfo(a: Map<string, NodeInfo>, b: Map<string, NodeInfo>): Ma
 export function copyTree(from: string, to: string): void {
   execFileSync('cp', ['-a', from, to]);
 }
+
+/**
+ * Kills the host daemon of `home` and its supervisor (SIGKILL: a crash of the whole daemon,
+ * the content FUSE connection with it) and waits up to 10 s until both are gone (a zombie
+ * counts as gone). Returns the status the daemon gave before.
+ */
+export function killDaemon(home: string): { pid: number; supervisor?: number } {
+  const status = awcOk(home, ['daemon', 'status']);
+  const pids: number[] = [status.supervisor, status.pid].filter((p) => typeof p === 'number');
+  for (const pid of pids) process.kill(pid, 'SIGKILL');
+  const gone = (pid: number): boolean => {
+    try {
+      process.kill(pid, 0);
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return stat[stat.lastIndexOf(')') + 2] === 'Z';
+    } catch {
+      return true;
+    }
+  };
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline && !pids.every(gone));
+  return status;
+}
