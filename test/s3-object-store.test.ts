@@ -71,7 +71,7 @@ test('openObjectStore: an s3:// URL opens an S3ObjectStore on its bucket, prefix
     for (const k of Object.keys(b.env)) if (saved[k] === undefined) delete process.env[k];
     Object.assign(process.env, saved);
   });
-  const store = openObjectStore(b.url('team/awc'));
+  const store = await openObjectStore(b.url('team/awc'));
   assert.ok(store instanceof S3ObjectStore);
   t.after(() => (store as S3ObjectStore).close());
   await store.put('packs/ab/k', Buffer.from('via the URL'));

@@ -3,16 +3,14 @@ import { constants as osConstants } from 'node:os';
 import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
 import type { Awc } from '../service/awc.js';
-import { loadConfig, pathsOf } from '../config/config.js';
-import { formatChanges } from '../service/diff.js';
-import { DaemonClient } from '../daemon/client.js';
-import { HostDaemon, livePid } from '../daemon/host-daemon.js';
 import { Output, formatBytes } from './output.js';
-import { runMainDemo } from './demo-main.js';
-import { runFanoutDemo } from './demo-fanout.js';
-import { fetchDaemonText, flattenMetrics } from '../daemon/metrics.js';
-import { cleanDeadDaemon, stopDaemon } from '../daemon/stop.js';
 import type { CleanedMount } from '../drivers/overlay/leftovers.js';
+import type { LeaseView } from '../service/lease-guard.js';
+import { leaseWords } from './lease-words.js';
+import { registerGcCommands } from './gc-commands.js';
+
+// CLI latency (docs/explanation/cli-latency.md): this module and what it imports statically stay
+// tiny (commander, the error codes, Output); each command loads its implementation in its action.
 
 /** One line about a mount a dead daemon left and that was cleaned. */
 function describeCleaned(c: CleanedMount): string {
@@ -21,16 +19,7 @@ function describeCleaned(c: CleanedMount): string {
     ? `${what} at ${c.path}: could not unmount (${c.error})`
     : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
 }
-import { computeUsage, formatUsage } from '../service/usage.js';
-import { detectDriver } from '../drivers/detect-driver.js';
-import { checkHome } from './check-home.js';
-import { checkBackends } from '../service/backend-checks.js';
-import { openAwc } from './open-awc.js';
-import { PendingFile } from '../service/pending-file.js';
-import { registerGcCommands } from './gc-commands.js';
 import { registerAttachCommands } from './commands/attach.js';
-import type { LeaseView } from '../service/lease-guard.js';
-import { leaseWords } from './lease-words.js';
 import { packageVersion } from './package-version.js';
 import { collectLabel, labelsOf, labelWords, registerLabelCommands } from './commands/label.js';
 import type { Labels } from '../catalog/labels.js';
@@ -80,6 +69,7 @@ async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { creat
     const { remoteAwc } = await import('./remote-awc.js');
     return fn(remoteAwc(socket, g.namespace ?? process.env.AWC_NAMESPACE ?? 'default') as unknown as Awc, out());
   }
+  const { openAwc } = await import('./open-awc.js');
   const awc = await openAwc({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false });
   try {
     return await fn(awc, out());
@@ -264,6 +254,7 @@ program
   .option('--metadata', 'also report owner, mtime and xattr changes')
   .action((from: string, to: string | undefined, opts: { patch?: boolean; binary?: boolean; metadata?: boolean }) =>
     withAwc(async (awc, o) => {
+      const { formatChanges } = await import('../service/diff.js');
       const r = await awc.diff(from, to, { patch: opts.patch, binary: opts.binary, metadata: opts.metadata });
       if (opts.patch && !o.json) process.stdout.write(r.patch ?? '');
       else o.result(opts.patch ? { changes: r.changes, patch: r.patch } : { changes: r.changes }, () => formatChanges(r.changes));
@@ -279,6 +270,7 @@ program
   .option('--keep-privileges', 'with --dir: keep setuid/setgid bits and device nodes (left out by default)')
   .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean }) =>
     withAwc(async (awc, o) => {
+      const { PendingFile } = await import('../service/pending-file.js');
       // Ctrl-C or a kill: remove the half-written archive, then exit as the signal would (128 + n)
       for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
         process.once(sig, () => {
@@ -301,6 +293,15 @@ program
   .action(async () => {
     // needs no home and creates nothing: it also answers on a missing or read-only home
     const o = out();
+    const [{ loadConfig, pathsOf }, { detectDriver }, { checkHome }, { checkBackends }, { livePid }, { cleanDeadDaemon }] =
+      await Promise.all([
+        import('../config/config.js'),
+        import('../drivers/detect-driver.js'),
+        import('./check-home.js'),
+        import('../service/backend-checks.js'),
+        import('../daemon/pid-file.js'),
+        import('../daemon/stop.js'),
+      ]);
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const d = detectDriver(config.mountDriver);
     const home = checkHome(config);
@@ -331,6 +332,7 @@ daemon
   .description('start the host daemon in the background')
   .action(async () => {
     const o = out();
+    const [{ loadConfig }, { DaemonClient }] = await Promise.all([import('../config/config.js'), import('../daemon/client.js')]);
     const client = new DaemonClient(loadConfig({ home: globals().home, namespace: globals().namespace }));
     if (!(await client.running())) await client.start();
     const s = await client.call('GET', '/v1/status');
@@ -343,6 +345,7 @@ daemon
   .action(async (opts: { force?: boolean }) => {
     // --json: {running: false, stopped, cleaned: [{kind, path, upper?, lazy, error?}]}
     const o = out();
+    const [{ loadConfig }, { stopDaemon }] = await Promise.all([import('../config/config.js'), import('../daemon/stop.js')]);
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const r = await stopDaemon(config, opts.force === true);
     o.result(r, () => [r.stopped ? 'awcd stopped' : 'awcd is not running', ...r.cleaned.map(describeCleaned)].join('\n'));
@@ -352,6 +355,11 @@ daemon
   .description('is the daemon running, and what it has mounted')
   .action(async () => {
     const o = out();
+    const [{ loadConfig, pathsOf }, { DaemonClient }, { livePid }] = await Promise.all([
+      import('../config/config.js'),
+      import('../daemon/client.js'),
+      import('../daemon/pid-file.js'),
+    ]);
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const client = new DaemonClient(config);
     if (!(await client.running())) {
@@ -378,6 +386,7 @@ daemon
   .command('run')
   .description('run the daemon and its supervisor in the foreground (what `start` runs)')
   .action(async () => {
+    const { loadConfig } = await import('../config/config.js');
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const logLine = (role: string) => (l: Record<string, unknown>) =>
       process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role, ...l }) + '\n');
@@ -388,6 +397,7 @@ daemon
     }
     const fuseFd = process.env.AWC_FUSE_FD === undefined ? undefined : Number(process.env.AWC_FUSE_FD);
     const resume = process.env.AWC_FUSE_RESUME === '1';
+    const { HostDaemon } = await import('../daemon/host-daemon.js');
     const d = new HostDaemon(config, { fuseFd, resume, version: packageVersion() });
     d.on('log', logLine('daemon'));
     // the `users` of config.json again (per-user sockets)
@@ -415,6 +425,7 @@ program
   .description('what the current namespace costs: logical bytes, unique stored bytes, bytes materialised on this host')
   .action(() =>
     withAwc(async (awc, o) => {
+      const { computeUsage, formatUsage } = await import('../service/usage.js');
       const u = await computeUsage(awc);
       o.result(u, () => formatUsage(u));
     }),
@@ -426,6 +437,11 @@ program
   .action(async () => {
     // --json: {running: false} | {running: true, metrics: {<sample name>: number | [{labels, value}]}}
     const o = out();
+    const [{ loadConfig, pathsOf }, { DaemonClient }, { fetchDaemonText, flattenMetrics }] = await Promise.all([
+      import('../config/config.js'),
+      import('../daemon/client.js'),
+      import('../daemon/metrics.js'),
+    ]);
     const config = loadConfig({ home: globals().home, namespace: globals().namespace });
     const client = new DaemonClient(config);
     if (!(await client.running())) {
@@ -447,7 +463,10 @@ demo
   .command('main')
   .description('the main job end to end on a real tree: import, fork, mount, edit, checkpoint, diff, export')
   .option('--source <dir>', 'tree to import (default: this project checkout with its node_modules)')
-  .action((opts: { source?: string }) => runMainDemo({ home: globals().home, source: opts.source, json: globals().json === true }));
+  .action(async (opts: { source?: string }) => {
+    const { runMainDemo } = await import('./demo-main.js');
+    await runMainDemo({ home: globals().home, source: opts.source, json: globals().json === true });
+  });
 demo
   .command('fanout')
   .description(
@@ -458,6 +477,7 @@ demo
   .option('--source <dir>', 'tree to import (default: this project checkout with its node_modules)')
   .option('--concurrency <c>', 'reads in flight at once across all mounts', '32')
   .action(async (opts: { workspaces: string; files?: string; source?: string; concurrency: string }) => {
+    const { runFanoutDemo } = await import('./demo-fanout.js');
     await runFanoutDemo({
       home: globals().home,
       source: opts.source,

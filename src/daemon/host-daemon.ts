@@ -158,7 +158,7 @@ export class HostDaemon extends EventEmitter {
       });
     }
     this.catalog = await openCatalog(this.config.catalog);
-    this.store = openObjectStore(this.config.objectStore);
+    this.store = await openObjectStore(this.config.objectStore);
     // the host's session first: remounts take their leases under it
     this.heartbeat = new HostHeartbeat(this.catalog, {
       host: this.config.host,

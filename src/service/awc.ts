@@ -95,7 +95,7 @@ export class Awc implements DriverContext {
     const paths = pathsOf(config);
     if (opts.create === false) await assertHome(config);
     await prepareHome(paths);
-    const store = openObjectStore(config.objectStore);
+    const store = await openObjectStore(config.objectStore);
     const catalog = await openCatalog(config.catalog);
     return new Awc(config, catalog, store, opts.daemon?.(config) ?? NO_DAEMON);
   }

@@ -68,7 +68,7 @@ async function checkObjectStore(url: string): Promise<BackendCheck> {
   const key = `doctor-probe-${randomBytes(8).toString('hex')}`;
   const body = randomBytes(64);
   try {
-    const store = openObjectStore(url);
+    const store = await openObjectStore(url);
     await store.put(key, body);
     try {
       const back = await store.get(key);

@@ -1,21 +1,23 @@
 import { parseObjectStoreUrl } from '../config/backend-url.js';
-import { FsObjectStore } from './fs-object-store.js';
 import type { ObjectStore } from './object-store.js';
-import { S3ObjectStore } from './s3/s3-object-store.js';
 
 /**
  * Opens the object store a configuration names (`config.objectStore`, see
  * src/config/backend-url.ts): `file:` → `FsObjectStore`, `s3:` → `S3ObjectStore` (bucket, key
  * prefix, endpoint, region, path style from the URL; credentials from the AWS SDK's default chain). The one place where a URL picks an
- * object-store adapter.
+ * object-store adapter. Each adapter is imported only when its URL names it, so that a command on
+ * a `file:` store never loads the AWS SDK (CLI latency, docs/explanation/cli-latency.md).
  * @throws E_CONFIG (bad URL)
  */
-export function openObjectStore(url: string): ObjectStore {
+export async function openObjectStore(url: string): Promise<ObjectStore> {
   const where = parseObjectStoreUrl(url);
   switch (where.kind) {
-    case 'file':
+    case 'file': {
+      const { FsObjectStore } = await import('./fs-object-store.js');
       return new FsObjectStore(where.path);
-    case 's3':
+    }
+    case 's3': {
+      const { S3ObjectStore } = await import('./s3/s3-object-store.js');
       return new S3ObjectStore({
         bucket: where.bucket,
         prefix: where.prefix,
@@ -23,5 +25,6 @@ export function openObjectStore(url: string): ObjectStore {
         region: where.region,
         forcePathStyle: where.forcePathStyle,
       });
+    }
   }
 }
