@@ -10,7 +10,7 @@ import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { exportDir } from '../host/export-dir.js';
-import { prepareMountTarget } from '../host/mount-commands.js';
+import { prepareMountTarget, refuseInsideHome } from '../host/mount-commands.js';
 import { assertHome, loadConfig, pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
 import type { DriverContext, MountDriver, MountDriverName, MountResult, Progress, UnmountResult } from '../drivers/mount-driver.js';
 import type { MountOptions as DriverMountOptions } from '../drivers/mount-driver.js';
@@ -232,12 +232,9 @@ export class Awc implements DriverContext {
     else if (ws.mountState === 'mounted')
       throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} is already mounted at ${ws.mountPath}`);
     const target = resolve(dir);
-    if (target === this.config.home || target.startsWith(this.config.home + '/')) {
-      throw new AwcError('E_USAGE', `${target} is inside the AWC home ${this.config.home}`, {
-        hint: 'Mount workspaces outside the data directory.',
-      });
-    }
-    if (!opts.asUser) await prepareMountTarget(target, this.config.home); // a user's: opened by the overlay host (openOwnedTarget)
+    // inside the home: refused (E_USAGE) before anything is created; a user's target is opened by the overlay host (openOwnedTarget)
+    if (opts.asUser) refuseInsideHome(target, this.config.home);
+    else await prepareMountTarget(target, this.config.home);
     const report = this.doctor();
     if (opts.asUser && report.driver !== 'overlay') throw new AwcError('E_PERMISSION', `users mount by overlay only; ${report.reason}`);
     if (this.config.mountDriver !== 'auto' && report.driver !== this.config.mountDriver) {
