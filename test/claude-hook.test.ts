@@ -212,14 +212,25 @@ describe('Claude Code worktree hooks', () => {
   }
 
   it('prune releases a workspace whose directory is gone and one whose transcript is gone; --dry-run changes nothing', async () => {
-    const made: Record<string, { path: string; transcript: string }> = {};
+    const made: Record<string, { path: string; transcript: string; base: string }> = {};
     for (const name of ['p-dir', 'p-session', 'p-live']) {
       const t = transcript(name);
       const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: t }, { name }));
       assert.equal(c.code, 0, c.stderr);
-      made[name] = { path: c.stdout.trimEnd(), transcript: t };
+      const path = c.stdout.trimEnd();
+      const ws = (await (await svc()).listWorkspaces({ labels: { 'awc.claude.path': path } }))[0]!;
+      made[name] = { path, transcript: t, base: ws.baseSnapshotId };
       writeFileSync(join(made[name].path, `${name}.txt`), name);
     }
+    // --update imports again while workspaces are mounted inside the project: they are left out of it
+    const up = awcOk(home, ['init', 'claude', project, '--update']);
+    assert.equal(up.imported, true);
+    assert.deepEqual(up.replaced, { id: made['p-live']!.base, removed: false }, 'the old one is kept: workspaces use it');
+    const upOut = join(work, 'out-update');
+    await (await svc()).export(up.snapshot, { dir: upOut });
+    assert.equal(existsSync(join(upOut, 'src', 'index.js')), true);
+    assert.equal(existsSync(join(upOut, '.claude', 'worktrees')), false);
+    rmSync(upOut, { recursive: true });
     // directory gone: unmounted (as after a reboot) and removed
     awcOk(home, ['unmount', made['p-dir']!.path]);
     rmdirSync(made['p-dir']!.path);
