@@ -26,6 +26,8 @@ describe('Claude Code worktree hooks', () => {
   /** A symlink to the project: Claude Code may run in a path that is not the real one. */
   let projectLink: string;
   let transcripts: string;
+  /** The prepared snapshot `init claude` made. */
+  let prepared: string;
 
   /** A recorded payload with its placeholders filled in (and `patch` merged over it). */
   const payload = (file: string, vars: Record<string, string>, patch: Record<string, unknown> = {}): string => {
@@ -132,6 +134,7 @@ describe('Claude Code worktree hooks', () => {
     writeFileSync(settingsPath, JSON.stringify(mine));
     const first = awcOk(home, ['init', 'claude', projectLink]);
     assert.equal(first.imported, true);
+    prepared = first.snapshot;
     assert.equal(first.project, project);
     const s1 = JSON.parse(readFileSync(settingsPath, 'utf8'));
     assert.equal(s1.model, 'opus');
@@ -194,6 +197,7 @@ describe('Claude Code worktree hooks', () => {
       const [ws] = await labelled('workspace', `awc.claude.name=${shape.name}`);
       assert.ok(ws, 'labelled');
       assert.equal(ws.labels['awc.claude.project'], project);
+      assert.equal((ws as WorkspaceRow).baseSnapshotId, prepared, 'forked from the prepared snapshot (not from an earlier checkpoint)');
       assert.equal(ws.labels['awc.claude.transcript'], vars.TRANSCRIPT);
 
       const r = runHook(payload(shape.remove, { ...vars, WORKTREE: path }), cwd);

@@ -17,6 +17,8 @@ export const CLAUDE_LABELS = {
   transcript: 'awc.claude.transcript',
   /** On a hook workspace: the directory it was mounted at (realpath). */
   path: 'awc.claude.path',
+  /** On the checkpoint a release makes: the project of the workspace (not `project`: that marks the prepared snapshot). */
+  checkpointOf: 'awc.claude.checkpoint-of',
 } as const;
 
 /** What releasing one hook workspace did (WorktreeRemove, `awc prune`). */
@@ -33,7 +35,8 @@ export interface ReleaseResult {
 
 /**
  * Releases a workspace the Claude Code hook created, the safe way `rm` does it: checkpoint
- * its durable work first (the new snapshot gets the workspace's `awc.claude.*` labels so
+ * its durable work first (the new snapshot gets the workspace's `awc.claude.name` and
+ * `awc.claude.session` labels, and `awc.claude.checkpoint-of=<project>`, so
  * `awc snapshot ls --label awc.claude.name=<name>` finds it), then unmount it, remove its
  * (then empty) directory, check no mount is left at or below it, and remove the workspace
  * row. Any failure stops there and keeps the workspace: a failed checkpoint keeps it
@@ -59,11 +62,11 @@ export async function releaseClaudeWorkspace(
   if (opts.dryRun) return { workspace: ws.id, path, snapshot: ws.headSnapshotId, checkpointed: false, unmounted: mounted };
   const cp = await awc.checkpoint(ws.id, { message: opts.message });
   if (cp.changed) {
-    const keep = Object.fromEntries(
-      [CLAUDE_LABELS.project, CLAUDE_LABELS.session, CLAUDE_LABELS.name]
-        .filter((k) => ws.labels[k] !== undefined)
-        .map((k) => [k, ws.labels[k]!]),
+    // never awc.claude.project: that label marks the prepared snapshot the hook forks
+    const keep: Record<string, string> = Object.fromEntries(
+      [CLAUDE_LABELS.session, CLAUDE_LABELS.name].filter((k) => ws.labels[k] !== undefined).map((k) => [k, ws.labels[k]!]),
     );
+    if (ws.labels[CLAUDE_LABELS.project] !== undefined) keep[CLAUDE_LABELS.checkpointOf] = ws.labels[CLAUDE_LABELS.project]!;
     await awc.setLabels(cp.id, keep);
   }
   if (mounted) await awc.unmount(ws.id, {});
