@@ -492,7 +492,11 @@ demo
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);
-registerClaudeCommands(program, (fn) => withAwc(fn), (fn) => withAwc(fn, { create: true }));
+registerClaudeCommands(
+  program,
+  (fn) => withAwc(fn),
+  (fn) => withAwc(fn, { create: true }),
+);
 
 program
   .command('mcp')
