@@ -20,6 +20,7 @@ function describeCleaned(c: CleanedMount): string {
     : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
 }
 import { registerAttachCommands } from './commands/attach.js';
+import { registerClaudeCommands } from './commands/claude.js';
 import { packageVersion } from './package-version.js';
 import { collectLabel, labelsOf, labelWords, registerLabelCommands } from './commands/label.js';
 import type { Labels } from '../catalog/labels.js';
@@ -491,6 +492,11 @@ demo
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);
+registerClaudeCommands(
+  program,
+  (fn) => withAwc(fn),
+  (fn) => withAwc(fn, { create: true }),
+);
 
 program
   .command('mcp')

@@ -169,6 +169,28 @@ export const ERROR_CODES = {
     retryable: false,
     hint: "The tool's configuration file is malformed or has a shape AWC cannot merge into; it was left as it is: fix it, then run `awc init` again.",
   },
+  // Claude Code worktree hooks (docs/how-to/claude-code.md)
+  E_HOOK_INPUT: {
+    exit: 2,
+    retryable: false,
+    hint: 'The hook reads one JSON object on stdin as Claude Code sends it (docs/how-to/claude-code.md#payloads).',
+  },
+  E_HOOK_EVENT: {
+    exit: 2,
+    retryable: false,
+    hint: '`awc hook claude` handles WorktreeCreate and WorktreeRemove only; configure it for those events (`awc init claude`).',
+  },
+  E_NOT_PREPARED: {
+    exit: 3,
+    retryable: false,
+    hint: 'Run `awc init claude <project>` once: it imports the project with its dependencies as the prepared snapshot.',
+  },
+  E_BRANCH_FAILED: { exit: 4, retryable: false, hint: "git could not make the worktree's branch; see git's message." },
+  E_CLAUDE_SETTINGS: {
+    exit: 5,
+    retryable: false,
+    hint: 'Fix .claude/settings.json by hand (it must be a JSON object; `hooks` an object of arrays); awc never overwrites it.',
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -72,6 +72,8 @@ export interface ImportDirOptions {
   concurrency?: number;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing with E_CHANGED_DURING_READ. */
   allowChanging?: boolean;
+  /** Leaves out a path (and, for a directory, all below it): called with its slash-separated path from the root. */
+  skip?: (relPath: string) => boolean;
 }
 
 /** What to do with an xattr by name: record it (`user.*`), drop it silently (`trusted.overlay.*`), or skip it with a warning. */
@@ -224,6 +226,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
     };
     for (const name of names) {
       const childRel = d.childRel(name);
+      if (opts.skip?.(childRel)) continue;
       const found = d.open(name, undefined);
       if (!found) continue; // vanished since readdir: taken as absent
       const st = found.st;

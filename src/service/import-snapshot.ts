@@ -37,6 +37,8 @@ export interface ImportOptions {
   allowChanging?: boolean;
   onProgress?: Progress;
   onWarning?: (w: { code: string; path: string; message: string }) => void;
+  /** A directory import leaves out the paths this returns true for (slash-separated, from the root; see ImportDirOptions.skip). */
+  skip?: (relPath: string) => boolean;
   /** Test-only injection point before the catalog commit. */
   testHooks?: CommitHooks;
 }
@@ -76,7 +78,12 @@ export async function importSnapshot(
     });
   }
   const r = st.isDirectory()
-    ? await importDir(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning, allowChanging: opts.allowChanging })
+    ? await importDir(src, writer, {
+        onProgress: opts.onProgress,
+        onWarning: opts.onWarning,
+        allowChanging: opts.allowChanging,
+        skip: opts.skip,
+      })
     : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
   const packs = await writer.flush();
   await opts.testHooks?.beforeCommit?.(attempt);

@@ -1,0 +1,70 @@
+import type { Command } from 'commander';
+import type { WithAwc } from '../gc-commands.js';
+
+/** The most a hook payload may be (bytes): Claude Code's are well under 4 KiB. */
+const MAX_PAYLOAD = 1024 * 1024;
+
+/**
+ * Reads all of stdin as UTF-8 (at most MAX_PAYLOAD bytes).
+ * @throws E_HOOK_INPUT when stdin is a terminal (no payload is coming) or too long
+ */
+async function readPayload(): Promise<string> {
+  const { AwcError } = await import('../../core/errors.js');
+  if (process.stdin.isTTY)
+    throw new AwcError('E_HOOK_INPUT', 'awc hook claude reads the hook payload (JSON) on stdin; stdin is a terminal', {
+      hint: 'Claude Code runs it with the payload on stdin; to try it by hand: `awc hook claude < payload.json`.',
+    });
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const c of process.stdin as AsyncIterable<Buffer>) {
+    n += c.length;
+    if (n > MAX_PAYLOAD) throw new AwcError('E_HOOK_INPUT', `the hook input is over ${MAX_PAYLOAD} bytes`);
+    chunks.push(c);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Registers `awc hook claude` (docs/reference/claude-code.md): Claude Code's WorktreeCreate
+ * and WorktreeRemove hooks. One JSON payload on stdin; for create, stdout is exactly one
+ * line, the workspace's real path; every log line goes to stderr.
+ */
+export function registerHookCommands(program: Command, withAwc: WithAwc): void {
+  const hook = program.command('hook').description('hooks of agent tools (run by the tool, not by hand)');
+  hook
+    .command('claude')
+    .description("Claude Code's WorktreeCreate / WorktreeRemove hook: payload on stdin; create prints the workspace path")
+    .action(async () => {
+      const { parseClaudeHookPayload } = await import('../../service/claude-payload.js');
+      const { AwcError } = await import('../../core/errors.js');
+      // a malformed payload is refused before anything is opened
+      const p = parseClaudeHookPayload(await readPayload());
+      const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
+      try {
+        await withAwc(async (awc, o) => {
+          if (p.event === 'WorktreeCreate') {
+            const { claudeWorktreeCreate } = await import('../../service/claude-hook.js');
+            const r = await claudeWorktreeCreate(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR, onLog: log });
+            // the one line Claude Code reads (whatever --json says: the hook contract is the path)
+            process.stdout.write(`${r.path}\n`);
+            return;
+          }
+          const { claudeWorktreeRemove } = await import('../../service/claude-hook.js');
+          const r = await claudeWorktreeRemove(awc, p);
+          log(
+            r.workspace === null
+              ? `${r.path}: no workspace there and the directory is gone; nothing to do`
+              : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone`,
+          );
+          if (o.json) o.result(r, () => '');
+        });
+      } catch (err) {
+        // a home that does not exist yet holds no prepared snapshot either
+        if (err instanceof AwcError && err.code === 'E_NO_HOME' && p.event === 'WorktreeCreate')
+          throw new AwcError('E_NOT_PREPARED', `no prepared snapshot: ${err.message}`, {
+            hint: 'Run `awc init claude <project>` once: it imports the project with its dependencies.',
+          });
+        throw err;
+      }
+    });
+}

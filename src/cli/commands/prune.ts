@@ -1,0 +1,31 @@
+import type { Command } from 'commander';
+import type { WithAwc } from '../gc-commands.js';
+
+/**
+ * Registers `awc prune [--dry-run]` (docs/reference/claude-code.md#awc-prune): releases the
+ * Claude Code hook's workspaces whose directory or session is gone.
+ */
+export function registerPruneCommands(program: Command, withAwc: WithAwc): void {
+  program
+    .command('prune')
+    .description('release Claude Code hook workspaces whose directory or session is gone (checkpoint, unmount, rm)')
+    .option('--dry-run', 'report what would be released; change nothing')
+    .action((opts: { dryRun?: boolean }) =>
+      withAwc(async (awc, o) => {
+        const { pruneClaude } = await import('../../service/claude-prune.js');
+        const r = await pruneClaude(awc, { dryRun: opts.dryRun });
+        o.result(r, () =>
+          [
+            ...r.pruned.map((e) => {
+              const what = `${e.workspace}${e.name ? ` (${e.name})` : ''} at ${e.path ?? '-'}: ${e.reason}`;
+              if (e.error) return `${what}: kept, release failed: ${e.error.code}: ${e.error.message}`;
+              if (r.dryRun) return `${what}: would release`;
+              return `${what}: released (${e.released?.checkpointed ? `checkpointed as ${e.released.snapshot}` : `work in ${e.released?.snapshot}`})`;
+            }),
+            `${r.dryRun ? 'dry run: ' : ''}${r.pruned.length} stale, ${r.kept} kept`,
+          ].join('\n'),
+        );
+        if (r.pruned.some((e) => e.error)) process.exitCode = 4;
+      }),
+    );
+}

@@ -1,0 +1,274 @@
+/**
+ * `awc hook claude`, `awc init claude`, `awc prune` (docs/how-to/claude-code.md): the built
+ * CLI run as a child process, fed each recorded Claude Code payload
+ * (test/fixtures/claude-hooks/) on stdin as Claude Code does, against a real git project
+ * with a small node_modules, one home, the host's real mount driver (overlay through the
+ * host daemon as root). A non-root variant runs the same hooks through `runHook` with the
+ * caller's uid (see the report of the ordinary-users work).
+ */
+import { strict as assert } from 'node:assert';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { isMounted } from '../src/host/mount-table.js';
+import { Awc } from '../src/service/awc.js';
+import type { SnapshotRow, WorkspaceRow } from '../src/catalog/catalog.js';
+import { awc, awcOk, CLI, cleanupMounts, errorOf, PROJECT } from './helpers/cli.js';
+import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
+
+const FIXTURES = join(PROJECT, 'test', 'fixtures', 'claude-hooks');
+
+describe('Claude Code worktree hooks', () => {
+  let work: string;
+  let home: string;
+  let project: string;
+  /** A symlink to the project: Claude Code may run in a path that is not the real one. */
+  let projectLink: string;
+  let transcripts: string;
+  /** The prepared snapshot `init claude` made. */
+  let prepared: string;
+
+  /** A recorded payload with its placeholders filled in (and `patch` merged over it). */
+  const payload = (file: string, vars: Record<string, string>, patch: Record<string, unknown> = {}): string => {
+    let text = readFileSync(join(FIXTURES, file), 'utf8');
+    for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`@${k}@`, v);
+    return JSON.stringify({ ...JSON.parse(text), ...patch });
+  };
+  /** Runs `awc hook claude` as Claude Code does: the payload on stdin, CLAUDE_PROJECT_DIR set, in the project. */
+  const runHook = (input: string, cwd = project) => {
+    const r = spawnSync(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+      input,
+      cwd,
+      encoding: 'utf8',
+      env: { ...process.env, CLAUDE_PROJECT_DIR: cwd },
+      timeout: 60_000,
+    });
+    return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+  };
+  const transcript = (name: string): string => {
+    const p = join(transcripts, `${name}.jsonl`);
+    writeFileSync(p, '{}\n');
+    return p;
+  };
+  const git = (dir: string, ...args: string[]): string =>
+    execFileSync('git', ['-c', `safe.directory=${dir}`, '-C', dir, ...args], { encoding: 'utf8' }).trim();
+  let opened: Awc | undefined;
+  /** The service on the test's home, in this process (reads only: fewer CLI starts). */
+  const svc = async (): Promise<Awc> => (opened ??= await Awc.open({ home }, { create: false }));
+  const labelled = async (kind: 'snapshot' | 'workspace', label: string): Promise<(SnapshotRow | WorkspaceRow)[]> => {
+    const [k, v] = label.split('=') as [string, string];
+    const s = await svc();
+    return kind === 'snapshot' ? s.listSnapshots({ labels: { [k]: v } }) : s.listWorkspaces({ labels: { [k]: v } });
+  };
+  const workspaceIds = async (): Promise<string[]> => (await (await svc()).listWorkspaces()).map((w) => w.id);
+
+  before(async () => {
+    work = realpathSync(await makeTempDir('awc-claude-'));
+    home = join(work, 'home');
+    project = join(work, 'proj');
+    projectLink = join(work, 'proj-link');
+    transcripts = join(work, 'transcripts');
+    mkdirSync(transcripts);
+    mkdirSync(join(project, 'src'), { recursive: true });
+    mkdirSync(join(project, 'node_modules', 'dep'), { recursive: true });
+    writeFileSync(join(project, 'src', 'index.js'), 'export const x = 1;\n');
+    writeFileSync(join(project, '.gitignore'), 'node_modules/\n.claude/worktrees/\n');
+    writeFileSync(join(project, 'node_modules', 'dep', 'index.js'), 'module.exports = 42;\n');
+    writeFileSync(join(project, 'node_modules', 'dep', 'package.json'), '{"name":"dep","version":"1.0.0"}\n');
+    execFileSync('git', ['init', '-q', '-b', 'main', project]);
+    git(project, 'add', '.');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+    symlinkSync(project, projectLink);
+  });
+  after(async () => {
+    await opened?.close();
+    cleanupMounts(home, work);
+    await removeTempDir(work);
+  });
+
+  it('create without a prepared snapshot fails at once with E_NOT_PREPARED and the hint, nothing on stdout', async () => {
+    const input = payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('none') });
+    // no home yet
+    let r = runHook(input);
+    assert.equal(r.code, 3, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /E_NOT_PREPARED/);
+    assert.match(r.stderr, /awc init claude/);
+    // a home with snapshots, none prepared for this project
+    const other = join(work, 'other');
+    mkdirSync(other);
+    writeFileSync(join(other, 'f'), 'x');
+    awcOk(home, ['snapshot', 'import', other]);
+    r = runHook(input);
+    assert.equal(r.code, 3, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /E_NOT_PREPARED.*\n.*awc init claude/);
+    assert.equal(existsSync(join(project, '.claude', 'worktrees', 'fix-login')), false);
+    assert.deepEqual(await workspaceIds(), []);
+  });
+
+  it('a malformed payload or an unknown event: a stable code, non-zero, nothing on stdout', () => {
+    const cases: [string, string][] = [
+      ['{not json', 'E_HOOK_INPUT'],
+      ['{"hook_event_name":"WorktreeCreate","cwd":"/tmp"}', 'E_HOOK_INPUT'],
+      ['{"hook_event_name":"WorktreeCreate","cwd":"/tmp","name":"../../etc"}', 'E_HOOK_INPUT'],
+      ['{"hook_event_name":"Stop","session_id":"s"}', 'E_HOOK_EVENT'],
+    ];
+    for (const [input, code] of cases) {
+      const r = runHook(input);
+      assert.equal(r.code, 2, `${input}: ${r.stderr}`);
+      assert.equal(r.stdout, '', input);
+      assert.match(r.stderr, new RegExp(code), input);
+    }
+  });
+
+  it('init claude imports once, keeps every key of settings.json, is idempotent; a malformed settings.json is refused and kept', async () => {
+    const settingsPath = join(project, '.claude', 'settings.json');
+    mkdirSync(join(project, '.claude'));
+    const mine = {
+      model: 'opus',
+      permissions: { allow: ['Bash(npm test)'] },
+      hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: 'echo pre' }] }] },
+    };
+    writeFileSync(settingsPath, JSON.stringify(mine));
+    const first = awcOk(home, ['init', 'claude', projectLink]);
+    assert.equal(first.imported, true);
+    prepared = first.snapshot;
+    assert.equal(first.project, project);
+    const s1 = JSON.parse(readFileSync(settingsPath, 'utf8'));
+    assert.equal(s1.model, 'opus');
+    assert.deepEqual(s1.permissions, mine.permissions);
+    assert.deepEqual(s1.hooks.PreToolUse, mine.hooks.PreToolUse);
+    for (const ev of ['WorktreeCreate', 'WorktreeRemove']) {
+      assert.equal(s1.hooks[ev].length, 1, ev);
+      assert.match(s1.hooks[ev][0].hooks[0].command, / --home \S+ --namespace default hook claude$/);
+    }
+    const text1 = readFileSync(settingsPath, 'utf8');
+    const again = awcOk(home, ['init', 'claude', project]);
+    assert.equal(again.imported, false);
+    assert.equal(again.snapshot, first.snapshot);
+    assert.equal(again.settings.changed, false);
+    assert.equal(readFileSync(settingsPath, 'utf8'), text1);
+    assert.equal((await labelled('snapshot', `awc.claude.project=${project}`)).length, 1);
+
+    const bad = join(work, 'bad');
+    mkdirSync(join(bad, '.claude'), { recursive: true });
+    writeFileSync(join(bad, '.claude', 'settings.json'), '{"model": "opus",');
+    const r = awc(home, ['init', 'claude', bad]);
+    assert.equal(r.code, 5, r.stderr);
+    assert.equal(errorOf(r).code, 'E_CLAUDE_SETTINGS');
+    assert.equal(readFileSync(join(bad, '.claude', 'settings.json'), 'utf8'), '{"model": "opus",');
+    assert.equal((await labelled('snapshot', `awc.claude.project=${bad}`)).length, 0, 'nothing imported');
+  });
+
+  const shapes: { create: string; remove: string; name: string; dir: (p: string) => string; cwd?: () => string }[] = [
+    { create: 'create-2.1.50.json', remove: 'remove-2.1.50.json', name: 'fix-login', dir: (p) => join(p, '.claude/worktrees/fix-login') },
+    {
+      create: 'create-2.1.197-subagent.json',
+      remove: 'remove-2.1.197.json',
+      name: 'agent-a1b2c3d4',
+      dir: (p) => join(p, '.claude/worktrees/agent-a1b2c3d4'),
+      cwd: () => projectLink,
+    },
+    { create: 'create-docs.json', remove: 'remove-2.1.50.json', name: 'feat/auth', dir: (p) => join(p, '.claude/worktrees/feat+auth') },
+    {
+      create: 'create-worktree-path.json',
+      remove: 'remove-2.1.197.json',
+      name: 'explicit-path',
+      dir: (p) => join(p, '.claude/worktrees/explicit-path'),
+    },
+  ];
+  for (const shape of shapes) {
+    it(`${shape.create}: one real path on stdout, a mounted writable git checkout on its branch with node_modules; ${shape.remove} leaves nothing and a checkpoint holds the work`, async () => {
+      const cwd = shape.cwd?.() ?? project;
+      const vars = { PROJECT: cwd, TRANSCRIPT: transcript(shape.name.replaceAll('/', '+')) };
+      const c = runHook(payload(shape.create, vars), cwd);
+      assert.equal(c.code, 0, c.stderr);
+      assert.match(c.stdout, /^\/[^\n]+\n$/, 'exactly one line');
+      const path = c.stdout.trimEnd();
+      assert.equal(path, shape.dir(project));
+      assert.equal(realpathSync(path), path, 'symlink-free');
+      assert.ok(isMounted(path), 'mounted');
+      assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), `worktree-${shape.name.replaceAll('/', '+')}`);
+      assert.equal(readFileSync(join(path, 'node_modules', 'dep', 'index.js'), 'utf8'), 'module.exports = 42;\n');
+      assert.equal(existsSync(join(path, '.claude', 'worktrees')), false, 'the worktrees are not in the snapshot');
+      writeFileSync(join(path, 'src', 'work.js'), `// ${shape.name}\n`);
+      const [ws] = await labelled('workspace', `awc.claude.name=${shape.name}`);
+      assert.ok(ws, 'labelled');
+      assert.equal(ws.labels['awc.claude.project'], project);
+      assert.equal((ws as WorkspaceRow).baseSnapshotId, prepared, 'forked from the prepared snapshot (not from an earlier checkpoint)');
+      assert.equal(ws.labels['awc.claude.transcript'], vars.TRANSCRIPT);
+
+      const r = runHook(payload(shape.remove, { ...vars, WORKTREE: path }), cwd);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.equal(existsSync(path), false, 'directory gone');
+      assert.equal(isMounted(path), false);
+      assert.equal((await workspaceIds()).includes(ws.id), false);
+      const [snap] = await labelled('snapshot', `awc.claude.name=${shape.name}`);
+      assert.ok(snap, 'the checkpoint is labelled');
+      const out = join(work, `out-${ws.id}`);
+      await (await svc()).export(snap.id, { dir: out });
+      assert.equal(readFileSync(join(out, 'src', 'work.js'), 'utf8'), `// ${shape.name}\n`);
+      rmSync(out, { recursive: true });
+    });
+  }
+
+  it('prune releases a workspace whose directory is gone and one whose transcript is gone; --dry-run changes nothing', async () => {
+    const made: Record<string, { path: string; transcript: string; base: string }> = {};
+    for (const name of ['p-dir', 'p-session', 'p-live']) {
+      const t = transcript(name);
+      const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: t }, { name }));
+      assert.equal(c.code, 0, c.stderr);
+      const path = c.stdout.trimEnd();
+      const ws = (await (await svc()).listWorkspaces({ labels: { 'awc.claude.path': path } }))[0]!;
+      made[name] = { path, transcript: t, base: ws.baseSnapshotId };
+      writeFileSync(join(made[name].path, `${name}.txt`), name);
+    }
+    // --update imports again while workspaces are mounted inside the project: they are left out of it
+    const up = awcOk(home, ['init', 'claude', project, '--update']);
+    assert.equal(up.imported, true);
+    assert.deepEqual(up.replaced, { id: made['p-live']!.base, removed: false }, 'the old one is kept: workspaces use it');
+    const upOut = join(work, 'out-update');
+    await (await svc()).export(up.snapshot, { dir: upOut });
+    assert.equal(existsSync(join(upOut, 'src', 'index.js')), true);
+    assert.equal(existsSync(join(upOut, '.claude', 'worktrees')), false);
+    rmSync(upOut, { recursive: true });
+    // directory gone: unmounted (as after a reboot) and removed
+    awcOk(home, ['unmount', made['p-dir']!.path]);
+    rmdirSync(made['p-dir']!.path);
+    // session gone: Claude Code deleted its transcript
+    rmSync(made['p-session']!.transcript);
+
+    const state = async () => (await (await svc()).listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]);
+    const before = await state();
+    const dry = awcOk(home, ['prune', '--dry-run']);
+    assert.equal(dry.dryRun, true);
+    assert.deepEqual(dry.pruned.map((e: any) => [e.name, e.reason]).sort(), [
+      ['p-dir', 'directory-gone'],
+      ['p-session', 'session-gone'],
+    ]);
+    assert.deepEqual(await state(), before, 'dry run changed nothing');
+    assert.ok(isMounted(made['p-session']!.path));
+
+    const r = awcOk(home, ['prune']);
+    assert.deepEqual(r.pruned.map((e: any) => [e.name, e.reason, e.error]).sort(), [
+      ['p-dir', 'directory-gone', undefined],
+      ['p-session', 'session-gone', undefined],
+    ]);
+    assert.equal(r.kept, 1);
+    assert.equal(existsSync(made['p-session']!.path), false);
+    const left = (await (await svc()).listWorkspaces()).map((w) => w.labels['awc.claude.name']);
+    assert.deepEqual(left, ['p-live']);
+    for (const name of ['p-dir', 'p-session']) {
+      const [snap] = await labelled('snapshot', `awc.claude.name=${name}`);
+      assert.ok(snap, `${name}: its work is checkpointed`);
+    }
+    assert.ok(isMounted(made['p-live']!.path), 'the live one stays mounted');
+    const rm = runHook(
+      payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: made['p-live']!.transcript, WORKTREE: made['p-live']!.path }),
+    );
+    assert.equal(rm.code, 0, rm.stderr);
+  });
+});
