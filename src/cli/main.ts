@@ -4,7 +4,6 @@ import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
 import type { Awc } from '../service/awc.js';
 import { Output, formatBytes } from './output.js';
-import type { CleanedMount } from '../drivers/overlay/leftovers.js';
 import type { LeaseView } from '../service/lease-guard.js';
 import { leaseWords } from './lease-words.js';
 import { registerGcCommands } from './gc-commands.js';
@@ -12,14 +11,8 @@ import { registerGcCommands } from './gc-commands.js';
 // CLI latency (docs/explanation/cli-latency.md): this module and what it imports statically stay
 // tiny (commander, the error codes, Output); each command loads its implementation in its action.
 
-/** One line about a mount a dead daemon left and that was cleaned. */
-function describeCleaned(c: CleanedMount): string {
-  const what = c.kind === 'content' ? 'content FUSE' : 'overlay';
-  return c.error
-    ? `${what} at ${c.path}: could not unmount (${c.error})`
-    : `${what} at ${c.path}: unmounted${c.lazy ? ' lazily (still in use: processes keep their files)' : ''}`;
-}
 import { registerAttachCommands } from './commands/attach.js';
+import { describeCleaned, registerDaemonCommands } from './commands/daemon.js';
 import { registerClaudeCommands } from './commands/claude.js';
 import { packageVersion } from './package-version.js';
 import { collectLabel, labelsOf, labelWords, registerLabelCommands } from './commands/label.js';
@@ -327,99 +320,7 @@ program
     );
   });
 
-const daemon = program.command('daemon').description('the host daemon (content FUSE server and overlay mounts)');
-daemon
-  .command('start')
-  .description('start the host daemon in the background')
-  .action(async () => {
-    const o = out();
-    const [{ loadConfig }, { DaemonClient }] = await Promise.all([import('../config/config.js'), import('../daemon/client.js')]);
-    const client = new DaemonClient(loadConfig({ home: globals().home, namespace: globals().namespace }));
-    if (!(await client.running())) await client.start();
-    const s = await client.call('GET', '/v1/status');
-    o.result(s, () => `awcd running (pid ${(s as { pid: number }).pid})`);
-  });
-daemon
-  .command('stop')
-  .description('unmount everything (uncheckpointed changes are kept) and stop the daemon')
-  .option('--force', 'detach mounts that are in use (lazy unmount) instead of refusing')
-  .action(async (opts: { force?: boolean }) => {
-    // --json: {running: false, stopped, cleaned: [{kind, path, upper?, lazy, error?}]}
-    const o = out();
-    const [{ loadConfig }, { stopDaemon }] = await Promise.all([import('../config/config.js'), import('../daemon/stop.js')]);
-    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
-    const r = await stopDaemon(config, opts.force === true);
-    o.result(r, () => [r.stopped ? 'awcd stopped' : 'awcd is not running', ...r.cleaned.map(describeCleaned)].join('\n'));
-  });
-daemon
-  .command('status')
-  .description('is the daemon running, and what it has mounted')
-  .action(async () => {
-    const o = out();
-    const [{ loadConfig, pathsOf }, { DaemonClient }, { livePid }] = await Promise.all([
-      import('../config/config.js'),
-      import('../daemon/client.js'),
-      import('../daemon/pid-file.js'),
-    ]);
-    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
-    const client = new DaemonClient(config);
-    if (!(await client.running())) {
-      // a live supervisor is starting a daemon that died again
-      const supervisor = livePid(pathsOf(config).supervisorPidFile);
-      o.result(supervisor === undefined ? { running: false } : { running: false, supervisor }, () =>
-        supervisor === undefined ? 'awcd is not running' : `awcd is not running; its supervisor (pid ${supervisor}) is starting it again`,
-      );
-      return;
-    }
-    const s = (await client.call('GET', '/v1/status', undefined, { start: false })) as {
-      pid: number;
-      mounts: { workspace: string; path: string }[];
-      contentObjects: number;
-    };
-    o.result({ running: true, ...s }, () =>
-      [
-        `awcd running (pid ${s.pid}), ${s.contentObjects} content objects known`,
-        ...s.mounts.map((m) => `  ${m.workspace} at ${m.path}`),
-      ].join('\n'),
-    );
-  });
-daemon
-  .command('run')
-  .description('run the daemon and its supervisor in the foreground (what `start` runs)')
-  .action(async () => {
-    const { loadConfig } = await import('../config/config.js');
-    const config = loadConfig({ home: globals().home, namespace: globals().namespace });
-    const logLine = (role: string) => (l: Record<string, unknown>) =>
-      process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role, ...l }) + '\n');
-    if (process.env.AWC_DAEMON_WORKER !== '1') {
-      // the supervisor: keeps the content FUSE connection and starts the daemon (this command with AWC_DAEMON_WORKER=1)
-      const { runSupervisor } = await import('../daemon/supervisor.js');
-      process.exit(await runSupervisor(config, logLine('supervisor')));
-    }
-    const fuseFd = process.env.AWC_FUSE_FD === undefined ? undefined : Number(process.env.AWC_FUSE_FD);
-    const resume = process.env.AWC_FUSE_RESUME === '1';
-    const { HostDaemon } = await import('../daemon/host-daemon.js');
-    const d = new HostDaemon(config, { fuseFd, resume, version: packageVersion() });
-    d.on('log', logLine('daemon'));
-    // the `users` of config.json again (per-user sockets)
-    process.on(
-      'SIGHUP',
-      () => void d.reload().catch((err: unknown) => logLine('daemon')({ level: 'error', msg: 'reload failed', err: String(err) })),
-    );
-    const stop = () => void d.stop().then(() => process.exit(0));
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-    d.on('stopped', () => process.exit(0));
-    try {
-      await d.start();
-    } catch (err) {
-      const e = err instanceof AwcError ? err : undefined;
-      logLine('daemon')({ level: 'error', msg: 'start failed', code: e?.code, err: String(err) });
-      const { EXIT_REFUSED, EXIT_SESSION_LOST } = await import('../daemon/supervisor.js');
-      process.exit(e?.code === 'E_DAEMON_UNAVAILABLE' ? EXIT_REFUSED : resume && e?.code === 'E_FUSE' ? EXIT_SESSION_LOST : 1);
-    }
-    await new Promise(() => undefined);
-  });
+registerDaemonCommands(program, globals, out);
 
 program
   .command('usage')
