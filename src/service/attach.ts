@@ -198,15 +198,38 @@ async function restore(awc: Awc, rec: AttachRecord): Promise<boolean | undefined
     for (const b of rec.binds) healthy &&= isMounted(b.target) && (await devOf(b.target)) === mnt;
     if (healthy) return false;
   }
+  // the binds first: after a daemon death they hold the old overlay, and the daemon remounts a
+  // workspace only once its old overlay has no users (drivers/overlay/pending-remounts.ts)
+  for (const b of rec.binds) await unmount(b.target, true);
   if (mnt === undefined) {
     await unmount(rec.mountPath, true);
-    await awc.mount(ws.id, rec.mountPath);
+    await mountOrAwaitRemount(awc, ws.id, rec.mountPath);
   }
-  for (const b of rec.binds) {
-    await unmount(b.target, true);
-    await bindMountNoSuid(join(rec.mountPath, b.rel), b.target);
-  }
+  for (const b of rec.binds) await bindMountNoSuid(join(rec.mountPath, b.rel), b.target);
   return true;
+}
+
+/** How long restore waits for the daemon's own remount (ms; it retries every second). */
+const REMOUNT_WAIT_MS = 30_000;
+
+/**
+ * Mounts workspace `id` at `path`; when the catalog already has it mounted there (the daemon
+ * is remounting it after a restart, retrying every second), waits until the mount is there.
+ * @throws E_ALREADY_MOUNTED when it is not there after REMOUNT_WAIT_MS; what Awc.mount throws
+ */
+async function mountOrAwaitRemount(awc: Awc, id: string, path: string): Promise<void> {
+  try {
+    await awc.mount(id, path);
+    return;
+  } catch (err) {
+    if (!(err instanceof AwcError) || err.code !== 'E_ALREADY_MOUNTED') throw err;
+    const deadline = Date.now() + REMOUNT_WAIT_MS;
+    while (Date.now() < deadline) {
+      if (isMounted(path)) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw err;
+  }
 }
 
 /**
