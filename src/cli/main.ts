@@ -4,6 +4,7 @@ import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
 import type { Awc } from '../service/awc.js';
 import { Output, formatBytes } from './output.js';
+import { registerKeptCommands } from './commands/kept.js';
 import type { LeaseView } from '../service/lease-guard.js';
 import { leaseWords } from './lease-words.js';
 import { registerGcCommands } from './gc-commands.js';
@@ -103,6 +104,7 @@ snapshot
         });
         o.progressDone();
         for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
+        for (const k of r.secrets) o.warn(`${k.path}: secret, not stored (opt it in with "allowSecrets" in .awc.json)`);
         o.result(
           r,
           () =>
@@ -232,6 +234,9 @@ program
       const r = await awc.checkpoint(ws, opts);
       for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
       for (const k of r.skipped) o.warn(`${k.path}: skipped (${k.reason}: a snapshot cannot hold it)`);
+      for (const k of r.secrets)
+        o.warn(`${k.path}: secret, not stored (it stays on this host; opt it in with "allowSecrets" in .awc.json)`);
+      for (const k of r.dropped) o.warn(`${k.path}: scratch, dropped (${k.files} files, ${formatBytes(k.bytes)})`);
       o.result(r, () =>
         r.changed
           ? `${r.id}: ${r.files} files, ${formatBytes(r.bytes)}; read ${r.filesRead} changed files, stored ${formatBytes(r.newBytes)} new`
@@ -390,6 +395,7 @@ demo
     });
   });
 
+registerKeptCommands(program, (fn) => withAwc(fn));
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);

@@ -1,4 +1,5 @@
 import type { Digest } from '../core/digest.js';
+import type { CaptureFilter } from '../core/capture-filter.js';
 import type { MountDriverName } from '../core/mount-driver-name.js';
 import type { Catalog, WorkspaceRow } from '../catalog/catalog.js';
 import type { AwcConfig, AwcPaths } from '../config/config.js';
@@ -72,7 +73,7 @@ export interface MountDriver {
    * changes the workspace. Call the result's `committed` once its root is committed.
    * @throws E_CHANGED_DURING_READ (retryable; not with `allowChanging`), E_PERMISSION
    */
-  scan(state: WorkspaceHostState, writer: ContentWriter, opts?: { allowChanging?: boolean }): Promise<ScanResult>;
+  scan(state: WorkspaceHostState, writer: ContentWriter, opts?: ScanOptions): Promise<ScanResult>;
 
   /** Whether an earlier mount still uses the workspace's private changes, and who holds it (never in use for a driver without such mounts). */
   inUse(state: WorkspaceHostState): Promise<MountUse>;
@@ -86,6 +87,12 @@ export interface MountDriver {
    * the host state removed; the catalog is not touched. @throws E_STILL_MOUNTED (an earlier mount still uses them)
    */
   dropStale(state: WorkspaceHostState): Promise<void>;
+}
+
+/** Options of {@link MountDriver.scan}: `filter` leaves out what the capture filter names (docs/explanation/capture-classes.md). */
+export interface ScanOptions {
+  allowChanging?: boolean;
+  filter?: CaptureFilter;
 }
 
 /** Options of {@link MountDriver.mount}. */

@@ -5,6 +5,8 @@ import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { decodeUtf8Name, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter } from '../store/content-writer.js';
+import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
+import { peekFd, readSmallText } from '../core/small-file.js';
 
 /**
  * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
@@ -74,6 +76,8 @@ export interface ImportDirOptions {
   allowChanging?: boolean;
   /** Leaves out a path (and, for a directory, all below it): called with its slash-separated path from the root. */
   skip?: (relPath: string) => boolean;
+  /** The capture filter (docs/explanation/capture-classes.md): secrets and scratch it names are left out and reported to it. */
+  filter?: CaptureFilter;
 }
 
 /** What to do with an xattr by name: record it (`user.*`), drop it silently (`trusted.overlay.*`), or skip it with a warning. */
@@ -217,7 +221,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
    * deterministic), file contents through the pool. Returns (boxed) a promise of the
    * directory's tree digest, resolved once all its entries are written.
    */
-  const scanDir = async (d: DirFd): Promise<{ tree: Promise<Digest> }> => {
+  const scanDir = async (d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> => {
     const names = d.list().map((b) => decodeUtf8Name(b, d.childRel(b.toString('latin1'))));
     const pending: Promise<Entry>[] = [];
     const add = (p: Promise<Entry>): void => {
@@ -234,13 +238,28 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
         let sub: { tree: Promise<Digest> };
         let xattrs: Record<string, string> | undefined;
         try {
+          if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
+            opts.filter?.scratch(childRel, { dir: found.dir });
+            continue;
+          }
+          const childF = await f?.child(name, async () => readSmallText(found.dir, '.gitignore'));
           xattrs = readXattrs(found.dir.self, childRel, warn);
-          sub = await scanDir(found.dir);
+          sub = await scanDir(found.dir, childF);
         } finally {
           found.dir.close();
         }
         add(sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })));
       } else if (found.type === 'file') {
+        const verdict = f?.verdict(name, false, () => peekFd(found.fd)) ?? 'store';
+        if (verdict !== 'store') {
+          try {
+            if (verdict === 'secret') opts.filter?.secret(childRel, found.fd, Number(st.size));
+            else opts.filter?.scratch(childRel, { size: Number(st.size) });
+          } finally {
+            closeSync(found.fd);
+          }
+          continue;
+        }
         if (st.nlink > 1n) {
           const key = `${st.dev}:${st.ino}`;
           const first = firstNames.get(key);
@@ -282,7 +301,8 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
 
   try {
     const rootXattrs = readXattrs(root.self, '.', warn);
-    const scanned = await scanDir(root);
+    const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
+    const scanned = await scanDir(root, rootFilter);
     const tree = await scanned.tree;
     const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
     return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing };

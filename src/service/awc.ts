@@ -30,12 +30,18 @@ import { retryCondemned, type CommitHooks } from './commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from './gc.js';
 import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
+import { CaptureRecorder, captureFields, type CaptureFields } from './capture-classes.js';
+import { KeptFiles } from './kept-commands.js';
+import { Keeper, type KeptFile } from './kept-files.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
 
-/** Result of a checkpoint. `changed` is false when the workspace equals its head (no snapshot made). */
-export interface CheckpointResult {
+/**
+ * Result of a checkpoint. `changed` is false when the workspace equals its head (no snapshot made).
+ * `secrets`, `dropped`, `classes`: what the capture filter left out and the files and bytes per class (capture-classes.ts).
+ */
+export interface CheckpointResult extends CaptureFields {
   id: string;
   root: Digest;
   changed: boolean;
@@ -61,6 +67,8 @@ export class Awc implements DriverContext {
   readonly paths: AwcPaths;
   /** This host's side of the lease protocol (sessions, the fencing token, what `ls` and `show` say). */
   readonly leases: LeaseGuard;
+  /** Files kept on this host when a workspace's host state was dropped (`awc kept`). */
+  readonly kept: KeptFiles;
   private readonly drivers: Record<MountDriverName, MountDriver>;
 
   private constructor(
@@ -72,6 +80,7 @@ export class Awc implements DriverContext {
     this.paths = pathsOf(config);
     this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
+    this.kept = new KeptFiles(this.paths);
   }
 
   /** See LeaseGuard.ensureSession (the daemon holds this host's leases, for every driver). @throws E_DAEMON_UNAVAILABLE */
@@ -138,7 +147,8 @@ export class Awc implements DriverContext {
    * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
    */
   importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
-    return retryCondemned((n) => importSnapshot(this.catalog, this.namespace, () => this.writer(), source, opts, n));
+    const filter = () => new CaptureRecorder(this.reader(), { dropScratch: false });
+    return retryCondemned((n) => importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { ...opts, filter }, n));
   }
 
   /**
@@ -243,7 +253,7 @@ export class Awc implements DriverContext {
     let pending = await readHostState(this.paths.workspaces, ws.id);
     // never two mounts on one set of private changes (and never remove what an earlier mount still writes to)
     if (pending) await this.refuseWhileUsed(pending, 'it cannot be mounted again');
-    if (pending && (await this.liveRoot(ws, pending)) === (await this.getSnapshot(ws.headSnapshotId)).root) {
+    if (pending && !(await this.liveChanged(ws, pending, true))) {
       // kept changes that were all checkpointed since: start clean on the head
       await removeHostState(this.paths.workspaces, ws.id);
       pending = undefined;
@@ -268,9 +278,20 @@ export class Awc implements DriverContext {
    * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes),
    *   E_STILL_MOUNTED (discard of an upper an earlier mount still uses)
    */
-  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<UnmountResult> {
+  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<UnmountResult & { kept?: KeptFile[] }> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
+    // secrets exist nowhere else: kept on the host before anything is discarded
+    const kept = state && opts.discard ? await this.keepSecrets(ws, state) : [];
+    return { ...(await this.unmountKept(ws, state, opts)), ...(kept.length > 0 ? { kept } : {}) };
+  }
+
+  /** `unmount` once the secrets are kept. */
+  private async unmountKept(
+    ws: WorkspaceRow,
+    state: WorkspaceHostState | undefined,
+    opts: { discard?: boolean; force?: boolean },
+  ): Promise<UnmountResult> {
     if (ws.mountState === 'mounted' && ws.mountHost !== this.config.host) {
       // taken over by another host: what is left here is stale, dropped only when asked
       if (state && opts.discard) await this.drivers[state.driver].dropStale(state);
@@ -291,7 +312,7 @@ export class Awc implements DriverContext {
     const r = await this.driver(ws.mountDriver).unmount(ws, state, {
       discard: opts.discard ?? false,
       force: opts.force ?? false,
-      changed: async () => state !== undefined && (await this.liveRoot(ws, state)) !== (await this.getSnapshot(ws.headSnapshotId)).root,
+      changed: async () => state !== undefined && (await this.liveChanged(ws, state, true)),
     });
     // no host state left: no layer snapshot to keep for gc
     if (!(await readHostState(this.paths.workspaces, ws.id))) await this.catalog.setLayerSnapshot(ws.id, null);
@@ -333,10 +354,34 @@ export class Awc implements DriverContext {
     return this.getWorkspace(refOrPath);
   }
 
-  /** Root digest of a workspace's current state: its live state when it has host state here (a scan by its driver), else its head. */
-  private async liveRoot(ws: WorkspaceRow, state: WorkspaceHostState | undefined, writer?: ContentWriter): Promise<Digest> {
+  /** Root digest of a workspace's current state: its live state when it has host state here (a scan by its driver, through `filter`), else its head. */
+  private async liveRoot(
+    ws: WorkspaceRow,
+    state: WorkspaceHostState | undefined,
+    writer?: ContentWriter,
+    filter = this.capture(),
+  ): Promise<Digest> {
     if (!state) return (await this.getSnapshot(ws.headSnapshotId)).root;
-    return (await this.drivers[state.driver].scan(state, writer ?? this.writer(true))).root;
+    return (await this.drivers[state.driver].scan(state, writer ?? this.writer(true), { filter })).root;
+  }
+
+  /** A capture filter for a checkpoint-like walk (scratch dropped). */
+  private capture(keep?: Keeper): CaptureRecorder {
+    return new CaptureRecorder(this.reader(), { dropScratch: true, keep: keep?.keep.bind(keep) });
+  }
+
+  /** Whether a workspace's host state holds what its head does not: changes, or (with `secrets`) files the secret filter left out. */
+  async liveChanged(ws: WorkspaceRow, state: WorkspaceHostState, secrets: boolean): Promise<boolean> {
+    const rec = this.capture();
+    const root = await this.liveRoot(ws, state, undefined, rec);
+    return root !== (await this.getSnapshot(ws.headSnapshotId)).root || (secrets && rec.report.secrets.length > 0);
+  }
+
+  /** Copies the secret files of a workspace's host state into a kept set (see Keeper); the kept files. */
+  private async keepSecrets(ws: WorkspaceRow, state: WorkspaceHostState): Promise<KeptFile[]> {
+    const keeper = new Keeper(this.paths, ws);
+    await this.drivers[state.driver].scan(state, this.writer(true), { filter: this.capture(keeper) });
+    return keeper.finish();
   }
 
   /**
@@ -371,7 +416,7 @@ export class Awc implements DriverContext {
       filesRead,
       skipped,
       ...rest
-    }: Pick<CheckpointResult, 'filesRead' | 'skipped' | 'changing'>): CheckpointResult => ({
+    }: Pick<CheckpointResult, 'filesRead' | 'skipped' | 'changing'>): Omit<CheckpointResult, keyof CaptureFields> => ({
       id: head.id,
       root: head.root,
       changed: false,
@@ -383,18 +428,21 @@ export class Awc implements DriverContext {
       skipped,
       ...rest,
     });
-    if (!state) return unchanged({ filesRead: 0, skipped: [] });
+    const rec = this.capture();
+    if (!state) return { ...unchanged({ filesRead: 0, skipped: [] }), ...(await captureFields(this.reader(), head.root, rec)) };
     const startedAtMs = await this.catalog.nowMs();
     // the fencing token: this host's live lease (a lost one refuses the checkpoint here, and the commit re-checks it)
     const lease = await this.leases.commitLease(ws);
     const writer = this.writer();
-    const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging });
+    const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging, filter: rec });
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
-      return unchanged({ filesRead: scan.filesRead, skipped: scan.skipped, ...changingOf(scan.changing) });
+      const fields = await captureFields(this.reader(), head.root, rec);
+      return { ...unchanged({ filesRead: scan.filesRead, skipped: scan.skipped, ...changingOf(scan.changing) }), ...fields };
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
+    const fields = await captureFields(this.reader(writer.sessionBlob.bind(writer)), scan.root, rec);
     await opts.testHooks?.beforeCommit?.(attempt);
     await opts.beforeCommit?.();
     const snap = await this.catalog.commitCheckpoint({
@@ -427,6 +475,7 @@ export class Awc implements DriverContext {
       newBytes: writer.stats.newBytes,
       skipped: scan.skipped,
       ...changingOf(scan.changing),
+      ...fields,
     };
   }
 

@@ -11,6 +11,7 @@ import { importDir } from '../host/import-dir.js';
 import type { Progress } from '../drivers/mount-driver.js';
 import { importTar, looksLikeTar } from './import-tar.js';
 import type { CommitHooks } from './commit-retry.js';
+import type { CaptureRecorder } from './capture-classes.js';
 
 /** Result of an import: the new snapshot and what was stored. */
 export interface ImportResult {
@@ -24,6 +25,8 @@ export interface ImportResult {
   newBytes: number;
   storedBytes: number;
   skipped: { path: string; reason: string }[];
+  /** Secret files of a directory import left out by the secret filter (never stored), with their size in bytes. */
+  secrets: { path: string; size: number }[];
   /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
   changing?: string[];
 }
@@ -39,6 +42,8 @@ export interface ImportOptions {
   onWarning?: (w: { code: string; path: string; message: string }) => void;
   /** A directory import leaves out the paths this returns true for (slash-separated, from the root; see ImportDirOptions.skip). */
   skip?: (relPath: string) => boolean;
+  /** Makes the capture filter of a directory import (docs/explanation/capture-classes.md); none: everything is stored. */
+  filter?: () => CaptureRecorder;
   /** Test-only injection point before the catalog commit. */
   testHooks?: CommitHooks;
 }
@@ -77,12 +82,14 @@ export async function importSnapshot(
       hint: 'Pass a directory, or a .tar / .tar.gz file.',
     });
   }
+  const filter = opts.filter?.();
   const r = st.isDirectory()
     ? await importDir(src, writer, {
         onProgress: opts.onProgress,
         onWarning: opts.onWarning,
         allowChanging: opts.allowChanging,
         skip: opts.skip,
+        filter,
       })
     : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
   const packs = await writer.flush();
@@ -109,6 +116,7 @@ export async function importSnapshot(
     newBytes: writer.stats.newBytes,
     storedBytes: writer.stats.storedBytes,
     skipped: r.skipped,
+    secrets: filter?.report.secrets ?? [],
     ...changingOf(r.changing),
   };
 }

@@ -2,6 +2,7 @@ import { AwcError } from '../core/errors.js';
 import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { UnmountResult } from '../drivers/mount-driver.js';
 import { readHostState } from '../drivers/workspace-state.js';
+import type { KeptFile } from './kept-files.js';
 
 /** What `awc rm` removed: catalog rows only (bytes go with `awc gc`). */
 export interface RemoveResult {
@@ -15,6 +16,8 @@ export interface RemoveResult {
   reparented?: string[];
   /** Snapshot (`force`): workspaces whose base moved to its parent (or their head). */
   rebased?: string[];
+  /** Workspace: secret files that existed nowhere else, kept on this host (`awc kept`). */
+  kept?: KeptFile[];
 }
 
 /** What `removeRef` needs from the service (implemented by `Awc`). */
@@ -24,7 +27,7 @@ export interface RemoveContext {
   readonly config: { host: string };
   readonly paths: { workspaces: string };
   resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }>;
-  unmount(ref: string, opts: { discard?: boolean; force?: boolean }): Promise<UnmountResult>;
+  unmount(ref: string, opts: { discard?: boolean; force?: boolean }): Promise<UnmountResult & { kept?: KeptFile[] }>;
 }
 
 /**
@@ -56,7 +59,8 @@ export async function removeRef(ctx: RemoveContext, ref: string, opts: { force?:
         details: { path: ws.mountPath, host: ws.mountHost },
       });
     }
-    await ctx.unmount(ws.id, { discard: true });
+    const u = await ctx.unmount(ws.id, { discard: true });
+    if (u.kept) out.kept = u.kept;
     out.unmounted = true;
   }
   if (await readHostState(ctx.paths.workspaces, ws.id)) {
@@ -66,7 +70,8 @@ export async function removeRef(ctx: RemoveContext, ref: string, opts: { force?:
         details: { workspace: ws.id },
       });
     }
-    await ctx.unmount(ws.id, { discard: true });
+    const u = await ctx.unmount(ws.id, { discard: true });
+    if (u.kept) out.kept = [...(out.kept ?? []), ...u.kept];
     out.discarded = true;
   }
   await ctx.catalog.deleteWorkspace(ctx.namespace, ws.id);

@@ -16,7 +16,8 @@ export async function countRoot(src: TreeSource, root: Digest, memo: Map<Digest,
   return countTree(src, r.tree, memo);
 }
 
-async function countTree(src: TreeSource, tree: Digest, memo: Map<Digest, TreeCounts>): Promise<TreeCounts> {
+/** Counts files and bytes under tree `tree` (memoised by digest in `memo`; see countRoot). */
+export async function countTree(src: TreeSource, tree: Digest, memo: Map<Digest, TreeCounts>): Promise<TreeCounts> {
   const hit = memo.get(tree);
   if (hit) return hit;
   const t = await src.readTree(tree);

@@ -19,6 +19,7 @@ import type {
   MountResult,
   MountUse,
   Progress,
+  ScanOptions,
   ScanResult,
   UnmountOptions,
   UnmountResult,
@@ -228,13 +229,14 @@ export class CopyMountDriver implements MountDriver {
    * stat is as materialised is its base entry; what was left out is put back. `committed`
    * refreshes the stat cache and the host state against the new head.
    */
-  async scan(state: WorkspaceHostState, writer: ContentWriter, opts: { allowChanging?: boolean } = {}): Promise<ScanResult> {
+  async scan(state: WorkspaceHostState, writer: ContentWriter, opts: ScanOptions = {}): Promise<ScanResult> {
     const { ctx } = this;
     const base = new Map<string, Entry>();
     for await (const { path, entry } of walkTree(ctx.reader(), state.layerRoot)) base.set(path, entry);
     const r = await importDir(copyTreeOf(state), writer, {
       reuse: reuseByStat(state.statCache ?? {}, base),
       allowChanging: opts.allowChanging,
+      filter: opts.filter,
     });
     const root = await restoreLeftOut(ctx.reader(writer.sessionBlob.bind(writer)), writer, r.root, base, state.leftOut);
     return {

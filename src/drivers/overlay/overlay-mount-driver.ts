@@ -13,6 +13,7 @@ import type {
   MountOptions,
   MountResult,
   MountUse,
+  ScanOptions,
   ScanResult,
   UnmountOptions,
   UnmountResult,
@@ -102,7 +103,7 @@ export class OverlayMountDriver implements MountDriver {
    * Merges the upper into the layer's tree (mergeUpper) with the upper stat cache;
    * `committed` saves the cache the merge saw (every digest in it is committed then).
    */
-  async scan(state: WorkspaceHostState, writer: ContentWriter, opts: { allowChanging?: boolean } = {}): Promise<ScanResult> {
+  async scan(state: WorkspaceHostState, writer: ContentWriter, opts: ScanOptions = {}): Promise<ScanResult> {
     const { ctx } = this;
     const dirs = workspaceDirs(ctx.paths.workspaces, state.workspaceId);
     // (an ordinary user's workspace has its own layer tree; its metadata is the same)
@@ -118,6 +119,7 @@ export class OverlayMountDriver implements MountDriver {
       contents: layer.meta.contents,
       statCache: await readUpperCache(dirs.dir),
       allowChanging: opts.allowChanging ?? false,
+      filter: opts.filter,
     });
     return {
       root: r.root,

@@ -6,6 +6,8 @@ import { AwcError } from '../../core/errors.js';
 import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../../core/tree.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
+import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
+import { peekFd, SMALL_FILE_BYTES } from '../../core/small-file.js';
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {
@@ -80,8 +82,10 @@ export async function mergeUpper(opts: {
   statCache?: UpperStatCache;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing. */
   allowChanging?: boolean;
+  /** The capture filter: full copies it calls secret or scratch are left out and reported to it (metadata-only copies are in the store already). */
+  filter?: CaptureFilter;
 }): Promise<MergeResult> {
-  const m = new Merger(opts.src, opts.writer, opts.contents ?? {}, opts.statCache ?? {}, opts.allowChanging ?? false);
+  const m = new Merger(opts.src, opts.writer, opts.contents ?? {}, opts.statCache ?? {}, opts.allowChanging ?? false, opts.filter);
   const baseRoot = await opts.src.readRoot(opts.base);
   m.baseRootTree = baseRoot.tree;
   const children = await m.loadChildren(baseRoot.tree);
@@ -89,7 +93,8 @@ export async function mergeUpper(opts: {
   if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `the upper directory ${opts.upper} is missing`);
   let rootAttrs: EntryAttrs;
   try {
-    await m.mergeDir(opened.dir, children, '');
+    const f = await opts.filter?.root((n) => m.textOf(opened.dir, children, n));
+    await m.mergeDir(opened.dir, children, '', f);
     rootAttrs = keepBaseTime(attrsFromStat(opened.st, readUserXattrs(opened.dir.self)), baseRoot);
   } finally {
     opened.dir.close();
@@ -115,7 +120,26 @@ class Merger {
     private contents: Record<string, [number, [Digest, number][]]>,
     private statCache: UpperStatCache,
     private allowChanging: boolean,
+    private filter: CaptureFilter | undefined,
   ) {}
+
+  /**
+   * The text of a small file `name` of the merged directory: the upper's full copy, else the
+   * lower's (`kids`) from the store; undefined when neither has one (or the upper whites it out).
+   */
+  async textOf(dir: DirFd, kids: Map<string, MEntry>, name: string): Promise<string | undefined> {
+    const found = dir.open(name, undefined);
+    if (found?.type === 'dir') found.dir.close();
+    if (found?.type === 'file') {
+      try {
+        if (!overlayXattrs(fdPath(found.fd)).metacopy) return peekFd(found.fd, SMALL_FILE_BYTES).toString('utf8');
+      } finally {
+        fs.closeSync(found.fd);
+      }
+    } else if (found) return undefined; // a whiteout, a symlink, a device: not a file of the merged view
+    const e = kids.get(name);
+    return e?.type === 'file' && this.filter ? (await this.filter.readStored(e)).toString('utf8') : undefined;
+  }
 
   /** Short content name → hex over `contents`, built on first need (see shortContentName). */
   private shortNames: Map<string, string> | undefined;
@@ -161,7 +185,7 @@ class Merger {
   }
 
   /** Merges the upper directory `dir` (its `rel` is the path in the workspace) into `children`. */
-  async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null): Promise<void> {
+  async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null, f?: CaptureDirFilter): Promise<void> {
     const names = dir
       .list()
       .map((b) => decodeUtf8Name(b, dir.childRel(b.toString('latin1'))))
@@ -177,6 +201,11 @@ class Merger {
       const st = found.st;
       if (found.type === 'dir') {
         try {
+          if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
+            this.filter?.scratch(relPath, { dir: found.dir });
+            children.delete(name);
+            continue;
+          }
           const ov = overlayXattrs(found.dir.self);
           let lowerChild: string | null = null;
           if (ov.opaque !== 'y') {
@@ -195,7 +224,8 @@ class Merger {
             else if (base?.type === 'mdir' && ov.redirect === undefined) kids = base.children;
             else lowerChild = null;
           }
-          await this.mergeDir(found.dir, kids, lowerChild);
+          const childF = await f?.child(name, () => this.textOf(found.dir, kids, '.gitignore'));
+          await this.mergeDir(found.dir, kids, lowerChild, childF);
           const attrs = keepBaseTime(attrsFromStat(st, readUserXattrs(found.dir.self)), baseDir);
           children.set(name, { type: 'mdir', name, attrs, children: kids });
         } finally {
@@ -205,6 +235,13 @@ class Merger {
       }
       if (found.type === 'file') {
         try {
+          const verdict = f && !overlayXattrs(fdPath(found.fd)).metacopy ? f.verdict(name, false, () => peekFd(found.fd)) : 'store';
+          if (verdict !== 'store') {
+            if (verdict === 'secret') this.filter?.secret(relPath, found.fd, Number(st.size));
+            else this.filter?.scratch(relPath, { size: Number(st.size) });
+            children.delete(name);
+            continue;
+          }
           children.set(name, await this.mergeFile(found.fd, relPath, name, st, lowerPath));
         } finally {
           fs.closeSync(found.fd);

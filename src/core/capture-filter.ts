@@ -1,0 +1,39 @@
+import type { DirFd } from './dir-fd.js';
+import type { FileEntry } from './tree.js';
+
+/**
+ * What a capture (checkpoint, directory import) does with one entry
+ * (docs/explanation/capture-classes.md): `store` it, leave it out as a `secret` (never in
+ * the object store; it stays on the host), or drop it as `scratch` (declared disposable).
+ */
+export type CaptureVerdict = 'store' | 'secret' | 'scratch';
+
+/**
+ * The capture filter as one directory of a walk sees it. Walkers (importDir, mergeUpper)
+ * ask it about each regular file and directory they would store, top-down: a directory's
+ * filter comes from its parent's `child`. Implemented by the service (src/service/capture-policy.ts).
+ */
+export interface CaptureDirFilter {
+  /**
+   * The verdict for child `name`. `peek` returns the first bytes (up to 64 KiB) of a regular
+   * file, for the secrets that depend on content (an `.npmrc` with a token); never called for a directory.
+   */
+  verdict(name: string, isDir: boolean, peek: () => Buffer): CaptureVerdict;
+  /** The filter of stored child directory `name`; `gitignore` reads that directory's `.gitignore` (undefined when none), called only when needed. */
+  child(name: string, gitignore: () => Promise<string | undefined>): Promise<CaptureDirFilter>;
+}
+
+/** A capture filter for one walk, and where the walk reports what it left out. */
+export interface CaptureFilter {
+  /**
+   * The root directory's filter. `read` gives the root's `.gitignore` or `.awc.json` text (undefined when none).
+   * @throws E_CONFIG (an invalid `.awc.json`)
+   */
+  root(read: (name: '.gitignore' | '.awc.json') => Promise<string | undefined>): Promise<CaptureDirFilter>;
+  /** A secret file left out, open at `fd` (the walker closes it afterwards; read it now or never). `rel` is its slash path. */
+  secret(rel: string, fd: number, size: number): void;
+  /** A scratch entry dropped: a directory open as `dir` (the walker closes it) or a file of `size` bytes. */
+  scratch(rel: string, what: { dir: DirFd } | { size: number }): void;
+  /** The content of a stored file (a base entry a walk needs: a `.gitignore` or `.awc.json` not in the upper). */
+  readStored(entry: FileEntry): Promise<Buffer>;
+}

@@ -1,0 +1,172 @@
+import * as fs from 'node:fs';
+import { dirname, join } from 'node:path';
+import { DirFd } from '../core/dir-fd.js';
+import { AwcError, toAwcError } from '../core/errors.js';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, mkdirPrivateSync, replaceFilePrivateSync } from '../core/private-fs.js';
+
+/** One kept file: its path in the workspace, its size in bytes and where the host keeps it. */
+export interface KeptFile {
+  path: string;
+  size: number;
+  keptAt: string;
+}
+
+/** A set of files kept when a workspace's host state was dropped (`awc kept ls`). */
+export interface KeptSet {
+  /** The set's id (`<workspace id>-<ms since epoch>`), what `awc kept restore|rm` take. */
+  id: string;
+  workspace: string;
+  name: string | null;
+  /** When they were kept (ms since epoch). */
+  atMs: number;
+  files: KeptFile[];
+}
+
+const MANIFEST = 'kept.json';
+
+/** Where kept files live: `<home>/<host dir>/kept/` beside the workspaces' host directories (0700). */
+export function keptRoot(paths: { workspaces: string }): string {
+  return join(dirname(paths.workspaces), 'kept');
+}
+
+/**
+ * Keeps the secret files of a workspace whose host state is dropped (rm, unmount --discard):
+ * each is copied, from the descriptor the walk opened (never through a path), to
+ * `<kept>/<set id>/files/<path>` (0700 directories, 0600 files); `finish` writes the set's
+ * manifest. docs/explanation/capture-classes.md#nothing-lost-on-remove says why it keeps rather than refuses.
+ */
+export class Keeper {
+  readonly files: KeptFile[] = [];
+  readonly id: string;
+  private readonly dir: string;
+
+  constructor(
+    paths: { workspaces: string },
+    private readonly ws: { id: string; name: string | null },
+    private readonly atMs = Date.now(),
+  ) {
+    this.id = `${ws.id}-${atMs}`;
+    this.dir = join(keptRoot(paths), this.id);
+  }
+
+  /** Copies the file open at `fd` (`rel` its slash path in the workspace). @throws E_NO_SPACE, E_PERMISSION… (nothing is removed then) */
+  keep(rel: string, fd: number, size: number): void {
+    const dest = join(this.dir, 'files', rel);
+    try {
+      mkdirPrivateSync(dirname(dest));
+      const out = fs.openSync(
+        dest,
+        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
+        PRIVATE_FILE_MODE,
+      );
+      try {
+        copyFd(fd, out);
+      } finally {
+        fs.closeSync(out);
+      }
+    } catch (err) {
+      throw toAwcError(err);
+    }
+    this.files.push({ path: rel, size, keptAt: dest });
+  }
+
+  /** Writes the manifest (when anything was kept) and returns the kept files. */
+  finish(): KeptFile[] {
+    if (this.files.length === 0) return [];
+    const set: KeptSet = { id: this.id, workspace: this.ws.id, name: this.ws.name, atMs: this.atMs, files: this.files };
+    replaceFilePrivateSync(join(this.dir, MANIFEST), JSON.stringify(set, null, 2) + '\n');
+    return this.files;
+  }
+}
+
+function copyFd(from: number, to: number): void {
+  const buf = Buffer.alloc(1024 * 1024);
+  for (let pos = 0; ;) {
+    const n = fs.readSync(from, buf, 0, buf.length, pos);
+    if (n === 0) return;
+    fs.writeSync(to, buf, 0, n);
+    pos += n;
+  }
+}
+
+/** The kept sets on this host, oldest first; `ref` keeps those of one workspace (id or name) or one set (its id). */
+export function listKept(paths: { workspaces: string }, ref?: string): KeptSet[] {
+  const root = keptRoot(paths);
+  let names: string[];
+  try {
+    names = fs.readdirSync(root);
+  } catch {
+    return [];
+  }
+  const sets: KeptSet[] = [];
+  for (const n of names) {
+    try {
+      sets.push(JSON.parse(fs.readFileSync(join(root, n, MANIFEST), 'utf8')) as KeptSet);
+    } catch {
+      // a set being written (no manifest yet): not listed
+    }
+  }
+  return sets.filter((s) => ref === undefined || s.id === ref || s.workspace === ref || s.name === ref).sort((a, b) => a.atMs - b.atMs);
+}
+
+/** The one set `ref` names (a set id, or a workspace: its newest set). @throws E_NOT_FOUND */
+function oneSet(paths: { workspaces: string }, ref: string): KeptSet {
+  const sets = listKept(paths, ref);
+  const set = sets.find((s) => s.id === ref) ?? sets.at(-1);
+  if (!set) throw new AwcError('E_NOT_FOUND', `no kept files for ${JSON.stringify(ref)}`, { hint: 'List them with `awc kept ls`.' });
+  return set;
+}
+
+/**
+ * Copies a kept set's files into directory `dir` (a workspace's mount, usually) at their
+ * paths: parent directories are created (0700), never through a symlink (E_PATH_TRAVERSAL),
+ * and files are created 0600, never over an existing name: when any exists nothing is
+ * written (E_TARGET_EXISTS, listing them). The kept copies stay until `removeKept`.
+ * @throws E_NOT_FOUND, E_SOURCE_NOT_FOUND (no directory), E_TARGET_EXISTS, E_PATH_TRAVERSAL
+ */
+export function restoreKept(paths: { workspaces: string }, ref: string, dir: string): { id: string; restored: string[] } {
+  const set = oneSet(paths, ref);
+  const opened = DirFd.openRoot(dir);
+  if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+  const root = opened.dir;
+  try {
+    const exists = set.files.filter((f) => fs.lstatSync(root.path(f.path), { throwIfNoEntry: false }) !== undefined);
+    if (exists.length > 0)
+      throw new AwcError(
+        'E_TARGET_EXISTS',
+        `${exists.length} kept file(s) exist in ${dir} already: ${exists.map((f) => f.path).join(', ')}`,
+        {
+          hint: 'Move them away first, or restore into an empty directory and compare.',
+          details: { paths: exists.map((f) => f.path) },
+        },
+      );
+    for (const f of set.files) {
+      const parts = f.path.split('/');
+      let parent = root.openRel('');
+      try {
+        for (const p of parts.slice(0, -1)) {
+          if (!fs.existsSync(parent.path(p))) fs.mkdirSync(parent.path(p), PRIVATE_DIR_MODE);
+          const next = parent.openRel(p);
+          parent.close();
+          parent = next;
+        }
+        fs.copyFileSync(f.keptAt, parent.path(parts[parts.length - 1]), fs.constants.COPYFILE_EXCL);
+        fs.chmodSync(parent.path(parts[parts.length - 1]), PRIVATE_FILE_MODE);
+      } finally {
+        parent.close();
+      }
+    }
+  } catch (err) {
+    throw toAwcError(err);
+  } finally {
+    root.close();
+  }
+  return { id: set.id, restored: set.files.map((f) => f.path) };
+}
+
+/** Deletes a kept set (`awc kept rm`). @throws E_NOT_FOUND */
+export function removeKept(paths: { workspaces: string }, ref: string): { id: string; files: number } {
+  const set = oneSet(paths, ref);
+  fs.rmSync(join(keptRoot(paths), set.id), { recursive: true, force: true });
+  return { id: set.id, files: set.files.length };
+}
