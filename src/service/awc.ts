@@ -25,14 +25,15 @@ import { checkTarTarget, exportTar } from './export-tar.js';
 import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from './diff-refs.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
-import { removeRef, type RemoveResult } from './remove.js';
+import { removeRef, type RemoveResult, type UnmountFlags } from './remove.js';
 import { retryCondemned, type CommitHooks } from './commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from './gc.js';
 import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
 import { CaptureRecorder, captureFields, type CaptureFields } from './capture-classes.js';
 import { KeptFiles } from './kept-commands.js';
-import { Keeper, type KeptFile } from './kept-files.js';
+import type { KeptFile } from './kept-files.js';
+import { LiveState } from './live-state.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -70,6 +71,7 @@ export class Awc implements DriverContext {
   /** Files kept on this host when a workspace's host state was dropped (`awc kept`). */
   readonly kept: KeptFiles;
   private readonly drivers: Record<MountDriverName, MountDriver>;
+  private readonly live: LiveState;
 
   private constructor(
     readonly config: AwcConfig,
@@ -81,6 +83,13 @@ export class Awc implements DriverContext {
     this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
     this.kept = new KeptFiles(this.paths);
+    this.live = new LiveState({
+      drivers: this.drivers,
+      paths: this.paths,
+      reader: () => this.reader(),
+      dryWriter: () => this.writer(true),
+      headRoot: async (ws) => (await this.getSnapshot(ws.headSnapshotId)).root,
+    });
   }
 
   /** See LeaseGuard.ensureSession (the daemon holds this host's leases, for every driver). @throws E_DAEMON_UNAVAILABLE */
@@ -191,9 +200,7 @@ export class Awc implements DriverContext {
   }
 
   /**
-   * Resolves a ref that may name a snapshot or a workspace (`show`, `diff`, `export`). Ids
-   * carry their kind (`sn_…`, `ws_…`), and `snapshot:<ref>` / `workspace:<ref>` say it; a
-   * bare name or id prefix that matches a snapshot and a workspace is refused.
+   * Resolves a ref that may name a snapshot or a workspace (`show`, `diff`, `export`; see resolveRef).
    * @throws E_NOT_FOUND, E_AMBIGUOUS (with a hint naming both and how to say which)
    */
   resolve(ref: string): Promise<ResolvedRef> {
@@ -253,7 +260,7 @@ export class Awc implements DriverContext {
     let pending = await readHostState(this.paths.workspaces, ws.id);
     // never two mounts on one set of private changes (and never remove what an earlier mount still writes to)
     if (pending) await this.refuseWhileUsed(pending, 'it cannot be mounted again');
-    if (pending && !(await this.liveChanged(ws, pending, true))) {
+    if (pending && !(await this.live.changed(ws, pending, true))) {
       // kept changes that were all checkpointed since: start clean on the head
       await removeHostState(this.paths.workspaces, ws.id);
       pending = undefined;
@@ -274,24 +281,20 @@ export class Awc implements DriverContext {
    * An overlay detached with `force` while processes still use it keeps its upper (they may
    * still write there): the result is `pending` and names them in `holders`, and the
    * workspace cannot be mounted again (E_STILL_MOUNTED) nor discarded until they exit.
-   * A workspace that is not mounted but kept changes here is cleared with `discard`.
+   * A workspace that is not mounted but kept changes here is cleared with `discard`. With `discard`,
+   * secret files (they exist nowhere else) are kept on the host first and listed in `kept` (`awc kept`).
    * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes),
    *   E_STILL_MOUNTED (discard of an upper an earlier mount still uses)
    */
-  async unmount(refOrPath: string, opts: { discard?: boolean; force?: boolean } = {}): Promise<UnmountResult & { kept?: KeptFile[] }> {
+  async unmount(refOrPath: string, opts: UnmountFlags = {}): Promise<UnmountResult & { kept?: KeptFile[] }> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
-    // secrets exist nowhere else: kept on the host before anything is discarded
-    const kept = state && opts.discard ? await this.keepSecrets(ws, state) : [];
+    const kept = state && opts.discard ? await this.live.keepSecrets(ws, state) : [];
     return { ...(await this.unmountKept(ws, state, opts)), ...(kept.length > 0 ? { kept } : {}) };
   }
 
   /** `unmount` once the secrets are kept. */
-  private async unmountKept(
-    ws: WorkspaceRow,
-    state: WorkspaceHostState | undefined,
-    opts: { discard?: boolean; force?: boolean },
-  ): Promise<UnmountResult> {
+  private async unmountKept(ws: WorkspaceRow, state: WorkspaceHostState | undefined, opts: UnmountFlags): Promise<UnmountResult> {
     if (ws.mountState === 'mounted' && ws.mountHost !== this.config.host) {
       // taken over by another host: what is left here is stale, dropped only when asked
       if (state && opts.discard) await this.drivers[state.driver].dropStale(state);
@@ -312,7 +315,7 @@ export class Awc implements DriverContext {
     const r = await this.driver(ws.mountDriver).unmount(ws, state, {
       discard: opts.discard ?? false,
       force: opts.force ?? false,
-      changed: async () => state !== undefined && (await this.liveChanged(ws, state, true)),
+      changed: async () => state !== undefined && (await this.live.changed(ws, state, true)),
     });
     // no host state left: no layer snapshot to keep for gc
     if (!(await readHostState(this.paths.workspaces, ws.id))) await this.catalog.setLayerSnapshot(ws.id, null);
@@ -352,36 +355,6 @@ export class Awc implements DriverContext {
       if (ws) return ws;
     }
     return this.getWorkspace(refOrPath);
-  }
-
-  /** Root digest of a workspace's current state: its live state when it has host state here (a scan by its driver, through `filter`), else its head. */
-  private async liveRoot(
-    ws: WorkspaceRow,
-    state: WorkspaceHostState | undefined,
-    writer?: ContentWriter,
-    filter = this.capture(),
-  ): Promise<Digest> {
-    if (!state) return (await this.getSnapshot(ws.headSnapshotId)).root;
-    return (await this.drivers[state.driver].scan(state, writer ?? this.writer(true), { filter })).root;
-  }
-
-  /** A capture filter for a checkpoint-like walk (scratch dropped). */
-  private capture(keep?: Keeper): CaptureRecorder {
-    return new CaptureRecorder(this.reader(), { dropScratch: true, keep: keep?.keep.bind(keep) });
-  }
-
-  /** Whether a workspace's host state holds what its head does not: changes, or (with `secrets`) files the secret filter left out. */
-  async liveChanged(ws: WorkspaceRow, state: WorkspaceHostState, secrets: boolean): Promise<boolean> {
-    const rec = this.capture();
-    const root = await this.liveRoot(ws, state, undefined, rec);
-    return root !== (await this.getSnapshot(ws.headSnapshotId)).root || (secrets && rec.report.secrets.length > 0);
-  }
-
-  /** Copies the secret files of a workspace's host state into a kept set (see Keeper); the kept files. */
-  private async keepSecrets(ws: WorkspaceRow, state: WorkspaceHostState): Promise<KeptFile[]> {
-    const keeper = new Keeper(this.paths, ws);
-    await this.drivers[state.driver].scan(state, this.writer(true), { filter: this.capture(keeper) });
-    return keeper.finish();
   }
 
   /**
@@ -428,7 +401,7 @@ export class Awc implements DriverContext {
       skipped,
       ...rest,
     });
-    const rec = this.capture();
+    const rec = this.live.capture();
     if (!state) return { ...unchanged({ filesRead: 0, skipped: [] }), ...(await captureFields(this.reader(), head.root, rec)) };
     const startedAtMs = await this.catalog.nowMs();
     // the fencing token: this host's live lease (a lost one refuses the checkpoint here, and the commit re-checks it)
@@ -489,7 +462,7 @@ export class Awc implements DriverContext {
     const r = await this.resolve(ref);
     if (r.kind === 'snapshot') return { root: r.snapshot.root, label: r.snapshot.id };
     const state = await readHostState(this.paths.workspaces, r.workspace.id);
-    return { root: await this.liveRoot(r.workspace, state, writer), label: r.workspace.id };
+    return { root: await this.live.root(r.workspace, state, writer), label: r.workspace.id };
   }
 
   /**

@@ -20,6 +20,12 @@ export interface RemoveResult {
   kept?: KeptFile[];
 }
 
+/** Flags of an unmount (`Awc.unmount`): drop uncheckpointed changes, detach a busy mount lazily. */
+export interface UnmountFlags {
+  discard?: boolean;
+  force?: boolean;
+}
+
 /** What `removeRef` needs from the service (implemented by `Awc`). */
 export interface RemoveContext {
   readonly catalog: Catalog;
@@ -27,7 +33,7 @@ export interface RemoveContext {
   readonly config: { host: string };
   readonly paths: { workspaces: string };
   resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }>;
-  unmount(ref: string, opts: { discard?: boolean; force?: boolean }): Promise<UnmountResult & { kept?: KeptFile[] }>;
+  unmount(ref: string, opts: UnmountFlags): Promise<UnmountResult & { kept?: KeptFile[] }>;
 }
 
 /**
