@@ -9,10 +9,9 @@ import { openObjectStore } from '../store/open-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
 import type { ObjectStore } from '../store/object-store.js';
-import { exportDir } from '../host/export-dir.js';
 import { prepareMountTarget, refuseInsideHome } from '../host/mount-commands.js';
 import { assertHome, loadConfig, pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
-import type { DriverContext, MountDriver, MountDriverName, MountResult, Progress, UnmountResult } from '../drivers/mount-driver.js';
+import type { DriverContext, MountDriver, MountDriverName, MountResult, UnmountResult } from '../drivers/mount-driver.js';
 import type { MountOptions as DriverMountOptions } from '../drivers/mount-driver.js';
 import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
 import { detectDriver, type DriverReport } from '../drivers/detect-driver.js';
@@ -21,7 +20,6 @@ import { OverlayMountDriver } from '../drivers/overlay/overlay-mount-driver.js';
 import { CopyMountDriver } from '../drivers/copy/copy-mount-driver.js';
 import { describeUse } from '../drivers/mount-use.js';
 import { changingOf, importSnapshot, type ImportOptions, type ImportResult } from './import-snapshot.js';
-import { checkTarTarget, exportTar } from './export-tar.js';
 import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from './diff-refs.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
@@ -34,6 +32,7 @@ import { CaptureRecorder, captureFields, type CaptureFields } from './capture-cl
 import { KeptFiles } from './kept-commands.js';
 import type { KeptFile } from './kept-files.js';
 import { LiveState } from './live-state.js';
+import { exportRef } from './export-ref.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -488,30 +487,7 @@ export class Awc implements DriverContext {
    * @throws E_NOT_FOUND, E_TARGET_EXISTS (a tar file that exists, a directory not empty), E_PATH_TRAVERSAL, E_NO_SPACE…,
    *   E_USAGE (directory is, holds or is inside the home), E_TARGET_BUSY (a mount point at or below it)
    */
-  async export(
-    ref: string,
-    opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean; onProgress?: Progress },
-  ): Promise<{ id: string; root: Digest; files: number; bytes: number; leftOut?: { path: string; reason: string }[] }> {
-    if ((opts.tar === undefined) === (opts.dir === undefined))
-      throw new AwcError('E_USAGE', 'export needs exactly one of --tar FILE or --dir DIR');
-    const r = await this.resolve(ref);
-    const snap = r.kind === 'snapshot' ? r.snapshot : await this.getSnapshot(r.workspace.headSnapshotId);
-    if (opts.tar !== undefined && opts.tar !== '-') await checkTarTarget(resolve(opts.tar));
-    const res =
-      opts.tar !== undefined
-        ? await exportTar(this.reader(), snap.root, opts.tar === '-' ? process.stdout : resolve(opts.tar))
-        : await exportDir(this.reader(), snap.root, resolve(opts.dir!), {
-            onProgress: opts.onProgress,
-            overwrite: opts.overwrite,
-            unprivileged: !opts.keepPrivileges,
-            home: this.config.home,
-          });
-    return {
-      id: snap.id,
-      root: snap.root,
-      files: res.files,
-      bytes: res.bytes,
-      ...('leftOut' in res ? { leftOut: (res as { leftOut: { path: string; reason: string }[] }).leftOut } : {}),
-    };
+  export(ref: string, opts: Parameters<typeof exportRef>[2]): ReturnType<typeof exportRef> {
+    return exportRef(this, ref, opts);
   }
 }
