@@ -15,6 +15,7 @@ import { registerGcCommands } from './gc-commands.js';
 import { registerAttachCommands } from './commands/attach.js';
 import { describeCleaned, registerDaemonCommands } from './commands/daemon.js';
 import { registerClaudeCommands } from './commands/claude.js';
+import type { ImportCliOptions } from './git-options.js';
 import { packageVersion } from './package-version.js';
 import { collectLabel, labelsOf, labelWords, registerLabelCommands } from './commands/label.js';
 import type { Labels } from '../catalog/labels.js';
@@ -85,23 +86,25 @@ function progress(o: Output, verb: string) {
 
 const snapshot = program.command('snapshot').description('import and list snapshots');
 snapshot
-  .command('import <source>')
-  .description('import a directory or a tar file as a new snapshot')
+  .command('import [source]')
+  .description('import a directory or a tar file (or, with --git, a git repository) as a new snapshot')
   .option('--name <name>', 'name the snapshot')
   .option('-m, --message <msg>', 'message')
   .option('--allow-changing', 'store files that keep changing while read as read (listed in "changing") instead of failing')
   .option('--label <key=value>', 'label the snapshot (repeatable)', collectLabel, [])
-  .action((source: string, opts: { name?: string; message?: string; allowChanging?: boolean; label: string[] }) =>
+  .option('--git <repo>', 'import a git repository (path or URL) at --rev, with its .git: forks are working clones')
+  .option('--rev <rev>', 'with --git: the branch, tag or commit to check out (default HEAD)')
+  .action((source: string | undefined, opts: ImportCliOptions) =>
     withAwc(
       async (awc, o) => {
-        const r = await awc.importSnapshot(source, {
-          name: opts.name,
-          message: opts.message,
-          labels: labelsOf(opts.label),
-          allowChanging: opts.allowChanging,
-          onProgress: progress(o, 'importing'),
-          onWarning: (w) => o.warn(`${w.path}: ${w.message}`),
-        });
+        const { checkImportSource } = await import('./git-options.js');
+        checkImportSource(source, opts);
+        const common = { name: opts.name, message: opts.message, labels: labelsOf(opts.label), onProgress: progress(o, 'importing') };
+        const onWarning = (w: { path: string; message: string }) => o.warn(`${w.path}: ${w.message}`);
+        const r =
+          opts.git !== undefined
+            ? await awc.importGit(opts.git, { ...common, rev: opts.rev, onWarning })
+            : await awc.importSnapshot(source!, { ...common, allowChanging: opts.allowChanging, onWarning });
         o.progressDone();
         for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
         for (const k of r.secrets) o.warn(`${k.path}: secret, not stored (opt it in with "allowSecrets" in .awc.json)`);

@@ -191,6 +191,21 @@ export const ERROR_CODES = {
     retryable: false,
     hint: 'Fix .claude/settings.json by hand (it must be a JSON object; `hooks` an object of arrays); awc never overwrites it.',
   },
+  E_GIT_NOT_A_REPO: {
+    exit: 3,
+    retryable: false,
+    hint: 'Pass the path of a git checkout or bare repository (its top level), or a URL git can clone.',
+  },
+  E_GIT_BAD_REV: {
+    exit: 3,
+    retryable: false,
+    hint: 'Pass a branch, tag or commit id of that repository (`git log --oneline` lists them).',
+  },
+  E_GIT_FAILED: {
+    exit: 6,
+    retryable: false,
+    hint: "Read git's message above; check that git is installed and the repository is readable.",
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

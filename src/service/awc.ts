@@ -33,6 +33,7 @@ import { KeptFiles } from './kept-commands.js';
 import type { KeptFile } from './kept-files.js';
 import { LiveState } from './live-state.js';
 import { exportRef } from './export-ref.js';
+import type { GitImportOptions, GitImportResult } from './git-import.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -159,6 +160,10 @@ export class Awc implements DriverContext {
     return retryCondemned((n) => importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { ...opts, filter }, n));
   }
 
+  /** `awc snapshot import --git` (see importGit). @throws E_GIT_NOT_A_REPO, E_GIT_BAD_REV, E_GIT_FAILED, and as importSnapshot */
+  async importGit(repo: string, opts: GitImportOptions = {}): Promise<GitImportResult> {
+    return (await import('./git-import.js')).importGit(this, repo, opts);
+  }
   /**
    * `awc gc` over this catalog and object store, every namespace (see runGc).
    * @throws E_GC_RUNNING, E_GC_LOCK_LOST, E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob unreadable)
