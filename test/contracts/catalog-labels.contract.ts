@@ -4,6 +4,7 @@ import type { Catalog } from '../../src/catalog/catalog.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { NS, snap } from '../helpers/catalog-fixtures.js';
 import type { CatalogFactory } from './catalog.contract.js';
+import { withAdapter } from './adapter-factory.js';
 
 /**
  * The labels part of the catalog contract (0004_labels, src/catalog/labels.ts): labels given
@@ -11,14 +12,7 @@ import type { CatalogFactory } from './catalog.contract.js';
  * list filters, validation that writes nothing, and namespaces as boundaries.
  */
 export function catalogLabelContract(name: string, factory: CatalogFactory): void {
-  async function withCat(fn: (cat: Catalog) => Promise<void>): Promise<void> {
-    const cat = await factory.create();
-    try {
-      await fn(cat);
-    } finally {
-      await factory.cleanup(cat);
-    }
-  }
+  const withCat = (fn: (cat: Catalog) => Promise<void>): Promise<void> => withAdapter(factory, fn);
 
   describe(`Catalog contract (labels): ${name}`, () => {
     it('keeps labels given at creation and at fork, and reads them back on every lookup', () =>

@@ -5,6 +5,7 @@ import type { Catalog } from '../../src/catalog/catalog.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { NS, snap } from '../helpers/catalog-fixtures.js';
 import type { CatalogFactory } from './catalog.contract.js';
+import { withAdapter } from './adapter-factory.js';
 
 /** A short lease TTL (ms) so that expiry can be waited for. */
 const TTL = 400;
@@ -37,14 +38,7 @@ const at = (host: string, path = `/mnt/${host}`) => ({ path, driver: 'copy' as c
  * reclaim of a restarted host. Run by `catalogContract` for every adapter.
  */
 export function catalogLeaseContract(name: string, factory: CatalogFactory): void {
-  async function withCat(fn: (cat: Catalog) => Promise<void>): Promise<void> {
-    const cat = await factory.create();
-    try {
-      await fn(cat);
-    } finally {
-      await factory.cleanup(cat);
-    }
-  }
+  const withCat = (fn: (cat: Catalog) => Promise<void>): Promise<void> => withAdapter(factory, fn);
 
   describe(`Catalog lease contract: ${name}`, () => {
     it('a host session is continued while live, renewed by a heartbeat, and replaced by the next one after expiry', async () => {

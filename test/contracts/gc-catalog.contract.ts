@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import type { Catalog } from '../../src/catalog/catalog.js';
-import type { AdapterFactory } from './adapter-factory.js';
+import { withAdapter, type AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
 
@@ -16,14 +16,7 @@ import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
  * Usage, in the adapter's test file: `gcCatalogContract('SqliteCatalog', { create, cleanup })`.
  */
 export function gcCatalogContract(name: string, factory: AdapterFactory<Catalog>): void {
-  async function withCat(fn: (c: Catalog) => Promise<void>): Promise<void> {
-    const cat = await factory.create();
-    try {
-      await fn(cat);
-    } finally {
-      await factory.cleanup(cat);
-    }
-  }
+  const withCat = (fn: (cat: Catalog) => Promise<void>): Promise<void> => withAdapter(factory, fn);
   const OWNER = 'test-host:1:abcd';
   const TTL = 60_000;
 
