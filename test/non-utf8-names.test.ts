@@ -33,6 +33,7 @@ for (const driver of ['overlay', 'copy'] as const) {
       mkdirSync(join(mnt, 'sub'));
       writeFileSync(Buffer.from(join(mnt, 'sub') + '/\xff\xfe', 'latin1'), 'invalid-name');
       writeFileSync(join(mnt, 'sub', '\ufffd\ufffd'), 'valid-fffd');
+      writeFileSync(join(mnt, 'sub', '.env'), 'TOKEN=1\n');
       const r = awc(home, ['checkpoint', ws], env);
       assert.equal(r.code, 7, r.stderr);
       const e = errorOf(r) as { code: string; message: string; details?: { path?: string; bytesHex?: string } };
@@ -40,7 +41,13 @@ for (const driver of ['overlay', 'copy'] as const) {
       assert.match(e.message, /^sub\//, 'the message names the entry inside the workspace');
       assert.ok(!e.message.includes('/host/workspaces/'), 'never the host path of the upper');
       assert.equal(awcOk(home, ['show', ws], env).headSnapshotId, snap.id, 'the head did not move');
-      awcOk(home, ['unmount', ws, '--discard'], env);
+      // a discard is not blocked by the name; its keeping pass keeps the secret beside it and reports the name
+      const d = awcOk(home, ['unmount', ws, '--discard'], env) as { kept?: { path: string }[]; unscanned?: string[] };
+      assert.deepEqual(
+        d.kept?.map((k) => k.path),
+        ['sub/.env'],
+      );
+      assert.deepEqual(d.unscanned, ['sub/\xff\xfe']);
     });
   });
 }

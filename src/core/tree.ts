@@ -213,6 +213,32 @@ export function decodeUtf8Name(raw: Uint8Array, where: string): string {
   }
 }
 
+/**
+ * Decodes the raw names of one directory listing with decodeUtf8Name. `childRel` gives an
+ * entry's path for the error. With `skip`, a name that is not valid UTF-8 is left out and
+ * passed to `skip` (path, hex bytes) instead of throwing.
+ * @throws AwcError E_UNSUPPORTED_NAME (without `skip`)
+ */
+export function decodeUtf8Names(
+  raw: readonly Buffer[],
+  childRel: (latin1: string) => string,
+  skip?: (rel: string, bytesHex: string) => void,
+): string[] {
+  const out: string[] = [];
+  for (const b of raw) {
+    if (!skip) {
+      out.push(decodeUtf8Name(b, childRel(b.toString('latin1'))));
+      continue;
+    }
+    try {
+      out.push(utf8.decode(b));
+    } catch {
+      skip(childRel(b.toString('latin1')), b.toString('hex'));
+    }
+  }
+  return out;
+}
+
 /** Linux dev_t → major and minor numbers (the inverse of `makedev`). */
 export function splitDev(rdev: number): { major: number; minor: number } {
   const d = BigInt(rdev);

@@ -3,7 +3,7 @@ import { getAttributeSync, listAttributesSync } from 'fs-xattr';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { decodeUtf8Name, type Entry, type EntryAttrs } from '../core/tree.js';
+import { decodeUtf8Name, decodeUtf8Names, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
 import { peekFd, readSmallText } from '../core/small-file.js';
@@ -222,7 +222,8 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
    * directory's tree digest, resolved once all its entries are written.
    */
   const scanDir = async (d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> => {
-    const names = d.list().map((b) => decodeUtf8Name(b, d.childRel(b.toString('latin1'))));
+    const skip = opts.filter?.unsupportedName?.bind(opts.filter);
+    const names = decodeUtf8Names(d.list(), (n) => d.childRel(n), skip);
     const pending: Promise<Entry>[] = [];
     const add = (p: Promise<Entry>): void => {
       p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile

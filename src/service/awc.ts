@@ -30,8 +30,7 @@ import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
 import { CaptureRecorder, captureFields, type CaptureFields } from './capture-classes.js';
 import { KeptFiles } from './kept-commands.js';
-import type { KeptFile } from './kept-files.js';
-import { LiveState } from './live-state.js';
+import { LiveState, type KeptFields } from './live-state.js';
 import { exportRef } from './export-ref.js';
 import type { GitImportOptions, GitImportResult } from './git-import.js';
 
@@ -290,11 +289,11 @@ export class Awc implements DriverContext {
    * @throws E_NOT_MOUNTED, E_TARGET_BUSY (use force), E_IN_USE (copy driver with changes),
    *   E_STILL_MOUNTED (discard of an upper an earlier mount still uses)
    */
-  async unmount(refOrPath: string, opts: UnmountFlags = {}): Promise<UnmountResult & { kept?: KeptFile[] }> {
+  async unmount(refOrPath: string, opts: UnmountFlags = {}): Promise<UnmountResult & KeptFields> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
     const state = await readHostState(this.paths.workspaces, ws.id);
-    const kept = state && opts.discard ? await this.live.keepSecrets(ws, state) : [];
-    return { ...(await this.unmountKept(ws, state, opts)), ...(kept.length > 0 ? { kept } : {}) };
+    const kept = state && opts.discard ? await this.live.keepSecrets(ws, state) : {};
+    return { ...(await this.unmountKept(ws, state, opts)), ...kept };
   }
 
   /** `unmount` once the secrets are kept. */

@@ -40,8 +40,16 @@ export class CaptureRecorder implements CaptureFilter {
 
   constructor(
     private readonly reader: ContentReader,
-    private readonly opts: CapturePolicyOptions & { keep?: (rel: string, fd: number, size: number) => void },
-  ) {}
+    private readonly opts: CapturePolicyOptions & {
+      keep?: (rel: string, fd: number, size: number) => void;
+      /** Skip names that are not valid UTF-8 (a walk whose result is never stored; see CaptureFilter.unsupportedName). */
+      skipUnsupportedNames?: (rel: string, bytesHex: string) => void;
+    },
+  ) {
+    if (opts.skipUnsupportedNames) this.unsupportedName = opts.skipUnsupportedNames;
+  }
+
+  unsupportedName?: (rel: string, bytesHex: string) => void;
 
   async root(read: (name: '.gitignore' | '.awc.json') => Promise<string | undefined>): Promise<CaptureDirFilter> {
     this.policy = new CapturePolicy(parseProjectConfig(await read(PROJECT_FILE)), this.opts);

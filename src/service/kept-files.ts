@@ -37,6 +37,8 @@ export function keptRoot(paths: { workspaces: string }): string {
  */
 export class Keeper {
   readonly files: KeptFile[] = [];
+  /** Paths (names read as latin1) the keeping pass could not look into: their names are not valid UTF-8. */
+  readonly unscanned: string[] = [];
   readonly id: string;
   private readonly dir: string;
 

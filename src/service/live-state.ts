@@ -8,6 +8,14 @@ import type { WorkspaceHostState } from '../drivers/workspace-state.js';
 import { CaptureRecorder } from './capture-classes.js';
 import { Keeper, type KeptFile } from './kept-files.js';
 
+/** What a discard reports of its keeping pass (each field only when not empty). */
+export interface KeptFields {
+  /** Secret files that existed nowhere else, kept on this host (`awc kept`). */
+  kept?: KeptFile[];
+  /** Entries the keeping pass could not look into (names not valid UTF-8, read as latin1). */
+  unscanned?: string[];
+}
+
 /** What LiveState needs of the service (`Awc`). */
 export interface LiveStateDeps {
   drivers: Record<MountDriverName, MountDriver>;
@@ -29,7 +37,12 @@ export class LiveState {
 
   /** A capture filter for a checkpoint-like walk (scratch dropped); `keep` gets each secret. */
   capture(keep?: Keeper): CaptureRecorder {
-    return new CaptureRecorder(this.deps.reader(), { dropScratch: true, keep: keep?.keep.bind(keep) });
+    return new CaptureRecorder(this.deps.reader(), {
+      dropScratch: true,
+      keep: keep?.keep.bind(keep),
+      // the keeping pass stores nothing: a name the tree format cannot hold must not block a discard
+      skipUnsupportedNames: keep ? (rel) => keep.unscanned.push(rel) : undefined,
+    });
   }
 
   /** Root digest of a workspace's live state (a scan by its driver through `filter`) when it has host state here, else its head's. */
@@ -45,8 +58,12 @@ export class LiveState {
     return root !== (await this.deps.headRoot(ws)) || (secrets && rec.report.secrets.length > 0);
   }
 
-  /** Copies the secret files of a workspace's host state into a kept set (see Keeper) and returns them. @throws E_CONFIG, E_NO_SPACE… */
-  async keepSecrets(ws: WorkspaceRow, state: WorkspaceHostState): Promise<KeptFile[]> {
+  /**
+   * Copies the secret files of a workspace's host state into a kept set (see Keeper) and
+   * returns them, with the paths of entries whose names are not valid UTF-8 (not looked into:
+   * tree format v1 cannot hold them, docs/decisions.md). @throws E_CONFIG, E_NO_SPACE…
+   */
+  async keepSecrets(ws: WorkspaceRow, state: WorkspaceHostState): Promise<KeptFields> {
     const keeper = new Keeper(this.deps.paths, ws);
     try {
       await this.deps.drivers[state.driver].scan(state, this.deps.dryWriter(), { filter: this.capture(keeper) });
@@ -54,6 +71,7 @@ export class LiveState {
       // the host state's files are gone (a lost upper or copy): nothing is left here to lose
       if (!(err instanceof AwcError && err.code === 'E_SOURCE_NOT_FOUND')) throw err;
     }
-    return keeper.finish();
+    const kept = keeper.finish();
+    return { ...(kept.length > 0 ? { kept } : {}), ...(keeper.unscanned.length > 0 ? { unscanned: keeper.unscanned } : {}) };
   }
 }

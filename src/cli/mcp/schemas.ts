@@ -59,7 +59,15 @@ export const mountOut = z.looseObject({
   leftOut: leftOut.optional(),
 });
 
-/** Output shapes, one per tool (raw shapes: the SDK wraps each in an object schema). */
+const counts = z.object({ files: z.number().int(), bytes: z.number() });
+
+/** Secret files a capture left out (never stored; they stay on the host, docs/explanation/capture-classes.md). */
+const secretsOut = z.array(z.object({ path: z.string(), size: z.number() }));
+
+/** Secret files kept on the host when a workspace's host state was dropped (`awc kept`). */
+const keptOut = z.array(z.object({ path: z.string(), size: z.number(), keptAt: z.string() })).optional();
+
+/** Output shapes, one per tool (raw shapes: the SDK wraps each in an object schema; its top-level fields are exactly these). */
 export const OUTPUT = {
   snapshot_list: { snapshots: z.array(snapshotOut) },
   workspace_fork: {
@@ -78,6 +86,11 @@ export const OUTPUT = {
     workspace: z.string(),
     path: z.string(),
     pending: z.boolean().describe('uncheckpointed changes were kept on this host (the next mount resumes them)'),
+    kept: keptOut.describe('with discard: secret files kept on this host'),
+    unscanned: z
+      .array(z.string())
+      .optional()
+      .describe('with discard: entries whose names are not valid UTF-8, not looked into for secrets'),
   },
   workspace_checkpoint: {
     id: z.string().describe('the new head snapshot (the old head when nothing changed)'),
@@ -90,6 +103,11 @@ export const OUTPUT = {
     newBytes: z.number(),
     skipped: leftOut,
     changing: z.array(z.string()).optional(),
+    secrets: secretsOut.describe('secret files left out of the snapshot (they stay on the host)'),
+    dropped: z.array(z.object({ path: z.string(), files: z.number().int(), bytes: z.number() })).describe('scratch paths dropped'),
+    classes: z
+      .looseObject({ durable: counts, reconstructible: counts, ignored: counts, scratch: counts, secret: counts })
+      .describe('files and bytes per capture class'),
   },
   workspace_diff: {
     from: z.string().describe('root digest of the older side'),
@@ -110,6 +128,7 @@ export const OUTPUT = {
     id: z.string(),
     unmounted: z.boolean().optional(),
     discarded: z.boolean().optional(),
+    kept: keptOut.describe('secret files that existed nowhere else, kept on this host'),
   },
   usage: {
     namespace: z.string(),

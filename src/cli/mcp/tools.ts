@@ -69,7 +69,13 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     };
     server.registerTool(
       name,
-      { title: cfg.title, description: cfg.description, inputSchema: cfg.input, outputSchema: cfg.output, annotations: cfg.annotations },
+      {
+        title: cfg.title,
+        description: cfg.description,
+        inputSchema: cfg.input,
+        outputSchema: z.looseObject(cfg.output),
+        annotations: cfg.annotations,
+      },
       handler as never,
     );
   };

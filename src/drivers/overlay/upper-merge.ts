@@ -3,7 +3,15 @@ import * as xattr from 'fs-xattr';
 import { isDigest, type Digest } from '../../core/digest.js';
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { AwcError } from '../../core/errors.js';
-import { compareNames, decodeUtf8Name, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../../core/tree.js';
+import {
+  compareNames,
+  decodeUtf8Name,
+  decodeUtf8Names,
+  type ChunkRef,
+  type DirEntry,
+  type Entry,
+  type EntryAttrs,
+} from '../../core/tree.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
@@ -186,10 +194,8 @@ class Merger {
 
   /** Merges the upper directory `dir` (its `rel` is the path in the workspace) into `children`. */
   async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null, f?: CaptureDirFilter): Promise<void> {
-    const names = dir
-      .list()
-      .map((b) => decodeUtf8Name(b, dir.childRel(b.toString('latin1'))))
-      .sort(compareNames);
+    const skip = this.filter?.unsupportedName?.bind(this.filter);
+    const names = decodeUtf8Names(dir.list(), (n) => dir.childRel(n), skip).sort(compareNames);
     for (const name of names) {
       const relPath = dir.childRel(name);
       const base = children.get(name);
