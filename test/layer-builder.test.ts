@@ -20,7 +20,8 @@ import type { TreeSource } from '../src/store/tree-source.js';
 
 const skip = process.getuid?.() === 0 ? false : 'needs root (trusted.* xattrs)';
 const hexOf = (s: string) => createHash('sha256').update(s).digest('hex');
-const attrs = { mode: 0o100644, uid: 0, gid: 0, mtimeNs: '1700000000000000000' };
+/** An mtime with a nanosecond remainder: Node's own utimes would lose its last three digits. */
+const attrs = { mode: 0o100644, uid: 0, gid: 0, mtimeNs: '1700000000123456789' };
 
 /** One root directory holding `files` (name → content digest hex, size). */
 function source(files: [string, string, number][]): { src: TreeSource; root: Digest } {
@@ -55,7 +56,7 @@ after(() => {
 });
 
 describe('layer builder', { skip }, () => {
-  it('placeholders get 24-byte short redirects and allocate no block', async () => {
+  it('placeholders get 24-byte short redirects, allocate no block, and carry the exact nanosecond mtime', async () => {
     const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
     dirs.push(layers);
     const files: [string, string, number][] = Array.from({ length: 20 }, (_, i) => [
@@ -74,7 +75,9 @@ describe('layer builder', { skip }, () => {
       const st = lstatSync(p);
       assert.equal(st.size, size);
       assert.equal(st.blocks, 0, `${name}: the overlay xattrs must fit in the inode`);
+      assert.equal(lstatSync(p, { bigint: true }).mtimeNs.toString(), attrs.mtimeNs, `${name}: exact mtime`);
     }
+    assert.equal(lstatSync(layer.dir, { bigint: true }).mtimeNs.toString(), attrs.mtimeNs, 'the root directory: exact mtime');
     assert.equal(Object.keys(JSON.parse(readFileSync(join(layers, root.slice(7), 'meta.json'), 'utf8')).contents).length, files.length);
   });
 

@@ -40,12 +40,11 @@ import { runWithDir, setTreeTimes } from './export-times.js';
  * libuv of Node 20 (1.46) converts it to a timespec and then truncates it to whole
  * microseconds (`uv__fs_to_timespec`; nodejs/node#50859 asks for bigint times, libuv
  * removed the truncation only in late 2025). A double also holds only ~240 ns at today's
- * epoch. So, with `mtimes: 'auto'` (the default), times are set exactly by one helper
- * process for the whole export, `python3 -I` calling `os.utime(path, ns=…,
- * follow_symlinks=False)` (utimensat with nanoseconds; ~0.15 s for 5,000 files); when
- * python3 is absent, or with `mtimes: 'node'`, they are set with `lutimes` to the exact
- * microsecond (the ns remainder is truncated; the double is biased by +0.5 µs so that it
- * never rounds down a microsecond; times before 1970 may be off by up to 1 µs there). The result
+ * epoch. So, with `mtimes: 'auto'` (the default), times are set exactly with utimensat(2)
+ * called through koffi (src/host/utimens.ts) on the parents' descriptors, never following a
+ * symlink; where koffi cannot load, or with `mtimes: 'node'`, they are set with `lutimes` to
+ * the exact microsecond (the ns remainder is truncated; the double is biased by +0.5 µs so
+ * that it never rounds down a microsecond; times before 1970 may be off by up to 1 µs there). The result
  * says which precision was reached.
  *
  * The target must be missing or an empty directory; with `overwrite`, a non-empty
@@ -67,7 +66,7 @@ export interface ExportCounts {
 export interface ExportDirOptions {
   /** Called after each regular file with cumulative counts (files, bytes). */
   onProgress?: (p: ExportCounts) => void;
-  /** `auto` (default): exact ns via a python3 helper when available, else µs; `node`: µs via Node only. */
+  /** `auto` (default): exact ns via utimensat (koffi) when it loads, else µs; `node`: µs via Node only. */
   mtimes?: 'auto' | 'node';
   /** Regular files written at the same time (default 8). */
   concurrency?: number;

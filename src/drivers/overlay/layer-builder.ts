@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import * as xattr from 'fs-xattr';
 import { digestHex, type Digest } from '../../core/digest.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
-import { nsToUtimeSeconds } from '../../core/time.js';
+import { futimesNs, utimesNsAt } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { longContentRedirect, shortContentRedirect } from '../../core/content-name.js';
@@ -117,8 +117,7 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
     // directory mtimes last, deepest first, since creating children changed them
     for (let i = dirTimes.length - 1; i >= 0; i--) {
       const [p, ns] = dirTimes[i];
-      const t = nsToUtimeSeconds(ns);
-      fs.utimesSync(p, t, t);
+      utimesNsAt(undefined, p, ns);
     }
     await writeFilePrivate(join(tmp, 'meta.json'), JSON.stringify(meta));
     try {
@@ -198,8 +197,7 @@ async function buildEntry(
     case 'symlink': {
       fs.symlinkSync(e.target, p);
       fs.lchownSync(p, owned(e, ctx).uid, owned(e, ctx).gid);
-      const t = nsToUtimeSeconds(e.mtimeNs);
-      fs.lutimesSync(p, t, t);
+      utimesNsAt(undefined, p, e.mtimeNs);
       return;
     }
     case 'fifo':
@@ -209,8 +207,7 @@ async function buildEntry(
       const args = kind === 'p' ? [p, 'p'] : [p, kind, String(major(e.rdev)), String(minor(e.rdev))];
       execFileSync('mknod', args, { stdio: 'ignore' });
       applyAttrs(p, owned(e, ctx));
-      const t = nsToUtimeSeconds(e.mtimeNs);
-      fs.utimesSync(p, t, t);
+      utimesNsAt(undefined, p, e.mtimeNs);
       return;
     }
   }
@@ -226,8 +223,7 @@ function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
     if (e.size > 0) fs.ftruncateSync(fd, e.size);
     fs.fchownSync(fd, e.uid, e.gid);
     fs.fchmodSync(fd, e.mode);
-    const t = nsToUtimeSeconds(e.mtimeNs);
-    fs.futimesSync(fd, t, t);
+    futimesNs(fd, e.mtimeNs);
   } finally {
     fs.closeSync(fd);
   }

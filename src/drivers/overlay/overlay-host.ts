@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import { AwcError } from '../../core/errors.js';
 import type { Digest } from '../../core/digest.js';
 import { mkdirPrivate } from '../../core/private-fs.js';
-import { nsToUtimeSeconds } from '../../core/time.js';
+import { utimesNsAt } from '../../host/utimens.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { AwcConfig, AwcPaths } from '../../config/config.js';
 import type { TreeSource } from '../../store/tree-source.js';
@@ -240,8 +240,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
           const root = await reader.readRoot(layerRoot);
           fs.chownSync(dirs.upper, owner?.uid ?? root.uid, owner?.gid ?? root.gid);
           fs.chmodSync(dirs.upper, root.mode);
-          const t = nsToUtimeSeconds(root.mtimeNs);
-          fs.utimesSync(dirs.upper, t, t);
+          utimesNsAt(undefined, dirs.upper, root.mtimeNs);
         }
         await mkdirPrivate(dirs.work);
         const opened = owner ? openOwnedTarget(target, owner.uid) : undefined;
