@@ -243,7 +243,7 @@ describe('awc export --git --branch, awc checkpoint --git-branch', () => {
     assert.equal(git(bare, 'rev-parse', 'out^'), base);
   });
 
-  it('errors: no repository, not a repository, no base commit, a bad branch name', () => {
+  it('errors: no repository, not a repository, no base commit, a bad branch name; checkpoint --git-branch checks first', () => {
     const nope = awc(home, ['export', ws, '--git', join(tmp, 'nope'), '--branch', 'x'], OV);
     assert.equal(nope.code, 3);
     assert.equal(errorOf(nope).code, 'E_GIT_NOT_A_REPO');
@@ -259,11 +259,12 @@ describe('awc export --git --branch, awc checkpoint --git-branch', () => {
     assert.equal(noBase.code, 2);
     assert.equal(errorOf(noBase).code, 'E_GIT_NO_BASE');
     assert.match(errorOf(noBase).hint, /awc\.git\.commit=/);
-    const pw = awcOk(home, ['fork', 'plain'], OV).workspaces[0].id;
-    const head = awcOk(home, ['show', pw], OV).headSnapshotId;
-    const cpNoBase = awc(home, ['checkpoint', pw, '--git-branch', 'y'], OV);
-    assert.equal(errorOf(cpNoBase).code, 'E_GIT_NO_BASE');
-    assert.equal(awcOk(home, ['show', pw], OV).headSnapshotId, head); // refused before checkpointing
+    // checkpoint --git-branch checks the repository before it checkpoints
+    const head = awcOk(home, ['show', ws], OV).headSnapshotId;
+    writeFileSync(join(mnt, 'a.txt'), 'four\n');
+    const cpNoRepo = awc(home, ['checkpoint', ws, '--git-branch', 'y', '--git', join(tmp, 'nope')], OV);
+    assert.equal(errorOf(cpNoRepo).code, 'E_GIT_NOT_A_REPO');
+    assert.equal(awcOk(home, ['show', ws], OV).headSnapshotId, head);
     assert.equal(git(src, 'branch', '--list', 'y'), '');
   });
 });
