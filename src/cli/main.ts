@@ -16,6 +16,7 @@ import { registerAttachCommands } from './commands/attach.js';
 import { describeCleaned, registerDaemonCommands } from './commands/daemon.js';
 import { registerClaudeCommands } from './commands/claude.js';
 import type { ImportCliOptions } from './git-options.js';
+import type { GitExportCliOptions } from './git-export-cli.js';
 import { packageVersion } from './package-version.js';
 import { collectLabel, labelsOf, labelWords, registerLabelCommands } from './commands/label.js';
 import type { Labels } from '../catalog/labels.js';
@@ -234,8 +235,13 @@ program
   .description("turn a workspace's current state into a new snapshot and move its head there")
   .option('-m, --message <msg>', 'message')
   .option('--allow-changing', 'store files that keep changing while read as read (listed in "changing") instead of failing')
-  .action((ws: string, opts: { message?: string; allowChanging?: boolean }) =>
+  .option('--git-branch <branch>', 'then export the new head as a commit on this branch (docs/how-to/git-in-and-out.md)')
+  .option('--git <repo>', 'with --git-branch: the local repository (default: the recorded origin)')
+  .option('--force', 'with --git-branch: move the branch even when its tip is not the base commit')
+  .action((ws: string, opts: GitExportCliOptions) =>
     withAwc(async (awc, o) => {
+      if (opts.gitBranch !== undefined || opts.git !== undefined || opts.force)
+        return (await import('./git-export-cli.js')).runCheckpointGit(awc, o, ws, opts);
       const r = await awc.checkpoint(ws, opts);
       for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
       for (const k of r.skipped) o.warn(`${k.path}: skipped (${k.reason}: a snapshot cannot hold it)`);
@@ -272,8 +278,13 @@ program
   .option('--dir <dir>', 'new or empty directory (appears only when complete)')
   .option('--overwrite', 'with --dir: replace a non-empty directory')
   .option('--keep-privileges', 'with --dir: keep setuid/setgid bits and device nodes (left out by default)')
-  .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean }) =>
+  .option('--git <repo>', 'write the changes against the base commit as one commit in this local repository (with --branch)')
+  .option('--branch <branch>', 'with --git: the branch to write (new, at the base commit, or moved with --force)')
+  .option('-m, --message <msg>', 'with --git: the commit message')
+  .option('--force', 'with --git: move the branch even when its tip is not the base commit')
+  .action((ref: string, opts: { tar?: string; dir?: string; overwrite?: boolean; keepPrivileges?: boolean } & GitExportCliOptions) =>
     withAwc(async (awc, o) => {
+      if (opts.git !== undefined) return (await import('./git-export-cli.js')).runExportGit(awc, o, ref, opts);
       const { PendingFile } = await import('../service/pending-file.js');
       // Ctrl-C or a kill: remove the half-written archive, then exit as the signal would (128 + n)
       for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {

@@ -206,6 +206,21 @@ export const ERROR_CODES = {
     retryable: false,
     hint: "Read git's message above; check that git is installed and the repository is readable.",
   },
+  E_GIT_NO_BASE: {
+    exit: 2,
+    retryable: false,
+    hint: 'Fork from a snapshot made by `awc snapshot import --git`, or label the snapshot the files started from: `awc label <snapshot> awc.git.commit=<commit>`.',
+  },
+  E_GIT_BRANCH_EXISTS: {
+    exit: 4,
+    retryable: false,
+    hint: 'The branch exists and its tip is not the base commit; pass --force to move it, or choose another --branch.',
+  },
+  E_GIT_BRANCH_CHECKED_OUT: {
+    exit: 4,
+    retryable: false,
+    hint: 'The branch is checked out in a work tree of the repository; choose another --branch.',
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -19,7 +19,7 @@ import { readHostState, removeHostState, type WorkspaceHostState } from '../driv
 import { OverlayMountDriver } from '../drivers/overlay/overlay-mount-driver.js';
 import { CopyMountDriver } from '../drivers/copy/copy-mount-driver.js';
 import { describeUse } from '../drivers/mount-use.js';
-import { changingOf, importSnapshot, type ImportOptions, type ImportResult } from './import-snapshot.js';
+import { changingOf } from './import-snapshot.js';
 import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from './diff-refs.js';
 import { countRoot } from './tree-stats.js';
 import { prepareHome } from './private-home.js';
@@ -28,11 +28,11 @@ import { retryCondemned, type CommitHooks } from './commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from './gc.js';
 import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
-import { CaptureRecorder, captureFields, type CaptureFields } from './capture-classes.js';
+import { captureFields, type CaptureFields } from './capture-classes.js';
 import { KeptFiles } from './kept-commands.js';
 import { LiveState, type KeptFields } from './live-state.js';
 import { exportRef } from './export-ref.js';
-import type { GitImportOptions, GitImportResult } from './git-import.js';
+import { AwcTransfer } from './awc-transfer.js';
 
 export type { MountResult, Progress } from '../drivers/mount-driver.js';
 export type { ImportResult } from './import-snapshot.js';
@@ -63,7 +63,7 @@ export interface CheckpointResult extends CaptureFields {
  * or the catalog records, or by `awc doctor`'s answer for a new mount). Overlay mounts run
  * in the host daemon, reached through the HostDaemonPort handed to `open`.
  */
-export class Awc implements DriverContext {
+export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext {
   readonly paths: AwcPaths;
   /** This host's side of the lease protocol (sessions, the fencing token, what `ls` and `show` say). */
   readonly leases: LeaseGuard;
@@ -78,6 +78,7 @@ export class Awc implements DriverContext {
     readonly store: ObjectStore,
     private readonly daemon: HostDaemonPort,
   ) {
+    super();
     this.paths = pathsOf(config);
     this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
@@ -139,7 +140,7 @@ export class Awc implements DriverContext {
    * A content writer (dedup against live packs only: `Catalog.dedupIndex`); a dry run with
    * `keepChunks` keeps the new chunks it saw in memory (see ContentWriterOptions).
    */
-  private writer(dryRun = false, keepChunks = false): ContentWriter {
+  protected writer(dryRun = false, keepChunks = false): ContentWriter {
     return new ContentWriter({
       store: this.store,
       index: this.catalog.dedupIndex(this.namespace),
@@ -149,20 +150,6 @@ export class Awc implements DriverContext {
     });
   }
 
-  /**
-   * Imports a directory or a tar file as a new snapshot. `allowChanging`: a file of a
-   * directory that keeps changing while read is stored as last read and listed in `changing`.
-   * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
-   */
-  importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
-    const filter = () => new CaptureRecorder(this.reader(), { dropScratch: false });
-    return retryCondemned((n) => importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { ...opts, filter }, n));
-  }
-
-  /** `awc snapshot import --git` (see importGit). @throws E_GIT_NOT_A_REPO, E_GIT_BAD_REV, E_GIT_FAILED, and as importSnapshot */
-  async importGit(repo: string, opts: GitImportOptions = {}): Promise<GitImportResult> {
-    return (await import('./git-import.js')).importGit(this, repo, opts);
-  }
   /**
    * `awc gc` over this catalog and object store, every namespace (see runGc).
    * @throws E_GC_RUNNING, E_GC_LOCK_LOST, E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob unreadable)
