@@ -2,6 +2,7 @@ import type { Figure } from './common.js';
 import { fmtBytes, fmtMs, type MachineInfo } from './util.js';
 import { catalogLoadSection } from './catalog-load.js';
 import { exportWindowSection } from './export-window.js';
+import { cliLatencySection } from './cli-latency.js';
 
 /** What one run produced (also the `--json` output). */
 export interface BenchResult {
@@ -60,6 +61,7 @@ export function renderMarkdown(
   comparison?: string,
   catalogLoad?: string,
   exportWindow?: string,
+  cliLatency?: string,
 ): string {
   const m = r.machine;
   const out: string[] = [];
@@ -150,6 +152,10 @@ export function renderMarkdown(
   if (exportWindow) {
     out.push('');
     out.push(exportWindowSection(exportWindow));
+  }
+  if (cliLatency) {
+    out.push('');
+    out.push(cliLatencySection(cliLatency));
   }
   out.push('');
   return out.join('\n');

@@ -11,7 +11,9 @@
  * (b) unless --quick, a tree of real npm packages ≥ 10× (a), built once under the cache dir
  * (default /var/tmp/awc-bench/big-tree) and reused. `--quick`: tree (a) only, few iterations,
  * 10 workspaces, no network. Without --quick and --only, docs/benchmarks.md is rewritten (or
- * --out FILE). Needs root, /dev/fuse and Linux ≥ 6.5 (the overlay driver).
+ * --out FILE); such a full run also measures the catalog under load, the export read window and
+ * the CLI latency (bench/cli-latency.ts) and keeps their sections. Needs root, /dev/fuse and
+ * Linux ≥ 6.5 (the overlay driver).
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -21,6 +23,7 @@ import { ensureBigTree } from './big-tree.js';
 import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } from './common.js';
 import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
 import { EXPORT_WINDOW_FILE, runExportWindow } from './export-window.js';
+import { CLI_LATENCY_FILE, runCliLatency } from './cli-latency.js';
 import { figBuild } from './fig-build.js';
 import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
@@ -149,7 +152,14 @@ async function main(): Promise<number> {
     const out = args.out ?? join(PROJECT, 'docs', 'benchmarks.md');
     writeFileSync(
       out,
-      renderMarkdown(saved, readAnalysis(), readComparison(), readBenchFile(CATALOG_LOAD_FILE), readBenchFile(EXPORT_WINDOW_FILE)),
+      renderMarkdown(
+        saved,
+        readAnalysis(),
+        readComparison(),
+        readBenchFile(CATALOG_LOAD_FILE),
+        readBenchFile(EXPORT_WINDOW_FILE),
+        readBenchFile(CLI_LATENCY_FILE),
+      ),
     );
     log(`wrote ${out} from ${args.render}`);
     return 0;
@@ -273,9 +283,19 @@ async function main(): Promise<number> {
     // export with an empty cache, old path against the read window (bench/export-window.ts); bench/EXPORT-WINDOW.md keeps it
     if (!args.quick && args.only.size === 0)
       writeFileSync(join(PROJECT, 'bench', EXPORT_WINDOW_FILE), (await runExportWindow({ files: 10_000, iters: 3, log })) + '\n');
+    // CLI latency against `node -e 0` (bench/cli-latency.ts); bench/CLI-LATENCY.md keeps it
+    if (!args.quick && args.only.size === 0)
+      writeFileSync(join(PROJECT, 'bench', CLI_LATENCY_FILE), (await runCliLatency({ runs: 15, log })) + '\n');
     writeFileSync(
       out,
-      renderMarkdown(result, readAnalysis(), readComparison(), readBenchFile(CATALOG_LOAD_FILE), readBenchFile(EXPORT_WINDOW_FILE)),
+      renderMarkdown(
+        result,
+        readAnalysis(),
+        readComparison(),
+        readBenchFile(CATALOG_LOAD_FILE),
+        readBenchFile(EXPORT_WINDOW_FILE),
+        readBenchFile(CLI_LATENCY_FILE),
+      ),
     );
     log(`\nwrote ${out}`);
   }

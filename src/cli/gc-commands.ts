@@ -3,7 +3,6 @@ import { parseDuration } from '../core/duration.js';
 import { AwcError } from '../core/errors.js';
 import { formatBytes } from './output.js';
 import type { Awc } from '../service/awc.js';
-import { DaemonClient } from '../daemon/client.js';
 import type { HostSweepReport } from '../service/host-sweep.js';
 import type { Output } from './output.js';
 
@@ -49,6 +48,7 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
         const graceMs = parseDuration(opts.grace, '--grace');
         const retentionMs = parseDuration(opts.retention, '--retention');
         const repackBelow = parsePercent(opts.repackBelow, '--repack-below');
+        const { DaemonClient } = await import('../daemon/client.js');
         if (opts.local) {
           const r = await new DaemonClient(awc.config).sweep({ dryRun: opts.dryRun });
           o.result(r, () => sweepText(r));

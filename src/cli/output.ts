@@ -1,4 +1,5 @@
 import { AwcError, toAwcError } from '../core/errors.js';
+import { sourceMappedStack } from './bundle-stack.js';
 
 /** How a command prints: JSON on stdout with --json, human text otherwise; errors on stderr. */
 export class Output {
@@ -36,7 +37,8 @@ export class Output {
     if (this.json) process.stderr.write(JSON.stringify(e.toJSON()) + '\n');
     else {
       process.stderr.write(`awc: ${e.code}: ${e.message}\n  hint: ${e.hint}\n`);
-      if (e.code === 'E_INTERNAL' && e.cause instanceof Error && e.cause.stack) process.stderr.write(e.cause.stack + '\n');
+      if (e.code === 'E_INTERNAL' && e.cause instanceof Error && e.cause.stack)
+        process.stderr.write(sourceMappedStack(e.cause.stack) + '\n');
     }
     return e.exitCode;
   }

@@ -2,7 +2,8 @@ import * as fs from 'node:fs';
 import { constants as fsc } from 'node:fs';
 import { lchown, link, open, symlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
-import { setAttributeSync } from 'fs-xattr';
+import type * as Xattr from 'fs-xattr';
+import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -11,6 +12,9 @@ import type { ContentReader } from '../store/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from './export-dir-guard.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
+
+/** fs-xattr (a native addon), loaded on first use. */
+const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
 /**
  * Exporting a snapshot into a directory on the local file system.
@@ -391,7 +395,7 @@ function setXattrs(objPath: string, rel: string, a: EntryAttrs): void {
   for (const [name, b64] of Object.entries(a.xattrs ?? {})) {
     if (name.startsWith('trusted.overlay.')) throw new AwcError('E_FORMAT', `${rel}: trees never carry trusted.overlay.* xattrs`);
     try {
-      setAttributeSync(objPath, name, Buffer.from(b64, 'base64'));
+      xattr().setAttributeSync(objPath, name, Buffer.from(b64, 'base64'));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOTSUP' || code === 'EOPNOTSUPP')

@@ -1,5 +1,6 @@
 import { closeSync, type BigIntStats } from 'node:fs';
-import { getAttributeSync, listAttributesSync } from 'fs-xattr';
+import type * as Xattr from 'fs-xattr';
+import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -7,6 +8,9 @@ import { decodeUtf8Name, decodeUtf8Names, type Entry, type EntryAttrs } from '..
 import type { ContentWriter } from '../store/content-writer.js';
 import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
 import { peekFd, readSmallText } from '../core/small-file.js';
+
+/** fs-xattr (a native addon), loaded on first use. */
+const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
 /**
  * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
@@ -94,7 +98,7 @@ export function classifyXattr(name: string): 'keep' | 'drop' | 'warn' {
 function readXattrs(abs: string, rel: string, warn: (w: ImportWarning) => void): Record<string, string> | undefined {
   let names: string[];
   try {
-    names = listAttributesSync(abs);
+    names = xattr().listAttributesSync(abs);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') return undefined; // file system without xattrs: nothing to lose
@@ -110,7 +114,7 @@ function readXattrs(abs: string, rel: string, warn: (w: ImportWarning) => void):
     }
     let value: Buffer;
     try {
-      value = getAttributeSync(abs, name);
+      value = xattr().getAttributeSync(abs, name);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENODATA') continue; // removed between list and get
       throw toAwcError(err);

@@ -1,6 +1,11 @@
-import ignore, { type Ignore } from 'ignore';
+import type { default as IgnoreFactory, Ignore } from 'ignore';
+import { lazyRequire } from '../core/lazy-require.js';
 import type { CaptureDirFilter, CaptureVerdict } from '../core/capture-filter.js';
 import { AwcError } from '../core/errors.js';
+
+/** node-ignore, loaded when a capture policy is first built. */
+const loadIgnore = lazyRequire<typeof IgnoreFactory>('ignore');
+const ignore = (): Ignore => loadIgnore()();
 
 /**
  * The per-project capture configuration, `.awc.json` at the workspace root

@@ -1,7 +1,8 @@
 import { once } from 'node:events';
 import { lstat, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import tarStream from 'tar-stream';
+import type * as TarStream from 'tar-stream';
+import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { splitDev, type Entry, type EntryAttrs, type FileEntry, type TreeObject } from '../core/tree.js';
@@ -9,6 +10,9 @@ import type { ExportCounts } from '../host/export-dir.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { PendingFile } from './pending-file.js';
+
+/** tar-stream, loaded when a tar is first written. */
+const tarStream = lazyRequire<typeof TarStream>('tar-stream');
 
 /**
  * Exporting a snapshot as a pax tar archive (POSIX.1-2001), readable by GNU tar, bsdtar
@@ -63,7 +67,7 @@ const TAR_TYPE = {
   blockdev: 'block-device',
 } as const;
 /** What we pass to tar-stream's `pack.entry`: its header plus our pax records (tar-stream types `pax` as unknown). */
-type TarHeader = Partial<tarStream.Header> & { name: string; pax: Record<string, string> };
+type TarHeader = Partial<TarStream.Header> & { name: string; pax: Record<string, string> };
 
 const USTAR_MAX_ID = 0o7777777;
 const USTAR_MAX_DEV = 0o777777;
@@ -130,7 +134,7 @@ async function writeTar(
   root: Digest,
   out: string | NodeJS.WritableStream,
 ): Promise<ExportCounts> {
-  const pack = tarStream.pack();
+  const pack = tarStream().pack();
   const file = typeof out === 'string' ? await PendingFile.create(out) : undefined;
   const dest: NodeJS.WritableStream = file ? file.stream() : (out as NodeJS.WritableStream);
   const counts: ExportCounts = { files: 0, bytes: 0 };

@@ -1,13 +1,17 @@
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
-import tarStream from 'tar-stream';
+import type * as TarStream from 'tar-stream';
+import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
 import { decodeUtf8Name } from '../core/tree.js';
 import { classifyXattr, type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
+
+/** tar-stream, loaded when a tar is first read. */
+const tarStream = lazyRequire<typeof TarStream>('tar-stream');
 
 /**
  * Importing a tar archive as a snapshot.
@@ -106,7 +110,7 @@ function splitPath(raw: string): string[] {
   return parts;
 }
 
-type TarHeader = tarStream.Header & { pax?: Record<string, string> | null };
+type TarHeader = TarStream.Header & { pax?: Record<string, string> | null };
 
 /**
  * Imports a tar archive (a file path, or a readable stream of an uncompressed tar) as a
@@ -125,7 +129,7 @@ export async function importTar(
 ): Promise<ImportResult> {
   const warn = (w: ImportWarning): void => opts.onWarning?.(w);
   const source = typeof tarPath === 'string' ? await openTarFile(tarPath) : tarPath;
-  const ex = tarStream.extract({ filenameEncoding: 'latin1' } as Parameters<typeof tarStream.extract>[0]);
+  const ex = tarStream().extract({ filenameEncoding: 'latin1' } as Parameters<typeof TarStream.extract>[0]);
 
   // tar-stream decodes pax values as UTF-8 strings, which loses raw bytes (binary xattr
   // values, non-UTF-8 names). Capture each extended header's raw bytes as it is decoded.

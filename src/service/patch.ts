@@ -1,12 +1,16 @@
 import { createHash } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import { deflateSync } from 'node:zlib';
-import { structuredPatch } from 'diff';
+import type * as Diff from 'diff';
+import { lazyRequire } from '../core/lazy-require.js';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { ChunkRef, Entry, FileEntry, TreeObject } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
 import type { Change } from './diff.js';
+
+/** jsdiff, loaded when a patch is first made. */
+const diff = lazyRequire<typeof Diff>('diff');
 
 /**
  * Renders a snapshot diff as a git-style patch (`git diff` format) that `git apply` accepts.
@@ -257,7 +261,7 @@ async function renderFile(
 
   const oText = oc ? oc.toString('utf8') : '';
   const nText = nc ? nc.toString('utf8') : '';
-  const p = structuredPatch(path, path, oText, nText, undefined, undefined, { context: opts.context ?? 3 });
+  const p = diff().structuredPatch(path, path, oText, nText, undefined, undefined, { context: opts.context ?? 3 });
   if (p.hunks.length === 0) return out; // e.g. an empty file added or deleted
   // git ends a name holding a space with a tab on the ---/+++ lines, so that trailing
   // whitespace in the name is not mistaken for the end of the line.

@@ -1,8 +1,12 @@
-import { compressSync, uncompressSync } from 'lz4-napi';
+import type * as Lz4 from 'lz4-napi';
 import { createHash } from 'node:crypto';
 import { AwcError } from '../core/errors.js';
 import { digestBytes, digestFromBytes, verifyDigest, type Digest } from '../core/digest.js';
 import type { BlobKind, Codec, PackIndexEntry } from './pack-types.js';
+import { lazyRequire } from '../core/lazy-require.js';
+
+/** The lz4 codec (a native addon), loaded when a pack is first written or read. */
+const lz4 = lazyRequire<typeof Lz4>('lz4-napi');
 
 /**
  * Pack format v1: many blobs (chunks, trees, roots) in one immutable object, with its own
@@ -109,7 +113,7 @@ export class PackWriter {
     let codec: Codec = 'none';
     let stored: Uint8Array = raw;
     if (raw.length >= 64 && worthCompressing(raw)) {
-      const c = compressSync(Buffer.from(raw.buffer, raw.byteOffset, raw.length));
+      const c = lz4().compressSync(Buffer.from(raw.buffer, raw.byteOffset, raw.length));
       if (c.length <= raw.length - (raw.length >>> 3)) {
         codec = 'lz4';
         stored = c;
@@ -173,7 +177,7 @@ function worthCompressing(raw: Uint8Array): boolean {
   if (raw.length <= 4 * SAMPLE_BYTES) return true;
   const mid = (raw.length - SAMPLE_BYTES) >>> 1;
   const sample = Buffer.from(raw.buffer, raw.byteOffset + mid, SAMPLE_BYTES);
-  return compressSync(sample).length <= SAMPLE_BYTES - (SAMPLE_BYTES >>> 4);
+  return lz4().compressSync(sample).length <= SAMPLE_BYTES - (SAMPLE_BYTES >>> 4);
 }
 
 function writeEntry(buf: Buffer, at: number, e: PackIndexEntry): void {
@@ -275,7 +279,7 @@ export function decodeBlob(stored: Uint8Array, entry: Pick<PackIndexEntry, 'dige
       throw new AwcError('E_INTEGRITY', `blob ${entry.digest}: lz4 length prefix does not match the raw length ${entry.rawLength}`);
     }
     try {
-      raw = uncompressSync(view);
+      raw = lz4().uncompressSync(view);
     } catch (err) {
       throw new AwcError('E_INTEGRITY', `blob ${entry.digest}: lz4 data is corrupt`, { cause: err });
     }

@@ -3,13 +3,17 @@ import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import * as xattr from 'fs-xattr';
+import type * as Xattr from 'fs-xattr';
+import { lazyRequire } from '../../core/lazy-require.js';
 import { digestHex, type Digest } from '../../core/digest.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
 import { futimesNs, utimesNsAt } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { longContentRedirect, shortContentRedirect } from '../../core/content-name.js';
+
+/** fs-xattr (a native addon), loaded on first use. */
+const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
 /** What a layer directory knows about the content objects its placeholders redirect to. */
 export interface LayerContent {
@@ -147,7 +151,7 @@ function owned<T extends { uid: number; gid: number }>(e: T, ctx: BuildCtx): T {
 function applyAttrs(p: string, e: { mode: number; uid: number; gid: number; xattrs?: Record<string, string> }): void {
   fs.lchownSync(p, e.uid, e.gid);
   fs.chmodSync(p, e.mode);
-  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr.setAttributeSync(p, k, Buffer.from(v, 'base64'));
+  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr().setAttributeSync(p, k, Buffer.from(v, 'base64'));
 }
 
 async function buildDir(
@@ -227,9 +231,9 @@ function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
   } finally {
     fs.closeSync(fd);
   }
-  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr.setAttributeSync(p, k, Buffer.from(v, 'base64'));
+  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr().setAttributeSync(p, k, Buffer.from(v, 'base64'));
   if (e.size > 0) {
-    xattr.setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
+    xattr().setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
     const hex = digestHex(e.digest);
     let redirect: string;
     if (ctx.long || !ctx.shortNameFree(hex)) {
@@ -240,7 +244,7 @@ function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
       if (seen === undefined) ctx.shorts.set(redirect, e.digest);
       else if (seen !== e.digest) throw new ShortNameCollision(redirect);
     }
-    xattr.setAttributeSync(p, 'trusted.overlay.redirect', Buffer.from(redirect));
+    xattr().setAttributeSync(p, 'trusted.overlay.redirect', Buffer.from(redirect));
   }
 }
 

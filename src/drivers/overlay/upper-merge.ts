@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
-import * as xattr from 'fs-xattr';
+import type * as Xattr from 'fs-xattr';
+import { lazyRequire } from '../../core/lazy-require.js';
 import { isDigest, type Digest } from '../../core/digest.js';
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { AwcError } from '../../core/errors.js';
@@ -16,6 +17,9 @@ import type { TreeSource } from '../../store/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
 import { peekFd, SMALL_FILE_BYTES } from '../../core/small-file.js';
+
+/** fs-xattr (a native addon), loaded on first use. */
+const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
 /** The content writer's part the merge needs (see src/store/content-writer.ts). */
 export interface MergeWriter {
@@ -429,14 +433,14 @@ export function comparePaths(a: string, b: string): number {
 function overlayXattrs(p: string): { opaque?: string; redirect?: string; metacopy: boolean } {
   let names: string[];
   try {
-    names = xattr.listAttributesSync(p);
+    names = xattr().listAttributesSync(p);
   } catch {
     return { metacopy: false };
   }
   const out: { opaque?: string; redirect?: string; metacopy: boolean } = { metacopy: false };
   for (const n of names) {
-    if (n === 'trusted.overlay.opaque') out.opaque = xattr.getAttributeSync(p, n).toString();
-    else if (n === 'trusted.overlay.redirect') out.redirect = xattr.getAttributeSync(p, n).toString();
+    if (n === 'trusted.overlay.opaque') out.opaque = xattr().getAttributeSync(p, n).toString();
+    else if (n === 'trusted.overlay.redirect') out.redirect = xattr().getAttributeSync(p, n).toString();
     else if (n === 'trusted.overlay.metacopy') out.metacopy = true;
   }
   return out;
@@ -446,14 +450,14 @@ function overlayXattrs(p: string): { opaque?: string; redirect?: string; metacop
 export function readUserXattrs(p: string): Record<string, string> | undefined {
   let names: string[];
   try {
-    names = xattr.listAttributesSync(p);
+    names = xattr().listAttributesSync(p);
   } catch {
     return undefined;
   }
   let out: Record<string, string> | undefined;
   for (const n of names) {
     if (!n.startsWith('user.')) continue;
-    (out ??= {})[n] = xattr.getAttributeSync(p, n).toString('base64');
+    (out ??= {})[n] = xattr().getAttributeSync(p, n).toString('base64');
   }
   return out;
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env node
+// The CLI's bundled build (CLI latency, docs/explanation/cli-latency.md): `npm run build` runs it after tsc.
+//
+// esbuild bundles src/cli/main.ts into dist/cli/ (ESM, code splitting: every `await import()` of the
+// source stays a chunk that loads only when a command needs it; minified, with linked source maps) and
+// replaces tsc's dist/src/cli/main.js with a stub that imports dist/cli/awc.js, so `bin`, the tests, the
+// daemon's supervisor and the docs keep one path. Everything else in dist/src stays tsc's output (the
+// tests import it; the daemon's supervisor and the FUSE reader workers run it).
+//
+// Bundled: AWC's own code and the pure-JS packages of BUNDLED (and what they import). Every other package
+// stays external (imported from node_modules at run time): native addons, packages that read their own
+// files, and the big ones only one command loads (the AWS SDK, pg, MCP's SDK with zod, prom-client).
+//
+// `import.meta.url` in a bundled source file is rewritten to the URL of that file's tsc output, so
+// `new URL('./supervisor-main.js', import.meta.url)` and the like name the same files as unbundled.
+//
+// dist/cli/manifest.json: which source files and packages each output file holds (test/cli-lazy-load.test.ts
+// reads it to tell which packages a command loaded).
+import { build } from 'esbuild';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const outdir = join(root, 'dist', 'cli');
+const stub = join(root, 'dist', 'src', 'cli', 'main.js');
+
+/** Pure-JS packages bundled into the CLI (their own dependencies come with them). */
+const BUNDLED = new Set(['commander', 'kysely', 'smol-toml']);
+
+/** The package a bare specifier names (`@scope/name/sub` → `@scope/name`). */
+const packageOf = (spec) =>
+  spec
+    .split('/')
+    .slice(0, spec.startsWith('@') ? 2 : 1)
+    .join('/');
+const isBare = (spec) => !spec.startsWith('.') && !spec.startsWith('/') && !spec.startsWith('node:');
+
+/** Bundles BUNDLED and what they import; leaves every other package external. */
+const externals = {
+  name: 'awc-externals',
+  setup(b) {
+    b.onResolve({ filter: /.*/ }, (args) => {
+      if (!isBare(args.path) || args.kind === 'entry-point') return undefined;
+      const fromPackage = args.importer.includes(`${'/'}node_modules${'/'}`);
+      if (fromPackage || BUNDLED.has(packageOf(args.path))) return undefined; // bundled
+      return { path: args.path, external: true };
+    });
+  },
+};
+
+/** `import.meta.url` of each source file → the URL of its tsc output (dist/src/…/x.js). */
+const importMetaUrl = {
+  name: 'awc-import-meta-url',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]src[\\/].*\.ts$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes('import.meta.url')) return { contents: text, loader: 'ts' };
+      const compiled = join(root, 'dist', relative(root, args.path)).replace(/\.ts$/, '.js');
+      const rel = relative(outdir, compiled).split('\\').join('/');
+      return { contents: text.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`), loader: 'ts' };
+    });
+  },
+};
+
+rmSync(outdir, { recursive: true, force: true });
+const result = await build({
+  absWorkingDir: root,
+  entryPoints: { awc: 'src/cli/main.ts' },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  minify: true,
+  sourcemap: 'linked',
+  sourcesContent: false,
+  metafile: true,
+  logLevel: 'warning',
+  plugins: [externals, importMetaUrl],
+  // CommonJS packages in an ESM bundle call require() (node builtins): give every chunk one
+  banner: { js: "import { createRequire as __awcRequire } from 'node:module'; const require = __awcRequire(import.meta.url);" },
+});
+
+const manifest = {};
+for (const [file, out] of Object.entries(result.metafile.outputs)) {
+  if (!file.endsWith('.js')) continue;
+  const packages = new Set();
+  const sources = [];
+  for (const input of Object.keys(out.inputs)) {
+    const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+    if (m) packages.add(m[1]);
+    else sources.push(input);
+  }
+  const imports = out.imports.filter((i) => i.external && isBare(i.path)).map((i) => packageOf(i.path));
+  manifest[relative(outdir, join(root, file))] = { packages: [...packages].sort(), external: [...new Set(imports)].sort(), sources };
+}
+if (process.env.AWC_BUNDLE_METAFILE) writeFileSync(process.env.AWC_BUNDLE_METAFILE, JSON.stringify(result.metafile));
+writeFileSync(join(outdir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
+
+rmSync(`${stub}.map`, { force: true });
+writeFileSync(
+  stub,
+  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../cli/awc.js';\n",
+);
