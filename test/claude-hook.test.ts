@@ -3,8 +3,8 @@
  * CLI run as a child process, fed each recorded Claude Code payload
  * (test/fixtures/claude-hooks/) on stdin as Claude Code does, against a real git project
  * with a small node_modules, one home, the host's real mount driver (overlay through the
- * host daemon as root). A non-root variant runs the same hooks through `runHook` with the
- * caller's uid (see the report of the ordinary-users work).
+ * host daemon as root). The same hooks as an ordinary user, through the root daemon:
+ * test/claude-user.test.ts.
  */
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawnSync } from 'node:child_process';

@@ -4,7 +4,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { DirFd } from '../core/dir-fd.js';
-import { UserClient } from '../daemon/user-client.js';
+import { UserClient, type UserStatus } from '../daemon/user-client.js';
 import type { Awc, ImportResult } from '../service/awc.js';
 import type { ImportOptions } from '../service/import-snapshot.js';
 import type { RemoteMethod } from '../service/remote-methods.js';
@@ -25,8 +25,17 @@ type ExportOptions = Parameters<Awc['export']>[1];
  * `POST /v1/call`; `importSnapshot` and `export` move their files as tar streams made and
  * read by this process, as the user.
  */
-export type RemoteAwc = Pick<Awc, Exclude<RemoteMethod, `leases.${string}`> | 'importSnapshot' | 'export' | 'close' | 'namespace'> & {
+export type RemoteAwc = Pick<Awc, Exclude<RemoteMethod, `leases.${string}`> | 'export' | 'close' | 'namespace'> & {
   leases: Pick<Awc['leases'], 'list' | 'show'>;
+  importSnapshot(source: string, opts?: RemoteImportOptions): Promise<ImportResult>;
+  /** `GET /v1/status` of the daemon (who it takes this user for; its host). @throws E_DAEMON_UNAVAILABLE */
+  userStatus(): Promise<UserStatus>;
+};
+
+/** The import options a user's import takes: `skip` (a function) cannot cross to the daemon; `exclude` says the same as data. */
+export type RemoteImportOptions = Omit<ImportOptions, 'skip' | 'filter' | 'testHooks'> & {
+  /** Paths left out of a directory import, relative to its root with `/` (each with everything below it). */
+  exclude?: readonly string[];
 };
 
 /**
@@ -44,7 +53,8 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     namespace,
     close: async () => undefined,
     leases: { list: call('leases.list'), show: call('leases.show') },
-    importSnapshot: (source: string, opts: ImportOptions = {}) => importAsUser(client, namespace, source, opts),
+    importSnapshot: (source: string, opts: RemoteImportOptions = {}) => importAsUser(client, namespace, source, opts),
+    userStatus: () => client.status(),
     export: (ref: string, opts: ExportOptions) => exportAsUser(client, namespace, ref, opts),
   };
   return new Proxy(own, {
@@ -61,14 +71,28 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
   }) as unknown as RemoteAwc;
 }
 
-/** Runs `tar` as this user; resolves when it exited 0. @throws E_PERMISSION (a file this user cannot read), E_IO */
-function runTar(args: string[], stdio: 'in' | 'out'): { child: ReturnType<typeof spawn>; done: Promise<void> } {
+/**
+ * Runs `tar` as this user; resolves when it exited 0. `onMember`: called for each line of a
+ * verbose listing on stderr (`-v`; a line that starts `tar: ` is a message, kept for the error).
+ * @throws E_PERMISSION (a file this user cannot read), E_IO
+ */
+function runTar(args: string[], stdio: 'in' | 'out', onMember?: () => void): { child: ReturnType<typeof spawn>; done: Promise<void> } {
   const child = spawn('tar', args, { stdio: stdio === 'out' ? ['ignore', 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'] });
   let err = '';
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  let line = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => {
+    if (!onMember) return void (err += d);
+    const lines = (line + d).split('\n');
+    line = lines.pop()!;
+    for (const l of lines) {
+      if (l.startsWith('tar: ')) err += `${l}\n`;
+      else onMember();
+    }
+  });
   const done = new Promise<void>((ok, fail) => {
     child.on('error', (e) => fail(toAwcError(e)));
     child.on('close', (code) => {
+      if (line.startsWith('tar: ')) err += line;
       if (code === 0) return ok();
       const why = err.trim().split('\n')[0] ?? `exit ${code}`;
       fail(new AwcError(/Permission denied/i.test(err) ? 'E_PERMISSION' : 'E_IO', `tar failed: ${why}`));
@@ -77,12 +101,16 @@ function runTar(args: string[], stdio: 'in' | 'out'): { child: ReturnType<typeof
   return { child, done };
 }
 
-/** `snapshot import` as the user: this process reads `source` (a directory through GNU tar, or a tar file) and streams it to the daemon. */
-async function importAsUser(client: UserClient, namespace: string, source: string, opts: ImportOptions): Promise<ImportResult> {
+/**
+ * `snapshot import` as the user: this process reads `source` (a directory through GNU tar, or
+ * a tar file) and streams it to the daemon, with the name, message and labels; `exclude`d
+ * paths of a directory are never read; `onProgress` counts the members tar read and the bytes sent.
+ */
+async function importAsUser(client: UserClient, namespace: string, source: string, opts: RemoteImportOptions): Promise<ImportResult> {
   const path = resolve(source);
   const st = fs.statSync(path, { throwIfNoEntry: false });
   if (!st) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory or tar file: ${source}`);
-  const args = { namespace, name: opts.name, message: opts.message };
+  const args = { namespace, name: opts.name, message: opts.message, labels: opts.labels };
   if (!st.isDirectory()) {
     const input = fs.createReadStream(path);
     const done = new Promise<void>((ok, fail) => input.once('end', ok).once('error', (e) => fail(toAwcError(e))));
@@ -93,7 +121,18 @@ async function importAsUser(client: UserClient, namespace: string, source: strin
   } catch (err) {
     throw toAwcError(err);
   }
-  const tar = runTar(['--format=pax', '--numeric-owner', '-C', path, '-cf', '-', '.'], 'out');
+  // exact member names (`./a/b`): anchored, no wildcards; before the member, as GNU tar wants
+  const exclude = (opts.exclude ?? []).flatMap((rel) => ['--anchored', '--no-wildcards', `--exclude=./${rel}`]);
+  const progress = { files: 0, bytes: 0 };
+  const verbose = opts.onProgress ? ['-v'] : [];
+  const onMember = opts.onProgress
+    ? () => {
+        progress.files++;
+        opts.onProgress!(progress);
+      }
+    : undefined;
+  const tar = runTar(['--format=pax', '--numeric-owner', ...verbose, ...exclude, '-C', path, '-cf', '-', '.'], 'out', onMember);
+  if (opts.onProgress) tar.child.stdout!.on('data', (b: Buffer) => (progress.bytes += b.length));
   return (await client.upload(args, tar.child.stdout!, tar.done)) as ImportResult;
 }
 

@@ -1,6 +1,16 @@
 import { request, type IncomingMessage } from 'node:http';
 import { AwcError, type ErrorJson } from '../core/errors.js';
 
+/** What `GET /v1/status` of a per-user socket answers (src/daemon/user-rpc.ts). */
+export interface UserStatus {
+  pid: number;
+  user: string;
+  uid: number;
+  namespaces: string[];
+  /** The daemon's host name in the catalog (what `mountHost` of a workspace it mounted says). */
+  host: string;
+}
+
 /**
  * Client of a per-user socket of the root daemon (src/daemon/user-rpc.ts): JSON calls and
  * the two tar streams. Needs no catalog, no store, no SDK.
@@ -12,6 +22,12 @@ export class UserClient {
   async call(namespace: string, method: string, args: unknown[]): Promise<unknown> {
     const res = await this.send('/v1/call', {}, JSON.stringify({ namespace, method, args }));
     return JSON.parse((await readAll(res)).toString('utf8'));
+  }
+
+  /** `GET /v1/status`: who the daemon takes the caller for, and its host. @throws E_DAEMON_UNAVAILABLE */
+  async status(): Promise<UserStatus> {
+    const res = await this.send('/v1/status', {}, undefined, undefined, 'GET');
+    return JSON.parse((await readAll(res)).toString('utf8')) as UserStatus;
   }
 
   /**
@@ -32,28 +48,26 @@ export class UserClient {
   private send(
     path: string,
     headers: Record<string, string>,
-    body: string | NodeJS.ReadableStream,
+    body: string | NodeJS.ReadableStream | undefined,
     done?: Promise<void>,
+    method = 'POST',
   ): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
-      const req = request(
-        { socketPath: this.socket, method: 'POST', path, headers: { 'content-type': 'application/json', ...headers } },
-        (res) => {
-          if ((res.statusCode ?? 500) < 400) return resolve(res);
-          readAll(res).then((b) => {
-            try {
-              reject(AwcError.fromJSON((JSON.parse(b.toString('utf8')) as { error?: ErrorJson }).error ?? {}));
-            } catch {
-              reject(new AwcError('E_INTERNAL', `the daemon sent a non-JSON error: ${b.toString('utf8').slice(0, 200)}`));
-            }
-          }, reject);
-        },
-      );
+      const req = request({ socketPath: this.socket, method, path, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+        if ((res.statusCode ?? 500) < 400) return resolve(res);
+        readAll(res).then((b) => {
+          try {
+            reject(AwcError.fromJSON((JSON.parse(b.toString('utf8')) as { error?: ErrorJson }).error ?? {}));
+          } catch {
+            reject(new AwcError('E_INTERNAL', `the daemon sent a non-JSON error: ${b.toString('utf8').slice(0, 200)}`));
+          }
+        }, reject);
+      });
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (err instanceof AwcError) return reject(err);
         reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not answer on ${this.socket}: ${err.message}`));
       });
-      if (typeof body === 'string') {
+      if (body === undefined || typeof body === 'string') {
         req.end(body);
         return;
       }

@@ -7,6 +7,7 @@ import { join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate } from '../core/private-fs.js';
 import type { Catalog, WorkspaceRow } from '../catalog/catalog.js';
+import type { Labels } from '../catalog/labels.js';
 import type { ObjectStore } from '../store/object-store.js';
 import type { AwcConfig, AwcPaths } from '../config/config.js';
 import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
@@ -18,6 +19,7 @@ import { REMOTE_METHODS, type RemoteMethod } from '../service/remote-methods.js'
 import { checkNamespace, type AllowedUser } from './user-access.js';
 import type { DaemonMetrics } from './metrics.js';
 import { readJson, sendJson as send } from './http-json.js';
+import type { UserStatus } from './user-client.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -37,12 +39,12 @@ const MOUNTER_ONLY: ReadonlySet<RemoteMethod> = new Set(['checkpoint', 'unmount'
  * is the user whose socket the request came in on; every request names its namespace, checked
  * against the user's rules (E_PERMISSION). Routes:
  *
- * - `GET /v1/status` → `{pid, user, uid, namespaces}`
+ * - `GET /v1/status` → `{pid, user, uid, namespaces, host}`
  * - `POST /v1/call {namespace, method, args}` → the Awc method's result (allow-list:
  *   src/service/remote-methods.ts); `mount` is always for the caller (their uid and gid, at a
  *   directory they own: OverlayHost.mount's `asUser`); `checkpoint`, `unmount`, `rm` and `mount`
  *   of a workspace with state on this host are refused unless the caller mounted it
- * - `POST /v1/import` (header `x-awc-args: {namespace, name?, message?}`, body: a tar the
+ * - `POST /v1/import` (header `x-awc-args: {namespace, name?, message?, labels?}`, body: a tar the
  *   client made as the user) → ImportResult: imported by the hostile-tar-safe importer from a
  *   private temporary file; root never opens a path the user names
  * - `POST /v1/export-tar {namespace, ref}` → the snapshot (or workspace head) as a pax tar,
@@ -58,7 +60,13 @@ export class UserRpc {
     try {
       const route = `${req.method} ${req.url}`;
       if (route === 'GET /v1/status')
-        return send(res, 200, { pid: process.pid, user: user.name, uid: user.uid, namespaces: user.namespaces });
+        return send(res, 200, {
+          pid: process.pid,
+          user: user.name,
+          uid: user.uid,
+          namespaces: user.namespaces,
+          host: this.deps.config.host,
+        } satisfies UserStatus);
       if (route === 'POST /v1/import') return send(res, 200, await this.importTar(user, req));
       const body = await readJson(req);
       if (typeof body !== 'object' || body === null || Array.isArray(body))
@@ -133,7 +141,7 @@ export class UserRpc {
 
   private async importTar(user: AllowedUser, req: IncomingMessage): Promise<unknown> {
     const header = req.headers['x-awc-args'];
-    let args: { namespace?: unknown; name?: unknown; message?: unknown; allowChanging?: unknown };
+    let args: { namespace?: unknown; name?: unknown; message?: unknown; allowChanging?: unknown; labels?: unknown };
     try {
       args = JSON.parse(typeof header === 'string' ? header : '{}');
     } catch {
@@ -148,6 +156,8 @@ export class UserRpc {
       return await awc.importSnapshot(tmp, {
         name: typeof args.name === 'string' ? args.name : undefined,
         message: typeof args.message === 'string' ? args.message : undefined,
+        // checked by the import (E_USAGE) before any byte is read
+        labels: args.labels as Labels | undefined,
       });
     } finally {
       await rm(tmp, { force: true });

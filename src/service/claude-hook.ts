@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { lstat, realpath, rmdir } from 'node:fs/promises';
+import { lstat, mkdir, realpath, rmdir } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { mkdirPrivate } from '../core/private-fs.js';
 import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
-import type { Awc } from './awc.js';
+import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
 
@@ -40,7 +40,7 @@ export interface ClaudeCreateOptions {
  * `awc.claude.project=<dir or its nearest ancestor>` (realpaths).
  * @throws E_NOT_PREPARED (with the hint to run `awc init claude`)
  */
-export async function findPreparedSnapshot(awc: Awc, dir: string): Promise<{ project: string; snapshot: SnapshotRow }> {
+export async function findPreparedSnapshot(awc: ClaudeAwc, dir: string): Promise<{ project: string; snapshot: SnapshotRow }> {
   const start = await realpath(dir).catch(() => resolve(dir));
   const byProject = new Map<string, SnapshotRow>();
   // newest first: the first one seen for a project is its current prepared snapshot
@@ -72,7 +72,7 @@ export async function findPreparedSnapshot(awc: Awc, dir: string): Promise<{ pro
  *   refused the branch), what fork and mount throw
  */
 export async function claudeWorktreeCreate(
-  awc: Awc,
+  awc: ClaudeAwc,
   p: WorktreeCreatePayload,
   opts: ClaudeCreateOptions = {},
 ): Promise<ClaudeCreateResult> {
@@ -89,6 +89,7 @@ export async function claudeWorktreeCreate(
     [CLAUDE_LABELS.project]: project,
     [CLAUDE_LABELS.name]: p.name,
     [CLAUDE_LABELS.path]: target,
+    [CLAUDE_LABELS.uid]: String(process.getuid?.() ?? 0),
     ...(p.sessionId === null ? {} : { [CLAUDE_LABELS.session]: p.sessionId }),
     ...(p.transcriptPath === null ? {} : { [CLAUDE_LABELS.transcript]: p.transcriptPath }),
   };
@@ -96,6 +97,8 @@ export async function claudeWorktreeCreate(
   opts.onLog?.(`forked ${ws!.id} from ${snapshot.id} (${project})`);
   let mounted = false;
   try {
+    // made here, by the caller: an ordinary user's workspace is mounted only on a directory they own
+    if (!st) await mkdir(target, { mode: 0o700 });
     const m = await awc.mount(ws!.id, target);
     mounted = true;
     opts.onLog?.(`mounted ${ws!.id} at ${m.path} (${m.driver})`);
@@ -125,7 +128,7 @@ export type ClaudeRemoveResult = (ReleaseResult & { removed: true }) | { workspa
  * A path that is gone and names no workspace is done already.
  * @throws E_NOT_FOUND (the path exists but is no AWC workspace), what releaseClaudeWorkspace throws
  */
-export async function claudeWorktreeRemove(awc: Awc, p: WorktreeRemovePayload): Promise<ClaudeRemoveResult> {
+export async function claudeWorktreeRemove(awc: ClaudeAwc, p: WorktreeRemovePayload): Promise<ClaudeRemoveResult> {
   const ws = await workspaceAt(awc, p.path);
   if (!ws) {
     if (!existsSync(p.path)) return { workspace: null, path: p.path, removed: true };
@@ -138,16 +141,18 @@ export async function claudeWorktreeRemove(awc: Awc, p: WorktreeRemovePayload): 
   return { ...(await releaseClaudeWorkspace(awc, ws, { message: `claude worktree ${name}: removed` })), removed: true };
 }
 
-/** The workspace mounted at `path` (as given or its real path), else one labelled with it as its hook path. */
-async function workspaceAt(awc: Awc, path: string): Promise<WorkspaceRow | undefined> {
-  const real = await realpath(path).catch(() => path);
-  for (const p of new Set([resolve(path), real])) {
-    const ws = await awc.catalog.findWorkspaceByMountPath(p);
-    if (ws && ws.namespace === awc.namespace) return ws;
-  }
-  for (const p of new Set([resolve(path), real])) {
-    const [ws] = await awc.listWorkspaces({ labels: { [CLAUDE_LABELS.path]: p } });
-    if (ws) return ws;
+/**
+ * The workspace of the namespace mounted at `path` (as given or its real path; one mounted on
+ * this host first), else one labelled with it as its hook path.
+ */
+async function workspaceAt(awc: ClaudeAwc, path: string): Promise<WorkspaceRow | undefined> {
+  const paths = new Set([resolve(path), await realpath(path).catch(() => path)]);
+  const mounted = (await awc.listWorkspaces()).filter((w) => w.mountState === 'mounted' && paths.has(w.mountPath ?? ''));
+  const ws = mounted.find((w) => w.mountHost === awc.host) ?? mounted[0];
+  if (ws) return ws;
+  for (const p of paths) {
+    const [labelled] = await awc.listWorkspaces({ labels: { [CLAUDE_LABELS.path]: p } });
+    if (labelled) return labelled;
   }
   return undefined;
 }

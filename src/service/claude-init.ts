@@ -1,9 +1,9 @@
-import { mkdtemp, realpath, rmdir, stat } from 'node:fs/promises';
+import { mkdir, mkdtemp, realpath, rmdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import type { Progress } from '../drivers/mount-driver.js';
-import type { Awc } from './awc.js';
+import type { ClaudeAwc } from './claude-port.js';
 import { CLAUDE_LABELS } from './claude-release.js';
 import { planClaudeSettings, writeClaudeSettings } from './claude-settings.js';
 
@@ -40,7 +40,7 @@ const WORKTREES = '.claude/worktrees';
  * @throws E_SOURCE_NOT_FOUND (no such directory), E_CLAUDE_SETTINGS, what importSnapshot throws
  */
 export async function initClaude(
-  awc: Awc,
+  awc: ClaudeAwc,
   dir: string,
   opts: { hookCommand: string; update?: boolean; onProgress?: Progress },
 ): Promise<ClaudeInitResult> {
@@ -57,9 +57,10 @@ export async function initClaude(
       message: `awc init claude ${project}`,
       labels: { [CLAUDE_LABELS.project]: project },
       onProgress: opts.onProgress,
-      skip: (rel) => rel === WORKTREES,
+      leaveOut: [WORKTREES],
     });
-    result = { project, snapshot: r.id, imported: true, files: r.files, bytes: r.bytes, warmed: awc.doctor().driver === 'overlay' };
+    const warmed = (await awc.doctor()).driver === 'overlay';
+    result = { project, snapshot: r.id, imported: true, files: r.files, bytes: r.bytes, warmed };
     if (result.warmed) await warmLayer(awc, r.id);
     if (existing) {
       await awc.setLabels(existing.id, { [CLAUDE_LABELS.project]: null });
@@ -81,10 +82,12 @@ export async function initClaude(
  * first mount otherwise pays for (seconds for a tree with its node_modules).
  * @throws what fork and mount throw (the workspace and directory are removed either way)
  */
-async function warmLayer(awc: Awc, snapshotId: string): Promise<void> {
+async function warmLayer(awc: ClaudeAwc, snapshotId: string): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'awc-warm-'));
   const [ws] = await awc.fork(snapshotId);
   try {
+    // made by the caller (an ordinary user mounts only on a directory they own)
+    await mkdir(join(dir, 'mnt'), { mode: 0o700 });
     await awc.mount(ws!.id, join(dir, 'mnt'));
     await awc.unmount(ws!.id, { discard: true });
   } finally {

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { toAwcError } from '../core/errors.js';
 import type { WorkspaceRow } from '../catalog/catalog.js';
-import type { Awc } from './awc.js';
+import type { ClaudeAwc } from './claude-port.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
 
 /** Why `awc prune` releases a hook workspace. */
@@ -26,6 +26,8 @@ export interface PruneReport {
   pruned: PruneEntry[];
   /** Hook workspaces kept: their directory and session are there (or they live on another host). */
   kept: number;
+  /** Hook workspaces of other users of the namespace, left alone (an ordinary user's prune; always 0 for root). */
+  others: number;
 }
 
 /**
@@ -49,14 +51,22 @@ export function staleReason(ws: WorkspaceRow): PruneReason | undefined {
  * gone (see staleReason), and releases each the safe way WorktreeRemove does
  * (releaseClaudeWorkspace: checkpoint, unmount, remove the directory, rm). A failure is
  * reported on its entry and the workspace kept; the others go on. `dryRun` changes nothing.
- * Workspaces mounted on another host are that host's to prune.
+ * Workspaces mounted on another host are that host's to prune. An ordinary user (`uid` not
+ * 0; default this process's) prunes only the workspaces their own hook made (label
+ * `awc.claude.uid`): another user's directory may merely be unreadable to them, and the
+ * root daemon refuses them another user's mounted workspace anyway.
  */
-export async function pruneClaude(awc: Awc, opts: { dryRun?: boolean } = {}): Promise<PruneReport> {
+export async function pruneClaude(awc: ClaudeAwc, opts: { dryRun?: boolean; uid?: number } = {}): Promise<PruneReport> {
   const dryRun = opts.dryRun === true;
-  const report: PruneReport = { dryRun, pruned: [], kept: 0 };
+  const uid = opts.uid ?? process.getuid?.() ?? 0;
+  const report: PruneReport = { dryRun, pruned: [], kept: 0, others: 0 };
   for (const ws of await awc.listWorkspaces()) {
     if (ws.labels[CLAUDE_LABELS.path] === undefined && ws.labels[CLAUDE_LABELS.session] === undefined) continue;
-    const reason = ws.mountState === 'mounted' && ws.mountHost !== awc.config.host ? undefined : staleReason(ws);
+    if (uid !== 0 && ws.labels[CLAUDE_LABELS.uid] !== String(uid)) {
+      report.others++;
+      continue;
+    }
+    const reason = ws.mountState === 'mounted' && ws.mountHost !== awc.host ? undefined : staleReason(ws);
     if (reason === undefined) {
       report.kept++;
       continue;

@@ -2,8 +2,7 @@ import { lstat, rmdir } from 'node:fs/promises';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { WorkspaceRow } from '../catalog/catalog.js';
 import { mountPoints } from '../host/mount-table.js';
-import { readHostState } from '../drivers/workspace-state.js';
-import type { Awc } from './awc.js';
+import type { ClaudeAwc } from './claude-port.js';
 
 /** Labels AWC puts on what the Claude Code hooks make (docs/explanation/claude-code.md#labels). */
 export const CLAUDE_LABELS = {
@@ -17,6 +16,8 @@ export const CLAUDE_LABELS = {
   transcript: 'awc.claude.transcript',
   /** On a hook workspace: the directory it was mounted at (realpath). */
   path: 'awc.claude.path',
+  /** On a hook workspace: the uid of the user whose hook made it (`awc prune` of an ordinary user releases only theirs). */
+  uid: 'awc.claude.uid',
   /** On the checkpoint a release makes: the project of the workspace (not `project`: that marks the prepared snapshot). */
   checkpointOf: 'awc.claude.checkpoint-of',
 } as const;
@@ -47,12 +48,12 @@ export interface ReleaseResult {
  *   directory is not empty after the unmount), E_STILL_MOUNTED (a mount is left below it)
  */
 export async function releaseClaudeWorkspace(
-  awc: Awc,
+  awc: ClaudeAwc,
   ws: WorkspaceRow,
   opts: { message: string; dryRun?: boolean },
 ): Promise<ReleaseResult> {
   const path = ws.mountPath ?? ws.labels[CLAUDE_LABELS.path] ?? null;
-  if (ws.mountState === 'mounted' && ws.mountHost !== awc.config.host) {
+  if (ws.mountState === 'mounted' && ws.mountHost !== awc.host) {
     throw new AwcError('E_LEASED', `workspace ${ws.id} is mounted on host ${ws.mountHost}`, {
       hint: `Release it on ${ws.mountHost} (run \`awc prune\` there).`,
       details: { workspace: ws.id, host: ws.mountHost },
@@ -70,11 +71,17 @@ export async function releaseClaudeWorkspace(
     await awc.setLabels(cp.id, keep);
   }
   if (mounted) await awc.unmount(ws.id, {});
-  // changes kept here from an earlier unmount are in the checkpoint now: drop the copy (rm refuses it)
-  else if (await readHostState(awc.paths.workspaces, ws.id)) await awc.unmount(ws.id, { discard: true });
+  // changes kept here from an earlier unmount are in the checkpoint now: drop the copy (rm refuses it);
+  // E_NOT_MOUNTED: none were kept
+  else await awc.unmount(ws.id, { discard: true }).catch((err: unknown) => ignoreCode(err, 'E_NOT_MOUNTED'));
   if (path !== null) await removeEmptyDir(path);
   await awc.rm(ws.id);
   return { workspace: ws.id, path, snapshot: cp.id, checkpointed: cp.changed, unmounted: mounted };
+}
+
+/** Swallows an AwcError with `code` (what was to be undone is not there); throws anything else. */
+function ignoreCode(err: unknown, code: string): void {
+  if (!(err instanceof AwcError && err.code === code)) throw err;
 }
 
 /**

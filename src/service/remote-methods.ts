@@ -21,6 +21,8 @@ export const REMOTE_METHODS = [
   'doctor',
   'leases.list',
   'leases.show',
+  // the Claude Code hooks label their workspaces and checkpoints (src/service/claude-port.ts)
+  'setLabels',
 ] as const;
 
 /** One of {@link REMOTE_METHODS}. */

@@ -1,5 +1,6 @@
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { detectDriver } from '../../src/drivers/detect-driver.js';
 
 /** A throw-away system user for tests that check what another local user can do. */
 export interface TestUser {
@@ -18,6 +19,12 @@ export interface TestUser {
 export function canCreateUsers(): boolean {
   if (process.getuid?.() !== 0) return false;
   return ['useradd', 'userdel', 'setpriv'].every((c) => spawnSync('sh', ['-c', `command -v ${c}`], { stdio: 'ignore' }).status === 0);
+}
+
+/** Why a test of ordinary users of the root daemon (real users, overlay) cannot run here, for node:test's `skip`; false when it can. */
+export function usersAndOverlaySkip(): string | false {
+  if (!canCreateUsers()) return 'needs root, useradd and setpriv';
+  return detectDriver('auto').driver !== 'overlay' ? 'overlay is not possible here' : false;
 }
 
 /** Creates a system user `awctest-<random>` without a home (`useradd -M -r`), with its own group. */

@@ -41,7 +41,9 @@ export function registerHookCommands(program: Command, withAwc: WithAwc): void {
       const p = parseClaudeHookPayload(await readPayload());
       const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
       try {
-        await withAwc(async (awc, o) => {
+        await withAwc(async (opened, o) => {
+          const { openClaudeAwc } = await import('../claude-awc.js');
+          const awc = await openClaudeAwc(opened);
           if (p.event === 'WorktreeCreate') {
             const { claudeWorktreeCreate } = await import('../../service/claude-hook.js');
             const r = await claudeWorktreeCreate(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR, onLog: log });

@@ -15,7 +15,9 @@ function initGroup(program: Command): Command {
  * Registers `awc init claude [dir] [--update]` (docs/reference/claude-code.md#awc-init-claude).
  * The hook command it writes names this CLI by absolute path (node and the script, real
  * paths) and this home and namespace, so the hook finds the same AWC whatever PATH and
- * environment Claude Code gives it (docs/explanation/claude-code.md#the-hook-command).
+ * environment Claude Code gives it (docs/explanation/claude-code.md#the-hook-command). An
+ * ordinary user's CLI (a client of the root daemon) names the home only when one was given
+ * (`--home`, `AWC_HOME`): without one, the hook finds the default home's socket as `init` did.
  */
 export function registerInitClaudeCommands(program: Command, withAwc: WithAwc): void {
   initGroup(program)
@@ -25,12 +27,25 @@ export function registerInitClaudeCommands(program: Command, withAwc: WithAwc): 
     )
     .option('--update', 'import the project again (after a dependency change)')
     .action((dir: string | undefined, opts: { update?: boolean }) =>
-      withAwc(async (awc, o) => {
+      withAwc(async (opened, o) => {
         const { realpathSync } = await import('node:fs');
         const { initClaude } = await import('../../service/claude-init.js');
+        const { resolve } = await import('node:path');
+        const { isRemoteAwc, openClaudeAwc } = await import('../claude-awc.js');
         const { formatBytes } = await import('../output.js');
+        const awc = await openClaudeAwc(opened);
         const cli = realpathSync(process.argv[1]!);
-        const hookCommand = [process.execPath, cli, '--home', awc.config.home, '--namespace', awc.namespace, 'hook', 'claude']
+        const given = program.opts<{ home?: string }>().home ?? process.env.AWC_HOME;
+        const home = !isRemoteAwc(opened) ? opened.config.home : given === undefined ? undefined : resolve(given);
+        const hookCommand = [
+          process.execPath,
+          cli,
+          ...(home === undefined ? [] : ['--home', home]),
+          '--namespace',
+          awc.namespace,
+          'hook',
+          'claude',
+        ]
           .map(shellWord)
           .join(' ');
         let last = 0;

@@ -13,7 +13,8 @@ export function registerPruneCommands(program: Command, withAwc: WithAwc): void 
     .action((opts: { dryRun?: boolean }) =>
       withAwc(async (awc, o) => {
         const { pruneClaude } = await import('../../service/claude-prune.js');
-        const r = await pruneClaude(awc, { dryRun: opts.dryRun });
+        const { openClaudeAwc } = await import('../claude-awc.js');
+        const r = await pruneClaude(await openClaudeAwc(awc), { dryRun: opts.dryRun });
         o.result(r, () =>
           [
             ...r.pruned.map((e) => {
@@ -22,7 +23,7 @@ export function registerPruneCommands(program: Command, withAwc: WithAwc): void 
               if (r.dryRun) return `${what}: would release`;
               return `${what}: released (${e.released?.checkpointed ? `checkpointed as ${e.released.snapshot}` : `work in ${e.released?.snapshot}`})`;
             }),
-            `${r.dryRun ? 'dry run: ' : ''}${r.pruned.length} stale, ${r.kept} kept`,
+            `${r.dryRun ? 'dry run: ' : ''}${r.pruned.length} stale, ${r.kept} kept${r.others ? `, ${r.others} of other users left alone` : ''}`,
           ].join('\n'),
         );
         if (r.pruned.some((e) => e.error)) process.exitCode = 4;
