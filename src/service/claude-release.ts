@@ -2,8 +2,8 @@ import { lstat, rmdir } from 'node:fs/promises';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { WorkspaceRow } from '../catalog/catalog.js';
 import { mountPoints } from '../host/mount-table.js';
-import { readHostState } from '../drivers/workspace-state.js';
 import type { Awc } from './awc.js';
+import type { KeptFile } from './kept-files.js';
 
 /** Labels AWC puts on what the Claude Code hooks make (docs/explanation/claude-code.md#labels). */
 export const CLAUDE_LABELS = {
@@ -31,11 +31,13 @@ export interface ReleaseResult {
   /** True when a new checkpoint was made. */
   checkpointed: boolean;
   unmounted: boolean;
+  /** Secret files that existed nowhere else, kept on this host by the remove (`awc kept`; absent when none). */
+  kept?: KeptFile[];
 }
 
 /**
  * Releases a workspace the Claude Code hook created, the safe way `rm` does it: checkpoint
- * its durable work first (the new snapshot gets the workspace's `awc.claude.name` and
+ * its durable work first (secret files, never stored, are kept on the host by the remove and listed in `kept`) (the new snapshot gets the workspace's `awc.claude.name` and
  * `awc.claude.session` labels, and `awc.claude.checkpoint-of=<project>`, so
  * `awc snapshot ls --label awc.claude.name=<name>` finds it), then unmount it, remove its
  * (then empty) directory, check no mount is left at or below it, and remove the workspace
@@ -70,11 +72,11 @@ export async function releaseClaudeWorkspace(
     await awc.setLabels(cp.id, keep);
   }
   if (mounted) await awc.unmount(ws.id, {});
-  // changes kept here from an earlier unmount are in the checkpoint now: drop the copy (rm refuses it)
-  else if (await readHostState(awc.paths.workspaces, ws.id)) await awc.unmount(ws.id, { discard: true });
   if (path !== null) await removeEmptyDir(path);
-  await awc.rm(ws.id);
-  return { workspace: ws.id, path, snapshot: cp.id, checkpointed: cp.changed, unmounted: mounted };
+  // changes kept on this host (the upper an unmount keeps for its secrets) are in the checkpoint now but the
+  // secrets: rm keeps those and drops the rest; anything written after the checkpoint makes it refuse (E_IN_USE)
+  const { kept } = await awc.rm(ws.id);
+  return { workspace: ws.id, path, snapshot: cp.id, checkpointed: cp.changed, unmounted: mounted, ...(kept?.length ? { kept } : {}) };
 }
 
 /**
