@@ -88,7 +88,7 @@ export async function removeRef(
   }
   const state = await readHostState(ctx.paths.workspaces, ws.id);
   if (state) {
-    if (!opts.force && (await live.changed(ws, state, false))) {
+    if (!opts.force && (await pendingBesidesSecrets(live, ws, state))) {
       throw new AwcError('E_IN_USE', `workspace ${ws.name ?? ws.id} has uncheckpointed changes kept on this host`, {
         hint: `Checkpoint them (\`awc checkpoint ${ws.id}\`), or pass --force to drop them. Secrets alone would not stop a remove: they are kept on this host.`,
         details: { workspace: ws.id },
@@ -100,4 +100,14 @@ export async function removeRef(
   }
   await ctx.catalog.deleteWorkspace(ctx.namespace, ws.id);
   return out;
+}
+
+/** Whether a host state holds changes a checkpoint would store; one whose files cannot be scanned (gone) counts as holding some (only `force` drops it). */
+async function pendingBesidesSecrets(live: PendingCheck, ws: WorkspaceRow, state: WorkspaceHostState): Promise<boolean> {
+  try {
+    return await live.changed(ws, state, false);
+  } catch (err) {
+    if (err instanceof AwcError && err.code === 'E_SOURCE_NOT_FOUND') return true;
+    throw err;
+  }
 }
