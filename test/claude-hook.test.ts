@@ -194,6 +194,7 @@ describe('Claude Code worktree hooks', () => {
       assert.equal(readFileSync(join(path, 'node_modules', 'dep', 'index.js'), 'utf8'), 'module.exports = 42;\n');
       assert.equal(existsSync(join(path, '.claude', 'worktrees')), false, 'the worktrees are not in the snapshot');
       writeFileSync(join(path, 'src', 'work.js'), `// ${shape.name}\n`);
+      writeFileSync(join(path, '.env'), `TOKEN=${shape.name}\n`); // a secret: never stored, kept by the remove
       const [ws] = await labelled('workspace', `awc.claude.name=${shape.name}`);
       assert.ok(ws, 'labelled');
       assert.equal(ws.labels['awc.claude.project'], project);
@@ -206,6 +207,12 @@ describe('Claude Code worktree hooks', () => {
       assert.equal(existsSync(path), false, 'directory gone');
       assert.equal(isMounted(path), false);
       assert.equal((await workspaceIds()).includes(ws.id), false);
+      assert.match(r.stderr, /1 secret file\(s\) kept on this host/);
+      const [set] = awcOk(home, ['kept', 'ls', ws.id]).sets;
+      assert.deepEqual(
+        set.files.map((f: { path: string; keptAt: string }) => [f.path, readFileSync(f.keptAt, 'utf8')]),
+        [['.env', `TOKEN=${shape.name}\n`]],
+      );
       const [snap] = await labelled('snapshot', `awc.claude.name=${shape.name}`);
       assert.ok(snap, 'the checkpoint is labelled');
       const out = join(work, `out-${ws.id}`);

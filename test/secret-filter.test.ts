@@ -2,16 +2,20 @@
  * The capture classes and the secret filter (docs/explanation/capture-classes.md), on both
  * real drivers through the built CLI: only the opted-in secret reaches the snapshot and the
  * object store, the others are listed and stay on the host, node_modules is kept, tmp is
- * dropped, a remove keeps the secrets (restorable), a directory import skips its secrets,
- * and a bad `.awc.json` is E_CONFIG.
+ * dropped, a diff of the live workspace marks the secrets (never in its patch), a remove keeps
+ * the secrets (restorable) and refuses only for an ordinary pending change, a directory or
+ * tar import skips its secrets, and a bad `.awc.json` is E_CONFIG.
  */
 import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
+import { markSecrets } from '../src/service/diff-secrets.js';
+import type { Change } from '../src/service/diff.js';
 
 /** Every file's bytes under `dir`, concatenated (packs, catalog). */
 function allBytes(dir: string): Buffer {
@@ -28,6 +32,34 @@ function put(root: string, rel: string, data: string): void {
   mkdirSync(dirname(join(root, rel)), { recursive: true });
   writeFileSync(join(root, rel), data);
 }
+
+describe('markSecrets: the status of a live secret against the stored side', () => {
+  it('a stored file at its path: modified or unchanged by content, and no longer a deletion; else added', () => {
+    const file = (digest: `sha256:${string}`) => ({ type: 'file' as const, mode: 0o600, size: 3, digest });
+    const changes: Change[] = [
+      { path: '.env', status: 'deleted', kind: 'file', old: file('sha256:aa') },
+      { path: '.env.prod', status: 'deleted', kind: 'file', old: file('sha256:bb') },
+      { path: 'gone.txt', status: 'deleted', kind: 'file', old: file('sha256:cc') },
+    ];
+    const r = markSecrets(changes, {
+      secrets: [
+        { path: '.env', size: 3, digest: 'sha256:aa' },
+        { path: '.env.prod', size: 4, digest: 'sha256:dd' },
+        { path: 'id_rsa', size: 5, digest: 'sha256:ee' },
+      ],
+      dropped: [],
+    });
+    assert.deepEqual(
+      r.changes.map((c) => c.path),
+      ['gone.txt'],
+    );
+    assert.deepEqual(r.secrets, [
+      { path: '.env', size: 3, status: 'unchanged' },
+      { path: '.env.prod', size: 4, status: 'modified' },
+      { path: 'id_rsa', size: 5, status: 'added' },
+    ]);
+  });
+});
 
 describe('capture classes and the secret filter', () => {
   let work: string;
@@ -58,6 +90,39 @@ describe('capture classes and the secret filter', () => {
     rmSync(work, { recursive: true, force: true });
   });
 
+  it('a tar import leaves its secrets out (opted in by the .awc.json at its root, even last in the archive) and lists them', () => {
+    const src = join(work, 'tarsrc');
+    const secrets: Record<string, string> = {
+      '.env': marker('TARENV'),
+      id_rsa: marker('TARKEY'),
+      'sub/credentials.json': marker('TARCRED'),
+      'sub/.npmrc': `//registry.npmjs.org/:_authToken=${marker('TARNPM')}\n`,
+    };
+    for (const [p, v] of Object.entries(secrets)) put(src, p, v);
+    const optedIn = marker('TAROPTED');
+    put(src, 'keys/deploy.pem', optedIn);
+    put(src, 'node_modules/x/fixture.pem', 'public test fixture\n');
+    put(src, 'README.md', 'readme\n');
+    put(src, '.awc.json', JSON.stringify({ allowSecrets: ['keys/'] }));
+    linkSync(join(src, '.env'), join(src, 'env-copy')); // a second name of a secret: its bytes are the secret's
+    const tar = join(work, 'x.tar');
+    const order = ['./.env', './env-copy', './id_rsa', './sub', './keys', './node_modules', './README.md', './.awc.json'];
+    execFileSync('tar', ['--format=pax', '-C', src, '-cf', tar, ...order]);
+    const r = awcOk(home, ['snapshot', 'import', tar, '--name', 'from-tar'], env);
+    assert.deepEqual(
+      r.secrets.map((x: { path: string }) => x.path),
+      ['.env', 'env-copy', 'id_rsa', 'sub/.npmrc', 'sub/credentials.json'],
+    );
+    const out = join(work, 'out-tar');
+    awcOk(home, ['export', r.id, '--dir', out], env);
+    assert.equal(readFileSync(join(out, 'keys/deploy.pem'), 'utf8'), optedIn);
+    assert.ok(existsSync(join(out, 'node_modules/x/fixture.pem')) && existsSync(join(out, 'README.md')));
+    for (const p of [...Object.keys(secrets), 'env-copy']) assert.ok(!existsSync(join(out, p)), `${p} must not be in the snapshot`);
+    const stored = allBytes(join(work, 'objects')).toString('latin1');
+    assert.ok(stored.includes(optedIn));
+    for (const [p, v] of Object.entries(secrets)) assert.ok(!stored.includes(v.trim().split('=').pop()!), `${p} reached the store`);
+  });
+
   for (const driver of ['overlay', 'copy'] as const) {
     it(`${driver}: a checkpoint stores only the opted-in secret, lists the others, keeps node_modules, drops tmp; rm keeps the secrets`, () => {
       const denv = { ...env, AWC_MOUNT_DRIVER: driver };
@@ -79,6 +144,35 @@ describe('capture classes and the secret filter', () => {
       put(mnt, 'tmp/y', marker('SCRATCH'));
       put(mnt, 'README.md', 'tracked, changed\n');
       put(mnt, 'plain.npmrc/.npmrc', 'registry=https://example.org/\n');
+
+      // diff of the live workspace: the secrets are marked, not stored changes; scratch listed as dropped
+      const d = awcOk(home, ['diff', ws], denv);
+      assert.deepEqual(
+        d.secrets.map((x: { path: string; status: string }) => `${x.status} ${x.path}`).sort(),
+        Object.keys(secrets)
+          .map((p) => `added ${p}`)
+          .sort(),
+      );
+      const changed = d.changes.map((c: { path: string }) => c.path);
+      for (const p of Object.keys(secrets)) assert.ok(!changed.includes(p), `${p} shown as a stored change`);
+      assert.ok(changed.includes('config/dev.pem') && changed.includes('README.md'));
+      assert.deepEqual(
+        d.dropped.map((x: { path: string }) => x.path),
+        ['tmp/'],
+      );
+      const text = awc(home, ['diff', ws], denv, { json: false }).stdout;
+      assert.match(text, /^S {2}\.env \(secret, new: not stored/m);
+      assert.match(text, /^S {2}sub\/\.npmrc \(secret, new/m);
+      assert.match(text, /^X {2}tmp\/ \(scratch/m);
+      assert.match(text, /^A {2}config\/dev\.pem$/m);
+      const patch = awc(home, ['diff', ws, '--patch'], denv, { json: false });
+      const jsonPatch = awcOk(home, ['diff', ws, '--patch'], denv).patch as string;
+      assert.ok(patch.stdout.includes(optedIn) && jsonPatch.includes(optedIn), 'the opted-in secret is a stored change');
+      assert.match(patch.stderr, /^S {2}\.env \(secret/m);
+      for (const [p, v] of Object.entries(secrets)) {
+        const bytes = v.trim().split('=').pop()!;
+        assert.ok(!patch.stdout.includes(bytes) && !jsonPatch.includes(bytes) && !patch.stdout.includes(` b/${p}`), `${p} in the patch`);
+      }
 
       const cp = awcOk(home, ['checkpoint', ws], denv);
       assert.equal(cp.changed, true);
@@ -112,8 +206,24 @@ describe('capture classes and the secret filter', () => {
       assert.match(errorOf(bad).message, /unknown key "allowSecret"/);
       writeFileSync(join(mnt, '.awc.json'), JSON.stringify({ allowSecrets: ['config/dev.pem'] }));
 
-      // removing the workspace loses none of them: kept (0600), restorable
-      const rm = awcOk(home, ['rm', ws, '--force'], denv);
+      // removing the workspace loses none of them: kept (0600), restorable. Overlay: the unmount keeps the upper (its
+      // secrets); an ordinary change there refuses rm, secrets alone do not. Copy: the unmount refuses, rm --force keeps them.
+      let rm;
+      if (driver === 'overlay') {
+        writeFileSync(join(mnt, 'late.txt'), 'not checkpointed\n');
+        awcOk(home, ['unmount', ws], denv);
+        const refused = awc(home, ['rm', ws], denv);
+        assert.equal(errorOf(refused).code, 'E_IN_USE');
+        assert.equal(awcOk(home, ['kept', 'ls', ws], denv).sets.length, 0, 'a refused rm keeps nothing');
+        awcOk(home, ['mount', ws, mnt], denv);
+        assert.equal(awcOk(home, ['checkpoint', ws], denv).changed, true);
+        assert.equal(awcOk(home, ['unmount', ws], denv).pending, true, 'the secrets keep the upper');
+        rm = awcOk(home, ['rm', ws], denv);
+        assert.equal(rm.discarded, undefined);
+      } else {
+        assert.equal(errorOf(awc(home, ['unmount', ws], denv)).code, 'E_IN_USE');
+        rm = awcOk(home, ['rm', ws, '--force'], denv);
+      }
       assert.deepEqual(rm.kept.map((k: { path: string }) => k.path).sort(), Object.keys(secrets).sort());
       for (const k of rm.kept) assert.equal(statSync(k.keptAt).mode & 0o777, 0o600);
       const back = join(work, `back-${driver}`);

@@ -82,7 +82,8 @@ describe(
       writeFileSync(join(src, 'a.txt'), 'alpha\n');
       writeFileSync(join(src, 'sub', 'b.txt'), 'beta\n');
       writeFileSync(join(src, 'gone.txt'), 'to delete\n');
-      for (const p of [src, join(src, 'sub'), join(src, 'a.txt'), join(src, 'sub', 'b.txt'), join(src, 'gone.txt')])
+      writeFileSync(join(src, '.env'), 'TOKEN=never-stored\n'); // the daemon imports the user's tar through the secret filter
+      for (const p of [src, join(src, 'sub'), join(src, 'a.txt'), join(src, 'sub', 'b.txt'), join(src, 'gone.txt'), join(src, '.env')])
         chownSync(p, u.uid, u.gid);
       mkdirSync(join(work, 'root-only'), { mode: 0o700 });
       writeFileSync(join(work, 'root-only', 'x'), 'x');
@@ -124,6 +125,7 @@ describe(
     test('import, fork, mount, edit as the user, checkpoint, diff, export, unmount, rm', () => {
       const snap = ok(u, ['snapshot', 'import', mine('src'), '--name', 'base']);
       assert.equal(snap.files, 3);
+      assert.deepEqual(snap.secrets, [{ path: '.env', size: 19 }]);
       assert.deepEqual(
         ok(u, ['snapshot', 'ls'])
           .snapshots.map((s: { name: string }) => s.name)

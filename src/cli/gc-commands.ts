@@ -27,6 +27,7 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
           const extra = [
             r.unmounted ? 'unmounted first' : '',
             r.discarded ? 'uncheckpointed changes dropped' : '',
+            r.kept?.length ? `${r.kept.length} secret file(s) kept on this host: \`awc kept ls ${r.id}\`` : '',
             r.reparented?.length ? `${r.reparented.length} child snapshot(s) re-parented` : '',
             r.rebased?.length ? `${r.rebased.length} workspace(s) re-based` : '',
           ].filter(Boolean);

@@ -265,9 +265,15 @@ program
   .action((from: string, to: string | undefined, opts: { patch?: boolean; binary?: boolean; metadata?: boolean }) =>
     withAwc(async (awc, o) => {
       const { formatChanges } = await import('../service/diff.js');
+      const { formatLeftOut } = await import('../service/diff-secrets.js');
       const r = await awc.diff(from, to, { patch: opts.patch, binary: opts.binary, metadata: opts.metadata });
-      if (opts.patch && !o.json) process.stdout.write(r.patch ?? '');
-      else o.result(opts.patch ? { changes: r.changes, patch: r.patch } : { changes: r.changes }, () => formatChanges(r.changes));
+      const left = r.secrets ? { secrets: r.secrets, dropped: r.dropped } : {};
+      const leftOut = formatLeftOut(r.secrets ?? [], r.dropped ?? []);
+      if (opts.patch && !o.json) {
+        // the patch holds stored changes only (never a secret's bytes); what a checkpoint leaves out goes to stderr
+        process.stdout.write(r.patch ?? '');
+        process.stderr.write(leftOut);
+      } else o.result({ changes: r.changes, ...left, ...(opts.patch ? { patch: r.patch } : {}) }, () => formatChanges(r.changes) + leftOut);
     }),
   );
 

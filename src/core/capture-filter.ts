@@ -30,8 +30,11 @@ export interface CaptureFilter {
    * @throws E_CONFIG (an invalid `.awc.json`)
    */
   root(read: (name: '.gitignore' | '.awc.json') => Promise<string | undefined>): Promise<CaptureDirFilter>;
-  /** A secret file left out, open at `fd` (the walker closes it afterwards; read it now or never). `rel` is its slash path. */
-  secret(rel: string, fd: number, size: number): void;
+  /**
+   * A secret file left out, open at `fd` (the walker closes it afterwards; read it now or never).
+   * `rel` is its slash path. `fd` is undefined when the walk reads a stream (a tar import): nothing to keep then.
+   */
+  secret(rel: string, fd: number | undefined, size: number): void;
   /** A scratch entry dropped: a directory open as `dir` (the walker closes it) or a file of `size` bytes. */
   scratch(rel: string, what: { dir: DirFd } | { size: number }): void;
   /** The content of a stored file (a base entry a walk needs: a `.gitignore` or `.awc.json` not in the upper). */

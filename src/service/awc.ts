@@ -278,6 +278,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
    */
   async unmount(refOrPath: string, opts: UnmountFlags = {}): Promise<UnmountResult & KeptFields> {
     const ws = await this.workspaceByRefOrPath(refOrPath);
+    if (ws.mountState === 'mounted' && opts.keptOnly) throw new AwcError('E_ALREADY_MOUNTED', `workspace ${ws.id} was mounted meanwhile`);
     const state = await readHostState(this.paths.workspaces, ws.id);
     const kept = state && opts.discard ? await this.live.keepSecrets(ws, state) : {};
     return { ...(await this.unmountKept(ws, state, opts)), ...kept };
@@ -314,7 +315,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
 
   /** `awc rm`: removes a workspace or a snapshot row (see removeRef). @throws E_ALREADY_MOUNTED, E_IN_USE, E_NOT_FOUND */
   rm(ref: string, opts: { force?: boolean } = {}): Promise<RemoveResult> {
-    return removeRef(this, ref, opts);
+    return removeRef(this, this.live, ref, opts);
   }
 
   /** Where a workspace's driver materialised files outside its host directory (`awc usage`), if anywhere. */
@@ -447,12 +448,12 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     return this.daemon.reportCheckpoint({ driver, durationMs: performance.now() - t0, newBytes });
   }
 
-  /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here) or head. */
-  private async rootOf(ref: string, writer: ContentWriter): Promise<{ root: Digest; label: string }> {
+  /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here; with what its scan left out) or head. */
+  private async rootOf(ref: string, writer: ContentWriter): ReturnType<DiffRefsDeps['rootOf']> {
     const r = await this.resolve(ref);
     if (r.kind === 'snapshot') return { root: r.snapshot.root, label: r.snapshot.id };
     const state = await readHostState(this.paths.workspaces, r.workspace.id);
-    return { root: await this.live.root(r.workspace, state, writer), label: r.workspace.id };
+    return { ...(await this.live.rootAndLeftOut(r.workspace, state, writer)), label: r.workspace.id };
   }
 
   /**

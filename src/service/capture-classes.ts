@@ -1,5 +1,6 @@
 import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
 import type { Digest } from '../core/digest.js';
+import { AwcError } from '../core/errors.js';
 import type { DirFd } from '../core/dir-fd.js';
 import type { FileEntry } from '../core/tree.js';
 import { decodeUtf8Name } from '../core/tree.js';
@@ -61,9 +62,12 @@ export class CaptureRecorder implements CaptureFilter {
     return this.policy;
   }
 
-  secret(rel: string, fd: number, size: number): void {
+  /** @throws E_INTERNAL when a walk that must keep its secrets (`keep`) reports one without a descriptor */
+  secret(rel: string, fd: number | undefined, size: number): void {
     this.report.secrets.push({ path: rel, size });
-    this.opts.keep?.(rel, fd, size);
+    if (!this.opts.keep) return;
+    if (fd === undefined) throw new AwcError('E_INTERNAL', `secret ${rel} reported without a descriptor to keep it from`);
+    this.opts.keep(rel, fd, size);
   }
 
   scratch(rel: string, what: { dir: DirFd } | { size: number }): void {

@@ -3,6 +3,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import type { WorkspaceRow } from '../catalog/catalog.js';
 import { mountPoints } from '../host/mount-table.js';
 import type { ClaudeAwc } from './claude-port.js';
+import type { KeptFile } from './kept-files.js';
 
 /** Labels AWC puts on what the Claude Code hooks make (docs/explanation/claude-code.md#labels). */
 export const CLAUDE_LABELS = {
@@ -32,11 +33,13 @@ export interface ReleaseResult {
   /** True when a new checkpoint was made. */
   checkpointed: boolean;
   unmounted: boolean;
+  /** Secret files that existed nowhere else, kept on this host by the remove (`awc kept`; absent when none). */
+  kept?: KeptFile[];
 }
 
 /**
  * Releases a workspace the Claude Code hook created, the safe way `rm` does it: checkpoint
- * its durable work first (the new snapshot gets the workspace's `awc.claude.name` and
+ * its durable work first (secret files, never stored, are kept on the host by the remove and listed in `kept`) (the new snapshot gets the workspace's `awc.claude.name` and
  * `awc.claude.session` labels, and `awc.claude.checkpoint-of=<project>`, so
  * `awc snapshot ls --label awc.claude.name=<name>` finds it), then unmount it, remove its
  * (then empty) directory, check no mount is left at or below it, and remove the workspace
@@ -71,17 +74,11 @@ export async function releaseClaudeWorkspace(
     await awc.setLabels(cp.id, keep);
   }
   if (mounted) await awc.unmount(ws.id, {});
-  // changes kept here from an earlier unmount are in the checkpoint now: drop the copy (rm refuses it);
-  // E_NOT_MOUNTED: none were kept
-  else await awc.unmount(ws.id, { discard: true }).catch((err: unknown) => ignoreCode(err, 'E_NOT_MOUNTED'));
   if (path !== null) await removeEmptyDir(path);
-  await awc.rm(ws.id);
-  return { workspace: ws.id, path, snapshot: cp.id, checkpointed: cp.changed, unmounted: mounted };
-}
-
-/** Swallows an AwcError with `code` (what was to be undone is not there); throws anything else. */
-function ignoreCode(err: unknown, code: string): void {
-  if (!(err instanceof AwcError && err.code === code)) throw err;
+  // changes kept on this host (the upper an unmount keeps for its secrets) are in the checkpoint now but the
+  // secrets: rm keeps those and drops the rest; anything written after the checkpoint makes it refuse (E_IN_USE)
+  const { kept } = await awc.rm(ws.id);
+  return { workspace: ws.id, path, snapshot: cp.id, checkpointed: cp.changed, unmounted: mounted, ...(kept?.length ? { kept } : {}) };
 }
 
 /**

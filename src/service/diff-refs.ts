@@ -4,13 +4,14 @@ import type { ContentReader } from '../store/content-reader.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
+import { markSecrets, type DiffDropped, type DiffSecret, type LiveLeftOut } from './diff-secrets.js';
 
 /** What `diffRefs` needs of the service: ref resolution, roots of live states, a reader. */
 export interface DiffRefsDeps {
   resolve(ref: string): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; workspace: WorkspaceRow }>;
   getSnapshot(ref: string): Promise<SnapshotRow>;
-  /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here) or head. */
-  rootOf(ref: string, writer: ContentWriter): Promise<{ root: Digest; label: string }>;
+  /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here; `leftOut`: what its scan left out) or head. */
+  rootOf(ref: string, writer: ContentWriter): Promise<{ root: Digest; label: string; leftOut?: LiveLeftOut }>;
   /** A reader that also serves the blobs of `extra` (the dry-run writer's session). */
   reader(extra?: (d: Digest) => Buffer | undefined): ContentReader;
 }
@@ -22,11 +23,18 @@ export interface DiffOptions {
   metadata?: boolean;
 }
 
-/** The result of a diff: the two roots, the changes and, when asked, the patch. */
+/**
+ * The result of a diff: the two roots, the changes and, when asked, the patch. When the
+ * newer side is a live workspace (docs/explanation/capture-classes.md#diff): `secrets`, the
+ * secret files it holds that a checkpoint leaves out (never in `changes` nor in the patch),
+ * and `dropped`, the scratch a checkpoint drops; absent for a snapshot or a workspace's head.
+ */
 export interface DiffResult {
   from: Digest;
   to: Digest;
   changes: Change[];
+  secrets?: DiffSecret[];
+  dropped?: DiffDropped[];
   patch?: string;
 }
 
@@ -46,22 +54,26 @@ export async function diffRefs(
 ): Promise<DiffResult> {
   let from: Digest;
   let to: Digest;
+  let leftOut: LiveLeftOut | undefined;
   if (toRef === undefined) {
     const r = await deps.resolve(fromRef);
     if (r.kind === 'workspace') {
       from = (await deps.getSnapshot(r.workspace.headSnapshotId)).root;
-      to = (await deps.rootOf(fromRef, writer)).root;
+      ({ root: to, leftOut } = await deps.rootOf(fromRef, writer));
     } else {
       to = r.snapshot.root;
       from = r.snapshot.parentId ? (await deps.getSnapshot(r.snapshot.parentId)).root : await emptyRoot(writer);
     }
   } else {
     from = (await deps.rootOf(fromRef, writer)).root;
-    to = (await deps.rootOf(toRef, writer)).root;
+    ({ root: to, leftOut } = await deps.rootOf(toRef, writer));
   }
   const src = deps.reader(writer.sessionBlob.bind(writer));
-  const changes = await diffSnapshots(src, from, to, { metadata: opts.metadata });
-  const out: DiffResult = { from, to, changes };
+  const all = await diffSnapshots(src, from, to, { metadata: opts.metadata });
+  // a live side: its secrets are listed, never shown (nor patched) as stored changes
+  const marked = leftOut ? markSecrets(all, leftOut) : undefined;
+  const changes = marked?.changes ?? all;
+  const out: DiffResult = { from, to, changes, ...(marked && leftOut ? { secrets: marked.secrets, dropped: leftOut.dropped } : {}) };
   if (opts.patch) {
     const readAll = async (f: { size: number; chunks: { digest: Digest; size: number }[] }): Promise<Buffer> => {
       const parts: Buffer[] = [];

@@ -256,7 +256,7 @@ function octal(mode: number | undefined): string {
 }
 
 /** A path as printed: verbatim unless it holds control characters or a quote, then JSON-quoted. */
-function printable(path: string): string {
+export function printable(path: string): string {
   // eslint-disable-next-line no-control-regex
   return /[\u0000-\u001f\u007f"\\]/.test(path) ? JSON.stringify(path) : path;
 }

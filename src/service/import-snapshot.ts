@@ -9,7 +9,8 @@ import { checkLabels, type Labels } from '../catalog/labels.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { importDir } from '../host/import-dir.js';
 import type { Progress } from '../drivers/mount-driver.js';
-import { importTar, looksLikeTar } from './import-tar.js';
+import { importTar, looksLikeTar, openTarFile, tarError } from './import-tar.js';
+import { readTarProjectFiles, TarCapture } from './tar-capture.js';
 import type { CommitHooks } from './commit-retry.js';
 import type { CaptureRecorder } from './capture-classes.js';
 
@@ -25,7 +26,7 @@ export interface ImportResult {
   newBytes: number;
   storedBytes: number;
   skipped: { path: string; reason: string }[];
-  /** Secret files of a directory import left out by the secret filter (never stored), with their size in bytes. */
+  /** Secret files of the directory or tar left out by the secret filter (never stored), with their size in bytes. */
   secrets: { path: string; size: number }[];
   /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
   changing?: string[];
@@ -42,7 +43,7 @@ export interface ImportOptions {
   onWarning?: (w: { code: string; path: string; message: string }) => void;
   /** A directory import leaves out the paths this returns true for (slash-separated, from the root; see ImportDirOptions.skip). */
   skip?: (relPath: string) => boolean;
-  /** Makes the capture filter of a directory import (docs/explanation/capture-classes.md); none: everything is stored. */
+  /** Makes the capture filter of the import (docs/explanation/capture-classes.md); none: everything is stored. */
   filter?: () => CaptureRecorder;
   /** Test-only injection point before the catalog commit. */
   testHooks?: CommitHooks;
@@ -91,7 +92,13 @@ export async function importSnapshot(
         skip: opts.skip,
         filter,
       })
-    : await importTar(src, writer, { onProgress: opts.onProgress, onWarning: opts.onWarning });
+    : await importTar(src, writer, {
+        onProgress: opts.onProgress,
+        onWarning: opts.onWarning,
+        capture:
+          filter &&
+          new TarCapture(filter, await readTarProjectFiles(() => openTarFile(src)).catch((e: unknown) => Promise.reject(tarError(e)))),
+      });
   const packs = await writer.flush();
   await opts.testHooks?.beforeCommit?.(attempt);
   const snap = await catalog.createSnapshot({

@@ -9,6 +9,7 @@ import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tr
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
 import { decodeUtf8Name } from '../core/tree.js';
 import { classifyXattr, type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
+import type { TarCapture } from './tar-capture.js';
 
 /** tar-stream, loaded when a tar is first read. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -38,6 +39,8 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  *   the `file` entry, the others `hardlink`s to it, whatever the archive's order. A
  *   hardlink to a symlink, fifo or device is recorded as a copy (`W_HARDLINK_COPIED`).
  * - Unsupported (E_UNSUPPORTED): GNU sparse members, multi-volume and other vendor types.
+ * - With a capture filter, a regular file it calls secret is read past (its bytes never
+ *   reach the writer), and so is a hardlink to one or a hardlink with a secret's name.
  */
 
 /** Options of `importTar`. */
@@ -46,6 +49,8 @@ export interface ImportTarOptions {
   onProgress?: (p: ImportProgress) => void;
   /** Called for each non-fatal problem (`W_XATTR_SKIPPED`, `W_HARDLINK_COPIED`). */
   onWarning?: (w: ImportWarning) => void;
+  /** The capture filter (docs/explanation/capture-classes.md#tar-imports): regular files it leaves out are read past, never stored. */
+  capture?: TarCapture;
 }
 
 interface Inode {
@@ -200,6 +205,15 @@ export async function importTar(
       return;
     }
     parent.children.set(name, node);
+    opts.capture?.stored(parts.join('/'));
+  };
+  /** A file the capture filter left out: an earlier entry at its path goes (the archive's last word on a path wins). */
+  const leaveOut = (parts: string[], raw: string, verdict: 'secret' | 'scratch', size: number): void => {
+    const parent = parentOf(parts, raw);
+    if (parent.children.get(parts[parts.length - 1])?.kind === 'dir')
+      throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(raw)} replaces a directory with a non-directory`);
+    parent.children.delete(parts[parts.length - 1]);
+    opts.capture!.leftOut(parts.join('/'), verdict, size);
   };
 
   try {
@@ -222,7 +236,19 @@ export async function importTar(
 
       if (type === 'file' || type === 'contiguous-file') {
         if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
-        const content = await writer.writeStream(entry as AsyncIterable<Buffer>);
+        let data = entry as AsyncIterable<Buffer>;
+        if (opts.capture) {
+          const head = await takeHead(data, PEEK_BYTES);
+          const verdict = await opts.capture.verdict(parts, head.peek);
+          if (verdict !== 'store') {
+            if ((await drain(head.rest)) !== header.size)
+              throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
+            leaveOut(parts, rawName, verdict, header.size ?? 0);
+            continue;
+          }
+          data = head.rest;
+        }
+        const content = await writer.writeStream(data);
         if (content.size !== header.size) throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
         place(parts, rawName, { kind: 'file', inode: { attrs, content } });
         progress.files++;
@@ -246,7 +272,17 @@ export async function importTar(
       if (type === 'link') {
         if (!rawLink) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} has no target`);
         const targetName = decodeUtf8Name(rawLink, rawName);
-        const target = lookup(splitPath(targetName));
+        const targetParts = splitPath(targetName);
+        const target = lookup(targetParts);
+        const leftOutSize = opts.capture?.secretSize(targetParts.join('/'));
+        if (leftOutSize !== undefined) {
+          leaveOut(parts, rawName, 'secret', leftOutSize); // a second name of a secret: its bytes are the secret's
+          continue;
+        }
+        if (target?.kind === 'file' && (await opts.capture?.verdict(parts, () => Buffer.alloc(0))) === 'secret') {
+          leaveOut(parts, rawName, 'secret', target.inode.content.size);
+          continue;
+        }
         if (!target)
           throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names an unknown entry ${JSON.stringify(targetName)}`);
         if (target.kind === 'dir') throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names a directory`);
@@ -282,6 +318,7 @@ export async function importTar(
     throw tarError(err);
   }
 
+  opts.capture?.finish();
   // Write bottom-up; visiting entries in depth-first sorted order makes the first name of a
   // hardlinked file the `file` entry whatever the archive's order was.
   const firstPath = new Map<Inode, string>();
@@ -356,7 +393,7 @@ function paxAttrs(
 }
 
 /** Opens a tar file for reading, gunzipping it when it starts with the gzip magic. */
-async function openTarFile(path: string): Promise<NodeJS.ReadableStream> {
+export async function openTarFile(path: string): Promise<NodeJS.ReadableStream> {
   try {
     const st = await stat(path);
     if (!st.isFile() && !st.isFIFO()) throw new AwcError('E_SOURCE_NOT_FOUND', `not a tar file: ${path}`);
@@ -381,14 +418,41 @@ async function openTarFile(path: string): Promise<NodeJS.ReadableStream> {
   }
 }
 
-async function drain(entry: AsyncIterable<unknown>): Promise<void> {
-  for await (const _ of entry) {
-    // discard
+/** Reads a stream to its end, discarding it; returns the bytes read. */
+async function drain(entry: AsyncIterable<unknown>): Promise<number> {
+  let n = 0;
+  for await (const b of entry) n += (b as Buffer).length ?? 0;
+  return n;
+}
+
+/** How much of a file the capture filter may look at (CaptureDirFilter.verdict's `peek`). */
+const PEEK_BYTES = 64 * 1024;
+
+/** Reads the first `max` bytes of a stream (or all of a shorter one): `peek` gives them, `rest` the whole stream again from its start. */
+async function takeHead(src: AsyncIterable<Buffer>, max: number): Promise<{ peek: () => Buffer; rest: AsyncIterable<Buffer> }> {
+  const it = src[Symbol.asyncIterator]();
+  const first: Buffer[] = [];
+  let n = 0;
+  let done = false;
+  while (n < max) {
+    const r = await it.next();
+    if (r.done) {
+      done = true;
+      break;
+    }
+    first.push(r.value);
+    n += r.value.length;
   }
+  async function* rest(): AsyncIterable<Buffer> {
+    yield* first;
+    if (done) return;
+    for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
+  }
+  return { peek: () => Buffer.concat(first).subarray(0, max), rest: rest() };
 }
 
 /** tar-stream and zlib report corrupt input as plain Errors: give them a code. */
-function tarError(err: unknown): AwcError {
+export function tarError(err: unknown): AwcError {
   if (err instanceof AwcError) return err;
   const e = err as NodeJS.ErrnoException;
   if (e && !e.code && typeof e.message === 'string' && /tar|header|unexpected end|size mismatch/i.test(e.message))

@@ -7,6 +7,7 @@ import type { MountDriver, MountDriverName } from '../drivers/mount-driver.js';
 import type { WorkspaceHostState } from '../drivers/workspace-state.js';
 import { CaptureRecorder } from './capture-classes.js';
 import { Keeper, type KeptFile } from './kept-files.js';
+import { SecretDigests, type LiveLeftOut } from './diff-secrets.js';
 
 /** What a discard reports of its keeping pass (each field only when not empty). */
 export interface KeptFields {
@@ -36,12 +37,13 @@ export class LiveState {
   constructor(private readonly deps: LiveStateDeps) {}
 
   /** A capture filter for a checkpoint-like walk (scratch dropped); `keep` gets each secret. */
-  capture(keep?: Keeper): CaptureRecorder {
+  capture(keep?: Pick<Keeper, 'keep'> & { unscanned?: string[] }): CaptureRecorder {
+    const unscanned = keep?.unscanned;
     return new CaptureRecorder(this.deps.reader(), {
       dropScratch: true,
       keep: keep?.keep.bind(keep),
       // the keeping pass stores nothing: a name the tree format cannot hold must not block a discard
-      skipUnsupportedNames: keep ? (rel) => keep.unscanned.push(rel) : undefined,
+      skipUnsupportedNames: unscanned ? (rel) => unscanned.push(rel) : undefined,
     });
   }
 
@@ -49,6 +51,23 @@ export class LiveState {
   async root(ws: WorkspaceRow, state: WorkspaceHostState | undefined, writer?: ContentWriter, filter = this.capture()): Promise<Digest> {
     if (!state) return this.deps.headRoot(ws);
     return (await this.deps.drivers[state.driver].scan(state, writer ?? this.deps.dryWriter(), { filter })).root;
+  }
+
+  /**
+   * As `root`, with what the scan left out (the secrets with their content digests, the
+   * dropped scratch) when it scanned a host state (`awc diff` of a live workspace).
+   */
+  async rootAndLeftOut(
+    ws: WorkspaceRow,
+    state: WorkspaceHostState | undefined,
+    writer: ContentWriter,
+  ): Promise<{ root: Digest; leftOut?: LiveLeftOut }> {
+    if (!state) return { root: await this.deps.headRoot(ws) };
+    const digests = new SecretDigests();
+    const rec = this.capture(digests);
+    const root = await this.root(ws, state, writer, rec);
+    const secrets = rec.report.secrets.map((s) => ({ ...s, digest: digests.of(s.path) }));
+    return { root, leftOut: { secrets, dropped: rec.report.dropped } };
   }
 
   /** Whether the host state holds what the head does not: changes, or (with `secrets`) files the secret filter left out. */

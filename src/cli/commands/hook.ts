@@ -56,7 +56,7 @@ export function registerHookCommands(program: Command, withAwc: WithAwc): void {
           log(
             r.workspace === null
               ? `${r.path}: no workspace there and the directory is gone; nothing to do`
-              : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone`,
+              : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone${r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : ''}`,
           );
           if (o.json) o.result(r, () => '');
         });

@@ -113,6 +113,14 @@ export const OUTPUT = {
     from: z.string().describe('root digest of the older side'),
     to: z.string().describe('root digest of the newer side'),
     changes: z.array(z.looseObject({ path: z.string(), status: z.string(), kind: z.string() })),
+    secrets: z
+      .array(z.object({ path: z.string(), size: z.number(), status: z.enum(['added', 'modified', 'unchanged']) }))
+      .optional()
+      .describe('secret files of the live workspace: never stored, not in changes nor in the patch; they stay on the host'),
+    dropped: z
+      .array(z.object({ path: z.string(), files: z.number().int(), bytes: z.number() }))
+      .optional()
+      .describe('scratch of the live workspace that a checkpoint drops'),
     patch: z.string().optional().describe('git-style patch (format "patch")'),
   },
   workspace_export: {

@@ -224,7 +224,8 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       const a = await checkedRef(awc, scope, from);
       const b = to === undefined ? undefined : await checkedRef(awc, scope, to);
       const r = await awc.diff(a, b, { patch: format === 'patch', binary, metadata });
-      return { from: r.from, to: r.to, changes: r.changes, ...(format === 'patch' ? { patch: r.patch ?? '' } : {}) };
+      const left = r.secrets ? { secrets: r.secrets, dropped: r.dropped } : {};
+      return { from: r.from, to: r.to, changes: r.changes, ...left, ...(format === 'patch' ? { patch: r.patch ?? '' } : {}) };
     },
   );
 
@@ -256,7 +257,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     {
       title: 'Remove a workspace',
       description:
-        "Remove a workspace's catalog row (bytes go with gc). A mounted workspace, or one with uncheckpointed changes kept here, is refused unless force, which unmounts it and drops them.",
+        "Remove a workspace's catalog row (bytes go with gc). A mounted workspace, or one with uncheckpointed changes kept here, is refused unless force, which unmounts it and drops them. Secret files (never stored) are kept on the host and listed in kept; secrets alone never refuse a remove.",
       input: { workspace: refInput, force: z.boolean().default(false) },
       output: OUTPUT.workspace_remove,
       annotations: hints(false, true, false),
@@ -265,7 +266,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       const ws = await owned(awc, scope, workspace);
       const r = await awc.rm(ws.id, { force });
       await scope.release(ws.id);
-      return { kind: 'workspace' as const, id: r.id, unmounted: r.unmounted, discarded: r.discarded };
+      return { kind: 'workspace' as const, id: r.id, unmounted: r.unmounted, discarded: r.discarded, ...(r.kept ? { kept: r.kept } : {}) };
     },
   );
 
