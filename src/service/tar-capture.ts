@@ -1,8 +1,12 @@
-import tarStream from 'tar-stream';
+import type * as TarStream from 'tar-stream';
+import { lazyRequire } from '../core/lazy-require.js';
 import type { CaptureDirFilter, CaptureFilter, CaptureVerdict } from '../core/capture-filter.js';
 import { SMALL_FILE_BYTES } from '../core/small-file.js';
 import { compareNames } from '../core/tree.js';
 import { PROJECT_FILE } from './capture-policy.js';
+
+/** tar-stream, loaded when a tar is first read (docs/explanation/cli-latency.md). */
+const tarStream = lazyRequire<typeof TarStream>('tar-stream');
 
 /** The project files of a tar archive (what its capture policy is made of), read by a first pass over it. */
 export interface TarProjectFiles {
@@ -26,7 +30,7 @@ export interface TarProjectFiles {
 export async function readTarProjectFiles(open: () => Promise<NodeJS.ReadableStream>): Promise<TarProjectFiles> {
   const out: TarProjectFiles = { gitignores: new Map() };
   const source = await open();
-  const ex = tarStream.extract();
+  const ex = tarStream().extract();
   source.on('error', (err: Error) => ex.destroy(err));
   source.pipe(ex as unknown as NodeJS.WritableStream);
   try {
