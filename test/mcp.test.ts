@@ -1,6 +1,7 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awcOk, cleanupMounts } from './helpers/cli.js';
@@ -160,6 +161,37 @@ describe('awc mcp: every tool through the SDK client', () => {
       ['w-2'],
     );
     assert.equal(existsSync(join(home, 'mcp-scopes', 'agent-a', m.id)), false, 'a removed workspace leaves the scope');
+  });
+
+  test('workspace_export format git: one commit on a branch of the repository the snapshot came from', async () => {
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-C', repo, '-c', 'user.name=T', '-c', 'user.email=t@example.com', ...args], { encoding: 'utf8' }).trim();
+    git('init', '-q', '-b', 'main');
+    writeFileSync(join(repo, 'a.txt'), 'a\n');
+    git('add', '-A');
+    git('commit', '-qm', 'first');
+    const head = git('rev-parse', 'HEAD');
+    awcOk(home, ['snapshot', 'import', '--git', repo, '--name', 'g']);
+    const mnt = join(work, 'mnt-git');
+    const f = await s.ok('workspace_fork', { snapshot: 'g', name: 'gw', mountPath: mnt });
+    writeFileSync(join(mnt, 'b.txt'), 'from the agent\n');
+    writeFileSync(join(mnt, '.env'), 'TOKEN=secret\n');
+    await s.ok('workspace_checkpoint', { workspace: 'gw' });
+    await s.fails('workspace_export', { ref: 'gw', format: 'git', path: repo }, 'E_USAGE');
+    const e = await s.ok('workspace_export', { ref: 'gw', format: 'git', path: repo, branch: 'agent/gw', message: 'agent work' });
+    assert.equal(e.git.branch, 'agent/gw');
+    assert.equal(e.git.parent, head);
+    assert.equal(e.git.created, true);
+    assert.deepEqual(e.git.changes, [{ path: 'b.txt', status: 'A' }]);
+    assert.equal(git('rev-parse', 'agent/gw'), e.git.commit);
+    assert.equal(git('rev-parse', 'agent/gw^'), head);
+    assert.equal(git('show', 'agent/gw:b.txt'), 'from the agent');
+    assert.equal(git('log', '-1', '--format=%s', 'agent/gw'), 'agent work');
+    assert.equal(git('ls-tree', '--name-only', 'agent/gw'), 'a.txt\nb.txt', 'no secret in the commit');
+    assert.equal(git('rev-parse', 'HEAD'), head, "the repository's own checkout did not move");
+    await s.ok('workspace_remove', { workspace: f.workspaces[0].id, force: true });
   });
 
   test("errors come back as tool errors with AWC's code, message and hint", async () => {

@@ -130,6 +130,21 @@ export const OUTPUT = {
     bytes: z.number(),
     path: z.string(),
     leftOut: leftOut.optional(),
+    git: z
+      .looseObject({
+        repo: z.string(),
+        branch: z.string(),
+        commit: z.string().describe("the branch's tip now"),
+        parent: z.string().describe('the base commit'),
+        created: z.boolean().describe('false: nothing git tracks changed, the branch points at the parent'),
+        previous: z.string().nullable(),
+        changes: z.array(z.object({ path: z.string(), status: z.enum(['A', 'M', 'D']) })),
+        leftOut: z.array(z.looseObject({ path: z.string(), reason: z.string() })),
+        ignored: z.number().int(),
+        gitDir: z.number().int(),
+      })
+      .optional()
+      .describe('format git: the commit written'),
   },
   workspace_remove: {
     kind: z.literal('workspace'),

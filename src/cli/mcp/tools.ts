@@ -234,19 +234,27 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     {
       title: 'Export',
       description:
-        "Write a snapshot (or one of this server's workspaces' head) out as a tar file (must not exist) or into a directory (missing or empty; overwrite replaces one). Export to a git branch is not available yet.",
+        "Write a snapshot (or one of this server's workspaces' head) out: as a tar file (must not exist), into a directory (missing or empty; overwrite replaces one), or (format git) as one commit on branch `branch` of the local git repository at path, parented on the commit the snapshot was imported at (only paths git would track there, never a secret; an existing branch is moved only when it fast-forwards, or with overwrite). The user's index and work tree are never touched.",
       input: {
         ref: refInput,
-        format: z.enum(['tar', 'dir']),
-        path: absPathInput,
-        overwrite: z.boolean().default(false).describe('with format dir: replace a non-empty directory'),
+        format: z.enum(['tar', 'dir', 'git']),
+        path: absPathInput.describe('the tar file, the directory, or (format git) the repository'),
+        overwrite: z.boolean().default(false).describe('format dir: replace a non-empty directory; format git: move an existing branch'),
+        branch: z.string().min(1).max(255).optional().describe('format git: the branch to write (required)'),
+        message: z.string().max(65536).optional().describe('format git: the commit message (default: generated)'),
       },
       output: OUTPUT.workspace_export,
       annotations: hints(false, true, false),
     },
-    async ({ ref, format, path, overwrite }, awc) => {
+    async ({ ref, format, path, overwrite, branch, message }, awc) => {
       const id = await checkedRef(awc, scope, ref);
       const target = absolute(path, 'path');
+      if (format === 'git') {
+        if (branch === undefined) throw new AwcError('E_USAGE', 'format git needs a branch', { hint: 'Pass branch, e.g. "agent/fix-1".' });
+        const g = await awc.exportGit(id, { repo: target, branch, message, force: overwrite });
+        const snap = await awc.getSnapshot(g.snapshot);
+        return { id: snap.id, root: snap.root, files: snap.fileCount, bytes: snap.byteCount, path: target, git: g };
+      }
       const r = await awc.export(id, format === 'tar' ? { tar: target } : { dir: target, overwrite });
       return { ...r, path: target };
     },
