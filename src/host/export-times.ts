@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import type { DirFd } from '../core/dir-fd.js';
 import { toAwcError } from '../core/errors.js';
-import { exactTimesSupported, futimesNs, utimesNsAt } from './utimens.js';
+import { exactTimesSupported, futimesNs, microSeconds, utimesNsAt } from './utimens.js';
 
 /**
  * Setting the modification times of an exported tree (see src/host/export-dir.ts for
@@ -92,20 +92,8 @@ export async function runWithDir(
 /** Sets times to the microsecond with lutimes (Node alone), each parent opened through descriptors. */
 function setTimesNode(top: DirFd, items: readonly [string, string][]): void {
   withParents(top, items, (d, name, ns) => {
-    const s = utimeSeconds(ns);
+    const s = microSeconds(ns);
     if (name === '') fs.futimesSync(d.fd, s, s);
     else fs.lutimesSync(d.path(name), s, s);
   });
-}
-
-/** Seconds (double) that Node/libuv turns into exactly the microsecond of `ns` (the remainder below 1 µs is lost). */
-function utimeSeconds(ns: string): number {
-  const n = BigInt(ns);
-  let sec = n / 1_000_000_000n;
-  let rem = n % 1_000_000_000n;
-  if (rem < 0n) {
-    sec -= 1n;
-    rem += 1_000_000_000n;
-  }
-  return Number(sec) + (Number(rem / 1000n) + 0.5) / 1e6;
 }

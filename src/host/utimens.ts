@@ -63,8 +63,8 @@ function timespecs(ns: string): BigInt64Array {
   return new BigInt64Array([sec, rem, sec, rem]);
 }
 
-/** Seconds as a double that libuv turns into exactly the microsecond of `ns` (the fallback). */
-function microSeconds(ns: string): number {
+/** Seconds as a double for Node's utimes family that libuv turns into exactly the microsecond of `ns` (the remainder below 1 µs is lost). */
+export function microSeconds(ns: string): number {
   const t = timespecs(ns);
   return Number(t[0]) + (Number(t[1] / 1000n) + 0.5) / 1e6;
 }
