@@ -16,3 +16,17 @@ export function replaceDocSection(keep: string, begin: string, end: string, text
   const j = old.indexOf(end);
   writeFileSync(doc, i >= 0 && j > i ? old.slice(0, i) + section + old.slice(j + end.length) : old.trimEnd() + '\n\n' + section + '\n');
 }
+
+/**
+ * `fresh` (a newly rendered docs/benchmarks.md) with every marked section of `old` that
+ * `fresh` lacks appended (`<!-- name:begin … -->` … `<!-- name:end -->`, as replaceDocSection
+ * writes them): a full `npm run bench` re-renders the page, and must not drop what a
+ * standalone bench (bench:claude, …) wrote there.
+ */
+export function keepDocSections(old: string, fresh: string): string {
+  const kept: string[] = [];
+  for (const m of old.matchAll(/<!-- ([a-z0-9-]+):begin[^>]*-->[\s\S]*?<!-- \1:end -->/g)) {
+    if (!fresh.includes(`<!-- ${m[1]}:begin`)) kept.push(m[0]);
+  }
+  return kept.length === 0 ? fresh : `${fresh.trimEnd()}\n\n${kept.join('\n\n')}\n`;
+}

@@ -15,6 +15,7 @@
  * the CLI latency (bench/cli-latency.ts) and keeps their sections. Needs root, /dev/fuse and
  * Linux ≥ 6.5 (the overlay driver).
  */
+import { keepDocSections } from './doc-section.js';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -152,13 +153,16 @@ async function main(): Promise<number> {
     const out = args.out ?? join(PROJECT, 'docs', 'benchmarks.md');
     writeFileSync(
       out,
-      renderMarkdown(
-        saved,
-        readAnalysis(),
-        readComparison(),
-        readBenchFile(CATALOG_LOAD_FILE),
-        readBenchFile(EXPORT_WINDOW_FILE),
-        readBenchFile(CLI_LATENCY_FILE),
+      keepDocSections(
+        existsSync(out) ? readFileSync(out, 'utf8') : '',
+        renderMarkdown(
+          saved,
+          readAnalysis(),
+          readComparison(),
+          readBenchFile(CATALOG_LOAD_FILE),
+          readBenchFile(EXPORT_WINDOW_FILE),
+          readBenchFile(CLI_LATENCY_FILE),
+        ),
       ),
     );
     log(`wrote ${out} from ${args.render}`);
@@ -288,13 +292,16 @@ async function main(): Promise<number> {
       writeFileSync(join(PROJECT, 'bench', CLI_LATENCY_FILE), (await runCliLatency({ runs: 15, log })) + '\n');
     writeFileSync(
       out,
-      renderMarkdown(
-        result,
-        readAnalysis(),
-        readComparison(),
-        readBenchFile(CATALOG_LOAD_FILE),
-        readBenchFile(EXPORT_WINDOW_FILE),
-        readBenchFile(CLI_LATENCY_FILE),
+      keepDocSections(
+        existsSync(out) ? readFileSync(out, 'utf8') : '',
+        renderMarkdown(
+          result,
+          readAnalysis(),
+          readComparison(),
+          readBenchFile(CATALOG_LOAD_FILE),
+          readBenchFile(EXPORT_WINDOW_FILE),
+          readBenchFile(CLI_LATENCY_FILE),
+        ),
       ),
     );
     log(`\nwrote ${out}`);
