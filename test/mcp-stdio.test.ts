@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { awc, awcOk, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
+import { awc, awcOk, CLI, cleanupMounts, errorOf, PROJECT } from './helpers/cli.js';
 
 /**
  * `awc mcp` at the byte level: stdout carries MCP frames and nothing else (also while a
@@ -113,15 +113,22 @@ export async function resolve(spec, ctx, next) {
 }\n`,
     );
     const register = `data:text/javascript,import { register } from 'node:module'; register(${JSON.stringify(pathToFileURL(hooks).href)});`;
+    // the CLI is a bundle (scripts/bundle-cli.mjs): a chunk that loads stands for the sources its manifest lists
+    const manifest = JSON.parse(readFileSync(join(PROJECT, 'dist', 'cli', 'manifest.json'), 'utf8')) as Record<
+      string,
+      { sources: string[] }
+    >;
     const run = (args: string[]) => {
       writeFileSync(log, '');
       const r = spawnSync(process.execPath, ['--import', register, CLI, '--home', home, ...args], { encoding: 'utf8', input: '' });
-      return { status: r.status, urls: readFileSync(log, 'utf8').split('\n'), stderr: r.stderr };
+      const urls = readFileSync(log, 'utf8').split('\n');
+      const sources = urls.flatMap((u) => manifest[/\/dist\/cli\/([^/]+\.js)$/.exec(u)?.[1] ?? '']?.sources ?? []);
+      return { status: r.status, urls: [...urls, ...sources.map((f) => `bundled:/${f}`)], stderr: r.stderr };
     };
     const ls = run(['--json', 'ls']);
     assert.equal(ls.status, 0, ls.stderr);
     assert.ok(
-      ls.urls.some((u) => u.endsWith('/dist/src/service/awc.js')),
+      ls.urls.some((u) => u.endsWith('/src/service/awc.ts')),
       'the hook sees what the CLI loads',
     );
     assert.deepEqual(
