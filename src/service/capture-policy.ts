@@ -2,6 +2,7 @@ import type { default as IgnoreFactory, Ignore } from 'ignore';
 import { lazyRequire } from '../core/lazy-require.js';
 import type { CaptureDirFilter, CaptureVerdict } from '../core/capture-filter.js';
 import { AwcError } from '../core/errors.js';
+import { parseJsonObject } from '../core/json-object.js';
 
 /** node-ignore, loaded when a capture policy is first built. */
 const loadIgnore = lazyRequire<typeof IgnoreFactory>('ignore');
@@ -100,13 +101,7 @@ export function parseProjectConfig(text: string | undefined): ProjectCaptureConf
       hint: `Fix ${PROJECT_FILE} at the workspace root: an object with the lists "secrets", "allowSecrets", "reconstructible", "scratch" (gitignore patterns) and "presets" (true/false); see docs/reference/capture-config.md.`,
       details: { file: PROJECT_FILE },
     });
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (err) {
-    throw bad(`not valid JSON (${(err as Error).message})`);
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw bad('must be a JSON object');
+  const v = parseJsonObject(text, bad);
   for (const [k, val] of Object.entries(v)) {
     if (!KEYS.has(k)) throw bad(`unknown key ${JSON.stringify(k)}`);
     if (k === 'presets') {

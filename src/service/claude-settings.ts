@@ -3,6 +3,7 @@ import { chmod, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate, PRIVATE_FILE_MODE } from '../core/private-fs.js';
+import { parseJsonObject } from '../core/json-object.js';
 
 /** The hook events `awc init claude` configures. */
 export const CLAUDE_HOOK_EVENTS = ['WorktreeCreate', 'WorktreeRemove'] as const;
@@ -52,14 +53,7 @@ export async function planClaudeSettings(project: string, command: string): Prom
   if (st) {
     if (!st.isFile()) throw bad(st.isSymbolicLink() ? 'is a symbolic link (not followed)' : 'is not a regular file');
     const text = await readFile(path, 'utf8').catch((err: unknown) => Promise.reject(toAwcError(err)));
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch (err) {
-      throw bad(`not valid JSON (${(err as Error).message})`);
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw bad('not a JSON object');
-    settings = parsed as Record<string, unknown>;
+    settings = parseJsonObject(text, bad);
   }
   const before = JSON.stringify(settings);
   const hooks = settings.hooks ?? {};

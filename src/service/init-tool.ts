@@ -2,6 +2,7 @@ import * as fs from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { shellQuote } from './env-key.js';
+import { parseJsonObject } from '../core/json-object.js';
 
 /**
  * `awc init cursor|codex|conductor [dir]` (docs/how-to/cursor.md, codex.md, conductor.md):
@@ -146,14 +147,7 @@ const SPECS: Record<InitTool, Spec> = {
 /** A JSON object from `text` ({} when there is no file). @throws E_TOOL_CONFIG */
 function parseJson(text: string | undefined, file: string): Record<string, unknown> {
   if (text === undefined) return {};
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch (err) {
-    throw malformed(file, (err as Error).message);
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw malformed(file, 'not a JSON object');
-  return v as Record<string, unknown>;
+  return parseJsonObject(text, (why) => malformed(file, why));
 }
 
 function malformed(file: string, why: string): AwcError {
