@@ -8,10 +8,10 @@
  * src/host/fuse/dev-clone.ts), loaded on first use; where it cannot load, the functions fall
  * back to Node's microsecond precision and {@link exactTimesSupported} is false.
  */
-import { createRequire } from 'node:module';
 import * as fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { toAwcError } from '../core/errors.js';
+import { loadLibc } from './libc.js';
 
 const AT_FDCWD = -100;
 const AT_SYMLINK_NOFOLLOW = 0x100;
@@ -19,31 +19,23 @@ const AT_SYMLINK_NOFOLLOW = 0x100;
 type UtimensatFn = (dirFd: number, path: string, times: BigInt64Array, flags: number) => number;
 type FutimensFn = (fd: number, times: BigInt64Array) => number;
 
-interface Libc {
+interface TimeCalls {
   utimensat: UtimensatFn;
   futimens: FutimensFn;
   errno(): number;
 }
 
-let libc: Libc | null | undefined;
+let calls: TimeCalls | null | undefined;
 
-function load(): Libc | null {
-  if (libc !== undefined) return libc;
-  try {
-    const koffi = createRequire(import.meta.url)('koffi') as {
-      load(name: string): { func(sig: string): unknown };
-      errno(): number;
-    };
-    const c = koffi.load('libc.so.6');
-    libc = {
-      utimensat: c.func('int utimensat(int dirfd, const char *path, const int64_t *times, int flags)') as UtimensatFn,
-      futimens: c.func('int futimens(int fd, const int64_t *times)') as FutimensFn,
-      errno: () => koffi.errno(),
-    };
-  } catch {
-    libc = null;
-  }
-  return libc;
+function load(): TimeCalls | null {
+  if (calls !== undefined) return calls;
+  const c = loadLibc();
+  calls = c && {
+    utimensat: c.func('int utimensat(int dirfd, const char *path, const int64_t *times, int flags)') as UtimensatFn,
+    futimens: c.func('int futimens(int fd, const int64_t *times)') as FutimensFn,
+    errno: () => c.errno(),
+  };
+  return calls;
 }
 
 /** True when times are set to the exact nanosecond here (koffi and libc load). */

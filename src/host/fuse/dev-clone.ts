@@ -9,9 +9,9 @@
  * Node has no ioctl(2): it is called through koffi (a maintained FFI package shipping prebuilt
  * binaries), loaded lazily; without it {@link cloneSupported} is false.
  */
-import { createRequire } from 'node:module';
 import { closeSync, openSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
+import { libcLoadError, loadLibc } from '../libc.js';
 
 /** _IOR(229, 0, uint32_t): include/uapi/linux/fuse.h. */
 const FUSE_DEV_IOC_CLONE = 0x8004e500;
@@ -19,21 +19,12 @@ const FUSE_DEV_IOC_CLONE = 0x8004e500;
 type IoctlFn = (fd: number, req: number, arg: number[]) => number;
 let ioctlFn: IoctlFn | null | undefined;
 let errnoFn: (() => number) | undefined;
-let loadError = '';
 
 function ioctl(): IoctlFn | null {
   if (ioctlFn !== undefined) return ioctlFn;
-  try {
-    const koffi = createRequire(import.meta.url)('koffi') as {
-      load(name: string): { func(sig: string): IoctlFn };
-      errno(): number;
-    };
-    ioctlFn = koffi.load('libc.so.6').func('int ioctl(int fd, unsigned long req, _Inout_ uint32_t *arg)');
-    errnoFn = () => koffi.errno();
-  } catch (err) {
-    loadError = String(err);
-    ioctlFn = null;
-  }
+  const c = loadLibc();
+  ioctlFn = c && (c.func('int ioctl(int fd, unsigned long req, _Inout_ uint32_t *arg)') as IoctlFn);
+  errnoFn = c ? () => c.errno() : undefined;
   return ioctlFn;
 }
 
@@ -49,7 +40,7 @@ export function cloneSupported(): boolean {
  */
 export function cloneFuseDevice(sessionFd: number): number {
   const fn = ioctl();
-  if (!fn) throw new AwcError('E_FUSE', `cannot clone /dev/fuse descriptors: koffi did not load (${loadError})`);
+  if (!fn) throw new AwcError('E_FUSE', `cannot clone /dev/fuse descriptors: koffi did not load (${libcLoadError()})`);
   const fd = openSync('/dev/fuse', 'r+');
   const r = fn(fd, FUSE_DEV_IOC_CLONE, [sessionFd]);
   if (r !== 0) {
