@@ -48,6 +48,21 @@ for (const driver of ['overlay', 'copy'] as const) {
         ['sub/.env'],
       );
       assert.deepEqual(d.unscanned, ['sub/\xff\xfe']);
+
+      // under a scratch directory (ignored and named by the preset: dropped, never stored) such a name does not refuse the
+      // checkpoint; the new .gitignore is read for the class counts after the commit (before it, its chunk was not in the index)
+      awcOk(home, ['mount', ws, mnt], env);
+      writeFileSync(join(mnt, '.gitignore'), 'tmp/\n');
+      mkdirSync(join(mnt, 'tmp'));
+      writeFileSync(Buffer.from(join(mnt, 'tmp') + '/\xff', 'latin1'), 'scratch');
+      writeFileSync(join(mnt, 'kept.txt'), 'kept\n');
+      const cp = awcOk(home, ['checkpoint', ws], env) as { changed: boolean; dropped: { path: string }[] };
+      assert.equal(cp.changed, true);
+      assert.deepEqual(
+        cp.dropped.map((x) => x.path),
+        ['tmp/'],
+      );
+      awcOk(home, ['unmount', ws], env);
     });
   });
 }

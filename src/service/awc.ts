@@ -406,7 +406,6 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     }
     const packs = await writer.flush();
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
-    const fields = await captureFields(this.reader(writer.sessionBlob.bind(writer)), scan.root, rec);
     await opts.testHooks?.beforeCommit?.(attempt);
     await opts.beforeCommit?.();
     const snap = await this.catalog.commitCheckpoint({
@@ -427,6 +426,8 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     });
     // every digest the scan saw is committed now: the driver's caches may say so
     await scan.committed(snap);
+    // after the commit: the class counts read the new .gitignore files, whose chunks the index has only now
+    const fields = await captureFields(this.reader(), scan.root, rec);
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
     return {
       id: snap.id,

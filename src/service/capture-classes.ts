@@ -3,7 +3,7 @@ import type { Digest } from '../core/digest.js';
 import { AwcError } from '../core/errors.js';
 import type { DirFd } from '../core/dir-fd.js';
 import type { FileEntry } from '../core/tree.js';
-import { decodeUtf8Name } from '../core/tree.js';
+import { decodeUtf8Names } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { CapturePolicy, PROJECT_FILE, parseProjectConfig, type CapturePolicyOptions, type PolicyDir } from './capture-policy.js';
 import { countTree, type TreeCounts } from './tree-stats.js';
@@ -85,8 +85,12 @@ export class CaptureRecorder implements CaptureFilter {
 /** Regular files and bytes under an open directory (lstat only, never following a symlink). */
 function duDir(d: DirFd): TreeCounts {
   const c: TreeCounts = { files: 0, bytes: 0 };
-  for (const b of d.list()) {
-    const name = decodeUtf8Name(b, d.childRel(b.toString('latin1')));
+  // a dropped directory's names are never stored: one a tree cannot hold is left out of the count, not an error
+  for (const name of decodeUtf8Names(
+    d.list(),
+    (n) => d.childRel(n),
+    () => undefined,
+  )) {
     const st = d.lstat(name);
     if (st?.isFile()) {
       c.files++;
