@@ -13,19 +13,6 @@ export interface GitExportCliOptions {
   allowChanging?: boolean;
 }
 
-/**
- * Refuses git export for an ordinary user's CLI (a client of the root daemon, whose service
- * has no `exportGit`): git would write into the user's repository as root
- * (docs/explanation/git.md "Ordinary users").
- * @throws E_PERMISSION
- */
-function refuseThroughDaemon(awc: Awc): void {
-  if (!('exportGit' in awc))
-    throw new AwcError('E_PERMISSION', 'export to git is not available through the daemon (git would write into your repository as root)', {
-      hint: 'Run it as root, or export the files (`awc export <ref> --dir <dir>`) and commit them yourself.',
-    });
-}
-
 /** Warns about each changed path the export left as in the parent. */
 function warnLeftOut(o: Output, g: GitExportResult): void {
   for (const l of g.leftOut) o.warn(`${l.path}: not exported (${l.reason}; left as in the parent commit)`);
@@ -50,7 +37,6 @@ export async function runExportGit(
   if (opts.branch === undefined)
     throw new AwcError('E_USAGE', 'export --git needs --branch <name>', { hint: 'awc export <ref> --git <repo> --branch <B> [-m MSG]' });
   if (opts.tar !== undefined || opts.dir !== undefined) throw new AwcError('E_USAGE', 'pass one of --tar, --dir or --git');
-  refuseThroughDaemon(awc);
   const g = await awc.exportGit(ref, { repo: opts.git!, branch: opts.branch, message: opts.message, force: opts.force });
   warnLeftOut(o, g);
   o.result(g, () => report(g));
@@ -62,7 +48,6 @@ export async function runCheckpointGit(awc: Awc, o: Output, ws: string, opts: Gi
     throw new AwcError('E_USAGE', `${opts.git !== undefined ? '--git' : '--force'} goes with --git-branch <B>`, {
       hint: 'awc checkpoint <workspace> --git-branch <B> [--git <repo>] [-m MSG] [--force]',
     });
-  refuseThroughDaemon(awc);
   const r = await awc.checkpointGit(ws, {
     branch: opts.gitBranch!,
     repo: opts.git,

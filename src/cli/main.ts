@@ -8,6 +8,7 @@ import { registerKeptCommands } from './commands/kept.js';
 import type { LeaseView } from '../service/lease-guard.js';
 import { leaseWords } from './lease-words.js';
 import { registerGcCommands } from './gc-commands.js';
+import { registerUserGuards } from './commands/user-guards.js';
 
 // CLI latency (docs/explanation/cli-latency.md): this module and what it imports statically stay
 // tiny (commander, the error codes, Output); each command loads its implementation in its action.
@@ -314,6 +315,7 @@ program
   .action(async () => {
     // needs no home and creates nothing: it also answers on a missing or read-only home
     const o = out();
+    if (await (await import('./commands/user-guards.js')).answerForUser('doctor', globals(), o)) return;
     const [{ loadConfig, pathsOf }, { detectDriver }, { checkHome }, { checkBackends }, { livePid }, { cleanDeadDaemon }] =
       await Promise.all([
         import('../config/config.js'),
@@ -355,7 +357,8 @@ program
   .action(() =>
     withAwc(async (awc, o) => {
       const { computeUsage, formatUsage } = await import('../service/usage.js');
-      const u = await computeUsage(awc);
+      const { throughDaemon } = await import('./through-daemon.js');
+      const u = throughDaemon(awc) ? await awc.usage() : await computeUsage(awc);
       o.result(u, () => formatUsage(u));
     }),
   );
@@ -418,6 +421,7 @@ demo
   });
 
 registerKeptCommands(program, (fn) => withAwc(fn));
+registerUserGuards(program, globals);
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);

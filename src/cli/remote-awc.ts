@@ -7,9 +7,15 @@ import { DirFd } from '../core/dir-fd.js';
 import { UserClient, type UserStatus } from '../daemon/user-client.js';
 import type { Awc, ImportResult } from '../service/awc.js';
 import type { ImportOptions } from '../service/import-snapshot.js';
+import type { GitImportOptions } from '../service/git-import.js';
+import type { CheckpointGitOptions, GitExportOptions } from '../service/git-export.js';
+import { checkpointGitAsUser, exportGitAsUser, importGitAsUser, type GitCalls } from './remote-git.js';
 import type { RemoteMethod } from '../service/remote-methods.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName } from '../host/export-dir-guard.js';
 import { PendingFile } from '../service/pending-file.js';
+import { restoreKeptSet } from '../service/kept-files.js';
+import type { UsageReport } from '../service/usage.js';
+import type { KeptSetBytes } from '../daemon/user-methods.js';
 
 /** Properties of Awc that are the home's own (catalog, store, paths): never through the daemon. */
 const LOCAL_ONLY = ['catalog', 'store', 'paths', 'config', 'reader'];
@@ -25,8 +31,21 @@ type ExportOptions = Parameters<Awc['export']>[1];
  * `POST /v1/call`; `importSnapshot` and `export` move their files as tar streams made and
  * read by this process, as the user.
  */
-export type RemoteAwc = Pick<Awc, Exclude<RemoteMethod, `leases.${string}`> | 'export' | 'close' | 'namespace'> & {
+export type RemoteAwc = Pick<
+  Awc,
+  | Exclude<RemoteMethod, `leases.${string}` | `kept.${string}` | `content.${string}` | 'usage'>
+  | 'export'
+  | 'importGit'
+  | 'exportGit'
+  | 'checkpointGit'
+  | 'close'
+  | 'namespace'
+> & {
   leases: Pick<Awc['leases'], 'list' | 'show'>;
+  /** The usage report of the namespace, made by the daemon (src/daemon/user-methods.ts). */
+  usage(): Promise<UsageReport>;
+  /** The kept sets of workspaces this user mounted; restore writes them as the user. */
+  kept: { [K in keyof Awc['kept']]: (...a: Parameters<Awc['kept'][K]>) => Promise<ReturnType<Awc['kept'][K]>> };
   importSnapshot(source: string, opts?: RemoteImportOptions): Promise<ImportResult>;
   /** `GET /v1/status` of the daemon (who it takes this user for; its host). @throws E_DAEMON_UNAVAILABLE */
   userStatus(): Promise<UserStatus>;
@@ -49,12 +68,34 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     (method: string) =>
     (...args: unknown[]): Promise<unknown> =>
       client.call(namespace, method, args);
+  // git runs in this process, as the user; these are what it needs of the daemon (src/cli/remote-git.ts)
+  const git = {
+    resolve: call('resolve'),
+    getSnapshot: call('getSnapshot'),
+    getWorkspace: call('getWorkspace'),
+    checkpoint: call('checkpoint'),
+    importDir: (dir: string, o: ImportOptions) => importAsUser(client, namespace, dir, o),
+  } as GitCalls;
   const own: Record<string, unknown> = {
     namespace,
     close: async () => undefined,
     leases: { list: call('leases.list'), show: call('leases.show') },
+    usage: call('usage'),
+    kept: {
+      ls: call('kept.ls'),
+      rm: call('kept.rm'),
+      restore: async (ref: string, dir: string) => {
+        const { set, contents } = (await client.call(namespace, 'kept.read', [ref])) as KeptSetBytes;
+        // as the user, into a directory of theirs: each file created exclusively, 0600
+        const bytes = new Map(set.files.map((f, i) => [f.path, Buffer.from(contents[i] ?? '', 'base64')]));
+        return restoreKeptSet(set, resolve(dir), (f, dest) => fs.writeFileSync(dest, bytes.get(f.path)!, { flag: 'wx', mode: 0o600 }));
+      },
+    },
     importSnapshot: (source: string, opts: RemoteImportOptions = {}) => importAsUser(client, namespace, source, opts),
     userStatus: () => client.status(),
+    importGit: (repo: string, opts: GitImportOptions = {}) => importGitAsUser(git, repo, opts),
+    exportGit: (ref: string, opts: GitExportOptions) => exportGitAsUser(client, namespace, git, ref, opts),
+    checkpointGit: (ws: string, opts: CheckpointGitOptions) => checkpointGitAsUser(client, namespace, git, ws, opts),
     export: (ref: string, opts: ExportOptions) => exportAsUser(client, namespace, ref, opts),
   };
   return new Proxy(own, {

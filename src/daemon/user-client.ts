@@ -45,6 +45,11 @@ export class UserClient {
     return this.send('/v1/export-tar', {}, JSON.stringify({ namespace, ref }));
   }
 
+  /** `POST /v1/read-file {namespace, snapshots, digest}`: the response (a file's bytes; src/daemon/user-content.ts). */
+  readFile(namespace: string, snapshots: readonly string[], digest: string): Promise<IncomingMessage> {
+    return this.send('/v1/read-file', {}, JSON.stringify({ namespace, snapshots, digest }));
+  }
+
   private send(
     path: string,
     headers: Record<string, string>,

@@ -20,6 +20,8 @@ import { checkNamespace, type AllowedUser } from './user-access.js';
 import type { DaemonMetrics } from './metrics.js';
 import { readJson, sendJson as send } from './http-json.js';
 import type { UserStatus } from './user-client.js';
+import { callDaemonSide, DAEMON_SIDE } from './user-methods.js';
+import { UserContent } from './user-content.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -49,10 +51,15 @@ const MOUNTER_ONLY: ReadonlySet<RemoteMethod> = new Set(['checkpoint', 'unmount'
  *   private temporary file; root never opens a path the user names
  * - `POST /v1/export-tar {namespace, ref}` → the snapshot (or workspace head) as a pax tar,
  *   the result `{id, root, files, bytes}` in the trailer `x-awc-result`
+ * - `POST /v1/read-file {namespace, snapshots, digest}` → the bytes of a file of one of those
+ *   snapshots (a user's git export; src/daemon/user-content.ts, as `content.readRoot|readTree`)
+ * - `usage`, `kept.*` of the call route are answered by the daemon itself (src/daemon/user-methods.ts)
  *
  * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx.
  */
 export class UserRpc {
+  private readonly content = new UserContent();
+
   constructor(private readonly deps: UserRpcDeps) {}
 
   /** Serves one request of `user`. Never throws. */
@@ -74,6 +81,7 @@ export class UserRpc {
       const awc = this.awcFor(user, body.namespace);
       if (route === 'POST /v1/call') return send(res, 200, (await this.call(user, awc, body.method, body.args)) ?? null);
       if (route === 'POST /v1/export-tar') return await this.exportTar(awc, body.ref, res);
+      if (route === 'POST /v1/read-file') return await this.content.streamFile(awc, body.snapshots, body.digest, res);
       throw new AwcError('E_USAGE', `no such endpoint ${route}`);
     } catch (err) {
       const e = toAwcError(err);
@@ -113,6 +121,9 @@ export class UserRpc {
       const opts = (args[2] ?? {}) as { steal?: boolean };
       return awc.mount(String(args[0]), String(args[1]), { steal: opts.steal === true, asUser: { uid: user.uid, gid: user.gid } });
     }
+    if (m === 'content.readRoot') return this.content.readRoot(awc, args[0], args[1]);
+    if (m === 'content.readTree') return this.content.readTree(awc, args[0], args[1]);
+    if (DAEMON_SIDE.has(m)) return callDaemonSide(user, awc, this.deps.paths, m, args);
     if (m === 'leases.list') return awc.leases.list(args[0] as WorkspaceRow[]);
     if (m === 'leases.show') return awc.leases.show(args[0] as WorkspaceRow);
     const fn = (awc as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[m]!;

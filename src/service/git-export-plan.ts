@@ -1,6 +1,6 @@
 import type { Digest } from '../core/digest.js';
 import type { Entry, FileEntry, SymlinkEntry } from '../core/tree.js';
-import type { ContentReader } from '../store/content-reader.js';
+import type { TreeSource } from '../store/tree-source.js';
 import { CapturePolicy, PROJECT_FILE, parseProjectConfig } from './capture-policy.js';
 import type { Change } from './diff.js';
 
@@ -61,12 +61,21 @@ function underGitlink(path: string, tracked: ReadonlyMap<string, TrackedEntry>):
   return undefined;
 }
 
+/**
+ * What an export to git reads of the store: trees, and file contents by entry. A
+ * ContentReader in process; for an ordinary user, reads through the root daemon scoped to
+ * the snapshots exported (src/cli/remote-reader.ts, src/daemon/user-content.ts).
+ */
+export interface GitExportReader extends TreeSource {
+  readFile(file: FileEntry): AsyncIterable<Buffer>;
+}
+
 /** Looks entries up by slash path in one snapshot's tree (tree reads memoised). */
 export class TreeLookup {
   private readonly trees = new Map<Digest, Promise<Entry[]>>();
 
   constructor(
-    private readonly reader: ContentReader,
+    private readonly reader: GitExportReader,
     private readonly rootTree: Digest,
   ) {}
 

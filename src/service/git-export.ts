@@ -1,11 +1,10 @@
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
-import type { ContentReader } from '../store/content-reader.js';
 import { diffSnapshots } from './diff.js';
 import { GIT_COMMIT_LABEL, GIT_ORIGIN_LABEL } from './git-import.js';
 import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp } from './git-run.js';
-import { TreeLookup, planGitExport, type LeftOut, type TrackedEntry } from './git-export-plan.js';
+import { TreeLookup, planGitExport, type GitExportReader, type LeftOut, type TrackedEntry } from './git-export-plan.js';
 import { gitIgnored } from './git-ignore-check.js';
 import { fastImportCommit, identities } from './git-fast-import.js';
 import type { ResolvedRef } from './resolve-ref.js';
@@ -52,7 +51,7 @@ export interface GitExportDeps {
   paths: { hostDir: string };
   resolve(ref: string): Promise<ResolvedRef>;
   getSnapshot(ref: string): Promise<SnapshotRow>;
-  reader(): ContentReader;
+  reader(): GitExportReader;
 }
 
 /**

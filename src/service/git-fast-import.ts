@@ -1,8 +1,7 @@
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { ContentReader } from '../store/content-reader.js';
-import type { GitWrite } from './git-export-plan.js';
+import type { GitExportReader, GitWrite } from './git-export-plan.js';
 import { GitFailure, runGit, spawnGit } from './git-run.js';
 
 /**
@@ -54,7 +53,7 @@ export function cleanIdent(i: GitIdent): GitIdent {
  * new commit's id. `tmp` is a private directory for the marks file.
  * @throws GitFailure (fast-import refused: a non-fast-forward tip without `force`, a bad parent…), E_GIT_FAILED (no git)
  */
-export async function fastImportCommit(gitDir: string, tmp: string, reader: ContentReader, c: FastImportCommit): Promise<string> {
+export async function fastImportCommit(gitDir: string, tmp: string, reader: GitExportReader, c: FastImportCommit): Promise<string> {
   const marks = join(tmp, 'marks');
   const args = ['fast-import', '--quiet', '--done', '--date-format=raw', `--export-marks=${marks}`, ...(c.force ? ['--force'] : [])];
   const git = spawnGit(args, { gitDir });

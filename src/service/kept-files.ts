@@ -20,6 +20,11 @@ export interface KeptSet {
   /** When they were kept (ms since epoch). */
   atMs: number;
   files: KeptFile[];
+  /**
+   * The user who mounted the workspace (its host state's `owner`): their files, 0600, and only
+   * they (and root) list, restore or remove the set through the daemon. Absent: root's.
+   */
+  owner?: { uid: number; gid: number };
 }
 
 const MANIFEST = 'kept.json';
@@ -46,6 +51,7 @@ export class Keeper {
     paths: { workspaces: string },
     private readonly ws: { id: string; name: string | null },
     private readonly atMs = Date.now(),
+    private readonly owner?: { uid: number; gid: number },
   ) {
     this.id = `${ws.id}-${atMs}`;
     this.dir = join(keptRoot(paths), this.id);
@@ -62,6 +68,8 @@ export class Keeper {
         PRIVATE_FILE_MODE,
       );
       try {
+        // a user's secrets stay theirs (docs/explanation/security.md#per-user-sockets)
+        if (this.owner) fs.fchownSync(out, this.owner.uid, this.owner.gid);
         copyFd(fd, out);
       } finally {
         fs.closeSync(out);
@@ -75,7 +83,14 @@ export class Keeper {
   /** Writes the manifest (when anything was kept) and returns the kept files. */
   finish(): KeptFile[] {
     if (this.files.length === 0) return [];
-    const set: KeptSet = { id: this.id, workspace: this.ws.id, name: this.ws.name, atMs: this.atMs, files: this.files };
+    const set: KeptSet = {
+      id: this.id,
+      workspace: this.ws.id,
+      name: this.ws.name,
+      atMs: this.atMs,
+      files: this.files,
+      ...(this.owner ? { owner: this.owner } : {}),
+    };
     replaceFilePrivateSync(join(this.dir, MANIFEST), JSON.stringify(set, null, 2) + '\n');
     return this.files;
   }
@@ -111,9 +126,12 @@ export function listKept(paths: { workspaces: string }, ref?: string): KeptSet[]
   return sets.filter((s) => ref === undefined || s.id === ref || s.workspace === ref || s.name === ref).sort((a, b) => a.atMs - b.atMs);
 }
 
-/** The one set `ref` names (a set id, or a workspace: its newest set). @throws E_NOT_FOUND */
-function oneSet(paths: { workspaces: string }, ref: string): KeptSet {
-  const sets = listKept(paths, ref);
+/**
+ * The one set `ref` names (a set id, or a workspace: its newest set) among those `mine`
+ * accepts (an ordinary user's: theirs). @throws E_NOT_FOUND
+ */
+export function oneSet(paths: { workspaces: string }, ref: string, mine: (s: KeptSet) => boolean = () => true): KeptSet {
+  const sets = listKept(paths, ref).filter(mine);
   const set = sets.find((s) => s.id === ref) ?? sets.at(-1);
   if (!set) throw new AwcError('E_NOT_FOUND', `no kept files for ${JSON.stringify(ref)}`, { hint: 'List them with `awc kept ls`.' });
   return set;
@@ -127,7 +145,16 @@ function oneSet(paths: { workspaces: string }, ref: string): KeptSet {
  * @throws E_NOT_FOUND, E_SOURCE_NOT_FOUND (no directory), E_TARGET_EXISTS, E_PATH_TRAVERSAL
  */
 export function restoreKept(paths: { workspaces: string }, ref: string, dir: string): { id: string; restored: string[] } {
-  const set = oneSet(paths, ref);
+  return restoreKeptSet(oneSet(paths, ref), dir, (f, dest) => fs.copyFileSync(f.keptAt, dest, fs.constants.COPYFILE_EXCL));
+}
+
+/**
+ * restoreKept's writer, with the bytes from `write(file, dest)`, which creates `dest` (a path
+ * through the opened parent) exclusively: the kept copy on this host, or (an ordinary
+ * user's CLI, as the user) the bytes the daemon sent. Files end 0600.
+ * @throws E_SOURCE_NOT_FOUND (no directory), E_TARGET_EXISTS, E_PATH_TRAVERSAL
+ */
+export function restoreKeptSet(set: KeptSet, dir: string, write: (f: KeptFile, dest: string) => void): { id: string; restored: string[] } {
   const opened = DirFd.openRoot(dir);
   if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
   const root = opened.dir;
@@ -152,8 +179,8 @@ export function restoreKept(paths: { workspaces: string }, ref: string, dir: str
           parent.close();
           parent = next;
         }
-        fs.copyFileSync(f.keptAt, parent.path(parts[parts.length - 1]), fs.constants.COPYFILE_EXCL);
-        fs.chmodSync(parent.path(parts[parts.length - 1]), PRIVATE_FILE_MODE);
+        write(f, parent.path(parts[parts.length - 1]!));
+        fs.chmodSync(parent.path(parts[parts.length - 1]!), PRIVATE_FILE_MODE);
       } finally {
         parent.close();
       }
@@ -166,9 +193,13 @@ export function restoreKept(paths: { workspaces: string }, ref: string, dir: str
   return { id: set.id, restored: set.files.map((f) => f.path) };
 }
 
-/** Deletes a kept set (`awc kept rm`). @throws E_NOT_FOUND */
-export function removeKept(paths: { workspaces: string }, ref: string): { id: string; files: number } {
-  const set = oneSet(paths, ref);
+/** Deletes a kept set (`awc kept rm`) among those `mine` accepts (see oneSet). @throws E_NOT_FOUND */
+export function removeKept(
+  paths: { workspaces: string },
+  ref: string,
+  mine: (s: KeptSet) => boolean = () => true,
+): { id: string; files: number } {
+  const set = oneSet(paths, ref, mine);
   fs.rmSync(join(keptRoot(paths), set.id), { recursive: true, force: true });
   return { id: set.id, files: set.files.length };
 }

@@ -83,7 +83,7 @@ export class LiveState {
    * tree format v1 cannot hold them, docs/decisions.md). @throws E_CONFIG, E_NO_SPACE…
    */
   async keepSecrets(ws: WorkspaceRow, state: WorkspaceHostState): Promise<KeptFields> {
-    const keeper = new Keeper(this.deps.paths, ws);
+    const keeper = new Keeper(this.deps.paths, ws, Date.now(), state.owner);
     try {
       await this.deps.drivers[state.driver].scan(state, this.deps.dryWriter(), { filter: this.capture(keeper) });
     } catch (err) {

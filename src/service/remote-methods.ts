@@ -23,6 +23,14 @@ export const REMOTE_METHODS = [
   'leases.show',
   // the Claude Code hooks label their workspaces and checkpoints (src/service/claude-port.ts)
   'setLabels',
+  // answered by the daemon itself for the caller (src/daemon/user-methods.ts): not Awc methods
+  'usage',
+  'kept.ls',
+  'kept.rm',
+  'kept.read',
+  // the trees of snapshots a user's git export reads (src/daemon/user-content.ts)
+  'content.readRoot',
+  'content.readTree',
 ] as const;
 
 /** One of {@link REMOTE_METHODS}. */

@@ -46,6 +46,8 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
     .description('is the daemon running, and what it has mounted')
     .action(async () => {
       const o = out();
+      // an ordinary user: who the daemon takes them for, through their socket
+      if (await (await import('./user-guards.js')).answerForUser('status', g(), o)) return;
       const [{ loadConfig, pathsOf }, { DaemonClient }, { livePid }] = await Promise.all([
         import('../../config/config.js'),
         import('../../daemon/client.js'),

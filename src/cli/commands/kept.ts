@@ -1,6 +1,12 @@
 import type { Command } from 'commander';
 import type { WithAwc } from '../gc-commands.js';
 import { formatBytes } from '../output.js';
+import type { Awc } from '../../service/awc.js';
+
+/** Awc.kept, in process (sync) or through the root daemon for an ordinary user (src/cli/remote-awc.ts: promises). */
+type KeptPort = {
+  [K in keyof Awc['kept']]: (...a: Parameters<Awc['kept'][K]>) => ReturnType<Awc['kept'][K]> | Promise<ReturnType<Awc['kept'][K]>>;
+};
 
 /** Registers `awc kept ls|restore|rm` (docs/reference/kept.md) on `program`. */
 export function registerKeptCommands(program: Command, withAwc: WithAwc): void {
@@ -10,7 +16,7 @@ export function registerKeptCommands(program: Command, withAwc: WithAwc): void {
     .description('list kept sets (of one workspace or set id)')
     .action((ref: string | undefined) =>
       withAwc(async (awc, o) => {
-        const r = awc.kept.ls(ref);
+        const r = await (awc.kept as KeptPort).ls(ref);
         o.result(r, () =>
           r.sets
             .flatMap((s) => [
@@ -26,7 +32,7 @@ export function registerKeptCommands(program: Command, withAwc: WithAwc): void {
     .description("copy a kept set (a set id, or a workspace's newest) into a directory, never over an existing file")
     .action((ref: string, dir: string) =>
       withAwc(async (awc, o) => {
-        const r = awc.kept.restore(ref, dir);
+        const r = await (awc.kept as KeptPort).restore(ref, dir);
         o.result(r, () => `${r.id}: restored ${r.restored.join(', ')} into ${dir}`);
       }),
     );
@@ -35,7 +41,7 @@ export function registerKeptCommands(program: Command, withAwc: WithAwc): void {
     .description('delete a kept set (its files are gone for good)')
     .action((ref: string) =>
       withAwc(async (awc, o) => {
-        const r = awc.kept.rm(ref);
+        const r = await (awc.kept as KeptPort).rm(ref);
         o.result(r, () => `${r.id}: deleted ${r.files} kept file(s)`);
       }),
     );
