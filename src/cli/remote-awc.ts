@@ -15,6 +15,7 @@ import { checkExportTarget, checkTarget, moveInPlace, tmpName } from '../host/ex
 import { PendingFile } from '../service/pending-file.js';
 import { restoreKeptSet } from '../service/kept-files.js';
 import type { UsageReport } from '../service/usage.js';
+import type { AttachResult, DetachResult } from '../service/attach.js';
 import type { KeptSetBytes } from '../daemon/user-methods.js';
 
 /** Properties of Awc that are the home's own (catalog, store, paths): never through the daemon. */
@@ -33,7 +34,7 @@ type ExportOptions = Parameters<Awc['export']>[1];
  */
 export type RemoteAwc = Pick<
   Awc,
-  | Exclude<RemoteMethod, `leases.${string}` | `kept.${string}` | `content.${string}` | 'usage'>
+  | Exclude<RemoteMethod, `leases.${string}` | `kept.${string}` | `content.${string}` | 'usage' | 'attach' | 'detach'>
   | 'export'
   | 'importGit'
   | 'exportGit'
@@ -42,6 +43,9 @@ export type RemoteAwc = Pick<
   | 'namespace'
 > & {
   leases: Pick<Awc['leases'], 'list' | 'show'>;
+  /** `awc attach` / `awc detach` of a worktree of this user (src/service/attach.ts with asUser, in the daemon). */
+  attach(dir: string, opts?: { snapshot?: string }): Promise<AttachResult>;
+  detach(dir: string, opts?: { force?: boolean }): Promise<DetachResult>;
   /** The usage report of the namespace, made by the daemon (src/daemon/user-methods.ts). */
   usage(): Promise<UsageReport>;
   /** The kept sets of workspaces this user mounted; restore writes them as the user. */
@@ -93,6 +97,14 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     },
     importSnapshot: (source: string, opts: RemoteImportOptions = {}) => importAsUser(client, namespace, source, opts),
     userStatus: () => client.status(),
+    // the worktree's real path and environment key found as the user; the daemon checks the rest as theirs
+    attach: async (dir: string, opts: { snapshot?: string } = {}) => {
+      const real = fs.realpathSync(dir);
+      const { envKey } = await import('../service/env-key.js');
+      return client.call(namespace, 'attach', [real, { snapshot: opts.snapshot, key: await envKey(real) }]);
+    },
+    detach: async (dir: string, opts: { force?: boolean } = {}) =>
+      client.call(namespace, 'detach', [fs.realpathSync(dir), { force: opts.force === true }]),
     importGit: (repo: string, opts: GitImportOptions = {}) => importGitAsUser(git, repo, opts),
     exportGit: (ref: string, opts: GitExportOptions) => exportGitAsUser(client, namespace, git, ref, opts),
     checkpointGit: (ws: string, opts: CheckpointGitOptions) => checkpointGitAsUser(client, namespace, git, ws, opts),

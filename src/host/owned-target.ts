@@ -15,17 +15,12 @@ export interface OwnedTarget {
 }
 
 /**
- * Opens the mount target `target` of user `uid` for the root daemon without following any
- * symlink: every component from `/` is opened relative to its parent's descriptor with
- * O_NOFOLLOW|O_DIRECTORY (src/core/dir-fd.ts), so a component swapped for a symlink fails
- * instead of redirecting the walk. The last one must be a directory owned by `uid`, empty
- * and not a mount point. Mount through `/proc/self/fd/<fd>` of the result (see
- * mountOverlay's `fd`), so a swap after this check cannot redirect the mount either.
- * Close it once mounted.
- * @throws E_USAGE (not absolute), E_PERMISSION (a symlink on the way, or not owned by `uid`),
- *   E_TARGET_BUSY (missing, not a directory, not empty, a mount point)
+ * Opens the directory `target` of user `uid` for the root daemon without following any
+ * symlink (see openOwnedTarget): every component from `/` is opened relative to its parent
+ * with O_NOFOLLOW|O_DIRECTORY; the last must be owned by `uid`. Close it after use.
+ * @throws E_USAGE (not absolute), E_PERMISSION (a symlink on the way, or not owned by `uid`), E_TARGET_BUSY (missing, not a directory)
  */
-export function openOwnedTarget(target: string, uid: number): OwnedTarget {
+export function openOwnedDir(target: string, uid: number): OwnedTarget {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
   const path = resolve(target);
   let fd = fs.openSync('/', DIR_FLAGS);
@@ -55,12 +50,33 @@ export function openOwnedTarget(target: string, uid: number): OwnedTarget {
       throw new AwcError('E_PERMISSION', `${path} is not yours (owner uid ${st.uid}): a workspace is mounted only on a directory you own`, {
         hint: 'Create an empty directory of your own (mkdir) and mount there.',
       });
-    if (fs.readdirSync(fdPath(fd)).length > 0) throw new AwcError('E_TARGET_BUSY', `${path} is not empty`);
-    if (isMounted(path)) throw new AwcError('E_TARGET_BUSY', `${path} is already a mount point`);
   } catch (err) {
     fs.closeSync(fd);
     throw err;
   }
   const opened = fd;
   return { fd: opened, path, close: () => fs.closeSync(opened) };
+}
+
+/**
+ * Opens the mount target `target` of user `uid` for the root daemon without following any
+ * symlink: every component from `/` is opened relative to its parent's descriptor with
+ * O_NOFOLLOW|O_DIRECTORY (src/core/dir-fd.ts), so a component swapped for a symlink fails
+ * instead of redirecting the walk. The last one must be a directory owned by `uid`, empty
+ * and not a mount point. Mount through `/proc/self/fd/<fd>` of the result (see
+ * mountOverlay's `fd`), so a swap after this check cannot redirect the mount either.
+ * Close it once mounted.
+ * @throws E_USAGE (not absolute), E_PERMISSION (a symlink on the way, or not owned by `uid`),
+ *   E_TARGET_BUSY (missing, not a directory, not empty, a mount point)
+ */
+export function openOwnedTarget(target: string, uid: number): OwnedTarget {
+  const opened = openOwnedDir(target, uid);
+  try {
+    if (fs.readdirSync(fdPath(opened.fd)).length > 0) throw new AwcError('E_TARGET_BUSY', `${opened.path} is not empty`);
+    if (isMounted(opened.path)) throw new AwcError('E_TARGET_BUSY', `${opened.path} is already a mount point`);
+  } catch (err) {
+    opened.close();
+    throw err;
+  }
+  return opened;
 }

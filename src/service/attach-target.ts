@@ -2,6 +2,8 @@ import * as fs from 'node:fs';
 import { AwcError } from '../core/errors.js';
 import { DirFd } from '../core/dir-fd.js';
 import { isMounted } from '../host/mount-table.js';
+import { openOwnedDir } from '../host/owned-target.js';
+import { fdPath } from '../core/dir-fd.js';
 
 /** A dependency directory of an attached worktree: its path relative to the worktree, and whether attach made the mount point. */
 export interface AttachBind {
@@ -32,16 +34,23 @@ export function checkEnvDir(rel: string): void {
  * @returns whether the mount point must be created
  * @throws E_SYMLINK, E_TARGET_EXISTS (a file, or a non-empty directory), E_TARGET_BUSY (a mount point), E_SOURCE_NOT_FOUND (a parent is missing)
  */
-export function checkBindTarget(root: string, rel: string): { create: boolean } {
+export function checkBindTarget(root: string, rel: string, uid?: number): { create: boolean } {
   checkEnvDir(rel);
   const cut = rel.lastIndexOf('/');
   const parentRel = cut < 0 ? '' : rel.slice(0, cut);
   const name = rel.slice(cut + 1);
-  const opened = DirFd.openRoot(root);
-  if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${root}`);
+  const opened = openWorktree(root, uid);
   let parent: DirFd;
   try {
     parent = opened.dir.openRel(parentRel);
+    // an ordinary user's worktree: every directory on the way is theirs
+    const parts = parentRel === '' ? [] : parentRel.split('/');
+    try {
+      if (uid !== undefined) for (let i = 1; i <= parts.length; i++) ownedBy(opened.dir, parts.slice(0, i).join('/'), root, uid);
+    } catch (err) {
+      parent.close();
+      throw err;
+    }
   } catch (err) {
     if (err instanceof AwcError && err.code === 'E_PATH_TRAVERSAL') {
       const st = fs.lstatSync(`${root}/${parentRel}`, { throwIfNoEntry: false });
@@ -58,6 +67,7 @@ export function checkBindTarget(root: string, rel: string): { create: boolean } 
     const target = `${root}/${rel}`;
     if (!st) return { create: true };
     if (st.isSymbolicLink()) throw symlinkError(target);
+    if (uid !== undefined && Number(st.uid) !== uid) throw notYours(target, Number(st.uid));
     if (!st.isDirectory())
       throw new AwcError('E_TARGET_EXISTS', `${target} exists and is not a directory`, {
         hint: `Remove it (rm ${target}) and attach again.`,
@@ -85,10 +95,9 @@ export function checkBindTarget(root: string, rel: string): { create: boolean } 
  * worktree's owner finds it as if they had made it), never through a symlink.
  * @throws E_SYMLINK, the mkdir error
  */
-export function createMountPoint(root: string, rel: string): void {
+export function createMountPoint(root: string, rel: string, uid?: number): void {
   const cut = rel.lastIndexOf('/');
-  const opened = DirFd.openRoot(root);
-  if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${root}`);
+  const opened = openWorktree(root, uid);
   try {
     const parent = opened.dir.openRel(cut < 0 ? '' : rel.slice(0, cut));
     try {
@@ -109,6 +118,81 @@ export function createMountPoint(root: string, rel: string): void {
   } finally {
     opened.dir.close();
   }
+}
+
+/**
+ * Removes the empty mount point `<root>/<rel>` attach made, through descriptors (never
+ * through a symlink; rmdir never removes content).
+ * @returns whether it is gone (removed, or missing)
+ */
+export function removeMountPoint(root: string, rel: string, uid?: number): boolean {
+  const cut = rel.lastIndexOf('/');
+  let opened: { dir: DirFd };
+  try {
+    opened = openWorktree(root, uid);
+  } catch {
+    return false;
+  }
+  try {
+    const parent = opened.dir.openRel(cut < 0 ? '' : rel.slice(0, cut));
+    try {
+      fs.rmdirSync(parent.path(rel.slice(cut + 1)));
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'ENOENT';
+    } finally {
+      parent.close();
+    }
+  } catch {
+    return false;
+  } finally {
+    opened.dir.close();
+  }
+}
+
+/**
+ * Opens the worktree `root`: as its path says (root's own attach), or, for an ordinary user
+ * (`uid`), walked from `/` without following any symlink and owned by them (openOwnedDir).
+ * @throws E_SOURCE_NOT_FOUND, E_PERMISSION (a symlink on the way, not theirs)
+ */
+function openWorktree(root: string, uid: number | undefined): { dir: DirFd } {
+  if (uid === undefined) {
+    const opened = DirFd.openRoot(root);
+    if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${root}`);
+    return opened;
+  }
+  const owned = openOwnedDir(root, uid);
+  try {
+    // the very directory the walk opened (its magic link), not the path again
+    const opened = DirFd.openRoot(fdPath(owned.fd), { follow: true });
+    if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${root}`);
+    return opened;
+  } finally {
+    owned.close();
+  }
+}
+
+/** @throws E_PERMISSION unless the directory `rel` below `dir` belongs to `uid` (E_SYMLINK: a symlink) */
+function ownedBy(dir: DirFd, rel: string, root: string, uid: number): void {
+  let d: DirFd;
+  try {
+    d = dir.openRel(rel);
+  } catch {
+    throw symlinkError(`${root}/${rel}`);
+  }
+  try {
+    const st = fs.fstatSync(d.fd);
+    if (st.uid !== uid) throw notYours(`${root}/${rel}`, st.uid);
+  } finally {
+    d.close();
+  }
+}
+
+/** E_PERMISSION for a directory of a user's worktree that is not theirs. */
+function notYours(path: string, owner: number): AwcError {
+  return new AwcError('E_PERMISSION', `${path} is not yours (owner uid ${owner}): attach mounts only into directories you own`, {
+    details: { path },
+  });
 }
 
 /** E_SYMLINK for a path attach would have to follow. */

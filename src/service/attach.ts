@@ -6,10 +6,11 @@ import { mkdirPrivate, replaceFilePrivate } from '../core/private-fs.js';
 import type { SnapshotRow } from '../catalog/catalog.js';
 import { attachMountsDir, unmount } from '../host/mount-commands.js';
 import { isMounted } from '../host/mount-table.js';
-import { bindMountNoSuid } from '../drivers/copy/bind-mount.js';
+import { bindMountNoSuid, detachMountFd } from '../drivers/copy/bind-mount.js';
+import { openOwnedDir } from '../host/owned-target.js';
 import type { Awc } from './awc.js';
-import { envKey, type EnvKeyOptions } from './env-key.js';
-import { checkBindTarget, checkEnvDir, createMountPoint, type AttachBind } from './attach-target.js';
+import { envKey, type EnvKeyOptions, type EnvKeyResult } from './env-key.js';
+import { checkBindTarget, checkEnvDir, createMountPoint, removeMountPoint, type AttachBind } from './attach-target.js';
 
 /**
  * `awc attach` / `awc detach` (docs/explanation/attach.md): a prepared environment's
@@ -39,6 +40,8 @@ interface AttachRecord {
   /** Where the private workspace is mounted (under the host state). */
   mountPath: string;
   binds: AttachBind[];
+  /** The ordinary user (uid) who attached it through the root daemon: only they detach it. Absent: root. */
+  owner?: number;
 }
 
 /** What `attach` did (or found done): the record, and what this call did. JSON. */
@@ -76,11 +79,22 @@ async function readRecord(path: string): Promise<AttachRecord | undefined> {
   return text === undefined ? undefined : (JSON.parse(text) as AttachRecord);
 }
 
-/** The real path of an existing directory outside the home. @throws E_SOURCE_NOT_FOUND, E_USAGE */
-async function worktreeOf(awc: Awc, dir: string): Promise<string> {
-  const real = await fs.realpath(dir).catch(() => undefined);
-  const st = real === undefined ? undefined : await fs.stat(real);
-  if (!real || !st?.isDirectory()) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+/**
+ * The real path of an existing directory outside the home; for an ordinary user (`uid`), an
+ * absolute path without symlinks to a directory of theirs (openOwnedDir).
+ * @throws E_SOURCE_NOT_FOUND, E_USAGE, E_PERMISSION (a user's: a symlink on the way, not theirs)
+ */
+async function worktreeOf(awc: Awc, dir: string, uid?: number): Promise<string> {
+  let real: string | undefined;
+  if (uid !== undefined) {
+    const owned = openOwnedDir(dir, uid);
+    real = owned.path;
+    owned.close();
+  } else {
+    real = await fs.realpath(dir).catch(() => undefined);
+    const st = real === undefined ? undefined : await fs.stat(real);
+    if (!real || !st?.isDirectory()) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+  }
   const home = resolve(awc.config.home);
   if (real === home || real.startsWith(home + '/') || home.startsWith(real + '/'))
     throw new AwcError('E_USAGE', `${real} is, holds or lies inside the AWC home ${home}`);
@@ -99,6 +113,22 @@ export async function findEnvSnapshot(awc: Awc, key: string): Promise<SnapshotRo
 export interface AttachOptions extends EnvKeyOptions {
   /** Attach this snapshot instead of the newest one matching the worktree's environment key. */
   snapshot?: string;
+  /**
+   * An ordinary user's attach through the root daemon (docs/explanation/attach.md#ordinary-users):
+   * the worktree and every directory to the mount points must be theirs (walked without following
+   * symlinks), the workspace is mounted for them, and each bind goes through the opened descriptor.
+   */
+  asUser?: { uid: number; gid: number };
+  /** The worktree's environment key as the user's CLI computed it (root never reads the user's lockfiles). */
+  key?: EnvKeyResult;
+}
+
+/** An ordinary user's record that is not `uid`'s. @throws E_PERMISSION */
+function checkOwner(rec: AttachRecord, uid: number | undefined): void {
+  if (uid !== undefined && rec.owner !== uid)
+    throw new AwcError('E_PERMISSION', `${rec.dir} was attached by ${rec.owner === undefined ? 'root' : `uid ${rec.owner}`}`, {
+      hint: 'Only who attached a worktree (or root) detaches it.',
+    });
 }
 
 /**
@@ -115,15 +145,18 @@ export interface AttachOptions extends EnvKeyOptions {
  *   E_SYMLINK, E_TARGET_BUSY, E_MOUNT_FAILED, and what Awc.fork and Awc.mount throw
  */
 export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): Promise<AttachResult> {
-  const real = await worktreeOf(awc, dir);
+  const uid = opts.asUser?.uid;
+  const real = await worktreeOf(awc, dir, uid);
   const recPath = recordPath(awc, real);
   const rec = await readRecord(recPath);
   if (rec) {
-    const restored = await restore(awc, rec);
+    checkOwner(rec, uid);
+    // a user's binds are not made again in place (only through new descriptors): attached anew
+    const restored = uid === undefined ? await restore(awc, rec) : (await healthy(awc, rec)) ? false : undefined;
     if (restored !== undefined) return { ...rec, already: !restored, ...(restored ? { restored } : {}) };
     await undo(awc, rec, recPath, { force: true });
   }
-  const key = await envKey(real, opts);
+  const key = opts.key ?? (await envKey(real, opts));
   let snap: SnapshotRow | undefined;
   if (opts.snapshot !== undefined) snap = await awc.getSnapshot(opts.snapshot);
   else if (key.lockfiles.length === 0)
@@ -144,7 +177,7 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
       hint: 'Prepare the environment with `awc prepare <dir>`, which labels the snapshot with the directories it holds.',
     });
   rels.forEach(checkEnvDir);
-  const plan = rels.map((rel) => ({ rel, target: `${real}/${rel}`, created: checkBindTarget(real, rel).create }));
+  const plan = rels.map((rel) => ({ rel, target: `${real}/${rel}`, created: checkBindTarget(real, rel, uid).create }));
   const [ws] = await awc.fork(snap.id, { labels: { [ATTACH_DIR_LABEL]: real } });
   const record: AttachRecord = {
     v: 1,
@@ -154,20 +187,34 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
     envKey: key.lockfiles.length ? key.key : null,
     mountPath: join(attachMountsDir(awc.config.home), ws!.id),
     binds: [],
+    ...(uid !== undefined ? { owner: uid } : {}),
   };
   try {
     await mkdirPrivate(attachMountsDir(awc.config.home));
     await replaceFilePrivate(recPath, JSON.stringify(record));
-    await awc.mount(ws!.id, record.mountPath);
+    if (opts.asUser) {
+      // the user's mount wants a directory of theirs (under the 0700 home, out of their reach)
+      await fs.mkdir(record.mountPath, { mode: 0o700 });
+      await fs.chown(record.mountPath, opts.asUser.uid, opts.asUser.gid);
+    }
+    await awc.mount(ws!.id, record.mountPath, opts.asUser ? { asUser: opts.asUser } : undefined);
     for (const b of plan) {
       const src = join(record.mountPath, b.rel);
       const st = await fs.lstat(src).catch(() => undefined);
       if (!st?.isDirectory())
         throw new AwcError('E_USAGE', `snapshot ${snap.id} has no directory ${b.rel} (its ${ENV_DIRS_LABEL} label names it)`);
-      if (b.created) createMountPoint(real, b.rel);
+      if (b.created) createMountPoint(real, b.rel, uid);
       record.binds.push(b);
       await replaceFilePrivate(recPath, JSON.stringify(record));
-      await bindMountNoSuid(src, b.target);
+      if (uid === undefined) await bindMountNoSuid(src, b.target);
+      else {
+        const t = openOwnedDir(b.target, uid);
+        try {
+          await bindMountNoSuid(src, b.target, t.fd);
+        } finally {
+          t.close();
+        }
+      }
       // the walk checked every component; a swap since would have put the mount elsewhere
       if (!isMounted(b.target)) throw new AwcError('E_MOUNT_FAILED', `${b.target} is not a mount point after the bind mount`);
     }
@@ -181,6 +228,14 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
 /** The device of the file system at `path` (undefined when it cannot be reached: a mount whose FUSE server is gone). */
 async function devOf(path: string): Promise<number | undefined> {
   return (await fs.stat(path).catch(() => undefined))?.dev;
+}
+
+/** Whether every bind of an attached worktree shows its workspace's mount (same device). */
+async function healthy(awc: Awc, rec: AttachRecord): Promise<boolean> {
+  if (!(await awc.getWorkspace(rec.workspace).catch(() => undefined)) || !isMounted(rec.mountPath)) return false;
+  const mnt = await devOf(rec.mountPath);
+  for (const b of rec.binds) if (!isMounted(b.target) || (await devOf(b.target)) !== mnt) return false;
+  return mnt !== undefined;
 }
 
 /**
@@ -239,14 +294,20 @@ async function mountOrAwaitRemount(awc: Awc, id: string, path: string): Promise<
  * `force` detaches busy mounts lazily.
  * @throws E_NOT_MOUNTED (the worktree is not attached), E_TARGET_BUSY (a process uses a mount; use force)
  */
-export async function detach(awc: Awc, dir: string, opts: { force?: boolean } = {}): Promise<DetachResult> {
-  const real = await fs.realpath(dir).catch(() => resolve(dir));
+export async function detach(
+  awc: Awc,
+  dir: string,
+  opts: { force?: boolean; asUser?: { uid: number; gid: number } } = {},
+): Promise<DetachResult> {
+  // a user's CLI sends the real path; root never resolves a user's symlinks
+  const real = opts.asUser ? resolve(dir) : await fs.realpath(dir).catch(() => resolve(dir));
   const recPath = recordPath(awc, real);
   const rec = await readRecord(recPath);
   if (!rec)
     throw new AwcError('E_NOT_MOUNTED', `${real} is not attached`, {
       hint: 'Attach it with `awc attach <dir>`; `awc ls` lists workspaces.',
     });
+  checkOwner(rec, opts.asUser?.uid);
   return undo(awc, rec, recPath, opts);
 }
 
@@ -255,17 +316,20 @@ async function undo(awc: Awc, rec: AttachRecord, recPath: string, opts: { force?
   const out: DetachResult = { dir: rec.dir, workspace: rec.workspace, unmounted: [], removedDirs: [] };
   for (const b of [...rec.binds].reverse()) {
     if (isMounted(b.target)) {
-      await unmount(b.target, opts.force === true);
+      if (rec.owner === undefined) await unmount(b.target, opts.force === true);
+      else {
+        // a user's worktree: the mount the walk (no symlink, theirs) reaches, detached through its descriptor
+        const t = openOwnedDir(b.target, rec.owner);
+        try {
+          await detachMountFd(t.fd, b.target);
+        } finally {
+          t.close();
+        }
+      }
       out.unmounted.push(b.target);
     }
-    if (b.created) {
-      // only the empty directory attach made (rmdir never removes content)
-      const gone = await fs.rmdir(b.target).then(
-        () => true,
-        (err: NodeJS.ErrnoException) => err.code === 'ENOENT',
-      );
-      if (gone) out.removedDirs.push(b.target);
-    }
+    // only the empty directory attach made (rmdir never removes content), through descriptors
+    if (b.created && removeMountPoint(rec.dir, b.rel, rec.owner)) out.removedDirs.push(b.target);
   }
   await awc.rm(rec.workspace, { force: true }).catch((err: unknown) => {
     if (!(err instanceof AwcError && err.code === 'E_NOT_FOUND')) throw err;

@@ -28,6 +28,9 @@ export const REMOTE_METHODS = [
   'kept.ls',
   'kept.rm',
   'kept.read',
+  // the worktree and its mount points checked as the caller's (src/service/attach.ts asUser)
+  'attach',
+  'detach',
   // the trees of snapshots a user's git export reads (src/daemon/user-content.ts)
   'content.readRoot',
   'content.readTree',

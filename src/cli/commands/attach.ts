@@ -44,8 +44,8 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
     .option('--snapshot <ref>', "attach this snapshot instead of the newest one with the worktree's environment key")
     .action((dir: string, opts: { snapshot?: string }) =>
       withAwc(async (awc, o) => {
-        const { attach } = await import('../../service/attach.js');
-        const r = await attach(awc, dir, opts);
+        const { throughDaemon } = await import('../through-daemon.js');
+        const r = throughDaemon(awc) ? await awc.attach(dir, opts) : await (await import('../../service/attach.js')).attach(awc, dir, opts);
         o.result(r, () =>
           r.already
             ? `${r.dir} is attached already (workspace ${r.workspace})`
@@ -62,8 +62,8 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
     .option('--force', 'detach mounts that are still in use lazily')
     .action((dir: string, opts: { force?: boolean }) =>
       withAwc(async (awc, o) => {
-        const { detach } = await import('../../service/attach.js');
-        const r = await detach(awc, dir, opts);
+        const { throughDaemon } = await import('../through-daemon.js');
+        const r = throughDaemon(awc) ? await awc.detach(dir, opts) : await (await import('../../service/attach.js')).detach(awc, dir, opts);
         o.result(r, () => `detached ${r.dir}: unmounted ${r.unmounted.length}, removed workspace ${r.workspace}`);
       }),
     );

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { loadConfig } from '../../config/config.js';
+import { defaultHome, loadConfig } from '../../config/config.js';
+import type { Awc } from '../../service/awc.js';
+import { remoteAwc } from '../remote-awc.js';
+import { userSocketFor } from '../user-socket.js';
 import { ScopeRegistry } from '../../service/scope-registry.js';
 import { openAwc } from '../open-awc.js';
 import { registerTools } from './tools.js';
@@ -22,7 +25,9 @@ export interface McpServerOptions {
  * stdout carries MCP frames only: `console.log`/`info`/`debug` are sent to stderr, logs are
  * JSON lines on stderr. The service is opened for each tool call and closed after it (a home
  * created after the server started is found; a missing one is the tool error E_NO_HOME).
- * Resolves when the client closes stdin (the transport closes).
+ * Resolves when the client closes stdin (the transport closes). For an ordinary user allowed
+ * to use the root daemon, each tool is a call through their socket (src/cli/remote-awc.ts) and
+ * the scope's markers are kept in their own default home (`~/.local/share/awc`).
  * @throws E_USAGE (a bad scope id), E_CONFIG (bad configuration), before anything is served
  */
 export async function runMcpServer(opts: McpServerOptions): Promise<void> {
@@ -30,13 +35,18 @@ export async function runMcpServer(opts: McpServerOptions): Promise<void> {
     process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role: 'mcp', ...line }) + '\n');
   const toStderr = (...args: unknown[]) => process.stderr.write(args.map(String).join(' ') + '\n');
   console.log = console.info = console.debug = toStderr;
-  const config = loadConfig({ home: opts.home, namespace: opts.namespace });
+  // an ordinary user allowed to use root's daemon: every tool goes through their socket, and the
+  // scope's markers live in the user's own data directory (docs/reference/mcp.md#scope)
+  const socket = userSocketFor(opts.home);
+  const namespace = opts.namespace ?? process.env.AWC_NAMESPACE ?? 'default';
+  const config = socket === undefined ? loadConfig({ home: opts.home, namespace: opts.namespace }) : { home: defaultHome(), namespace };
   const scope = new ScopeRegistry(config.home, opts.scope ?? `mcp-${randomBytes(6).toString('hex')}`);
   const server = new McpServer({ name: 'awc', version: opts.version }, { capabilities: { tools: {} } });
   registerTools(server, {
     scope,
     log,
     withAwc: async (fn) => {
+      if (socket !== undefined) return fn(remoteAwc(socket, namespace) as unknown as Awc);
       const awc = await openAwc({ home: opts.home, namespace: opts.namespace }, { create: false });
       try {
         return await fn(awc);

@@ -7,6 +7,7 @@ import type { WorkspaceRow } from '../../catalog/catalog.js';
 import type { Awc } from '../../service/awc.js';
 import type { ScopeRegistry } from '../../service/scope-registry.js';
 import { computeUsage } from '../../service/usage.js';
+import { throughDaemon } from '../through-daemon.js';
 import { absPathInput, OUTPUT, refInput } from './schemas.js';
 import { toolError, toolOk } from './tool-result.js';
 
@@ -289,7 +290,8 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       annotations: hints(true, false, true),
     },
     async (_args, awc) => {
-      const u = await computeUsage(awc);
+      // an ordinary user's server: the daemon computes it (src/daemon/user-methods.ts)
+      const u = throughDaemon(awc) ? await awc.usage() : await computeUsage(awc);
       const mine = await scope.owned();
       return {
         namespace: u.namespace,
