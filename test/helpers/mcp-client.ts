@@ -18,11 +18,21 @@ export interface McpSession {
   close(): Promise<void>;
 }
 
-/** Starts a server and connects to it (the client lists the tools first, so it caches their output validators). */
-export async function mcpSession(home: string, scope: string | undefined, env: NodeJS.ProcessEnv = {}): Promise<McpSession> {
+/**
+ * Starts a server and connects to it (the client lists the tools first, so it caches their output validators).
+ * `runAs`: the server runs as that user (`setpriv`), e.g. an ordinary user of the root daemon.
+ */
+export async function mcpSession(
+  home: string,
+  scope: string | undefined,
+  env: NodeJS.ProcessEnv = {},
+  runAs?: { uid: number; gid: number },
+): Promise<McpSession> {
+  const awcArgs = [CLI, '--home', home, 'mcp', ...(scope === undefined ? [] : ['--scope', scope])];
+  const setpriv = runAs ? ['--reuid', String(runAs.uid), '--regid', String(runAs.gid), '--clear-groups', '--', process.execPath] : [];
   const transport = new StdioClientTransport({
-    command: process.execPath,
-    args: [CLI, '--home', home, 'mcp', ...(scope === undefined ? [] : ['--scope', scope])],
+    command: runAs ? 'setpriv' : process.execPath,
+    args: [...setpriv, ...awcArgs],
     env: Object.fromEntries(Object.entries({ ...process.env, ...env }).filter((e): e is [string, string] => e[1] !== undefined)),
     stderr: 'pipe',
   });
