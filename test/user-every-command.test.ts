@@ -321,6 +321,8 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
       assert.notEqual(r.code, 0, args.join(' '));
       return JSON.parse(r.stderr.trim().split('\n').pop()!).code as string;
     };
+    assert.equal(fails(['attach', join(work, 'no-such-wt')]), 'E_SOURCE_NOT_FOUND');
+    assert.equal(fails(['detach', join(work, 'no-such-wt')]), 'E_NOT_MOUNTED');
     const rootWt = join(work, 'root-wt');
     mkdirSync(rootWt);
     writeFileSync(join(rootWt, 'package-lock.json'), '{"lockfileVersion":3}\n');

@@ -99,12 +99,14 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     userStatus: () => client.status(),
     // the worktree's real path and environment key found as the user; the daemon checks the rest as theirs
     attach: async (dir: string, opts: { snapshot?: string } = {}) => {
-      const real = fs.realpathSync(dir);
+      const real = realOr(dir);
+      if (!fs.statSync(real, { throwIfNoEntry: false })?.isDirectory())
+        throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
       const { envKey } = await import('../service/env-key.js');
       return client.call(namespace, 'attach', [real, { snapshot: opts.snapshot, key: await envKey(real) }]);
     },
     detach: async (dir: string, opts: { force?: boolean } = {}) =>
-      client.call(namespace, 'detach', [fs.realpathSync(dir), { force: opts.force === true }]),
+      client.call(namespace, 'detach', [realOr(dir), { force: opts.force === true }]),
     importGit: (repo: string, opts: GitImportOptions = {}) => importGitAsUser(git, repo, opts),
     exportGit: (ref: string, opts: GitExportOptions) => exportGitAsUser(client, namespace, git, ref, opts),
     checkpointGit: (ws: string, opts: CheckpointGitOptions) => checkpointGitAsUser(client, namespace, git, ws, opts),
@@ -122,6 +124,15 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
       return call(p);
     },
   }) as unknown as RemoteAwc;
+}
+
+/** The real path of `dir`, or its absolute path when it is gone (a detach of a removed worktree). */
+function realOr(dir: string): string {
+  try {
+    return fs.realpathSync(dir);
+  } catch {
+    return resolve(dir);
+  }
 }
 
 /**
