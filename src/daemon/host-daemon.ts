@@ -9,6 +9,7 @@ import { openCatalog } from '../catalog/open-catalog.js';
 import { TEMP_GRACE_MS } from '../store/fs-object-store.js';
 import { openObjectStore } from '../store/open-object-store.js';
 import type { ObjectStore } from '../store/object-store.js';
+import { layerGitSource } from '../drivers/overlay/layer-git-index.js';
 import { ContentFuse } from '../host/fuse/content-fuse.js';
 import { ContentPlane } from '../host/content-plane.js';
 import type { Layer } from '../drivers/overlay/layer-builder.js';
@@ -279,6 +280,7 @@ export class HostDaemon extends EventEmitter {
         fuse.announce(contentSizes(layer.meta.contents));
       },
       shortNameFree: (hex) => fuse.shortNameFree(hex),
+      gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
       resumedConnection: () => fuse.resumedConnection,
     });
     overlays.on('log', (l) => this.emit('log', l));

@@ -8,6 +8,8 @@ import { decodeUtf8Name, decodeUtf8Names, type Entry, type EntryAttrs } from '..
 import type { ContentWriter } from '../store/content-writer.js';
 import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
 import { peekFd, readSmallText } from '../core/small-file.js';
+import { GitProofCollector } from './git-proof.js';
+import type { GitIndexProof } from '../store/git-proof-record.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -58,6 +60,8 @@ export interface ImportResult {
   skipped: { path: string; reason: string }[];
   /** Files that kept changing while read and were stored as last read (only with `allowChanging`; absent for tar imports). */
   changing?: string[];
+  /** With `gitProof`: what the import proved about the root repository's `.git/index` (absent when there is nothing to prove). */
+  gitProof?: GitIndexProof;
 }
 
 /** Options of `importDir`. */
@@ -82,6 +86,12 @@ export interface ImportDirOptions {
   skip?: (relPath: string) => boolean;
   /** The capture filter (docs/explanation/capture-classes.md): secrets and scratch it names are left out and reported to it. */
   filter?: CaptureFilter;
+  /**
+   * When the root holds a git repository: also compute git's blob id of every file its
+   * `.git/index` tracks, in the same read pass, and return what that proves as `gitProof`
+   * (src/host/git-proof.ts). Files reused through `reuse` are not read, so not proven.
+   */
+  gitProof?: boolean;
 }
 
 /** What to do with an xattr by name: record it (`user.*`), drop it silently (`trusted.overlay.*`), or skip it with a warning. */
@@ -194,6 +204,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   const skipped: { path: string; reason: string }[] = [];
   const changing: string[] = [];
   const progress: ImportProgress = { files: 0, bytes: 0 };
+  const proof = opts.gitProof ? GitProofCollector.open(root) : undefined;
 
   const countFile = (size: number): void => {
     progress.files++;
@@ -209,8 +220,9 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
         countFile(prev.size);
         return { type: 'file', name, ...attrsOf(st, xattrs), size: prev.size, digest: prev.digest, chunks: prev.chunks };
       }
-      const c = await writer.writeFileFd(fd, { path: rel, allowChanging: opts.allowChanging });
+      const c = await writer.writeFileFd(fd, { path: rel, allowChanging: opts.allowChanging, also: proof?.also(rel) });
       if (c.changing) changing.push(rel);
+      else proof?.record(rel, c.digest, c.also);
       // the attributes of what was read: xattrs again when the inode changed since they were read
       if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd), rel, warn);
       countFile(c.size);
@@ -310,7 +322,8 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
     const scanned = await scanDir(root, rootFilter);
     const tree = await scanned.tree;
     const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
-    return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing };
+    const gitProof = proof?.finish();
+    return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing, ...(gitProof && { gitProof }) };
   } catch (err) {
     await pool.drain();
     throw toAwcError(err);

@@ -1,6 +1,7 @@
 import type { Catalog, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { ContentReader } from '../store/content-reader.js';
 import type { ContentWriter } from '../store/content-writer.js';
+import type { ObjectStore } from '../store/object-store.js';
 import { importSnapshot, type ImportOptions, type ImportResult } from './import-snapshot.js';
 import { retryCondemned } from './commit-retry.js';
 import { CaptureRecorder } from './capture-classes.js';
@@ -15,6 +16,7 @@ import type { ResolvedRef } from './resolve-ref.js';
  */
 export abstract class AwcTransfer<CP> {
   abstract readonly catalog: Catalog;
+  abstract readonly store: ObjectStore;
   abstract readonly paths: { hostDir: string };
   abstract get namespace(): string;
   abstract reader(): ContentReader;
@@ -31,7 +33,9 @@ export abstract class AwcTransfer<CP> {
    */
   importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
     const filter = () => new CaptureRecorder(this.reader(), { dropScratch: false });
-    return retryCondemned((n) => importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { ...opts, filter }, n));
+    return retryCondemned((n) =>
+      importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { gitProofStore: this.store, ...opts, filter }, n),
+    );
   }
 
   /** `awc snapshot import --git` (see importGit). @throws E_GIT_NOT_A_REPO, E_GIT_BAD_REV, E_GIT_FAILED, and as importSnapshot */

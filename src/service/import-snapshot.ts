@@ -8,6 +8,8 @@ import { checkName } from '../catalog/names.js';
 import { checkLabels, type Labels } from '../catalog/labels.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { importDir } from '../host/import-dir.js';
+import type { ObjectStore } from '../store/object-store.js';
+import { putGitProof } from '../store/git-proof-record.js';
 import type { Progress } from '../drivers/mount-driver.js';
 import { importTar, looksLikeTar, openTarFile, tarError } from './import-tar.js';
 import { readTarProjectFiles, TarCapture } from './tar-capture.js';
@@ -45,6 +47,12 @@ export interface ImportOptions {
   skip?: (relPath: string) => boolean;
   /** Makes the capture filter of the import (docs/explanation/capture-classes.md); none: everything is stored. */
   filter?: () => CaptureRecorder;
+  /**
+   * Where a directory import keeps what it proved about the root repository's `.git/index`
+   * (src/store/git-proof-record.ts), which the overlay driver's layers use to give workspaces
+   * an index git trusts (docs/explanation/git.md#the-workspaces-index). None: not computed.
+   */
+  gitProofStore?: ObjectStore;
   /** Test-only injection point before the catalog commit. */
   testHooks?: CommitHooks;
 }
@@ -91,6 +99,7 @@ export async function importSnapshot(
         allowChanging: opts.allowChanging,
         skip: opts.skip,
         filter,
+        gitProof: opts.gitProofStore !== undefined,
       })
     : await importTar(src, writer, {
         onProgress: opts.onProgress,
@@ -100,6 +109,7 @@ export async function importSnapshot(
           new TarCapture(filter, await readTarProjectFiles(() => openTarFile(src)).catch((e: unknown) => Promise.reject(tarError(e)))),
       });
   const packs = await writer.flush();
+  if (opts.gitProofStore && 'gitProof' in r && r.gitProof) await putGitProof(opts.gitProofStore, r.root, r.gitProof);
   await opts.testHooks?.beforeCommit?.(attempt);
   const snap = await catalog.createSnapshot({
     namespace,

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { constants as fsc, type BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -8,6 +8,13 @@ import { encodeRoot, encodeTree, type ChunkRef, type Entry, type RootObject } fr
 import type { ObjectStore } from './object-store.js';
 import { PackWriter } from './pack.js';
 import type { BlobIndex, BlobKind, WrittenPack } from './pack-types.js';
+
+/**
+ * A second hash over a file's bytes in the same read pass (e.g. git's blob id): called with
+ * the size (bytes) the file has when a read starts, it returns a fresh hash already fed with
+ * any header; `writeFileFd` returns its hex digest as `also` (of the read that stood).
+ */
+export type AlsoHash = (size: number) => Hash;
 
 /** The content of one file as written: sha256 of the whole content, its size in bytes, and its chunks in order. */
 export interface FileContent {
@@ -152,16 +159,16 @@ export class ContentWriter {
    */
   async writeFileFd(
     fd: number,
-    opts: { path: string; attempts?: number; allowChanging?: boolean },
-  ): Promise<FileContent & { st: BigIntStats; changing: boolean }> {
+    opts: { path: string; attempts?: number; allowChanging?: boolean; also?: AlsoHash },
+  ): Promise<FileContent & { st: BigIntStats; changing: boolean; also?: string }> {
     this.check();
     const attempts = Math.max(1, opts.attempts ?? 4);
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await new Promise((r) => setTimeout(r, 5 * 2 ** (attempt - 1)));
-      const r = await this.readFdOnce(fd, opts.path, attempt);
-      if (!r.changed) return { ...this.counted(r.content), st: r.st, changing: false };
+      const r = await this.readFdOnce(fd, opts.path, attempt, opts.also);
+      if (!r.changed) return { ...this.counted(r.content), st: r.st, changing: false, also: r.also };
       if (attempt + 1 >= attempts) {
-        if (opts.allowChanging) return { ...this.counted(r.content), st: r.st, changing: true };
+        if (opts.allowChanging) return { ...this.counted(r.content), st: r.st, changing: true, also: r.also };
         throw new AwcError('E_CHANGED_DURING_READ', `${opts.path} changed while it was read (${attempts} reads)`, {
           details: { path: opts.path },
         });
@@ -310,30 +317,33 @@ export class ContentWriter {
     fd: number,
     path: string,
     attempt: number,
-  ): Promise<{ content: FileContent; st: BigIntStats; changed: boolean }> {
+    also?: AlsoHash,
+  ): Promise<{ content: FileContent; st: BigIntStats; changed: boolean; also?: string }> {
     try {
       const before = await fstatBig(fd);
       if (!before.isFile()) throw new AwcError('E_UNSUPPORTED', `${path} is not a regular file`);
       const size = Number(before.size);
+      const h = also?.(size);
       let content: FileContent;
       if (size < READ_SIZE) {
         // One read (plus one byte to notice growth), one index lookup.
         const buf = Buffer.allocUnsafe(size + 1);
         const got = await readFully(fd, buf, 0);
+        h?.update(buf.subarray(0, got));
         content = await this.storeBuffer(buf.subarray(0, got));
       } else {
-        content = await this.streamFile(fd, size + 1);
+        content = await this.streamFile(fd, size + 1, h);
       }
       await this.hooks?.afterRead?.(path, attempt);
       const after = await fstatBig(fd);
-      return { content, st: after, changed: content.size !== size || !sameFile(before, after) };
+      return { content, st: after, changed: content.size !== size || !sameFile(before, after), also: h?.digest('hex') };
     } catch (err) {
       throw err instanceof AwcError ? err : toAwcError(err);
     }
   }
 
   /** Streams a large file through the chunker in READ_SIZE reads (at most `limit` bytes), reusing one buffer. */
-  private async streamFile(fd: number, limit: number): Promise<FileContent> {
+  private async streamFile(fd: number, limit: number, h?: Hash): Promise<FileContent> {
     const chunker = new Chunker();
     const whole = createHash('sha256');
     const buf = Buffer.allocUnsafe(READ_SIZE);
@@ -345,6 +355,7 @@ export class ContentWriter {
       if (n === 0) break;
       const view = buf.subarray(0, n);
       whole.update(view);
+      h?.update(view);
       pos += n;
       const chunks = chunker.push(view);
       // Chunks are views of `buf`: store them before the next read reuses it.

@@ -11,6 +11,7 @@ import { futimesNs, utimesNsAt } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { longContentRedirect, shortContentRedirect } from '../../core/content-name.js';
+import { writeLayerGitIndex, type LayerGitIndexResult, type LayerGitIndexSource, type LayerPaths } from './layer-git-index.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -31,6 +32,8 @@ export interface LayerMeta {
   contents: Record<string, [number, [Digest, number][]]>;
   /** Hardlink groups: path of the file entry → further names (paths from the root). */
   hardlinks: Record<string, string[]>;
+  /** The workspace's index (src/drivers/overlay/layer-git-index.ts): absent when the layer shows the snapshot's own `.git/index`. */
+  gitIndex?: LayerGitIndexResult;
 }
 
 /** A built layer: its directory (the overlay lower) and its metadata. */
@@ -50,6 +53,9 @@ interface BuildCtx {
   shortNameFree: (hex: string) => boolean;
   /** Every entry gets this owner instead of the snapshot's (a layer built for an ordinary user). */
   owner?: { uid: number; gid: number };
+  /** Set when the snapshot's root has a `.git` directory and a git source was given: files, symlinks and hardlinks by path. */
+  paths?: LayerPaths;
+  git?: LayerGitIndexSource;
 }
 
 /** Options of {@link buildLayer}. */
@@ -66,6 +72,11 @@ export interface BuildLayerOptions {
    * `layersDir` (`<userLayers>/<uid>`): a layer tree is per (root, owner).
    */
   owner?: { uid: number; gid: number };
+  /**
+   * Gives the layer's workspaces an index whose stat data matches what they show, where the
+   * import proved the content equal (see writeLayerGitIndex). Absent: the snapshot's own index.
+   */
+  git?: LayerGitIndexSource;
 }
 
 /**
@@ -87,12 +98,12 @@ export interface BuildLayerOptions {
  */
 export async function buildLayer(src: TreeSource, root: Digest, layersDir: string, opts: BuildLayerOptions = {}): Promise<Layer> {
   const shortNameFree = opts.shortNameFree ?? (() => true);
-  const owner = opts.owner;
+  const { owner, git } = opts;
   try {
-    return await buildLayerAs(src, root, layersDir, { long: false, shorts: new Map(), shortNameFree, owner });
+    return await buildLayerAs(src, root, layersDir, { long: false, shorts: new Map(), shortNameFree, owner, git });
   } catch (err) {
     if (!(err instanceof ShortNameCollision)) throw err;
-    return buildLayerAs(src, root, layersDir, { long: true, shorts: new Map(), shortNameFree, owner });
+    return buildLayerAs(src, root, layersDir, { long: true, shorts: new Map(), shortNameFree, owner, git });
   }
 }
 
@@ -115,8 +126,14 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
   const dirTimes: [string, string][] = [];
   try {
     const r = await src.readRoot(root);
+    if (ctx.git && (await src.readTree(r.tree)).entries.some((e) => e.name === '.git' && e.type === 'dir')) ctx.paths = new Map();
     await buildDir(src, r.tree, treeDir, '', meta, dirTimes, ctx);
     applyAttrs(treeDir, owned(r, ctx));
+    if (ctx.paths && ctx.git) {
+      // after every placeholder is final (a hardlink changes its inode's ctime), before directory times
+      const gi = await writeLayerGitIndex(treeDir, root, ctx.paths, ctx.git, ctx.owner, BigInt(Date.now()) * 1_000_000n);
+      if (gi) meta.gitIndex = gi;
+    }
     dirTimes.push([treeDir, r.mtimeNs]);
     // directory mtimes last, deepest first, since creating children changed them
     for (let i = dirTimes.length - 1; i >= 0; i--) {
@@ -167,6 +184,7 @@ async function buildDir(
   for (const e of t.entries) {
     const p = join(dir, e.name);
     const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
+    if (ctx.paths && e.type !== 'dir') ctx.paths.set(relPath, e);
     await buildEntry(src, e, p, relPath, meta, dirTimes, ctx);
   }
 }

@@ -13,6 +13,7 @@ import { mountsAt, readMountInfo } from '../../host/mount-table.js';
 import { describeUse, type Holder } from '../mount-use.js';
 import { readHostState, workspaceDirs, writeHostState } from '../workspace-state.js';
 import { buildLayer, type Layer } from './layer-builder.js';
+import type { LayerGitIndexSource } from './layer-git-index.js';
 import { LayerUse } from './layer-use.js';
 import { sweepLayers, type LayerSweepResult } from './layer-sweep.js';
 import { cleanLeftovers, findLeftovers } from './leftovers.js';
@@ -37,6 +38,8 @@ export interface OverlayContent {
   addLayer(ns: string, layer: Layer): void;
   /** Whether a short content name is free in the FUSE server's table (see buildLayer's `shortNameFree`); absent: no server yet. */
   shortNameFree?: (hex: string) => boolean;
+  /** Where layers of a namespace find the proofs that give workspaces a trusted `.git/index` (see buildLayer's `git`); absent: the snapshot's own index. */
+  gitIndex?: (ns: string) => LayerGitIndexSource;
   /** True when the daemon took over the content FUSE connection of the one before it. */
   resumedConnection(): boolean;
 }
@@ -363,7 +366,11 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     let p = this.layers.get(key);
     if (!p) {
       const dir = owner ? join(this.paths.userLayers, String(owner.uid)) : this.paths.layers;
-      p = buildLayer(this.content.reader(ns), root, dir, { shortNameFree: this.content.shortNameFree, owner }).then((layer) => {
+      p = buildLayer(this.content.reader(ns), root, dir, {
+        shortNameFree: this.content.shortNameFree,
+        owner,
+        git: this.content.gitIndex?.(ns),
+      }).then((layer) => {
         this.content.addLayer(ns, layer);
         return layer;
       });

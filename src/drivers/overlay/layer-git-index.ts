@@ -1,0 +1,142 @@
+import * as fs from 'node:fs';
+import { join } from 'node:path';
+import type { Digest } from '../../core/digest.js';
+import type { Entry, FileEntry } from '../../core/tree.js';
+import {
+  gitBlobId,
+  gitIndexUnrewritable,
+  parseGitIndex,
+  rewriteGitIndexStat,
+  type GitIndex,
+  type GitStatData,
+} from '../../core/git-index.js';
+import { getGitProof, isProven, type GitIndexProof } from '../../store/git-proof-record.js';
+import type { ContentReader } from '../../store/content-reader.js';
+import type { ObjectStore } from '../../store/object-store.js';
+import { futimesNs } from '../../host/utimens.js';
+
+/** What a layer build needs to give its workspaces a trusted index: the root's proof and a way to read a file of the snapshot. */
+export interface LayerGitIndexSource {
+  /** The proof stored for the root at import (src/store/git-proof-record.ts), or undefined. */
+  proof(root: Digest): Promise<GitIndexProof | undefined>;
+  /** The whole content of a file of the snapshot (bytes). */
+  read(file: FileEntry): Promise<Buffer>;
+}
+
+/** The git source of layers read through `reader` (a namespace's ContentReader) with proofs from `store`. */
+export function layerGitSource(reader: ContentReader, store: ObjectStore): LayerGitIndexSource {
+  return {
+    proof: (root) => getGitProof(store, root),
+    read: async (file) => {
+      const parts: Buffer[] = [];
+      for await (const b of reader.readFile(file)) parts.push(Buffer.from(b));
+      return Buffer.concat(parts);
+    },
+  };
+}
+
+/** What {@link writeLayerGitIndex} did: entries in the index and entries whose stat data it set. */
+export interface LayerGitIndexResult {
+  entries: number;
+  rewritten: number;
+}
+
+/** Entries of the snapshot by slash-separated path (regular files, symlinks, hardlinks), collected while the layer is built. */
+export type LayerPaths = Map<string, Entry>;
+
+/** Decides for entry `i` of `ix`: the snapshot entry it describes when its content and mode are proven equal, else undefined. */
+function provenEntry(ix: GitIndex, i: number, paths: LayerPaths, proof: GitIndexProof, bits: Buffer): Entry | undefined {
+  const e = ix.entries[i];
+  if (e.stage !== 0 || e.assumeValid || e.notCheckedOut) return undefined;
+  let se = paths.get(e.path);
+  if (se?.type === 'hardlink') se = paths.get(se.target);
+  if (!se) return undefined;
+  if (e.mode === 0o120000) {
+    return se.type === 'symlink' && gitBlobId(proof.algo, Buffer.from(se.target, 'utf8')) === e.oid ? se : undefined;
+  }
+  if (e.mode !== 0o100644 && e.mode !== 0o100755) return undefined;
+  if (se.type !== 'file' || !isProven(proof, bits, i)) return undefined;
+  return ((se.mode & 0o100) !== 0) === (e.mode === 0o100755) ? se : undefined;
+}
+
+/**
+ * Gives a layer under construction (`treeDir`, placeholders all written, directory times not
+ * yet set) the index its workspaces trust (docs/explanation/git.md#the-workspaces-index):
+ * reads the snapshot's `.git/index`, and for every entry whose content the import proved
+ * equal to its object id (a symlink: its target's blob id, computed here) and whose mode
+ * matches, sets the entry's stat data to what a workspace shows for that path, the lstat of
+ * its placeholder in the layer (overlayfs reports a file that is not copied up with the
+ * lower's ino, ctime, mtime, uid, gid and size; dev is the mount's own and is recorded as 0,
+ * which git compares only when built with USE_STDEV). An entry whose mtime second is not
+ * before `nowNs`'s is left as it is (git would treat it as racy and re-read it anyway), so the
+ * index file, dated `nowNs`, is later than every entry it vouches for. The result replaces the
+ * placeholder of `.git/index` with a real file (the snapshot's mode and owner, no xattrs).
+ * Nothing happens (undefined) without a proof for exactly this index, for a split index or
+ * an index that does not parse; the workspace then shows the snapshot's own bytes.
+ * Nested repositories and submodules are not handled. Cost: one read of the index, one lstat
+ * per proven entry.
+ * @throws as the file system calls (the caller maps them)
+ */
+export async function writeLayerGitIndex(
+  treeDir: string,
+  root: Digest,
+  paths: LayerPaths,
+  git: LayerGitIndexSource,
+  owner: { uid: number; gid: number } | undefined,
+  nowNs: bigint,
+): Promise<LayerGitIndexResult | undefined> {
+  const ie = paths.get('.git/index');
+  if (ie?.type !== 'file') return undefined;
+  const proof = await git.proof(root);
+  if (!proof || proof.index !== ie.digest) return undefined;
+  const bytes = await git.read(ie);
+  let ix: GitIndex;
+  try {
+    ix = parseGitIndex(bytes, proof.algo);
+  } catch {
+    return undefined;
+  }
+  if (gitIndexUnrewritable(ix) || ix.entries.length !== proof.entries) return undefined;
+  const bits = Buffer.from(proof.proven, 'base64');
+  const nowSec = nowNs / 1_000_000_000n;
+  const stats = new Map<number, GitStatData>();
+  for (let i = 0; i < ix.entries.length; i++) {
+    if (!provenEntry(ix, i, paths, proof, bits)) continue;
+    const st = fs.lstatSync(join(treeDir, ix.entries[i].path), { bigint: true });
+    if (st.mtimeNs / 1_000_000_000n >= nowSec) continue;
+    stats.set(i, statData(st));
+  }
+  const out = rewriteGitIndexStat(bytes, ix, proof.algo, stats);
+  const target = join(treeDir, '.git', 'index');
+  const tmp = `${target}.awc-${process.pid}`;
+  const fd = fs.openSync(tmp, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW, 0o600);
+  try {
+    fs.writeSync(fd, out);
+    fs.fchownSync(fd, owner?.uid ?? ie.uid, owner?.gid ?? ie.gid);
+    fs.fchmodSync(fd, ie.mode);
+    futimesNs(fd, nowNs.toString());
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, target);
+  return { entries: ix.entries.length, rewritten: stats.size };
+}
+
+const U32 = 0xffffffffn;
+
+/** Git's `fill_stat_data` of an lstat: seconds, nanoseconds and ids truncated to 32 bits; dev recorded as 0 (see writeLayerGitIndex). */
+function statData(st: fs.BigIntStats): GitStatData {
+  const sec = (ns: bigint): number => Number((ns / 1_000_000_000n) & U32);
+  const nsec = (ns: bigint): number => Number(ns % 1_000_000_000n);
+  return {
+    ctimeSec: sec(st.ctimeNs),
+    ctimeNsec: nsec(st.ctimeNs),
+    mtimeSec: sec(st.mtimeNs),
+    mtimeNsec: nsec(st.mtimeNs),
+    dev: 0,
+    ino: Number(st.ino & U32),
+    uid: Number(st.uid & U32),
+    gid: Number(st.gid & U32),
+    size: Number(st.size & U32),
+  };
+}
