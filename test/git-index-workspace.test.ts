@@ -128,4 +128,21 @@ describe('a fresh workspace of a repository: git trusts its index', { skip: over
     const r = awc(home, ['unmount', ws, '--discard'], ENV);
     assert.equal(r.code, 0, r.stderr);
   });
+
+  it('an import of a checkout with unstaged work: the edited file is not proven, git still reports it', () => {
+    // the user's edit: same size, and the mtime the index records, so only the content differs
+    const p = join(repo, 'src', 'f3.txt');
+    const st = lstatSync(p, { bigint: true });
+    const old = readFileSync(p);
+    writeFileSync(p, Buffer.from(old.toString('latin1').replace('file 3', 'FILE 3'), 'latin1'));
+    const ns = st.mtimeNs.toString();
+    execFileSync('touch', ['-m', '-d', `@${ns.slice(0, -9)}.${ns.slice(-9)}`, p]);
+    awcOk(home, ['snapshot', 'import', repo, '--name', 'dirty'], ENV);
+    writeFileSync(p, old);
+    const ws = awcOk(home, ['fork', 'dirty'], ENV).workspaces[0].id;
+    const mnt = join(tmp, 'm3');
+    awcOk(home, ['mount', ws, mnt], ENV);
+    assert.equal(git(mnt, 'status', '--porcelain'), 'M src/f3.txt');
+    awcOk(home, ['unmount', ws, '--discard'], ENV);
+  });
 });

@@ -1,0 +1,140 @@
+#!/usr/bin/env node
+/**
+ * Issue 11 part 1: the first `git status` in a fresh workspace against a warm `git status`
+ * in the base, side by side in one run, for a generated repository (default 100 000 files,
+ * cached under the bench's cache directory) and a clone of this project's checkout.
+ *
+ *   node dist/bench/git-status.js [--files N] [--cache-dir DIR] [--no-write]
+ *
+ * Per repository: the base is a checkout on the local disk; its warm figure is the median of
+ * `git status --short` runs 2–4 there (run 1 warms it). AWC: `awc snapshot import <base>`
+ * (timed), `awc fork`, `awc mount` with the overlay driver (timed: it builds the layer and the
+ * workspace's index), then the first `git status --short` in the mount: the figure (target ≤
+ * 1.5× the warm base, git's default settings). Needs root and /dev/fuse. Writes
+ * bench/GIT-STATUS.md and its section of docs/benchmarks.md (unless --no-write).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CLI, PROJECT } from './common.js';
+import { replaceDocSection } from './doc-section.js';
+import { fmtMs, lazyUnmountUnder, median, now } from './util.js';
+
+const BEGIN = '<!-- git-status:begin (bench/git-status.ts writes this section; bench/GIT-STATUS.md keeps it) -->';
+const END = '<!-- git-status:end -->';
+
+function git(cwd: string, ...a: string[]): string {
+  return execFileSync('git', ['-C', cwd, '-c', 'user.name=bench', '-c', 'user.email=bench@example.com', ...a], {
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+  });
+}
+
+/** Wall time (ms) of `git status --short` in `dir`; checks it is clean. */
+function gitStatusMs(dir: string): number {
+  const t0 = now();
+  const out = git(dir, 'status', '--short');
+  const ms = now() - t0;
+  if (out.trim() !== '') throw new Error(`git status in ${dir} is not clean:\n${out.slice(0, 500)}`);
+  return ms;
+}
+
+/** A repository of `files` small files in directories of 1000, one commit, cached in `cacheDir`. */
+function generated(cacheDir: string, files: number): string {
+  const dir = join(cacheDir, `git-status-${files}`);
+  const marker = `${dir}.ready`;
+  if (existsSync(marker)) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  for (let i = 0; i < files; i++) {
+    const d = join(dir, `d${Math.floor(i / 1000)}`, `s${Math.floor(i / 100) % 10}`);
+    if (i % 100 === 0) mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, `f${i}.txt`), `file ${i}\n${'x'.repeat(i % 512)}\n`);
+  }
+  git(dir, 'init', '-q', '-b', 'main');
+  git(dir, 'add', '-A');
+  git(dir, 'commit', '-q', '-m', 'generated');
+  git(dir, 'status', '--short');
+  writeFileSync(marker, '');
+  return dir;
+}
+
+interface Row {
+  name: string;
+  files: number;
+  warm: number;
+  first: number;
+  second: number;
+  importMs: number;
+  mountMs: number;
+}
+
+function measure(name: string, base: string, work: string): Row {
+  const home = join(work, `home-${name}`);
+  const env = { ...process.env, AWC_MOUNT_DRIVER: 'overlay' };
+  const awc = (...a: string[]): unknown => {
+    const r = spawnSync(process.execPath, [CLI, '--home', home, '--json', ...a], { encoding: 'utf8', env, maxBuffer: 64 << 20 });
+    if (r.status !== 0) throw new Error(`awc ${a.join(' ')}: ${r.stderr}`);
+    return JSON.parse(r.stdout);
+  };
+  const files = git(base, 'ls-files', '-z').split('\0').filter(Boolean).length;
+  const runs = [0, 1, 2, 3].map(() => gitStatusMs(base));
+  let t0 = now();
+  awc('snapshot', 'import', base, '--name', 'base');
+  const importMs = now() - t0;
+  const ws = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
+  const mnt = join(work, `mnt-${name}`);
+  t0 = now();
+  awc('mount', ws, mnt);
+  const mountMs = now() - t0;
+  const first = gitStatusMs(mnt);
+  const second = gitStatusMs(mnt);
+  awc('unmount', ws, '--discard');
+  spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8' });
+  return { name, files, warm: median(runs.slice(1)), first, second, importMs, mountMs };
+}
+
+function main(): void {
+  const args = process.argv.slice(2);
+  const opt = (k: string, d: string): string => (args.includes(k) ? args[args.indexOf(k) + 1] : d);
+  const files = Number(opt('--files', '100000'));
+  const cacheDir = opt('--cache-dir', '/var/tmp/awc-bench');
+  const write = !args.includes('--no-write');
+  mkdirSync(cacheDir, { recursive: true });
+  const work = realpathSync(mkdtempSync(join(tmpdir(), 'awc-bench-git-')));
+  try {
+    const gen = generated(cacheDir, files);
+    const proj = join(work, 'project');
+    execFileSync('git', ['clone', '-q', '--no-hardlinks', PROJECT, proj]);
+    git(proj, 'status', '--short');
+    const rows = [measure(`generated (${files} files)`, gen, work), measure("this project's checkout (a clone of HEAD)", proj, work)];
+    const text = [
+      '## First `git status` in a fresh workspace (issue 11 part 1)',
+      '',
+      `Git ${git(work, '--version')
+        .trim()
+        .replace(
+          /^git version /,
+          '',
+        )}, default settings, overlay driver. Warm base: the median of \`git status --short\` runs 2–4 in the base checkout on the local disk. ` +
+        `First in the workspace: \`git status --short\` right after \`awc mount\` of a fresh fork (the layer, and its workspace index, built by that mount). ` +
+        `Machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)} at the end (other work was running). Target: ≤ 1.5× the warm base.`,
+      '',
+      '| repository | tracked files | warm in the base | first in a fresh workspace | ratio | second in the workspace | import | mount |',
+      '|---|---|---|---|---|---|---|---|',
+      ...rows.map(
+        (r) =>
+          `| ${r.name} | ${r.files} | ${fmtMs(r.warm)} | ${fmtMs(r.first)} | ${(r.first / r.warm).toFixed(2)}× | ${fmtMs(r.second)} | ${fmtMs(r.importMs)} | ${fmtMs(r.mountMs)} |`,
+      ),
+      '',
+      'Run it: `npm run bench:git` (`node dist/bench/git-status.js [--files N] [--cache-dir DIR] [--no-write]`, root, /dev/fuse).',
+    ].join('\n');
+    process.stdout.write(text + '\n');
+    if (write) replaceDocSection('GIT-STATUS.md', BEGIN, END, text);
+  } finally {
+    lazyUnmountUnder(work);
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+main();
