@@ -20,7 +20,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, write
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, PROJECT } from './common.js';
-import { replaceDocSection } from './doc-section.js';
+import { emitDocSection } from './doc-section.js';
 import { fmtBytes, fmtMs, lazyUnmountUnder, median, now, treeStats } from './util.js';
 
 const BEGIN = '<!-- claude-hook:begin (bench/claude-hook.ts writes this section; bench/CLAUDE-HOOK.md keeps it) -->';
@@ -122,8 +122,7 @@ function main(): void {
       '',
       'Run it: `npm run bench:claude` (`node dist/bench/claude-hook.js [--iters N] [--no-write]`, root, /dev/fuse).',
     ].join('\n');
-    process.stdout.write(text + '\n');
-    if (write) replaceDocSection('CLAUDE-HOOK.md', BEGIN, END, text);
+    emitDocSection(text, write, 'CLAUDE-HOOK.md', BEGIN, END);
   } finally {
     spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8' });
     lazyUnmountUnder(work);

@@ -30,3 +30,9 @@ export function keepDocSections(old: string, fresh: string): string {
   }
   return kept.length === 0 ? fresh : `${fresh.trimEnd()}\n\n${kept.join('\n\n')}\n`;
 }
+
+/** Prints a standalone bench's section to stdout and, when `write`, keeps it (see replaceDocSection). */
+export function emitDocSection(text: string, write: boolean, keep: string, begin: string, end: string): void {
+  process.stdout.write(text + '\n');
+  if (write) replaceDocSection(keep, begin, end, text);
+}

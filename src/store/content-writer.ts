@@ -150,9 +150,11 @@ export class ContentWriter {
    * neither moved nor closed). The descriptor is fstat'ed before and after each read (size,
    * mtime, ctime, inode, device); when they differ, or the bytes read differ from the size,
    * the file is read again after a short pause (5, 10, 20 … ms), up to `attempts` reads in
-   * all (default 4). `path` only names the file in errors and test hooks.
-   * @returns the content, `st` (the fstat after the last read, bigint) and `changing`: true
-   *   when every read saw a change and `allowChanging` let the last read's bytes stand.
+   * all (default 4). `path` only names the file in errors and test hooks. `also`: a second
+   * hash fed the same bytes in the same pass (see AlsoHash).
+   * @returns the content, `st` (the fstat after the last read, bigint), `changing`: true
+   *   when every read saw a change and `allowChanging` let the last read's bytes stand, and
+   *   `also`: the hex digest of the `also` hash over the bytes returned.
    * @throws E_CHANGED_DURING_READ (retryable, details.path = `path`) when every read saw a
    *   change and `allowChanging` is not set; E_UNSUPPORTED when it is not a regular file;
    *   E_PERMISSION when it cannot be read.

@@ -60,8 +60,8 @@ function provenEntry(ix: GitIndex, i: number, paths: LayerPaths, proof: GitIndex
 }
 
 /**
- * Gives a layer under construction (`treeDir`, placeholders all written, directory times not
- * yet set) the index its workspaces trust (docs/explanation/git.md#the-workspaces-index):
+ * Gives a layer under construction (`treeDir` inside its build directory, placeholders all
+ * written, directory times not yet set) the index its workspaces trust (docs/explanation/git.md#the-workspaces-index):
  * reads the snapshot's `.git/index`, and for every entry whose content the import proved
  * equal to its object id (a symlink: its target's blob id, computed here) and whose mode
  * matches, sets the entry's stat data to what a workspace shows for that path, the lstat of
@@ -108,7 +108,8 @@ export async function writeLayerGitIndex(
   }
   const out = rewriteGitIndexStat(bytes, ix, proof.algo, stats);
   const target = join(treeDir, '.git', 'index');
-  const tmp = `${target}.awc-${process.pid}`;
+  // written beside the tree (the layer's build directory holds only it and meta.json), so no snapshot name can collide
+  const tmp = join(treeDir, '..', 'git-index.tmp');
   const fd = fs.openSync(tmp, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW, 0o600);
   try {
     fs.writeSync(fd, out);
