@@ -59,6 +59,17 @@ function generated(cacheDir: string, files: number): string {
   return dir;
 }
 
+/** Wall time (ms) of lstat'ing every path under `dir` but `.git` once (`find -printf %s`: one fstatat each). */
+function lstatWalkMs(dir: string): number {
+  const t0 = now();
+  const r = spawnSync('find', [dir, '-path', join(dir, '.git'), '-prune', '-o', '-printf', '%s\n'], {
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+  });
+  if (r.status !== 0) throw new Error(`find ${dir}: ${r.stderr}`);
+  return now() - t0;
+}
+
 interface Row {
   name: string;
   files: number;
@@ -68,6 +79,11 @@ interface Row {
   /** First git status in a further fresh workspace of the same snapshot (its layer built, the repository's .git read once on the host). */
   further: number;
   furtherMountMs: number;
+  /** Content FUSE READs during (b)'s git status. */
+  furtherReads: number;
+  /** lstat of every path once: warm in the base, and in a fresh workspace (a third fork): the floor of a first git status there. */
+  walkBase: number;
+  walkFresh: number;
   importMs: number;
   mountMs: number;
 }
@@ -79,6 +95,10 @@ function measure(name: string, base: string, work: string): Row {
     const r = spawnSync(process.execPath, [CLI, '--home', home, '--json', ...a], { encoding: 'utf8', env, maxBuffer: 64 << 20 });
     if (r.status !== 0) throw new Error(`awc ${a.join(' ')}: ${r.stderr}`);
     return JSON.parse(r.stdout);
+  };
+  const fuseReads = (): number => {
+    const m = (awc('metrics') as { metrics: Record<string, unknown> }).metrics.awc_fuse_operations_total;
+    return Array.isArray(m) ? m.filter((x) => x.labels?.op === 'read').reduce((a: number, x) => a + Number(x.value), 0) : 0;
   };
   const files = git(base, 'ls-files', '-z').split('\0').filter(Boolean).length;
   const runs = [0, 1, 2, 3].map(() => gitStatusMs(base));
@@ -97,10 +117,31 @@ function measure(name: string, base: string, work: string): Row {
   t0 = now();
   awc('mount', ws2, `${mnt}-2`);
   const furtherMountMs = now() - t0;
+  const reads0 = fuseReads();
   const further = gitStatusMs(`${mnt}-2`);
+  const furtherReads = fuseReads() - reads0;
   awc('unmount', ws2, '--discard');
+  lstatWalkMs(base);
+  const walkBase = lstatWalkMs(base);
+  const ws3 = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
+  awc('mount', ws3, `${mnt}-3`);
+  const walkFresh = lstatWalkMs(`${mnt}-3`);
+  awc('unmount', ws3, '--discard');
   spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8' });
-  return { name, files, warm: median(runs.slice(1)), first, second, further, furtherMountMs, importMs, mountMs };
+  return {
+    name,
+    files,
+    warm: median(runs.slice(1)),
+    first,
+    second,
+    further,
+    furtherMountMs,
+    furtherReads,
+    walkBase,
+    walkFresh,
+    importMs,
+    mountMs,
+  };
 }
 
 function main(): void {
@@ -130,11 +171,11 @@ function main(): void {
         `(b) a further workspace of the same snapshot (a new fork, a new mount, its own fresh overlay; what every agent after the first gets). ` +
         `Machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)} at the end (other work was running). Target: ≤ 1.5× the warm base.`,
       '',
-      '| repository | tracked files | warm in the base | (a) first workspace on the host | ratio | (b) a further workspace | ratio | second run in (a) | import | mount (a) / (b) |',
-      '|---|---|---|---|---|---|---|---|---|---|',
+      '| repository | tracked files | warm in the base | (a) first workspace on the host | ratio | (b) a further workspace | ratio | content FUSE READs in (b) | second run in (a) | lstat of every path: warm base / fresh workspace | import | mount (a) / (b) |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...rows.map(
         (r) =>
-          `| ${r.name} | ${r.files} | ${fmtMs(r.warm)} | ${fmtMs(r.first)} | ${(r.first / r.warm).toFixed(2)}× | ${fmtMs(r.further)} | ${(r.further / r.warm).toFixed(2)}× | ${fmtMs(r.second)} | ${fmtMs(r.importMs)} | ${fmtMs(r.mountMs)} / ${fmtMs(r.furtherMountMs)} |`,
+          `| ${r.name} | ${r.files} | ${fmtMs(r.warm)} | ${fmtMs(r.first)} | ${(r.first / r.warm).toFixed(2)}× | ${fmtMs(r.further)} | ${(r.further / r.warm).toFixed(2)}× | ${r.furtherReads} | ${fmtMs(r.second)} | ${fmtMs(r.walkBase)} / ${fmtMs(r.walkFresh)} (${(r.walkFresh / r.walkBase).toFixed(2)}×) | ${fmtMs(r.importMs)} | ${fmtMs(r.mountMs)} / ${fmtMs(r.furtherMountMs)} |`,
       ),
       '',
       'Run it: `npm run bench:git` (`node dist/bench/git-status.js [--files N] [--cache-dir DIR] [--no-write]`, root, /dev/fuse).',

@@ -8,7 +8,7 @@
  * own `.git/index` bytes.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -127,6 +127,22 @@ describe('a fresh workspace of a repository: git trusts its index', { skip: over
     assert.equal(git(mnt, 'status', '--porcelain'), 'M src/f1.txt');
     const r = awc(home, ['unmount', ws, '--discard'], ENV);
     assert.equal(r.code, 0, r.stderr);
+  });
+
+  it('a proof record that does not parse counts as none: the mount works, the workspace shows the snapshot index', () => {
+    writeFileSync(join(repo, 'untracked-here.txt'), 'a new root\n');
+    const snap = awcOk(home, ['snapshot', 'import', repo, '--name', 'badproof'], ENV);
+    const hex = String(snap.root).slice('sha256:'.length);
+    const record = join(home, 'objects', 'gitproof', hex.slice(0, 2), hex);
+    assert.equal(JSON.parse(readFileSync(record, 'utf8')).v, 1, 'the import stored its proof');
+    writeFileSync(record, 'not json');
+    const ws = awcOk(home, ['fork', 'badproof'], ENV).workspaces[0].id;
+    const mnt = join(tmp, 'm4');
+    awcOk(home, ['mount', ws, mnt], ENV);
+    assert.deepEqual(readFileSync(join(mnt, '.git', 'index')), index);
+    assert.equal(git(mnt, 'status', '--porcelain'), '?? untracked-here.txt');
+    awcOk(home, ['unmount', ws, '--discard'], ENV);
+    rmSync(join(repo, 'untracked-here.txt'));
   });
 
   it('an import of a checkout with unstaged work: the edited file is not proven, git still reports it', () => {

@@ -14,6 +14,7 @@ import { getGitProof, isProven, type GitIndexProof } from '../../store/git-proof
 import type { ContentReader } from '../../store/content-reader.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { futimesNs } from '../../host/utimens.js';
+import { AwcError } from '../../core/errors.js';
 
 /** What a layer build needs to give its workspaces a trusted index: the root's proof and a way to read a file of the snapshot. */
 export interface LayerGitIndexSource {
@@ -23,10 +24,19 @@ export interface LayerGitIndexSource {
   read(file: FileEntry): Promise<Buffer>;
 }
 
-/** The git source of layers read through `reader` (a namespace's ContentReader) with proofs from `store`. */
+/**
+ * The git source of layers read through `reader` (a namespace's ContentReader) with proofs
+ * from `store` (a record that is not a v1 proof counts as none).
+ * @throws from `proof`/`read`: what the store throws (E_OBJECT_NOT_FOUND, E_INTEGRITY, …)
+ */
 export function layerGitSource(reader: ContentReader, store: ObjectStore): LayerGitIndexSource {
   return {
-    proof: (root) => getGitProof(store, root),
+    // a record that does not parse proves nothing: the workspace shows the snapshot's own index
+    proof: (root) =>
+      getGitProof(store, root).catch((err: unknown) => {
+        if (err instanceof AwcError && err.code === 'E_FORMAT') return undefined;
+        throw err;
+      }),
     read: async (file) => {
       const parts: Buffer[] = [];
       for await (const b of reader.readFile(file)) parts.push(Buffer.from(b));
