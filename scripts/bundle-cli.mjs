@@ -17,6 +17,7 @@
 // dist/cli/manifest.json: which source files and packages each output file holds (test/cli-lazy-load.test.ts
 // reads it to tell which packages a command loaded).
 import { build } from 'esbuild';
+import { createHash } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -66,7 +67,8 @@ const importMetaUrl = {
 rmSync(outdir, { recursive: true, force: true });
 const result = await build({
   absWorkingDir: root,
-  entryPoints: { awc: 'src/cli/main.ts' },
+  // awc: the CLI in process; warm-worker: a warm worker of the host daemon (src/daemon/warm-pool.ts), sharing its chunks
+  entryPoints: { awc: 'src/cli/cli-main.ts', 'warm-worker': 'src/cli/warm-worker-main.ts' },
   outdir,
   bundle: true,
   splitting: true,
@@ -99,8 +101,33 @@ for (const [file, out] of Object.entries(result.metafile.outputs)) {
 if (process.env.AWC_BUNDLE_METAFILE) writeFileSync(process.env.AWC_BUNDLE_METAFILE, JSON.stringify(result.metafile));
 writeFileSync(join(outdir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
 
+// The front (src/cli/front.ts): the one file every command loads first; node built-ins only, no chunks.
+const front = await build({
+  absWorkingDir: root,
+  entryPoints: { front: 'src/cli/front-main.ts' },
+  outdir,
+  bundle: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  minify: true,
+  sourcemap: 'linked',
+  sourcesContent: false,
+  metafile: true,
+  logLevel: 'warning',
+  plugins: [importMetaUrl],
+});
+const frontImports = Object.values(front.metafile.outputs).flatMap((o) => o.imports.filter((i) => !i.path.startsWith('node:')));
+if (frontImports.length > 0) throw new Error(`the front must import node built-ins only: ${frontImports.map((i) => i.path).join(', ')}`);
+
+// build-id: a digest of the bundle's files; a warm worker runs only commands of its own build
+const hash = createHash('sha256');
+for (const file of Object.keys(result.metafile.outputs).sort())
+  if (file.endsWith('.js')) hash.update(file).update(readFileSync(join(root, file)));
+writeFileSync(join(outdir, 'build-id'), hash.digest('hex').slice(0, 32) + '\n');
+
 rmSync(`${stub}.map`, { force: true });
 writeFileSync(
   stub,
-  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../cli/awc.js';\n",
+  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../cli/front.js';\n",
 );

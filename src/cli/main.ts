@@ -28,12 +28,6 @@ interface Globals {
   namespace?: string;
 }
 
-// A closed pipe (`awc ls | head -1`): stop quietly with status 141, as GNU tools and git do (docs/reference/errors.md).
-process.stdout.on('error', (err: NodeJS.ErrnoException) =>
-  process.exit(err.code === 'EPIPE' ? ERROR_CODES.E_CLOSED_PIPE.exit : out().error(err)),
-);
-process.stderr.on('error', () => process.exit(ERROR_CODES.E_CLOSED_PIPE.exit)); // nowhere left to say anything
-
 const program = new Command();
 program
   .name('awc')
@@ -43,8 +37,6 @@ program
   .option('--json', 'machine-readable output on stdout; errors as JSON on stderr')
   .version(packageVersion(), '-V, --version')
   .exitOverride();
-if (process.argv.includes('--json')) program.configureOutput({ writeErr: () => undefined });
-else program.showHelpAfterError();
 
 function globals(): Globals {
   return program.opts<Globals>();
@@ -445,9 +437,22 @@ program
     process.exit(0);
   });
 
-async function main(): Promise<void> {
+/**
+ * Runs the CLI on `argv` (`[node, script, ...words]`) in this process: src/cli/cli-main.ts for
+ * the bundle's entry, src/cli/warm-worker.ts in a warm worker (which has made this process the
+ * caller's: directory, environment, stdio). Builds nothing at import (a warm worker imports this
+ * module before it knows its command). Ends the process with the command's status when it fails.
+ */
+export async function runCli(argv: string[]): Promise<void> {
+  // A closed pipe (`awc ls | head -1`): stop quietly with status 141, as GNU tools and git do (docs/reference/errors.md).
+  process.stdout.on('error', (err: NodeJS.ErrnoException) =>
+    process.exit(err.code === 'EPIPE' ? ERROR_CODES.E_CLOSED_PIPE.exit : out().error(err)),
+  );
+  process.stderr.on('error', () => process.exit(ERROR_CODES.E_CLOSED_PIPE.exit)); // nowhere left to say anything
+  if (argv.includes('--json')) program.configureOutput({ writeErr: () => undefined });
+  else program.showHelpAfterError();
   try {
-    await program.parseAsync(process.argv);
+    await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
       if (err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
@@ -461,5 +466,3 @@ async function main(): Promise<void> {
     process.exit(out().error(err));
   }
 }
-
-await main();

@@ -68,10 +68,11 @@ export type RemoteImportOptions = Omit<ImportOptions, 'skip' | 'filter' | 'testH
  */
 export function remoteAwc(socket: string, namespace: string): RemoteAwc {
   const client = new UserClient(socket);
+  // paths are the caller's: relative ones are resolved here, in the caller's directory, never in the daemon's
   const call =
     (method: string) =>
     (...args: unknown[]): Promise<unknown> =>
-      client.call(namespace, method, args);
+      client.call(namespace, method, absolutePaths(method, args));
   // git runs in this process, as the user; these are what it needs of the daemon (src/cli/remote-git.ts)
   const git = {
     resolve: call('resolve'),
@@ -133,6 +134,18 @@ function realOr(dir: string): string {
   } catch {
     return resolve(dir);
   }
+}
+
+/** Methods whose first argument is a workspace reference or, with a `/` in it or `.`, a mount path (Awc.unmount's rule). */
+const REF_OR_PATH = new Set(['unmount']);
+
+/** `args` of `method` with the mount paths among them made absolute against this process's directory. */
+function absolutePaths(method: string, args: unknown[]): unknown[] {
+  const out = [...args];
+  const isPath = (a: unknown): a is string => typeof a === 'string' && (a.includes('/') || a === '.');
+  if (method === 'mount' && typeof out[1] === 'string') out[1] = resolve(out[1]);
+  if (REF_OR_PATH.has(method) && isPath(out[0])) out[0] = resolve(out[0]);
+  return out;
 }
 
 /**

@@ -62,6 +62,11 @@ export interface AwcConfig {
    * only; see users-config.ts): the daemon gives each a socket of their own (see {@link pathsOf}).
    */
   users?: UserRule[];
+  /**
+   * Whether the host daemon keeps warm CLI workers (`warmCli`, `AWC_WARM_CLI`: `on`, the default,
+   * or `off`): docs/explanation/cli-latency.md "Warm workers".
+   */
+  warmCli: 'on' | 'off';
 }
 
 /** Paths derived from the home directory. */
@@ -113,6 +118,7 @@ export const CONFIG_KEYS = {
   leaseTtlMs: { env: 'AWC_LEASE_TTL_MS', type: 'number' },
   heartbeatMs: { env: 'AWC_HEARTBEAT_MS', type: 'number' },
   sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
+  warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
 /**
@@ -188,6 +194,9 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
       hint: 'Use 0 (sweep only on demand) or a whole number of ms from 1000 to 604800000 (default 3600000).',
     });
   const users = merged.users === undefined ? undefined : parseUserRules(merged.users);
+  const warmCli = merged.warmCli ?? 'on';
+  if (warmCli !== 'on' && warmCli !== 'off')
+    throw new AwcError('E_CONFIG', `invalid warmCli ${JSON.stringify(merged.warmCli)}`, { hint: 'Use "on" (the default) or "off".' });
   return {
     home,
     namespace: ns,
@@ -203,6 +212,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     leaseTtlMs,
     heartbeatMs,
     sweepIntervalMs,
+    warmCli,
     ...(users ? { users } : {}),
   };
 }

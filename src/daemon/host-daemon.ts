@@ -29,6 +29,8 @@ import { resolveUserRules } from './user-access.js';
 import { UserRpc } from './user-rpc.js';
 import { UserSockets } from './user-sockets.js';
 import { readJson, sendJson as send } from './http-json.js';
+import { WarmCliPool } from './warm-pool.js';
+import { cliSocketOf, userCliSocketOf } from './warm-protocol.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -75,6 +77,9 @@ export interface HostDaemonOptions {
   /** The awc version, recorded with the host's session. */
   version?: string;
 }
+
+/** How long an ordinary user's warm CLI worker waits for a command before it is stopped (ms). */
+const USER_WORKER_IDLE_MS = 10 * 60_000;
 
 /**
  * The host daemon (`awcd`): owns the content FUSE mount (one per host, lazily serving file
@@ -124,6 +129,8 @@ export class HostDaemon extends EventEmitter {
   private userSockets?: UserSockets;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
   readonly metrics = new DaemonMetrics();
+  /** Warm CLI workers: for this daemon's own user and for every allowed user (config `warmCli`). */
+  private warm?: WarmCliPool;
 
   constructor(
     readonly config: AwcConfig,
@@ -232,9 +239,25 @@ export class HostDaemon extends EventEmitter {
     this.sweeper.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
+    if (this.config.warmCli === 'on') await this.serveWarmCli();
     if (this.servesContent) await this.serveUsers(this.config);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
     this.emit('log', { level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
+  }
+
+  /**
+   * The warm CLI socket of this daemon's own user (beside the API socket; 0600 whatever
+   * `socketGroup` says: its workers run any command as this user). A failure is logged: the
+   * CLI then runs commands in its own process, as without warm workers.
+   */
+  private async serveWarmCli(): Promise<void> {
+    this.warm = new WarmCliPool();
+    this.warm.on('log', (l) => this.emit('log', l));
+    this.warm.on('handed', (e) => this.metrics.warmCommands.inc({ uid: String(e.uid) }));
+    const warm = { kind: 'local' as const, home: this.config.home, catalog: this.config.catalog, objectStore: this.config.objectStore };
+    await this.warm
+      .serve(cliSocketOf(this.paths.socket), { uid: process.getuid!(), gid: process.getgid!(), warm })
+      .catch((err: unknown) => this.emit('log', { level: 'warn', msg: 'no warm cli socket', err: String(err) }));
   }
 
   /** Gives every user the `users` rules of `config` allow a socket of their own, and takes it from the others (see UserSockets). */
@@ -254,6 +277,17 @@ export class HostDaemon extends EventEmitter {
       this.userSockets.on('log', (l) => this.emit('log', l));
     }
     await this.userSockets.sync(users);
+    if (!this.warm) return;
+    // their warm CLI sockets beside their API sockets: a worker per user, forked on first use, stopped when idle
+    const wanted = new Set<string>();
+    for (const u of users.values()) {
+      const path = userCliSocketOf(this.paths.userSockets, u.uid);
+      wanted.add(path);
+      await this.warm
+        .serve(path, { uid: u.uid, gid: u.gid, user: u.name, warm: { kind: 'remote' } }, USER_WORKER_IDLE_MS)
+        .catch((err: unknown) => this.emit('log', { level: 'warn', msg: 'no warm cli socket', uid: u.uid, err: String(err) }));
+    }
+    for (const p of this.warm.paths()) if (p.startsWith(`${this.paths.userSockets}/`) && !wanted.has(p)) await this.warm.drop(p);
   }
 
   /**
@@ -333,6 +367,7 @@ export class HostDaemon extends EventEmitter {
       // the session is not ended: its leases outlive this daemon by the TTL (a restart continues it)
       await this.heartbeat?.stop();
       await this.userSockets?.close();
+      await this.warm?.close();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
       // A daemon started since this one stopped answering owns the socket and pid files now: leave them.
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });

@@ -22,6 +22,7 @@ import type { ContentPlane } from '../host/content-plane.js';
  * | `awc_singleflight_joins_total` | counter | | requests that joined an in-flight backend read instead of making one |
  * | `awc_fuse_operations_total` | counter | `op` (`lookup`, `read`, `getattr`, …) | FUSE requests received by the content server |
  * | `awc_mount_operations_total` | counter | `op` (`mount`, `unmount`, `remount`), `driver` (`overlay`, `copy`) | successful mount operations |
+ * | `awc_warm_cli_commands_total` | counter | `uid` | commands handed to a warm CLI worker (docs/explanation/cli-latency.md) |
  * | `awc_checkpoints_total` | counter | `driver` | checkpoints run (reported by the CLI, see `recordCheckpoint`) |
  * | `awc_checkpoint_bytes_total` | counter | | new bytes stored by checkpoints |
  * | `awc_checkpoint_duration_seconds` | histogram | | checkpoint wall time |
@@ -60,6 +61,8 @@ export class DaemonMetrics {
   private readonly workerOpsSeen = new Map<string, number>();
   /** Labels `op` (`mount` | `unmount` | `remount`) and `driver` (`overlay` | `copy`). */
   readonly mountOperations: Counter<'op' | 'driver'>;
+  /** Commands handed to a warm CLI worker, by the caller's uid. */
+  readonly warmCommands: Counter<'uid'>;
   /** Label `driver`. */
   readonly checkpoints: Counter<'driver'>;
   /** New bytes stored by checkpoints. */
@@ -106,6 +109,7 @@ export class DaemonMetrics {
       ['op'],
     );
     this.mountOperations = counter('awc_mount_operations_total', 'Successful mount operations, by operation and driver.', ['op', 'driver']);
+    this.warmCommands = counter('awc_warm_cli_commands_total', 'Commands handed to a warm CLI worker, by uid.', ['uid']);
     this.checkpoints = counter('awc_checkpoints_total', 'Checkpoints run, by mount driver.', ['driver']);
     this.checkpointBytes = counter('awc_checkpoint_bytes_total', 'New bytes stored by checkpoints.');
     this.checkpointDuration = new Histogram({

@@ -1,0 +1,187 @@
+import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { constants as osConstants } from 'node:os';
+import { resolve } from 'node:path';
+import { isatty } from 'node:tty';
+import { socketPathOf, userSocketsDirOf } from '../config/config.js';
+import {
+  BUILD_ID_FILE,
+  cliSocketOf,
+  FORWARDED_SIGNALS,
+  FrameReader,
+  frame,
+  userCliSocketOf,
+  type WarmRequest,
+} from '../daemon/warm-protocol.js';
+
+/**
+ * Commands a warm worker never runs: they are the daemon itself (`daemon start|run|stop|…`
+ * would start or stop the very process the worker belongs to), a long-lived stdio server whose
+ * start-up cost is paid once per session (`mcp`), or the demos (they start daemons of their own).
+ */
+const OWN_PROCESS = new Set(['daemon', 'mcp', 'demo']);
+
+/** Exit status of E_DAEMON_UNAVAILABLE (src/core/errors.ts; test/warm-cli.test.ts checks they agree). */
+export const EXIT_DAEMON_UNAVAILABLE = 6;
+
+/**
+ * The global options before the command and the command's name (the first other word), or
+ * undefined when the words are not the plain `[--home D] [--namespace N] [--json] <command> …`.
+ */
+export function commandOf(argv: readonly string[]): { home?: string; command?: string } | undefined {
+  let home: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--json') continue;
+    if (a === '--home' || a === '--namespace') {
+      if (i + 1 >= argv.length) return undefined;
+      if (a === '--home') home = argv[i + 1];
+      i++;
+      continue;
+    }
+    if (a.startsWith('--home=')) home = a.slice('--home='.length);
+    else if (!a.startsWith('--namespace=')) return { home, command: a.startsWith('-') ? undefined : a };
+  }
+  return { home };
+}
+
+/** `socket` of a home's config.json, when it sets one (anything unreadable: none; the command itself reports it). */
+function configuredSocket(home: string): string | undefined {
+  try {
+    const s = (JSON.parse(readFileSync(resolve(home, 'config.json'), 'utf8')) as { socket?: unknown }).socket;
+    return typeof s === 'string' && s.startsWith('/') ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The warm CLI sockets to try, in order, for `argv` run by this process's user (see
+ * docs/explanation/cli-latency.md "Warm workers"); none for the commands that must run in the
+ * caller's own process, and with `AWC_NO_WARM=1`. Root: the one beside the daemon socket of
+ * the home (`--home`, `AWC_HOME`, `/var/lib/awc`; `AWC_SOCKET` or config.json's `socket`
+ * moves it). An ordinary user: root's per-user one for the home (as src/cli/user-socket.ts
+ * finds the per-user API socket), then, with an explicit home, the one of their own daemon there.
+ */
+export function warmSockets(argv: readonly string[], env: NodeJS.ProcessEnv, uid = process.getuid?.()): string[] {
+  const words = commandOf(argv);
+  if (env.AWC_NO_WARM === '1' || uid === undefined || !words || (words.command && OWN_PROCESS.has(words.command))) return [];
+  const explicit = words.home ?? (env.AWC_HOME || undefined);
+  const envSocket = env.AWC_SOCKET || undefined;
+  if (uid === 0) {
+    const home = resolve(explicit ?? '/var/lib/awc');
+    return [cliSocketOf(socketPathOf({ home, socket: envSocket ?? configuredSocket(home) }))];
+  }
+  const out = [userCliSocketOf(userSocketsDirOf({ home: explicit ?? '/var/lib/awc', socket: envSocket }), uid)];
+  if (explicit !== undefined) out.push(cliSocketOf(socketPathOf({ home: explicit, socket: envSocket ?? configuredSocket(explicit) })));
+  return out;
+}
+
+/** This build's id (dist/cli/build-id, written by scripts/bundle-cli.mjs; '' when missing: no worker accepts it). */
+function readBuildId(bundleDir: URL): string {
+  try {
+    return readFileSync(new URL(BUILD_ID_FILE, bundleDir), 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+/** The request for this process's command. */
+function requestOf(argv: string[], build: string): WarmRequest {
+  const umask = process.umask(0o022);
+  process.umask(umask);
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
+  const tty: [boolean, boolean, boolean] = [isatty(0), isatty(1), isatty(2)];
+  const term = tty[1] ? process.stdout : tty[2] ? process.stderr : undefined;
+  return { v: 1, build, argv, cwd: process.cwd(), env, umask, tty, columns: term?.columns, rows: term?.rows };
+}
+
+/**
+ * Runs the command through the warm worker behind `socket` and exits with its status once it
+ * finished; resolves 'declined' when a worker answered that it
+ * will not run it, 'unavailable' when nothing answers (no socket, no daemon, or the worker went
+ * away before it accepted: in both of the latter nothing ran and the caller runs it itself).
+ * A worker that goes away after it accepted ends this process with E_DAEMON_UNAVAILABLE's status
+ * (or 128 + the signal this process passed on to it).
+ */
+export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 'unavailable'> {
+  return new Promise((done) => {
+    const conn = connect(socket);
+    const reader = new FrameReader();
+    let accepted = false;
+    let finished = false;
+    let signalled: string | undefined;
+    const onSignal = (sig: NodeJS.Signals) => {
+      signalled = sig;
+      conn.write(frame('S', sig));
+    };
+    conn.once('error', () => undefined); // 'close' follows and decides
+    conn.on('connect', () => conn.write(frame('H', JSON.stringify(req))));
+    // a closed stdout (`awc ls | head -1`): stop quietly with 141, as in process (the worker sees the connection go)
+    const onOutError = (err: NodeJS.ErrnoException) => {
+      conn.destroy();
+      process.exit(err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED' ? 141 : EXIT_DAEMON_UNAVAILABLE);
+    };
+    const fallBack = (why: 'declined' | 'unavailable') => {
+      process.stdout.off('error', onOutError);
+      process.stderr.off('error', onOutError);
+      done(why);
+    };
+    conn.on('data', (chunk: Buffer) => {
+      for (const f of reader.push(chunk)) {
+        if (f.type === 'O') process.stdout.write(f.payload);
+        else if (f.type === 'R') process.stderr.write(f.payload);
+        else if (f.type === 'A') {
+          accepted = true;
+          if (process.env.AWC_WARM_TRACE === '1') process.stderr.write(`awc: warm worker ${socket} runs the command\n`);
+          process.stdout.on('error', onOutError);
+          process.stderr.on('error', onOutError);
+          for (const sig of FORWARDED_SIGNALS) process.on(sig, onSignal);
+        } else if (f.type === 'D') {
+          finished = true;
+          if (process.env.AWC_WARM_TRACE === '1') process.stderr.write(`awc: warm worker declined: ${f.payload.toString()}\n`);
+          conn.destroy();
+          return fallBack('declined');
+        } else if (f.type === 'W') {
+          process.stdin.on('data', (d: Buffer) => conn.write(frame('I', d)));
+          process.stdin.once('end', () => conn.write(frame('E')));
+        } else if (f.type === 'X') {
+          finished = true;
+          // stdout and stderr are written synchronously on Linux (files, pipes, terminals): nothing is left unwritten
+          process.exit(Number(f.payload.toString()));
+        }
+      }
+    });
+    conn.on('close', () => {
+      if (finished) return;
+      if (!accepted) return fallBack('unavailable');
+      if (signalled) process.exit(128 + osConstants.signals[signalled as NodeJS.Signals]);
+      process.stderr.write(
+        "awc: E_DAEMON_UNAVAILABLE: the host daemon's warm worker running this command went away before it finished\n  hint: Check `awc daemon status` and the daemon's log, then run the command again (AWC_NO_WARM=1 runs it in this process).\n",
+      );
+      process.exit(EXIT_DAEMON_UNAVAILABLE);
+    });
+  });
+}
+
+/**
+ * The CLI's entry (bin → dist/src/cli/main.js → dist/cli/front.js; `bundleDir` is dist/cli/):
+ * runs the command through a warm worker of the host daemon when one serves this user and
+ * home, else imports the bundled CLI (dist/cli/awc.js) and runs it in this process.
+ */
+export async function front(bundleDir: URL): Promise<void> {
+  const argv = process.argv.slice(2);
+  const build = readBuildId(bundleDir);
+  for (const socket of warmSockets(argv, process.env)) {
+    let req: WarmRequest;
+    try {
+      req = requestOf(argv, build);
+    } catch {
+      break; // no working directory any more: the command in this process says what it makes of that
+    }
+    const r = await runWarm(socket, req);
+    if (r === 'declined') break;
+  }
+  await import(new URL('awc.js', bundleDir).href);
+}

@@ -1,0 +1,237 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import * as fs from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { setPriority } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import type { WarmInit } from './warm-protocol.js';
+import { markDescriptorsCloseOnExec } from '../host/close-on-exec.js';
+import { joinCgroupOf, peerCredentials } from '../host/peer-process.js';
+import { prepareSocketDir } from './socket-file.js';
+
+/** Whom a warm CLI socket serves, and what its workers load ahead (see WarmInit). */
+export interface WarmIdentity {
+  uid: number;
+  gid: number;
+  /** The user's name (their supplementary groups); absent for the daemon's own user. */
+  user?: string;
+  warm: WarmInit['warm'];
+}
+
+/** A warm worker: forked, then `ready` once it has loaded the CLI. */
+interface Worker {
+  child: ChildProcess;
+  ready: boolean;
+}
+
+/** One warm CLI socket and its workers. */
+interface Served {
+  server: Server;
+  who: WarmIdentity;
+  ino: number;
+  /** The next worker (starting or ready); none while none is wanted. */
+  next?: Worker;
+  /** Connections that came while no worker was ready. */
+  waiting: Socket[];
+  idleTimer?: NodeJS.Timeout;
+  /** When a worker last failed to start (ms since the epoch): none is started again for {@link RETRY_MS}. */
+  failedAt?: number;
+}
+
+/** How long after a worker failed to start no other is started (ms): connections are closed at once, their fronts run the command themselves. */
+const RETRY_MS = 5_000;
+
+/** The nice value of a worker that loads ahead (see WarmCliPool). */
+const AHEAD_NICE = 10;
+
+/** Lowers a worker's priority while it loads ahead (a failure changes nothing but the timing). */
+function relaxed(child: ChildProcess): void {
+  if (child.pid === undefined) return;
+  try {
+    setPriority(child.pid, AHEAD_NICE);
+  } catch {
+    // gone already
+  }
+}
+
+/** A worker a command waits for gets the normal priority back (only root may raise it: others leave it). */
+function urgent(child: ChildProcess): void {
+  if (child.pid === undefined || process.getuid?.() !== 0) return;
+  try {
+    setPriority(child.pid, 0);
+  } catch {
+    // gone already
+  }
+}
+
+/** Root: moves the worker into the cgroup of the process that connected (its accounting and limits apply; the worker checks it). */
+function joinCallersCgroup(child: ChildProcess, conn: Socket): void {
+  const fd = (conn as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (child.pid === undefined || typeof fd !== 'number' || fd < 0) return;
+  try {
+    joinCgroupOf(child.pid, peerCredentials(fd).pid);
+  } catch {
+    // the worker sees the difference and declines: the front runs the command itself
+  }
+}
+
+/** Events of {@link WarmCliPool}: log lines, and one `handed` per connection given to a worker. */
+export interface WarmCliPoolEvents {
+  log: [Record<string, unknown>];
+  handed: [{ uid: number }];
+}
+
+/**
+ * Warm CLI workers (docs/explanation/cli-latency.md "Warm workers"; the model of Nailgun and of
+ * Gradle's daemon, one process per command): for each socket it serves, the pool keeps one
+ * worker forked ahead (src/cli/warm-worker.ts), running as that socket's user with the CLI
+ * loaded, and hands it the next connection (the descriptor, over the IPC channel, unread:
+ * `pauseOnConnect`); the worker runs that one command and exits, and the pool forks the next.
+ * A socket is 0600 and owned by its user (created 0600 by root first, then given to them), so
+ * only that user connects and a worker runs only that user's commands, as that user.
+ *
+ * Before each fork every descriptor of the daemon is marked close-on-exec, so a worker (and
+ * what it runs) inherits only its stdio (/dev/null) and the IPC channel, which it closes when
+ * it takes its connection. `idleMs`: a worker not used for that long is stopped and only forked
+ * again by the next connection (the daemon's own socket keeps one always: `idleMs` undefined).
+ */
+export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
+  private readonly served = new Map<string, Served>();
+  private readonly workerFile: string;
+
+  constructor(opts: { workerFile?: string } = {}) {
+    super();
+    // (bundled, import.meta.url is this file's tsc output, dist/src/daemon/warm-pool.js)
+    this.workerFile = opts.workerFile ?? fileURLToPath(new URL('../../cli/warm-worker.js', import.meta.url));
+  }
+
+  /** The socket paths served now. */
+  paths(): string[] {
+    return [...this.served.keys()];
+  }
+
+  /**
+   * Serves `path` for `who` (a stale socket file there is replaced). `idleMs`: see the class.
+   * @throws E_PERMISSION (an unsafe directory: see prepareSocketDir), the listen error
+   */
+  async serve(path: string, who: WarmIdentity, idleMs?: number): Promise<void> {
+    if (this.served.has(path)) return;
+    if (!fs.existsSync(this.workerFile))
+      return void this.emit('log', { level: 'warn', msg: 'no warm worker build', file: this.workerFile });
+    prepareSocketDir(path);
+    const existing = fs.lstatSync(path, { throwIfNoEntry: false });
+    if (existing && !existing.isSocket()) fs.rmSync(path, { force: true, recursive: false });
+    else fs.rmSync(path, { force: true });
+    const server = createServer({ pauseOnConnect: true });
+    const old = process.umask(0o177); // 0600 from the first moment, then given to its user
+    try {
+      await new Promise<void>((ok, fail) => server.once('error', fail).listen(path, () => ok()));
+    } finally {
+      process.umask(old);
+    }
+    fs.chownSync(path, who.uid, who.gid);
+    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [] };
+    this.served.set(path, s);
+    server.on('connection', (conn) => this.connection(s, conn, idleMs));
+    if (idleMs === undefined) this.ensureWorker(s, idleMs);
+    this.emit('log', { level: 'info', msg: 'warm cli socket', path, uid: who.uid });
+  }
+
+  /** Stops serving `path`: its socket file is removed, its waiting worker stopped (running ones finish their command). */
+  async drop(path: string): Promise<void> {
+    const s = this.served.get(path);
+    if (!s) return;
+    this.served.delete(path);
+    clearTimeout(s.idleTimer);
+    s.next?.child.kill('SIGKILL');
+    for (const c of s.waiting) c.destroy();
+    await new Promise<void>((r) => s.server.close(() => r()));
+    if (fs.lstatSync(path, { throwIfNoEntry: false })?.ino === s.ino) fs.rmSync(path, { force: true });
+  }
+
+  /** Stops serving every socket (see {@link drop}). */
+  async close(): Promise<void> {
+    for (const p of [...this.served.keys()]) await this.drop(p);
+  }
+
+  private connection(s: Served, conn: Socket, idleMs: number | undefined): void {
+    if (s.failedAt !== undefined && Date.now() - s.failedAt < RETRY_MS) return void conn.destroy();
+    s.waiting.push(conn);
+    conn.once('close', () => (s.waiting = s.waiting.filter((c) => c !== conn)));
+    this.ensureWorker(s, idleMs);
+    if (s.next) urgent(s.next.child); // a command waits for it
+    this.handOff(s, idleMs);
+  }
+
+  /** Gives the oldest waiting connection to the ready worker, and forks the next. */
+  private handOff(s: Served, idleMs: number | undefined): void {
+    const w = s.next;
+    if (!w?.ready || s.waiting.length === 0) return;
+    const conn = s.waiting.shift()!;
+    s.next = undefined;
+    clearTimeout(s.idleTimer);
+    urgent(w.child);
+    if (process.getuid?.() === 0) joinCallersCgroup(w.child, conn);
+    w.child.send({ type: 'conn' }, conn, { keepOpen: false }, (err) => {
+      if (err) conn.destroy();
+    });
+    this.emit('handed', { uid: s.who.uid });
+    this.ensureWorker(s, idleMs);
+    this.handOff(s, idleMs);
+  }
+
+  /** Forks the next worker unless one is there (or starting). */
+  private ensureWorker(s: Served, idleMs: number | undefined): void {
+    if (s.next || !this.served.has(this.pathOf(s))) return;
+    try {
+      markDescriptorsCloseOnExec();
+    } catch (err) {
+      // never fork a worker that could inherit the daemon's descriptors: the fronts run commands themselves
+      s.failedAt = Date.now();
+      for (const c of s.waiting.splice(0)) c.destroy();
+      return void this.emit('log', { level: 'warn', msg: 'no warm worker', err: String(err) });
+    }
+    const child = fork(this.workerFile, [], {
+      execArgv: [],
+      // its own process group (signals the front passes on reach what the command runs), stdio to /dev/null
+      detached: true,
+      stdio: ['ignore', 'ignore', 'ignore', 'ipc'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    });
+    const w: Worker = { child, ready: false };
+    s.next = w;
+    // loading ahead must not slow the command that is running now: the worker waits at a lower priority until it has work
+    if (s.waiting.length === 0) relaxed(child);
+    child.on('error', (err) => this.emit('log', { level: 'warn', msg: 'warm worker failed', err: String(err) }));
+    child.on('message', (m: { type?: unknown }) => {
+      // a worker says one thing, once: anything else is ignored
+      if (m?.type !== 'ready' || w.ready || s.next !== w) return;
+      w.ready = true;
+      if (idleMs !== undefined) s.idleTimer = setTimeout(() => s.next === w && this.retire(s, w), idleMs).unref();
+      this.handOff(s, idleMs);
+    });
+    child.once('exit', (code, signal) => {
+      if (s.next !== w) return;
+      s.next = undefined;
+      if (!w.ready) {
+        s.failedAt = Date.now();
+        this.emit('log', { level: 'warn', msg: 'warm worker exited before it was ready', code, signal, uid: s.who.uid });
+        for (const c of s.waiting.splice(0)) c.destroy(); // their fronts run the commands themselves
+      }
+    });
+    child.unref();
+    child.channel?.unref();
+    const init: WarmInit = { type: 'init', uid: s.who.uid, gid: s.who.gid, user: s.who.user, warm: s.who.warm };
+    child.send(init);
+  }
+
+  private retire(s: Served, w: Worker): void {
+    s.next = undefined;
+    w.child.kill('SIGTERM');
+  }
+
+  private pathOf(s: Served): string {
+    for (const [p, v] of this.served) if (v === s) return p;
+    return '';
+  }
+}
