@@ -2,9 +2,10 @@
 /**
  * CLI latency (issue 10 item 7): wall time of `node -e 0`, `awc --version`, `awc ls`, `awc fork`,
  * `awc mount` (a fresh workspace, the host daemon already running) and, to clean up,
- * `awc unmount --discard` and `awc rm`, each run N times interleaved in one run on one machine:
- * median, min and max of each, and each median's ratio to `node -e 0`'s against the target (≤ 2×
- * for ls, fork and mount).
+ * `awc unmount --discard` and `awc rm`, each run N times interleaved in one run on one machine,
+ * each both through the daemon's warm workers ("warm") and in its own process (`AWC_NO_WARM=1`,
+ * "in process"): median, min and max of each, and each median's ratio to `node -e 0`'s against
+ * the target (≤ 2× for ls, fork and mount, warm).
  *
  *   node dist/bench/cli-latency.js [--runs N] [--before <path of another build's main.js>] [--no-write]
  *

@@ -86,20 +86,23 @@ const result = await build({
 });
 
 const manifest = {};
-for (const [file, out] of Object.entries(result.metafile.outputs)) {
-  if (!file.endsWith('.js')) continue;
-  const packages = new Set();
-  const sources = [];
-  for (const input of Object.keys(out.inputs)) {
-    const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
-    if (m) packages.add(m[1]);
-    else sources.push(input);
+/** Adds the output files of one esbuild result to the manifest. */
+function addToManifest(res) {
+  for (const [file, out] of Object.entries(res.metafile.outputs)) {
+    if (!file.endsWith('.js')) continue;
+    const packages = new Set();
+    const sources = [];
+    for (const input of Object.keys(out.inputs)) {
+      const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+      if (m) packages.add(m[1]);
+      else sources.push(input);
+    }
+    const imports = out.imports.filter((i) => i.external && isBare(i.path)).map((i) => packageOf(i.path));
+    manifest[relative(outdir, join(root, file))] = { packages: [...packages].sort(), external: [...new Set(imports)].sort(), sources };
   }
-  const imports = out.imports.filter((i) => i.external && isBare(i.path)).map((i) => packageOf(i.path));
-  manifest[relative(outdir, join(root, file))] = { packages: [...packages].sort(), external: [...new Set(imports)].sort(), sources };
 }
+addToManifest(result);
 if (process.env.AWC_BUNDLE_METAFILE) writeFileSync(process.env.AWC_BUNDLE_METAFILE, JSON.stringify(result.metafile));
-writeFileSync(join(outdir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
 
 // The front (src/cli/front.ts): the one file every command loads first; node built-ins only, no chunks.
 const front = await build({
@@ -119,6 +122,8 @@ const front = await build({
 });
 const frontImports = Object.values(front.metafile.outputs).flatMap((o) => o.imports.filter((i) => !i.path.startsWith('node:')));
 if (frontImports.length > 0) throw new Error(`the front must import node built-ins only: ${frontImports.map((i) => i.path).join(', ')}`);
+addToManifest(front);
+writeFileSync(join(outdir, 'manifest.json'), JSON.stringify(manifest, null, 1) + '\n');
 
 // build-id: a digest of the bundle's files; a warm worker runs only commands of its own build
 const hash = createHash('sha256');

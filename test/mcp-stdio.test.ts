@@ -120,7 +120,12 @@ export async function resolve(spec, ctx, next) {
     >;
     const run = (args: string[]) => {
       writeFileSync(log, '');
-      const r = spawnSync(process.execPath, ['--import', register, CLI, '--home', home, ...args], { encoding: 'utf8', input: '' });
+      // in its own process (a warm worker of the daemon has everything loaded ahead, by design)
+      const r = spawnSync(process.execPath, ['--import', register, CLI, '--home', home, ...args], {
+        encoding: 'utf8',
+        input: '',
+        env: { ...process.env, AWC_NO_WARM: '1' },
+      });
       const urls = readFileSync(log, 'utf8').split('\n');
       const sources = urls.flatMap((u) => manifest[/\/dist\/cli\/([^/]+\.js)$/.exec(u)?.[1] ?? '']?.sources ?? []);
       return { status: r.status, urls: [...urls, ...sources.map((f) => `bundled:/${f}`)], stderr: r.stderr };
