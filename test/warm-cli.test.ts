@@ -60,7 +60,7 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
     });
     let err = '';
     child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    for (let i = 0; i < 400 && !warmRan(err); i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 1200 && !warmRan(err); i++) await new Promise((r) => setTimeout(r, 25));
     assert.ok(warmRan(err), `the hook went to a warm worker: ${err}`);
     // the worker running it is the one whose working directory is the caller's
     const worker = workers().find((pid) => readlinkSync(`/proc/${pid}/cwd`) === cwd);
@@ -168,7 +168,7 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
     const done = exitOf(child);
     child.kill('SIGINT');
     assert.equal(await done, 130, 'as a SIGINT ends it in process');
-    for (let i = 0; i < 200 && existsPid(worker); i++) await new Promise((r) => setTimeout(r, 25));
+    for (let i = 0; i < 600 && existsPid(worker); i++) await new Promise((r) => setTimeout(r, 25));
     assert.ok(!existsPid(worker), 'the worker ended with the command');
   });
 

@@ -29,8 +29,14 @@ interface Served {
   server: Server;
   who: WarmIdentity;
   ino: number;
-  /** The next worker (starting or ready); none while none is wanted. */
-  next?: Worker;
+  /** Workers loading or ready, not yet handed a connection. */
+  workers: Worker[];
+  /** How many to keep loading or ready. */
+  size: number;
+  /** A user socket's idle time after which its workers are stopped (ms). */
+  idleMs?: number;
+  /** The refill after a hand-off, if the command has not ended before. */
+  deferTimer?: NodeJS.Timeout;
   /** Connections that came while no worker was ready. */
   waiting: Socket[];
   idleTimer?: NodeJS.Timeout;
@@ -40,6 +46,9 @@ interface Served {
 
 /** How long after a worker failed to start no other is started (ms): connections are closed at once, their fronts run the command themselves. */
 const RETRY_MS = 5_000;
+
+/** How long after a hand-off the pool refills at the latest, when the command has not ended yet (ms). */
+const REFILL_MS = 1_000;
 
 /** The nice value of a worker that loads ahead (see WarmCliPool). */
 const AHEAD_NICE = 10;
@@ -83,17 +92,20 @@ export interface WarmCliPoolEvents {
 
 /**
  * Warm CLI workers (docs/explanation/cli-latency.md "Warm workers"; the model of Nailgun and of
- * Gradle's daemon, one process per command): for each socket it serves, the pool keeps one
- * worker forked ahead (src/cli/warm-worker.ts), running as that socket's user with the CLI
- * loaded, and hands it the next connection (the descriptor, over the IPC channel, unread:
- * `pauseOnConnect`); the worker runs that one command and exits, and the pool forks the next.
+ * Gradle's daemon, one process per command): for each socket it serves, the pool keeps workers
+ * forked ahead (src/cli/warm-worker.ts; two for the daemon's own user, one for a user socket),
+ * running as that socket's user with the CLI loaded, and hands each the next connection (the
+ * descriptor, over the IPC channel, unread: `pauseOnConnect`); a worker runs that one command
+ * and exits. The pool forks its replacement once that command ended (or REFILL_MS after the
+ * hand-off), at nice 10, so loading ahead never takes the CPU from a command that runs; a
+ * connection that finds no worker ready refills at once and gets the loading ones nice 0.
  * A socket is 0600 and owned by its user (created 0600 by root first, then given to them), so
  * only that user connects and a worker runs only that user's commands, as that user.
  *
  * Before each fork every descriptor of the daemon is marked close-on-exec, so a worker (and
  * what it runs) inherits only its stdio (/dev/null) and the IPC channel, which it closes when
- * it takes its connection. `idleMs`: a worker not used for that long is stopped and only forked
- * again by the next connection (the daemon's own socket keeps one always: `idleMs` undefined).
+ * it takes its connection. `idleMs`: workers not used for that long are stopped and only forked
+ * again by the next connection (the daemon's own socket keeps its always: `idleMs` undefined).
  */
 export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
   private readonly served = new Map<string, Served>();
@@ -119,9 +131,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     if (!fs.existsSync(this.workerFile))
       return void this.emit('log', { level: 'warn', msg: 'no warm worker build', file: this.workerFile });
     prepareSocketDir(path);
-    const existing = fs.lstatSync(path, { throwIfNoEntry: false });
-    if (existing && !existing.isSocket()) fs.rmSync(path, { force: true, recursive: false });
-    else fs.rmSync(path, { force: true });
+    fs.rmSync(path, { force: true });
     const server = createServer({ pauseOnConnect: true });
     const old = process.umask(0o177); // 0600 from the first moment, then given to its user
     try {
@@ -130,20 +140,22 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
       process.umask(old);
     }
     fs.chownSync(path, who.uid, who.gid);
-    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [] };
+    // the daemon's own user keeps two ready (a script's commands come back to back); a user one, forked on first use
+    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], size: idleMs === undefined ? 2 : 1, idleMs };
     this.served.set(path, s);
-    server.on('connection', (conn) => this.connection(s, conn, idleMs));
-    if (idleMs === undefined) this.ensureWorker(s, idleMs);
+    server.on('connection', (conn) => this.connection(s, conn));
+    if (idleMs === undefined) this.refill(s);
     this.emit('log', { level: 'info', msg: 'warm cli socket', path, uid: who.uid });
   }
 
-  /** Stops serving `path`: its socket file is removed, its waiting worker stopped (running ones finish their command). */
+  /** Stops serving `path`: its socket file is removed, its waiting workers stopped (running ones finish their command). */
   async drop(path: string): Promise<void> {
     const s = this.served.get(path);
     if (!s) return;
     this.served.delete(path);
     clearTimeout(s.idleTimer);
-    s.next?.child.kill('SIGKILL');
+    clearTimeout(s.deferTimer);
+    for (const w of s.workers.splice(0)) w.child.kill('SIGKILL');
     for (const c of s.waiting) c.destroy();
     await new Promise<void>((r) => s.server.close(() => r()));
     if (fs.lstatSync(path, { throwIfNoEntry: false })?.ino === s.ino) fs.rmSync(path, { force: true });
@@ -154,42 +166,55 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     for (const p of [...this.served.keys()]) await this.drop(p);
   }
 
-  private connection(s: Served, conn: Socket, idleMs: number | undefined): void {
+  private connection(s: Served, conn: Socket): void {
     if (s.failedAt !== undefined && Date.now() - s.failedAt < RETRY_MS) return void conn.destroy();
     s.waiting.push(conn);
     conn.once('close', () => (s.waiting = s.waiting.filter((c) => c !== conn)));
-    this.ensureWorker(s, idleMs);
-    if (s.next) urgent(s.next.child); // a command waits for it
-    this.handOff(s, idleMs);
+    this.handOff(s);
+    if (s.waiting.length === 0) return;
+    // a command waits: no deferring, and the workers loading now get the normal priority
+    this.refill(s, true);
+    for (const w of s.workers) urgent(w.child);
   }
 
-  /** Gives the oldest waiting connection to the ready worker, and forks the next. */
-  private handOff(s: Served, idleMs: number | undefined): void {
-    const w = s.next;
-    if (!w?.ready || s.waiting.length === 0) return;
-    const conn = s.waiting.shift()!;
-    s.next = undefined;
-    clearTimeout(s.idleTimer);
-    urgent(w.child);
-    if (process.getuid?.() === 0) joinCallersCgroup(w.child, conn);
-    w.child.send({ type: 'conn' }, conn, { keepOpen: false }, (err) => {
-      if (err) conn.destroy();
-    });
-    this.emit('handed', { uid: s.who.uid });
-    this.ensureWorker(s, idleMs);
-    this.handOff(s, idleMs);
+  /** Gives waiting connections to ready workers; refills once the command it handed has ended (or after REFILL_MS). */
+  private handOff(s: Served): void {
+    while (s.waiting.length > 0) {
+      const w = s.workers.find((x) => x.ready);
+      if (!w) return;
+      s.workers = s.workers.filter((x) => x !== w);
+      const conn = s.waiting.shift()!;
+      clearTimeout(s.idleTimer);
+      urgent(w.child);
+      if (process.getuid?.() === 0) joinCallersCgroup(w.child, conn);
+      w.child.send({ type: 'conn' }, conn, { keepOpen: false }, (err) => {
+        if (err) conn.destroy();
+      });
+      this.emit('handed', { uid: s.who.uid });
+      // loading the next one now would take the CPU from this command: wait for its end (or a while)
+      clearTimeout(s.deferTimer);
+      s.deferTimer = setTimeout(() => this.refill(s), REFILL_MS).unref();
+      w.child.once('exit', () => this.refill(s));
+    }
   }
 
-  /** Forks the next worker unless one is there (or starting). */
-  private ensureWorker(s: Served, idleMs: number | undefined): void {
-    if (s.next || !this.served.has(this.pathOf(s))) return;
+  /** Forks workers until `size` are ready or loading (not while a handed command runs, unless `now`). */
+  private refill(s: Served, now = false): void {
+    if (!this.served.has(this.pathOf(s))) return;
+    if (now) clearTimeout(s.deferTimer);
+    while (s.workers.length < s.size) if (!this.forkWorker(s)) return;
+  }
+
+  /** Forks one worker; false when none can be (see markDescriptorsCloseOnExec). */
+  private forkWorker(s: Served): boolean {
     try {
       markDescriptorsCloseOnExec();
     } catch (err) {
       // never fork a worker that could inherit the daemon's descriptors: the fronts run commands themselves
       s.failedAt = Date.now();
       for (const c of s.waiting.splice(0)) c.destroy();
-      return void this.emit('log', { level: 'warn', msg: 'no warm worker', err: String(err) });
+      this.emit('log', { level: 'warn', msg: 'no warm worker', err: String(err) });
+      return false;
     }
     const child = fork(this.workerFile, [], {
       execArgv: [],
@@ -199,20 +224,23 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
     });
     const w: Worker = { child, ready: false };
-    s.next = w;
-    // loading ahead must not slow the command that is running now: the worker waits at a lower priority until it has work
+    s.workers.push(w);
+    // loading ahead must not slow a command running now: a lower priority until a command waits for it
     if (s.waiting.length === 0) relaxed(child);
     child.on('error', (err) => this.emit('log', { level: 'warn', msg: 'warm worker failed', err: String(err) }));
     child.on('message', (m: { type?: unknown }) => {
       // a worker says one thing, once: anything else is ignored
-      if (m?.type !== 'ready' || w.ready || s.next !== w) return;
+      if (m?.type !== 'ready' || w.ready || !s.workers.includes(w)) return;
       w.ready = true;
-      if (idleMs !== undefined) s.idleTimer = setTimeout(() => s.next === w && this.retire(s, w), idleMs).unref();
-      this.handOff(s, idleMs);
+      if (s.idleMs !== undefined) {
+        clearTimeout(s.idleTimer);
+        s.idleTimer = setTimeout(() => this.retire(s), s.idleMs).unref();
+      }
+      this.handOff(s);
     });
     child.once('exit', (code, signal) => {
-      if (s.next !== w) return;
-      s.next = undefined;
+      if (!s.workers.includes(w)) return;
+      s.workers = s.workers.filter((x) => x !== w);
       if (!w.ready) {
         s.failedAt = Date.now();
         this.emit('log', { level: 'warn', msg: 'warm worker exited before it was ready', code, signal, uid: s.who.uid });
@@ -223,11 +251,12 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     child.channel?.unref();
     const init: WarmInit = { type: 'init', uid: s.who.uid, gid: s.who.gid, user: s.who.user, warm: s.who.warm };
     child.send(init);
+    return true;
   }
 
-  private retire(s: Served, w: Worker): void {
-    s.next = undefined;
-    w.child.kill('SIGTERM');
+  /** Stops the idle workers of a user socket (forked again by its next connection). */
+  private retire(s: Served): void {
+    for (const w of s.workers.splice(0)) w.child.kill('SIGTERM');
   }
 
   private pathOf(s: Served): string {
