@@ -65,13 +65,11 @@ const importMetaUrl = {
 };
 
 rmSync(outdir, { recursive: true, force: true });
-const result = await build({
+/** What both builds share: ESM for Node 20, minified, with linked source maps and a metafile. */
+const common = {
   absWorkingDir: root,
-  // awc: the CLI in process; warm-worker: a warm worker of the host daemon (src/daemon/warm-pool.ts), sharing its chunks
-  entryPoints: { awc: 'src/cli/cli-main.ts', 'warm-worker': 'src/cli/warm-worker-main.ts' },
   outdir,
   bundle: true,
-  splitting: true,
   format: 'esm',
   platform: 'node',
   target: 'node20',
@@ -80,6 +78,12 @@ const result = await build({
   sourcesContent: false,
   metafile: true,
   logLevel: 'warning',
+};
+const result = await build({
+  ...common,
+  // awc: the CLI in process; warm-worker: a warm worker of the host daemon (src/daemon/warm-pool.ts), sharing its chunks
+  entryPoints: { awc: 'src/cli/cli-main.ts', 'warm-worker': 'src/cli/warm-worker-main.ts' },
+  splitting: true,
   plugins: [externals, importMetaUrl],
   // CommonJS packages in an ESM bundle call require() (node builtins): give every chunk one
   banner: { js: "import { createRequire as __awcRequire } from 'node:module'; const require = __awcRequire(import.meta.url);" },
@@ -106,18 +110,8 @@ if (process.env.AWC_BUNDLE_METAFILE) writeFileSync(process.env.AWC_BUNDLE_METAFI
 
 // The front (src/cli/front.ts): the one file every command loads first; node built-ins only, no chunks.
 const front = await build({
-  absWorkingDir: root,
+  ...common,
   entryPoints: { front: 'src/cli/front-main.ts' },
-  outdir,
-  bundle: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  minify: true,
-  sourcemap: 'linked',
-  sourcesContent: false,
-  metafile: true,
-  logLevel: 'warning',
   plugins: [importMetaUrl],
 });
 const frontImports = Object.values(front.metafile.outputs).flatMap((o) => o.imports.filter((i) => !i.path.startsWith('node:')));
