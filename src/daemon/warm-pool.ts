@@ -157,7 +157,9 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     clearTimeout(s.deferTimer);
     for (const w of s.workers.splice(0)) w.child.kill('SIGKILL');
     for (const c of s.waiting) c.destroy();
-    await new Promise<void>((r) => s.server.close(() => r()));
+    // not waiting for close's callback: it waits for every connection ever accepted, and the
+    // handed ones are their workers' now (the parent may still count them)
+    s.server.close();
     if (fs.lstatSync(path, { throwIfNoEntry: false })?.ino === s.ino) fs.rmSync(path, { force: true });
   }
 
