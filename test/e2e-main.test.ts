@@ -152,7 +152,10 @@ for (const { driver, catalog, store, tree } of runs) {
         test('the packs are in the bucket under the prefix; the home holds none', async () => {
           const r = await bucket!.client.send(new ListObjectsV2Command({ Bucket: bucket!.name }));
           const keys = (r.Contents ?? []).map((o) => o.Key!);
-          assert.ok(keys.length > 0 && keys.every((k) => /^awc\/packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/.test(k)), keys.join(', '));
+          // packs, and the git proof records of imported checkouts (docs/reference/formats.md), all under the prefix
+          const pack = /^awc\/packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
+          const proof = /^awc\/gitproof\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
+          assert.ok(keys.some((k) => pack.test(k)) && keys.every((k) => pack.test(k) || proof.test(k)), keys.join(', '));
           const objects = join(home, 'objects');
           assert.ok(!existsSync(objects) || readdirSync(objects).length === 0, "nothing in the home's objects directory");
         });
