@@ -86,7 +86,9 @@ test('catalog statements per fork, mount, heartbeat and checkpoint commit (for d
     ),
   );
   const [w] = await cat.forkWorkspaces(NS, s.id, [null]);
-  rows.mount = await statements(log, () => cat.mountLeased(w!.id, { path: '/mnt/w', driver: 'copy', host: 'h' }));
+  rows.mount = await statements(log, () =>
+    cat.mountLeased(w!.id, { path: '/mnt/w', driver: 'copy', host: 'h' }, { layerSnapshotId: s.id }),
+  );
   rows.heartbeat = await statements(log, () => cat.heartbeat('h', 1));
   rows['checkpoint commit (1 pack, 20 blobs)'] = await statements(log, () =>
     cat.commitCheckpoint({
@@ -103,6 +105,6 @@ test('catalog statements per fork, mount, heartbeat and checkpoint commit (for d
   for (const [op, r] of Object.entries(rows)) console.log(`# ${op}: ${r.all} statements, ${r.writes} writes`);
   assert.equal(rows.heartbeat!.all, 1);
   assert.equal(rows['fork 100']!.writes, rows['fork 1']!.writes, 'a fork is one multi-row INSERT whatever the count');
-  assert.ok(rows.mount!.writes <= 2, 'a mount writes the lease row and the workspace row');
+  assert.ok(rows.mount!.writes <= 2, 'a mount writes the lease row and the workspace row (its mount record and layer snapshot)');
   await cat.close();
 });

@@ -11,11 +11,11 @@ import { strict as assert } from 'node:assert';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, readlinkSync, realpathSync, statSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ERROR_CODES } from '../src/core/errors.js';
 import { EXIT_DAEMON_UNAVAILABLE } from '../src/cli/front.js';
-import { cliSocketOf, frame, FrameReader, userCliSocketOf } from '../src/daemon/warm-protocol.js';
+import { BUILD_ID_FILE, cliSocketOf, frame, FrameReader, HANDSHAKE_MS, userCliSocketOf } from '../src/daemon/warm-protocol.js';
 import { pathsOf } from '../src/config/config.js';
 import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
@@ -233,6 +233,63 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
       });
     });
     assert.equal(reply, 'D:another build');
+  });
+
+  it('a daemon that does not answer (stopped) never hangs the CLI: after HANDSHAKE_MS the command runs in process', () => {
+    const pid = Number(readFileSync(pathsOf({ home }).pidFile, 'utf8').trim());
+    assert.ok(pid > 0, 'the daemon pid');
+    const cold = run(['ls'], { env: { AWC_NO_WARM: '1' } });
+    process.kill(pid, 'SIGSTOP');
+    try {
+      const t0 = Date.now();
+      const r = run(['ls'], { env: TRACE });
+      assert.match(r.stderr, new RegExp(`no warm worker answered in ${HANDSHAKE_MS} ms`));
+      assert.ok(!warmRan(r.stderr));
+      assert.deepEqual([r.code, r.stdout], [cold.code, cold.stdout], 'the same answer, from this process');
+      assert.ok(Date.now() - t0 >= HANDSHAKE_MS, 'it waited for the worker first');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+  });
+
+  it('a worker that accepted runs nothing until the front says go: a front that left after A leaves no trace', async () => {
+    const build = readFileSync(join(dirname(CLI), '..', '..', 'cli', BUILD_ID_FILE), 'utf8').trim();
+    const name = 'never-forked';
+    const first = await new Promise<string>((resolve, reject) => {
+      const c = connect(cliSocket);
+      const reader = new FrameReader();
+      c.on('error', reject);
+      c.on('connect', () =>
+        c.write(
+          frame(
+            'H',
+            JSON.stringify({
+              v: 1,
+              build,
+              argv: ['fork', 'base', '--name', name],
+              cwd: work,
+              env: { PATH: process.env.PATH, AWC_HOME: home },
+              umask: 0o22,
+              tty: [false, false, false],
+            }),
+          ),
+        ),
+      );
+      c.on('data', (d: Buffer) => {
+        for (const f of reader.push(d)) {
+          c.destroy(); // gone after the first answer, without G
+          resolve(f.type);
+        }
+      });
+    });
+    assert.equal(first, 'A', 'the worker accepted');
+    await new Promise((r) => setTimeout(r, 1500));
+    const ls = JSON.parse(run(['--json', 'ls'], { env: { AWC_NO_WARM: '1' } }).stdout) as { workspaces: { name: string | null }[] };
+    assert.equal(
+      ls.workspaces.some((w) => w.name === name),
+      false,
+      'no workspace was forked',
+    );
   });
 
   it('an ordinary user gets a worker of their own, running as them; without the daemon every command runs in process', () => {

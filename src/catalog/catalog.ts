@@ -176,7 +176,9 @@ export interface Catalog {
    * refused; an expired one is taken only with `steal` (epoch + 1; the expired holder's mount
    * record is replaced). `keepsPrivate`: the host resumes private state kept from an earlier
    * mount, valid only while the lease never left this host. `expectHeadId`: the head the mount
-   * was built from must still be the head. `taken`: the lease was taken by this call (not kept).
+   * was built from must still be the head. `layerSnapshotId`: also records the snapshot the host
+   * state is built from (as `setLayerSnapshot`), in the same transaction: one commit per mount.
+   * `taken`: the lease was taken by this call (not kept).
    * Callers record the mount first and only then make it (a host that loses never shows a file).
    * @throws E_LEASED (held by a live host, or expired without `steal`; details: holder, expiresAtMs),
    *   E_LEASE_LOST (`keepsPrivate`, but the lease was taken or released since),
@@ -186,7 +188,7 @@ export interface Catalog {
   mountLeased(
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string },
-    opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string },
+    opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string; layerSnapshotId?: string },
   ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }>;
 
   /**

@@ -10,6 +10,7 @@ import {
   FORWARDED_SIGNALS,
   FrameReader,
   frame,
+  HANDSHAKE_MS,
   userCliSocketOf,
   type WarmRequest,
 } from '../daemon/warm-protocol.js';
@@ -118,6 +119,14 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
     };
     conn.once('error', () => undefined); // 'close' follows and decides
     conn.on('connect', () => conn.write(frame('H', JSON.stringify(req))));
+    // no answer in time (a stopped or hung daemon still has its socket accepted by the kernel): run it here
+    const patience = setTimeout(() => {
+      if (accepted || finished) return;
+      finished = true;
+      if (process.env.AWC_WARM_TRACE === '1') process.stderr.write(`awc: no warm worker answered in ${HANDSHAKE_MS} ms\n`);
+      conn.destroy();
+      fallBack('unavailable');
+    }, HANDSHAKE_MS);
     // a closed stdout (`awc ls | head -1`): stop quietly with 141, as in process (the worker sees the connection go)
     const onOutError = (err: NodeJS.ErrnoException) => {
       conn.destroy();
@@ -133,12 +142,16 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
         if (f.type === 'O') process.stdout.write(f.payload);
         else if (f.type === 'R') process.stderr.write(f.payload);
         else if (f.type === 'A') {
+          if (finished) return;
+          clearTimeout(patience);
           accepted = true;
+          conn.write(frame('G'));
           if (process.env.AWC_WARM_TRACE === '1') process.stderr.write(`awc: warm worker ${socket} runs the command\n`);
           process.stdout.on('error', onOutError);
           process.stderr.on('error', onOutError);
           for (const sig of FORWARDED_SIGNALS) process.on(sig, onSignal);
         } else if (f.type === 'D') {
+          clearTimeout(patience);
           finished = true;
           if (process.env.AWC_WARM_TRACE === '1') process.stderr.write(`awc: warm worker declined: ${f.payload.toString()}\n`);
           conn.destroy();
@@ -154,6 +167,7 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
       }
     });
     conn.on('close', () => {
+      clearTimeout(patience);
       if (finished) return;
       if (!accepted) return fallBack('unavailable');
       if (signalled) process.exit(128 + osConstants.signals[signalled as NodeJS.Signals]);

@@ -109,6 +109,8 @@ function serve(conn: Socket, build: string): void {
   const reader = new FrameReader();
   let stdin: Readable | undefined;
   let ended = false;
+  let goOn: () => void = () => undefined;
+  const go = new Promise<void>((ok) => (goOn = ok));
   const realExit = process.exit.bind(process);
   const finish = (code: number): never => {
     if (!ended) {
@@ -150,6 +152,7 @@ function serve(conn: Socket, build: string): void {
       finish(1);
     });
     writeFrame(fd, 'A');
+    await go; // the front's G: it waits for this worker (it closes instead when it gave up: 'close' below)
     const { runCli } = await import('./main.js');
     await runCli(process.argv);
     finish(Number(process.exitCode ?? 0) || 0);
@@ -168,7 +171,8 @@ function serve(conn: Socket, build: string): void {
         void start(req);
         continue;
       }
-      if (f.type === 'I') stdin.push(f.payload);
+      if (f.type === 'G') goOn();
+      else if (f.type === 'I') stdin.push(f.payload);
       else if (f.type === 'E') stdin.push(null);
       else if (f.type === 'S') {
         const sig = f.payload.toString();

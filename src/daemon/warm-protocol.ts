@@ -8,10 +8,12 @@ import { join } from 'node:path';
  *
  * A frame is one type byte, a 4-byte big-endian payload length, then the payload.
  *
- * - front → worker: `H` the request ({@link WarmRequest} as JSON, always first), `I` stdin
- *   bytes, `E` end of stdin, `S` a signal the front received (its name).
- * - worker → front: `A` accepted (the command starts now; before it nothing ran, so the front
- *   may run the command itself), `D` declined (the reason; the front runs it itself), `O`
+ * - front → worker: `H` the request ({@link WarmRequest} as JSON, always first), `G` go (the
+ *   answer to `A`: the front is committed to this worker), `I` stdin bytes, `E` end of stdin,
+ *   `S` a signal the front received (its name).
+ * - worker → front: `A` accepted (the worker will run the command once it has `G`; before `G`
+ *   nothing ran, so a front that gave up waiting, {@link HANDSHAKE_MS}, closes instead and runs
+ *   the command itself), `D` declined (the reason; the front runs it itself), `O`
  *   stdout bytes, `R` stderr bytes, `W` the command reads stdin (the front starts sending it),
  *   `X` the exit status (decimal), always last.
  */
@@ -31,7 +33,14 @@ export interface WarmInit {
   warm: { kind: 'local'; home: string; catalog: string; objectStore: string } | { kind: 'remote' };
 }
 
-export type FrameType = 'H' | 'I' | 'E' | 'S' | 'A' | 'D' | 'O' | 'R' | 'W' | 'X';
+export type FrameType = 'H' | 'G' | 'I' | 'E' | 'S' | 'A' | 'D' | 'O' | 'R' | 'W' | 'X';
+
+/**
+ * How long (ms) the front waits for a worker's `A` or `D` before it closes the connection and
+ * runs the command itself: a daemon that is stopped (SIGSTOP), hung or swamped still lets
+ * the kernel accept connections on its socket, and must never hang the CLI.
+ */
+export const HANDSHAKE_MS = 2000;
 
 /** What the front sends first: the command as the caller's own process would have run it. */
 export interface WarmRequest {

@@ -60,6 +60,23 @@ export function catalogLeaseContract(name: string, factory: CatalogFactory): voi
       });
     });
 
+    it('mount records the layer snapshot in the same transaction (gc holds it); a refused mount records none', async () => {
+      await withCat(async (cat) => {
+        const { ws, base } = await workspace(cat);
+        const other = await workspace(cat);
+        await cat.registerHost({ id: 'A', ttlMs: 60_000 });
+        await cat.registerHost({ id: 'B', ttlMs: 60_000 });
+        const holds = async () => new Map((await cat.gc().listHolds()).map((h) => [h.workspaceId, h.layer]));
+        assert.equal((await holds()).get(ws), null, 'a fresh fork has no layer snapshot');
+        const r = await cat.mountLeased(ws, at('A'), { layerSnapshotId: base });
+        assert.equal(r.workspace.mountHost, 'A');
+        assert.equal((await holds()).get(ws), base, 'recorded with the mount');
+        await cat.mountLeased(other.ws, at('A', '/mnt/other'));
+        await rejectsWith(cat.mountLeased(other.ws, at('B', '/mnt/b'), { layerSnapshotId: other.base }), 'E_LEASED');
+        assert.equal((await holds()).get(other.ws), null, 'the refused mount recorded no layer snapshot');
+      });
+    });
+
     it('mount takes the lease with the mount record; a live holder is refused with E_LEASED naming it, --steal too', async () => {
       await withCat(async (cat) => {
         const { ws } = await workspace(cat);

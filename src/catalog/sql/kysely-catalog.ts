@@ -217,7 +217,7 @@ export class KyselyCatalog implements Catalog {
   mountLeased(
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string },
-    opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string },
+    opts?: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string; layerSnapshotId?: string },
   ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }> {
     return this.#leases.mountLeased(workspaceId, m, opts);
   }

@@ -188,7 +188,7 @@ export class LeaseQueries {
   async mountLeased(
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string },
-    opts: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string } = {},
+    opts: { steal?: boolean; keepsPrivate?: boolean; expectHeadId?: string; layerSnapshotId?: string } = {},
   ): Promise<{ workspace: WorkspaceRow; lease: LeaseRow; taken: boolean }> {
     return this.ctx.tx(async (trx) => {
       const me = await trx
@@ -214,7 +214,7 @@ export class LeaseQueries {
           },
         );
       }
-      const workspace = await this.workspaces.setMountIn(trx, workspaceId, m, { overrideHost });
+      const workspace = await this.workspaces.setMountIn(trx, workspaceId, m, { overrideHost, layerSnapshotId: opts.layerSnapshotId });
       const lease = await this.#lease(trx, workspaceId);
       if (!lease) throw new AwcError('E_INTERNAL', `workspace ${workspaceId}: no lease row after taking it`);
       return { workspace, lease, taken };

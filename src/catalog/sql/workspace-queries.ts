@@ -189,13 +189,14 @@ export class WorkspaceQueries {
 
   /**
    * `setMount` inside transaction `trx`. `overrideHost`: a mount record of that host (whose
-   * expired lease this mount took over) is replaced instead of refused.
+   * expired lease this mount took over) is replaced instead of refused. `layerSnapshotId`:
+   * also records the snapshot the host state is built from (see `setLayerSnapshot`), in the same row write.
    */
   async setMountIn(
     trx: Transaction<Database>,
     workspaceId: string,
     m: { path: string; driver: MountDriverName; host: string } | null,
-    opts: { overrideHost?: string } = {},
+    opts: { overrideHost?: string; layerSnapshotId?: string } = {},
   ): Promise<WorkspaceRow> {
     const ctx = this.ctx;
     if (m && !m.path.startsWith('/')) throw new AwcError('E_USAGE', `a mount path must be absolute: ${JSON.stringify(m.path)}`);
@@ -240,14 +241,19 @@ export class WorkspaceQueries {
       const set = m
         ? { mount_state: 'mounted', mount_path: m.path, mount_driver: m.driver, mount_host: m.host, updated_at: now }
         : { mount_state: 'unmounted', mount_path: null, mount_driver: null, mount_host: null, updated_at: now };
+      const layer = opts.layerSnapshotId === undefined ? {} : { layer_snapshot_id: opts.layerSnapshotId };
       try {
-        await trx.updateTable('workspaces').set(set).where('id', '=', workspaceId).execute();
+        await trx
+          .updateTable('workspaces')
+          .set({ ...set, ...layer })
+          .where('id', '=', workspaceId)
+          .execute();
       } catch (err) {
         if (ctx.errors.isUniqueViolation(err))
           throw new AwcError('E_TARGET_BUSY', `another workspace is mounted at ${m?.path} on ${m?.host}`, { cause: err });
         throw err;
       }
-      return toWorkspaceRow({ ...ws, ...set }, ws.namespace_name);
+      return toWorkspaceRow({ ...ws, ...set, ...layer }, ws.namespace_name);
     }
   }
 

@@ -151,13 +151,13 @@ export class CopyMountDriver implements MountDriver {
       });
     await ctx.ensureHostSession();
     const head = await ctx.catalog.getSnapshot(ctx.config.namespace, ws.headSnapshotId);
-    // the lease and the mount record first, in one transaction: a host that loses the race never shows a file
+    // the lease, the mount record and the copy's snapshot first, in one transaction: a host that loses the
+    // race never shows a file, and gc keeps what the copy is made of before it is materialised
     const { taken } = await ctx.catalog.mountLeased(
       ws.id,
       { path: target, driver: 'copy', host: ctx.config.host },
-      { steal: opts.steal, expectHeadId: head.id },
+      { steal: opts.steal, expectHeadId: head.id, layerSnapshotId: head.id },
     );
-    await ctx.catalog.setLayerSnapshot(ws.id, head.id); // before materialising: gc keeps what the copy is made of
     let m: CopyMaterialised;
     const state: WorkspaceHostState = {
       v: 1,

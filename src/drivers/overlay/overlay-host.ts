@@ -212,10 +212,6 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     // held until the state names the layer (or the mount failed): the host sweep never drops it meanwhile
     const release = this.layerUse.acquire(layerRoot);
     try {
-      // recorded before the layer is built, so a gc anywhere keeps the layer's snapshot (docs/explanation/gc.md#what-is-live)
-      await this.catalog.setLayerSnapshot(ws.id, layerSnapshotId);
-      const reader = this.content.reader(ns);
-      const layer = await this.layer(ns, layerRoot, owner);
       const dirs = workspaceDirs(this.paths.workspaces, ws.id);
       if (fs.existsSync(dirs.upper)) {
         // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
@@ -226,15 +222,19 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
           });
         }
       }
-      // the lease (kept, taken, or stolen after expiry) and the mount record, in one transaction, before
-      // anything shows at the target: a host that loses the race never mounts, nor touches the upper
+      // the lease (kept, taken, or stolen after expiry), the mount record and the layer's snapshot, in one
+      // transaction (one commit), before the layer is built or anything shows at the target: a host that
+      // loses the race never builds, mounts, nor touches the upper; a gc anywhere keeps the layer's
+      // snapshot from here on (docs/explanation/gc.md#what-is-live)
       const { taken } = await this.catalog.mountLeased(
         ws.id,
         { path: target, driver: 'overlay', host: this.config.host },
-        { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId },
+        { steal, keepsPrivate: pending !== undefined, expectHeadId: pending ? undefined : layerSnapshotId, layerSnapshotId },
       );
       let mounted = false;
       try {
+        const reader = this.content.reader(ns);
+        const layer = await this.layer(ns, layerRoot, owner);
         if (!pending) {
           await rm(dirs.dir, { recursive: true, force: true });
           await mkdirPrivate(dirs.dir);
