@@ -18,9 +18,10 @@ import {
 /**
  * Commands a warm worker never runs: they are the daemon itself (`daemon start|run|stop|…`
  * would start or stop the very process the worker belongs to), a long-lived stdio server whose
- * start-up cost is paid once per session (`mcp`), or the demos (they start daemons of their own).
+ * start-up cost is paid once per session (`mcp`), the demos (they start daemons of their own),
+ * or `run` (its command needs this process's own descriptors, terminal and process group).
  */
-const OWN_PROCESS = new Set(['daemon', 'mcp', 'demo']);
+const OWN_PROCESS = new Set(['daemon', 'mcp', 'demo', 'run']);
 
 /** Exit status of E_DAEMON_UNAVAILABLE (src/core/errors.ts; test/warm-cli.test.ts checks they agree). */
 export const EXIT_DAEMON_UNAVAILABLE = 6;

@@ -14,6 +14,7 @@ import { registerUserGuards } from './commands/user-guards.js';
 // tiny (commander, the error codes, Output); each command loads its implementation in its action.
 
 import { registerAttachCommands } from './commands/attach.js';
+import { registerRunCommand } from './commands/run.js';
 import { describeCleaned, registerDaemonCommands } from './commands/daemon.js';
 import { registerClaudeCommands } from './commands/claude.js';
 import type { ImportCliOptions } from './git-options.js';
@@ -417,6 +418,7 @@ registerUserGuards(program, globals);
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);
+registerRunCommand(program, withAwc, globals);
 registerClaudeCommands(
   program,
   (fn) => withAwc(fn),

@@ -13,6 +13,7 @@ import { checkpointGitAsUser, exportGitAsUser, importGitAsUser, type GitCalls } 
 import type { RemoteMethod } from '../service/remote-methods.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName } from '../host/export-dir-guard.js';
 import { PendingFile } from '../service/pending-file.js';
+import { withSourcePath } from '../service/run-target.js';
 import { restoreKeptSet } from '../service/kept-files.js';
 import type { UsageReport } from '../service/usage.js';
 import type { AttachResult, DetachResult } from '../service/attach.js';
@@ -187,7 +188,8 @@ async function importAsUser(client: UserClient, namespace: string, source: strin
   const path = resolve(source);
   const st = fs.statSync(path, { throwIfNoEntry: false });
   if (!st) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory or tar file: ${source}`);
-  const args = { namespace, name: opts.name, message: opts.message, labels: opts.labels };
+  const labels = withSourcePath(opts.labels, st.isDirectory() && opts.recordPath !== false ? path : undefined);
+  const args = { namespace, name: opts.name, message: opts.message, labels };
   if (!st.isDirectory()) {
     const input = fs.createReadStream(path);
     const done = new Promise<void>((ok, fail) => input.once('end', ok).once('error', (e) => fail(toAwcError(e))));

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { redactUrl } from '../config/backend-url.js';
 import type { Labels } from '../catalog/labels.js';
+import { withSourcePath } from './run-target.js';
 import type { ImportOptions, ImportResult } from './import-snapshot.js';
 import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp } from './git-run.js';
 
@@ -84,8 +85,10 @@ export async function importGit(deps: GitImportDeps, repo: string, opts: GitImpo
       if (err instanceof GitFailure) throw new AwcError('E_GIT_FAILED', `cannot check out ${rev} of ${origin}: ${summarise(err.stderr)}`);
       throw err;
     }
-    const labels = { ...opts.labels, [GIT_ORIGIN_LABEL]: origin, [GIT_COMMIT_LABEL]: commit };
+    // a local repository's path is the stable path of `awc run` (never the temporary clone's)
+    const labels = withSourcePath({ ...opts.labels, [GIT_ORIGIN_LABEL]: origin, [GIT_COMMIT_LABEL]: commit }, remote ? undefined : source);
     const r = await deps.importSnapshot(work, {
+      recordPath: false,
       name: opts.name,
       message: opts.message ?? `import git ${origin} at ${commit.slice(0, 12)}${branch ? ` (${branch})` : ''}`,
       labels,

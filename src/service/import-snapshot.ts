@@ -6,6 +6,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import type { Catalog } from '../catalog/catalog.js';
 import { checkName } from '../catalog/names.js';
 import { checkLabels, type Labels } from '../catalog/labels.js';
+import { withSourcePath } from './run-target.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { importDir } from '../host/import-dir.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -53,6 +54,12 @@ export interface ImportOptions {
    * an index git trusts (docs/explanation/git.md#the-workspaces-index). None: not computed.
    */
   gitProofStore?: ObjectStore;
+  /**
+   * A directory import records the directory's absolute path as the label `awc.path` (the
+   * stable path of `awc run`, src/service/run-target.ts) unless the labels name one; false:
+   * never (an import from a temporary directory, such as a `--git` clone).
+   */
+  recordPath?: boolean;
   /** Test-only injection point before the catalog commit. */
   testHooks?: CommitHooks;
 }
@@ -82,7 +89,7 @@ export async function importSnapshot(
     throw toAwcError(err);
   }
   checkName(opts.name, 'snapshot');
-  const labels = checkLabels(opts.labels as Record<string, string> | undefined);
+  const labels = checkLabels(withSourcePath(opts.labels, st.isDirectory() && opts.recordPath !== false ? src : undefined));
   if (opts.name !== undefined) await assertSnapshotNameFree(catalog, namespace, opts.name);
   const startedAtMs = await catalog.nowMs();
   const writer = makeWriter();
