@@ -2,7 +2,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { PROJECT, awc, awcOk, errorOf } from './helpers/cli.js';
 import { CONFIG_KEYS } from '../src/config/config.js';
 
@@ -148,7 +148,8 @@ describe('refs, names, configuration and hints', () => {
   });
   test('labels: set on import and fork, filter ls, change with awc label, shown, bad ones refused', () => {
     const s = awcOk(home, ['snapshot', 'import', src, '--label', 'awc.env-key=k1', '--label', 'team=a'], env);
-    assert.deepEqual(s.labels, { 'awc.env-key': 'k1', team: 'a' });
+    // a directory import also records where it came from (awc.path: the stable path of `awc run`)
+    assert.deepEqual(s.labels, { 'awc.env-key': 'k1', 'awc.path': resolve(src), team: 'a' });
     const listed = awcOk(home, ['snapshot', 'ls', '--label', 'awc.env-key=k1'], env).snapshots;
     assert.deepEqual(
       listed.map((r: { id: string }) => r.id),
@@ -163,7 +164,7 @@ describe('refs, names, configuration and hints', () => {
     assert.deepEqual(awcOk(home, ['label', w.id, 'x=1', 'awc.claude.session-'], env), { kind: 'workspace', id: w.id, labels: { x: '1' } });
     assert.deepEqual(awcOk(home, ['show', w.id], env).labels, { x: '1' });
     const text = awc(home, ['show', s.id], env, { json: false }).stdout;
-    assert.match(text, /labels: +\[awc\.env-key=k1, team=a\]/);
+    assert.match(text, /labels: +\[awc\.env-key=k1, awc\.path=\S+, team=a\]/);
     expectError(awc(home, ['fork', s.id, '--label', 'Bad=1'], env), 'E_USAGE', 2);
     expectError(awc(home, ['label', s.id, 'novalue'], env), 'E_USAGE', 2);
     expectError(awc(home, ['snapshot', 'import', src, '--label', 'a=b\nc'], env), 'E_USAGE', 2);
