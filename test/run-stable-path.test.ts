@@ -97,5 +97,8 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
     assert.equal(errorOf(awc(home, ['run', idle, '--', 'true'])).code, 'E_NOT_MOUNTED');
     const nothing = run([ws, '--', 'no-such-command-here']);
     assert.equal(nothing.code, 127, 'as a shell says of a command it cannot find');
+    // a command named like a variable is still the command (env(1) would take it for an assignment and print the environment)
+    const named = run([ws, '--', 'X=1']);
+    assert.deepEqual([named.code, named.stdout], [127, '']);
   });
 });

@@ -87,6 +87,21 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
     return m ? Number(m[1]) : 0;
   };
 
+  /** Sends a raw request (`H`) to the root worker socket; resolves with the first frame that comes back, then closes the connection (never answering `G`). */
+  const firstAnswer = (req: { build: string; argv: string[]; env: Record<string, string | undefined> }) =>
+    new Promise<{ type: string; payload: string }>((resolve, reject) => {
+      const c = connect(cliSocket);
+      const reader = new FrameReader();
+      c.on('error', reject);
+      c.on('connect', () => c.write(frame('H', JSON.stringify({ v: 1, ...req, cwd: work, umask: 0o22, tty: [false, false, false] }))));
+      c.on('data', (d: Buffer) => {
+        for (const f of reader.push(d)) {
+          c.destroy();
+          resolve({ type: f.type, payload: f.payload.toString() });
+        }
+      });
+    });
+
   before(async () => {
     work = realpathSync(await makeTempDir('awc-warm-'));
     chmodSync(work, 0o755);
@@ -208,30 +223,8 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
   });
 
   it('a request of another build is declined before anything runs', async () => {
-    const reply = await new Promise<string>((resolve, reject) => {
-      const c = connect(cliSocket);
-      const reader = new FrameReader();
-      c.on('error', reject);
-      c.on('connect', () =>
-        c.write(
-          frame(
-            'H',
-            JSON.stringify({
-              v: 1,
-              build: 'not-this-build',
-              argv: ['fork', 'base'],
-              cwd: work,
-              env: {},
-              umask: 0o22,
-              tty: [false, false, false],
-            }),
-          ),
-        ),
-      );
-      c.on('data', (d: Buffer) => {
-        for (const f of reader.push(d)) resolve(`${f.type}:${f.payload.toString()}`);
-      });
-    });
+    const f = await firstAnswer({ build: 'not-this-build', argv: ['fork', 'base'], env: {} });
+    const reply = `${f.type}:${f.payload}`;
     assert.equal(reply, 'D:another build');
   });
 
@@ -255,33 +248,9 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
   it('a worker that accepted runs nothing until the front says go: a front that left after A leaves no trace', async () => {
     const build = readFileSync(join(dirname(CLI), '..', '..', 'cli', BUILD_ID_FILE), 'utf8').trim();
     const name = 'never-forked';
-    const first = await new Promise<string>((resolve, reject) => {
-      const c = connect(cliSocket);
-      const reader = new FrameReader();
-      c.on('error', reject);
-      c.on('connect', () =>
-        c.write(
-          frame(
-            'H',
-            JSON.stringify({
-              v: 1,
-              build,
-              argv: ['fork', 'base', '--name', name],
-              cwd: work,
-              env: { PATH: process.env.PATH, AWC_HOME: home },
-              umask: 0o22,
-              tty: [false, false, false],
-            }),
-          ),
-        ),
-      );
-      c.on('data', (d: Buffer) => {
-        for (const f of reader.push(d)) {
-          c.destroy(); // gone after the first answer, without G
-          resolve(f.type);
-        }
-      });
-    });
+    // gone after the first answer, without G
+    const first = (await firstAnswer({ build, argv: ['fork', 'base', '--name', name], env: { PATH: process.env.PATH, AWC_HOME: home } }))
+      .type;
     assert.equal(first, 'A', 'the worker accepted');
     await new Promise((r) => setTimeout(r, 1500));
     const ls = JSON.parse(run(['--json', 'ls'], { env: { AWC_NO_WARM: '1' } }).stdout) as { workspaces: { name: string | null }[] };
