@@ -3,7 +3,7 @@
 //
 // esbuild bundles src/cli/main.ts into dist/cli/ (ESM, code splitting: every `await import()` of the
 // source stays a chunk that loads only when a command needs it; minified, with linked source maps) and
-// replaces tsc's dist/src/cli/main.js with a stub that imports dist/cli/awc.js, so `bin`, the tests, the
+// replaces tsc's dist/src/cli/main.js with a stub that imports the front (dist/cli/front.cjs, which `bin` runs), so the tests, the
 // daemon's supervisor and the docs keep one path. Everything else in dist/src stays tsc's output (the
 // tests import it; the daemon's supervisor and the FUSE reader workers run it).
 //
@@ -18,7 +18,7 @@
 // reads it to tell which packages a command loaded).
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -109,10 +109,16 @@ addToManifest(result);
 if (process.env.AWC_BUNDLE_METAFILE) writeFileSync(process.env.AWC_BUNDLE_METAFILE, JSON.stringify(result.metafile));
 
 // The front (src/cli/front.ts): the one file every command loads first; node built-ins only, no chunks.
+// CommonJS, so that a command served by a warm worker never starts Node's ESM loader in the caller's
+// process (measured: about 10 ms of CPU per command, docs/explanation/cli-latency.md); `bin` runs it.
 const front = await build({
   ...common,
+  format: 'cjs',
+  outExtension: { '.js': '.cjs' },
   entryPoints: { front: 'src/cli/front-main.ts' },
   plugins: [importMetaUrl],
+  banner: { js: "#!/usr/bin/env node\nconst __awcFrontUrl = require('node:url').pathToFileURL(__filename).href;" },
+  define: { 'import.meta.url': '__awcFrontUrl' },
 });
 const frontImports = Object.values(front.metafile.outputs).flatMap((o) => o.imports.filter((i) => !i.path.startsWith('node:')));
 if (frontImports.length > 0) throw new Error(`the front must import node built-ins only: ${frontImports.map((i) => i.path).join(', ')}`);
@@ -128,5 +134,6 @@ writeFileSync(join(outdir, 'build-id'), hash.digest('hex').slice(0, 32) + '\n');
 rmSync(`${stub}.map`, { force: true });
 writeFileSync(
   stub,
-  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../cli/front.js';\n",
+  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../cli/front.cjs';\n",
 );
+chmodSync(join(outdir, 'front.cjs'), 0o755);

@@ -181,7 +181,7 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
 }
 
 /**
- * The CLI's entry (bin → dist/src/cli/main.js → dist/cli/front.js; `bundleDir` is dist/cli/):
+ * The CLI's entry (bin: dist/cli/front.cjs; dist/src/cli/main.js imports it; `bundleDir` is dist/cli/):
  * runs the command through a warm worker of the host daemon when one serves this user and
  * home, else imports the bundled CLI (dist/cli/awc.js) and runs it in this process.
  */

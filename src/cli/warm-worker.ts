@@ -37,14 +37,18 @@ function becomeUser(init: WarmInit): void {
 /** Loads what a command of this home will need, so that running it loads next to nothing. */
 async function warmUp(w: WarmInit['warm']): Promise<void> {
   preparePeerChecks();
+  // the checks each connection runs, once on this process (V8 compiles them now, not then)
+  confinementDifference(process.pid);
+  adoptLimits(process.pid);
   await import('./main.js');
+  // every command asks it first (withAwc: is this user's route root's daemon?)
+  await import('./user-socket.js');
   if (w.kind === 'remote') {
-    await import('./user-socket.js');
     await import('./remote-awc.js');
     return;
   }
   const { openAwc } = await import('./open-awc.js');
-  await import('../daemon/client.js');
+  const { DaemonClient } = await import('../daemon/client.js');
   if (w.catalog.startsWith('postgres')) await import('../catalog/postgres/postgres-catalog.js');
   else await import('../catalog/sqlite/sqlite-catalog.js');
   if (w.objectStore.startsWith('s3:')) await import('../store/s3/s3-object-store.js');
@@ -55,6 +59,8 @@ async function warmUp(w: WarmInit['warm']): Promise<void> {
     try {
       await awc.listWorkspaces();
       await awc.listSnapshots();
+      // and the HTTP client a mount or an unmount calls the daemon with (a status request; never starts one)
+      await new DaemonClient(awc.config).running();
     } finally {
       await awc.close();
     }

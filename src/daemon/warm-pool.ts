@@ -98,7 +98,7 @@ export interface WarmCliPoolEvents {
  * descriptor, over the IPC channel, unread: `pauseOnConnect`); a worker runs that one command
  * and exits. The pool forks its replacement once that command ended (or REFILL_MS after the
  * hand-off), at nice 10, so loading ahead never takes the CPU from a command that runs; a
- * connection that finds no worker ready refills at once and gets the loading ones nice 0.
+ * connection that finds no worker ready refills at once and gets the worker loading longest nice 0.
  * A socket is 0600 and owned by its user (created 0600 by root first, then given to them), so
  * only that user connects and a worker runs only that user's commands, as that user.
  *
@@ -174,9 +174,11 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     conn.once('close', () => (s.waiting = s.waiting.filter((c) => c !== conn)));
     this.handOff(s);
     if (s.waiting.length === 0) return;
-    // a command waits: no deferring, and the workers loading now get the normal priority
+    // a command waits: no deferring, and as many workers as commands wait, those loading longest
+    // (the first to be ready), get the normal priority; the others keep loading at nice 10, so
+    // they never take the CPU from the ones the commands wait for
     this.refill(s, true);
-    for (const w of s.workers) urgent(w.child);
+    for (const w of s.workers.filter((x) => !x.ready).slice(0, s.waiting.length)) urgent(w.child);
   }
 
   /** Gives waiting connections to ready workers; refills once the command it handed has ended (or after REFILL_MS). */
