@@ -271,8 +271,14 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
     adminOnly('daemon run', ['daemon', 'run']);
     adminOnly('demo main', ['demo', 'main']);
     adminOnly('demo fanout', ['demo', 'fanout']);
-    // not yet through the daemon (issue 11 part 2: only root runs it in this version)
-    adminOnly('run', ['run', 'any', '--', 'true']);
+    // through the daemon, in a private namespace, as U (issue 11 part 2; test/run-user.test.ts tries it harder)
+    covered.add('run');
+    ids.wr = ok('fork', ['fork', 'base', '--name', 'wr']).workspaces[0].id;
+    const runMnt = mine('mnt-run');
+    ok('mount', ['mount', 'wr', runMnt]);
+    const ran = as(['run', 'wr', '--at', mine('stable'), '--', 'sh', '-c', 'id -u; pwd; cat a.txt']);
+    assert.equal(ran.code, 0, ran.stderr);
+    assert.equal(ran.stdout, `${u.uid}\n${join(work, 'stable')}\nalpha\n`);
     assert.ok(existsSync(join(userSocketsDirOf({ home }), `${u.uid}.sock`)), 'the daemon still runs');
 
     assert.deepEqual([...listed].sort(), [...covered].sort(), 'every command of the CLI has a case here, and only those');

@@ -418,7 +418,7 @@ registerUserGuards(program, globals);
 registerGcCommands(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);
-registerRunCommand(program, withAwc);
+registerRunCommand(program, withAwc, globals);
 registerClaudeCommands(
   program,
   (fn) => withAwc(fn),

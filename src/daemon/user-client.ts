@@ -24,6 +24,19 @@ export class UserClient {
     return JSON.parse((await readAll(res)).toString('utf8'));
   }
 
+  /** `POST /v1/run`: waits for the command's end; its exit status. @throws the daemon's AwcError, E_DAEMON_UNAVAILABLE */
+  async run(body: Record<string, unknown>): Promise<number> {
+    const res = await this.send('/v1/run', {}, JSON.stringify(body));
+    return (JSON.parse((await readAll(res)).toString('utf8')) as { status: number }).status;
+  }
+
+  /** `POST /v1/run-signal`: passes `signal` on to the run `id`. Never throws (a run that ended takes none). */
+  async runSignal(namespace: string, id: string, signal: string): Promise<void> {
+    await this.send('/v1/run-signal', {}, JSON.stringify({ namespace, id, signal }))
+      .then(readAll)
+      .catch(() => undefined);
+  }
+
   /** `GET /v1/status`: who the daemon takes the caller for, and its host. @throws E_DAEMON_UNAVAILABLE */
   async status(): Promise<UserStatus> {
     const res = await this.send('/v1/status', {}, undefined, undefined, 'GET');

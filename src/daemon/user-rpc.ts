@@ -22,6 +22,7 @@ import { readJson, sendJson as send } from './http-json.js';
 import type { UserStatus } from './user-client.js';
 import { callDaemonSide, DAEMON_SIDE } from './user-methods.js';
 import { UserContent } from './user-content.js';
+import { UserRun, type RunRequest } from './user-run.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -53,14 +54,19 @@ const MOUNTER_ONLY: ReadonlySet<RemoteMethod> = new Set(['checkpoint', 'unmount'
  *   the result `{id, root, files, bytes}` in the trailer `x-awc-result`
  * - `POST /v1/read-file {namespace, snapshots, digest}` → the bytes of a file of one of those
  *   snapshots (a user's git export; src/daemon/user-content.ts, as `content.readRoot|readTree`)
+ * - `POST /v1/run` ({@link RunRequest}) → `{status}` once the command ended: `awc run` for the
+ *   calling process (src/daemon/user-run.ts); `POST /v1/run-signal {namespace, id, signal}` passes a signal on
  * - `usage`, `kept.*` of the call route are answered by the daemon itself (src/daemon/user-methods.ts)
  *
  * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx.
  */
 export class UserRpc {
   private readonly content = new UserContent();
+  private readonly runs: UserRun;
 
-  constructor(private readonly deps: UserRpcDeps) {}
+  constructor(private readonly deps: UserRpcDeps) {
+    this.runs = new UserRun(deps.paths.workspaces);
+  }
 
   /** Serves one request of `user`. Never throws. */
   async handle(user: AllowedUser, req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -80,6 +86,15 @@ export class UserRpc {
         throw new AwcError('E_USAGE', 'request body is not a JSON object');
       const awc = this.awcFor(user, body.namespace);
       if (route === 'POST /v1/call') return send(res, 200, (await this.call(user, awc, body.method, body.args)) ?? null);
+      if (route === 'POST /v1/run')
+        return send(
+          res,
+          200,
+          await this.runs.run(user, awc, this.deps.config.host, body as unknown as RunRequest, req, (ref) =>
+            this.checkMounter(user, awc, ref),
+          ),
+        );
+      if (route === 'POST /v1/run-signal') return send(res, 200, this.runs.signal(user, body));
       if (route === 'POST /v1/export-tar') return await this.exportTar(awc, body.ref, res);
       if (route === 'POST /v1/read-file') return await this.content.streamFile(awc, body.snapshots, body.digest, res);
       throw new AwcError('E_USAGE', `no such endpoint ${route}`);

@@ -13,10 +13,10 @@ const PASSED_ON = ['SIGTERM', 'SIGHUP'] as const;
  * imported from, or `--at`) in a private mount namespace, with this process's terminal,
  * environment and umask, in the same place under the stable path when started inside the
  * workspace's mount. The exit status is the command's (128 + a signal's number).
- * @throws E_NOT_MOUNTED, E_USAGE (no stable path), E_MOUNT_FAILED, E_PERMISSION (not root: the route
- *   through the root daemon for ordinary users is not built yet)
+ * An ordinary user's command goes through the root daemon, which starts it as them.
+ * @throws E_NOT_MOUNTED, E_USAGE (no stable path), E_MOUNT_FAILED, E_PERMISSION (a user no daemon serves, a sandboxed caller)
  */
-export function registerRunCommand(program: Command, withAwc: WithAwcHome): void {
+export function registerRunCommand(program: Command, withAwc: WithAwcHome, globals: () => { home?: string; namespace?: string }): void {
   program
     .command('run <workspace> <command> [args...]')
     .description(
@@ -25,10 +25,7 @@ export function registerRunCommand(program: Command, withAwc: WithAwcHome): void
     .option('--at <path>', 'the directory the workspace shows at for the command (default: the path its base snapshot was imported from)')
     .action((ref: string, command: string, args: string[], opts: { at?: string }) =>
       withAwc(async (awc) => {
-        if (process.getuid?.() !== 0)
-          throw new AwcError('E_PERMISSION', '`awc run` needs a private mount namespace, which only root makes in this version', {
-            hint: 'For now an administrator runs `awc run` as root (sudo -E awc run …); the route through the root daemon for ordinary users is not built yet (issue 11).',
-          });
+        if (process.getuid?.() !== 0) return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
         const [{ runTarget, cwdInNamespace }, { startInNamespace }] = await Promise.all([
           import('../../service/run-target.js'),
           import('../../host/run-namespace.js'),
@@ -66,4 +63,46 @@ function ownEnv(): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v;
   return env;
+}
+
+/**
+ * An ordinary user's `awc run`: the root daemon makes the namespace and starts the command as
+ * this user with this process's stdio (src/daemon/user-run.ts); signals this process gets are
+ * passed on. Returns the command's exit status.
+ * @throws E_PERMISSION (no daemon serves this user: only root makes mount namespaces), what the daemon throws
+ */
+async function runThroughDaemon(
+  g: { home?: string; namespace?: string },
+  ref: string,
+  command: string,
+  args: string[],
+  at?: string,
+): Promise<number> {
+  const [{ userSocketFor }, { UserClient }, { randomBytes }] = await Promise.all([
+    import('../user-socket.js'),
+    import('../../daemon/user-client.js'),
+    import('node:crypto'),
+  ]);
+  const socket = userSocketFor(g.home);
+  if (socket === undefined)
+    throw new AwcError(
+      'E_PERMISSION',
+      '`awc run` needs a private mount namespace: only root, or the root daemon for a user it serves, makes one',
+      {
+        hint: 'Use the root daemon (drop --home; see docs/how-to/ordinary-users.md), or run it as root.',
+      },
+    );
+  const client = new UserClient(socket);
+  const namespace = g.namespace ?? process.env.AWC_NAMESPACE ?? 'default';
+  const id = randomBytes(12).toString('hex');
+  const umask = process.umask(0o022);
+  process.umask(umask);
+  const passOn = (sig: NodeJS.Signals) => void client.runSignal(namespace, id, sig);
+  const signals = [...TERMINAL_SIGNALS.filter((s) => s !== 'SIGTSTP'), ...PASSED_ON] as NodeJS.Signals[];
+  for (const s of signals) process.on(s, passOn);
+  try {
+    return await client.run({ namespace, id, ref, at, cwd: process.cwd(), command, args, env: ownEnv(), umask });
+  } finally {
+    for (const s of signals) process.off(s, passOn);
+  }
 }
