@@ -140,7 +140,7 @@ describe('Claude Code worktree hooks', () => {
     assert.equal(s1.model, 'opus');
     assert.deepEqual(s1.permissions, mine.permissions);
     assert.deepEqual(s1.hooks.PreToolUse, mine.hooks.PreToolUse);
-    for (const ev of ['WorktreeCreate', 'WorktreeRemove']) {
+    for (const ev of ['WorktreeCreate', 'WorktreeRemove', 'SessionStart']) {
       assert.equal(s1.hooks[ev].length, 1, ev);
       assert.match(s1.hooks[ev][0].hooks[0].command, / --home \S+ --namespace default hook claude$/);
     }
@@ -200,6 +200,19 @@ describe('Claude Code worktree hooks', () => {
       assert.equal(ws.labels['awc.claude.project'], project);
       assert.equal((ws as WorkspaceRow).baseSnapshotId, prepared, 'forked from the prepared snapshot (not from an earlier checkpoint)');
       assert.equal(ws.labels['awc.claude.transcript'], vars.TRANSCRIPT);
+      // SessionStart in the worktree offers `awc run` at the stable path (the project), and the offered command works
+      const s = runHook(payload('session-start-2.1.100.json', { ...vars, WORKTREE: join(path, 'src') }), join(path, 'src'));
+      assert.equal(s.code, 0, s.stderr);
+      const ctx = JSON.parse(s.stdout).hookSpecificOutput;
+      assert.equal(ctx.hookEventName, 'SessionStart');
+      assert.ok(ctx.additionalContext.includes(`\`awc run ${path} -- <command>\``), ctx.additionalContext);
+      assert.ok(ctx.additionalContext.includes(`Its base was built at ${project}.`), ctx.additionalContext);
+      const ran = spawnSync(process.execPath, [CLI, '--home', home, 'run', path, '--', 'sh', '-c', 'pwd; cat work.js'], {
+        cwd: join(path, 'src'),
+        encoding: 'utf8',
+      });
+      assert.equal(ran.status, 0, ran.stderr);
+      assert.equal(ran.stdout, `${join(project, 'src')}\n// ${shape.name}\n`);
 
       const r = runHook(payload(shape.remove, { ...vars, WORKTREE: path }), cwd);
       assert.equal(r.code, 0, r.stderr);
@@ -221,6 +234,18 @@ describe('Claude Code worktree hooks', () => {
       rmSync(out, { recursive: true });
     });
   }
+
+  it('SessionStart outside a workspace, or with no home at all, says nothing and never fails the session', () => {
+    const outside = runHook(payload('session-start-2.1.100.json', { TRANSCRIPT: transcript('s-out'), WORKTREE: work }), work);
+    assert.deepEqual([outside.code, outside.stdout], [0, '']);
+    const r = spawnSync(process.execPath, [CLI, '--home', join(work, 'no-home'), 'hook', 'claude'], {
+      input: payload('session-start-2.1.100.json', { TRANSCRIPT: transcript('s-none'), WORKTREE: work }),
+      cwd: work,
+      encoding: 'utf8',
+    });
+    assert.deepEqual([r.status, r.stdout], [0, '']);
+    assert.match(r.stderr, /SessionStart: no workspace context/);
+  });
 
   it('prune releases a workspace whose directory is gone and one whose transcript is gone; --dry-run changes nothing', async () => {
     const made: Record<string, { path: string; transcript: string; base: string }> = {};

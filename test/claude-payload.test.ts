@@ -41,8 +41,17 @@ describe('Claude Code hook payloads', () => {
   it('every recorded remove shape gives the path', () => {
     for (const file of ['remove-2.1.50.json', 'remove-2.1.197.json']) {
       const p = parseClaudeHookPayload(fill(file));
-      assert.deepEqual([p.event, p.path], ['WorktreeRemove', '/srv/proj/.claude/worktrees/x'], file);
+      assert.equal(p.event, 'WorktreeRemove', file);
+      if (p.event === 'WorktreeRemove') assert.equal(p.path, '/srv/proj/.claude/worktrees/x', file);
     }
+  });
+
+  it('the recorded SessionStart gives its working directory and source', () => {
+    const p = parseClaudeHookPayload(fill('session-start-2.1.100.json'));
+    assert.equal(p.event, 'SessionStart');
+    assert.equal(p.cwd, '/srv/proj/.claude/worktrees/x');
+    if (p.event === 'SessionStart') assert.equal(p.source, 'startup');
+    assert.equal(p.sessionId, '5f1c2a9e-7b3d-4e8a-9c41-2d6f0b8e1a37');
   });
 
   it("names and branches as Claude Code makes them: '/' becomes '+', branch worktree-<name>", () => {

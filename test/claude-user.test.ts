@@ -202,7 +202,7 @@ describe('Claude Code worktree hooks as an ordinary user, through the root daemo
     assert.equal(st.uid, u.uid, 'settings.json is the user’s');
     assert.equal(st.mode & 0o077, 0, 'private');
     const s = JSON.parse(readFileSync(settings, 'utf8'));
-    for (const ev of ['WorktreeCreate', 'WorktreeRemove'])
+    for (const ev of ['WorktreeCreate', 'WorktreeRemove', 'SessionStart'])
       assert.match(s.hooks[ev][0].hooks[0].command, new RegExp(` --home ${home} --namespace default hook claude$`), ev);
     assert.equal((await labelledSnapshot(`awc.claude.project=${project}`))?.id, prepared);
     assert.equal(await exported(prepared, 'node_modules/x/index.js'), 'module.exports = 42;\n');

@@ -27,8 +27,15 @@ export interface WorktreeRemovePayload extends HookCommon {
   path: string;
 }
 
-/** A parsed Claude Code worktree hook payload. */
-export type ClaudeHookPayload = WorktreeCreatePayload | WorktreeRemovePayload;
+/** A SessionStart payload: a session starts (or resumes, or is cleared or compacted) in `cwd`. */
+export interface SessionStartPayload extends HookCommon {
+  event: 'SessionStart';
+  /** `startup`, `resume`, `clear` or `compact`, when sent. */
+  source: string | null;
+}
+
+/** A parsed Claude Code hook payload of an event AWC handles. */
+export type ClaudeHookPayload = WorktreeCreatePayload | WorktreeRemovePayload | SessionStartPayload;
 
 /**
  * Each `/`-separated segment of a worktree name: letters, digits, `.`, `_`, `-` (Claude Code's
@@ -47,12 +54,12 @@ export function worktreeNames(name: string): { dir: string; branch: string } {
 }
 
 /**
- * Parses the JSON a Claude Code worktree hook gets on stdin. Accepts every shape Claude Code
+ * Parses the JSON a Claude Code hook (WorktreeCreate, WorktreeRemove, SessionStart) gets on stdin. Accepts every worktree shape Claude Code
  * has sent or documented (test/fixtures/claude-hooks/): the worktree name as `name` (what
  * the CLI sends, 2.1.50–2.1.197) or `worktree_name` (the hooks reference), an explicit
  * `worktree_path`, or a `base_path` to put it under. Unknown fields are ignored.
  * @throws E_HOOK_INPUT (not JSON, not an object, a missing or malformed field, a name that
- *   could escape its directory), E_HOOK_EVENT (a `hook_event_name` other than WorktreeCreate / WorktreeRemove)
+ *   could escape its directory), E_HOOK_EVENT (a `hook_event_name` other than WorktreeCreate, WorktreeRemove, SessionStart)
  */
 export function parseClaudeHookPayload(text: string): ClaudeHookPayload {
   let raw: unknown;
@@ -84,6 +91,7 @@ export function parseClaudeHookPayload(text: string): ClaudeHookPayload {
   };
   const event = str('hook_event_name', true)!;
   const common: HookCommon = { sessionId: str('session_id', false), transcriptPath: absolute('transcript_path', false), cwd: '' };
+  if (event === 'SessionStart') return { event, ...common, cwd: absolute('cwd', false) ?? process.cwd(), source: str('source', false) };
   if (event === 'WorktreeRemove') {
     return { event, ...common, cwd: absolute('cwd', false) ?? process.cwd(), path: absolute('worktree_path', true)! };
   }

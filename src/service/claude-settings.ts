@@ -5,8 +5,8 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate, PRIVATE_FILE_MODE } from '../core/private-fs.js';
 import { parseJsonObject } from '../core/json-object.js';
 
-/** The hook events `awc init claude` configures. */
-export const CLAUDE_HOOK_EVENTS = ['WorktreeCreate', 'WorktreeRemove'] as const;
+/** The hook events `awc init claude` configures (SessionStart: the stable-path context, src/service/claude-session.ts). */
+export const CLAUDE_HOOK_EVENTS = ['WorktreeCreate', 'WorktreeRemove', 'SessionStart'] as const;
 
 /** A planned (or done) merge of AWC's hook block into `<project>/.claude/settings.json`. */
 export interface SettingsPlan {

@@ -38,10 +38,12 @@ export interface RunTarget {
 export interface RunTargetDeps {
   getWorkspace(ref: string): Promise<WorkspaceRow>;
   getSnapshot(ref: string): Promise<SnapshotRow>;
+  catalog: { findWorkspaceByMountPath(path: string): Promise<WorkspaceRow | undefined> };
 }
 
 /**
- * Resolves `awc run <ref> [--at at]`: the workspace must be mounted on `host`; the stable path
+ * Resolves `awc run <ref> [--at at]`: `ref` is a workspace's id, name or mount path (a path
+ * holds `/` or is `.`, made absolute against `cwd`); the workspace must be mounted on `host`; the stable path
  * is `at` (made absolute against `cwd`) or else the {@link SOURCE_PATH_LABEL} of the newest
  * snapshot from the workspace's head back through its parents that carries one (the path the
  * base was imported from). It must be an existing directory.
@@ -49,7 +51,8 @@ export interface RunTargetDeps {
  *   E_USAGE (no stable path recorded and none given; the path is not a directory)
  */
 export async function runTarget(deps: RunTargetDeps, host: string, ref: string, at: string | undefined, cwd: string): Promise<RunTarget> {
-  const workspace = await deps.getWorkspace(ref);
+  const byPath = ref.includes('/') || ref === '.' ? await deps.catalog.findWorkspaceByMountPath(resolve(cwd, ref)) : undefined;
+  const workspace = byPath ?? (await deps.getWorkspace(ref));
   if (workspace.mountState !== 'mounted' || !workspace.mountPath || workspace.mountHost !== host) {
     throw new AwcError(
       'E_NOT_MOUNTED',

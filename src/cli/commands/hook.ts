@@ -25,21 +25,42 @@ async function readPayload(): Promise<string> {
 }
 
 /**
- * Registers `awc hook claude` (docs/reference/claude-code.md): Claude Code's WorktreeCreate
- * and WorktreeRemove hooks. One JSON payload on stdin; for create, stdout is exactly one
- * line, the workspace's real path; every log line goes to stderr.
+ * SessionStart: the stable-path context for a session in an AWC workspace, as Claude Code's
+ * `hookSpecificOutput.additionalContext` on stdout (nothing for any other directory). It never
+ * fails the session: an error (no home, no daemon) is one line on stderr, and the exit is 0.
+ */
+async function sessionStart(withAwc: WithAwc, cwd: string, log: (line: string) => void): Promise<void> {
+  try {
+    await withAwc(async (opened) => {
+      const { openClaudeAwc } = await import('../claude-awc.js');
+      const { claudeSessionContext } = await import('../../service/claude-session.js');
+      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd);
+      if (ctx)
+        process.stdout.write(`${JSON.stringify({ hookSpecificOutput: { hookEventName: 'SessionStart', additionalContext: ctx.text } })}\n`);
+    });
+  } catch (err) {
+    log(`SessionStart: no workspace context (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
+/**
+ * Registers `awc hook claude` (docs/reference/claude-code.md): Claude Code's WorktreeCreate,
+ * WorktreeRemove and SessionStart hooks. One JSON payload on stdin; for create, stdout is
+ * exactly one line, the workspace's real path; for SessionStart, the workspace's context as
+ * JSON (or nothing); every log line goes to stderr.
  */
 export function registerHookCommands(program: Command, withAwc: WithAwc): void {
   const hook = program.command('hook').description('hooks of agent tools (run by the tool, not by hand)');
   hook
     .command('claude')
-    .description("Claude Code's WorktreeCreate / WorktreeRemove hook: payload on stdin; create prints the workspace path")
+    .description("Claude Code's WorktreeCreate / WorktreeRemove / SessionStart hook: payload on stdin; create prints the workspace path")
     .action(async () => {
       const { parseClaudeHookPayload } = await import('../../service/claude-payload.js');
       const { AwcError } = await import('../../core/errors.js');
       // a malformed payload is refused before anything is opened
       const p = parseClaudeHookPayload(await readPayload());
       const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
+      if (p.event === 'SessionStart') return sessionStart(withAwc, p.cwd, log);
       try {
         await withAwc(async (opened, o) => {
           const { openClaudeAwc } = await import('../claude-awc.js');

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { AwcError } from '../../core/errors.js';
 import type { WithAwcHome } from './attach.js';
@@ -101,7 +102,9 @@ async function runThroughDaemon(
   const signals = [...TERMINAL_SIGNALS.filter((s) => s !== 'SIGTSTP'), ...PASSED_ON] as NodeJS.Signals[];
   for (const s of signals) process.on(s, passOn);
   try {
-    return await client.run({ namespace, id, ref, at, cwd: process.cwd(), command, args, env: ownEnv(), umask });
+    // a mount path is the caller's: made absolute here, where its working directory is
+    const wsRef = ref.includes('/') || ref === '.' ? resolve(ref) : ref;
+    return await client.run({ namespace, id, ref: wsRef, at, cwd: process.cwd(), command, args, env: ownEnv(), umask });
   } finally {
     for (const s of signals) process.off(s, passOn);
   }
