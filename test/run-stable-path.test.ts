@@ -12,14 +12,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { awc, awcOk, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
+import { mountTable } from './helpers/mount-info.js';
 import { usersAndOverlaySkip } from './helpers/unprivileged.js';
-
-/** The host's mount table without its ids (what another process outside the namespace sees). */
-const mountTable = () =>
-  readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ').slice(4).join(' '))
-    .sort();
 
 describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndOverlaySkip() }, () => {
   let work: string;
@@ -64,7 +58,7 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
   });
 
   it('the command sees the workspace at the import path; its writes land in the workspace; the host mount table is unchanged', () => {
-    const before = mountTable();
+    const before = mountTable(work);
     const r = run([ws, '--', 'sh', '-c', 'pwd; cat a.txt; echo built > out.txt; echo "$AWC_RUN_PROBE"'], work, {
       AWC_RUN_PROBE: 'env passed',
     });
@@ -73,7 +67,7 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
     assert.equal(readFileSync(join(mnt, 'out.txt'), 'utf8'), 'built\n', 'the write is in the workspace');
     assert.equal(existsSync(join(src, 'out.txt')), false, 'the directory it was shown over is untouched');
     assert.equal(readFileSync(join(src, 'a.txt'), 'utf8'), 'from the snapshot\n');
-    assert.deepEqual(mountTable(), before, 'nothing was mounted outside the namespace');
+    assert.deepEqual(mountTable(work), before, 'nothing was mounted outside the namespace');
   });
 
   it('started inside the mount, the command runs at the same place under the stable path; its status is passed through', () => {

@@ -14,17 +14,11 @@ import { after, before, describe, it } from 'node:test';
 import { userSocketsDirOf } from '../src/config/config.js';
 import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
-import { createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
+import { mountTable } from './helpers/mount-info.js';
+import { asUserArgv, createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
 
 /** U's PATH: the system's directories (root's PATH may hold directories U cannot search: sh says 126 there). */
 const USER_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-
-/** The host's mount table without its ids (what another process outside the namespace sees). */
-const mountTable = () =>
-  readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ').slice(4).join(' '))
-    .sort();
 
 describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: usersAndOverlaySkip() }, () => {
   let work: string;
@@ -35,30 +29,13 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
 
   /** The CLI as U (`--home`), in `cwd`, with `input` on stdin. */
   const as = (args: string[], opts: { cwd?: string; input?: string; json?: boolean } = {}) => {
-    const r = spawnSync(
-      'setpriv',
-      [
-        '--reuid',
-        String(u.uid),
-        '--regid',
-        String(u.gid),
-        '--clear-groups',
-        '--',
-        process.execPath,
-        CLI,
-        '--home',
-        home,
-        ...(opts.json ? ['--json'] : []),
-        ...args,
-      ],
-      {
-        cwd: opts.cwd ?? work,
-        input: opts.input ?? '',
-        encoding: 'utf8',
-        env: { PATH: USER_PATH, AWC_RUN_PROBE: 'env passed' },
-        timeout: 120_000,
-      },
-    );
+    const r = spawnSync('setpriv', asUserArgv(u, [process.execPath, CLI, '--home', home, ...(opts.json ? ['--json'] : []), ...args]), {
+      cwd: opts.cwd ?? work,
+      input: opts.input ?? '',
+      encoding: 'utf8',
+      env: { PATH: USER_PATH, AWC_RUN_PROBE: 'env passed' },
+      timeout: 120_000,
+    });
     return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
   };
   /** The error `awc --json …` printed last on stderr. */
@@ -105,7 +82,7 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
   });
 
   it('shows the workspace at the stable path, as the user with no privileges; writes land in the workspace; the host mount table is unchanged', () => {
-    const before = mountTable();
+    const before = mountTable(work);
     const script = [
       'pwd',
       'cat ../a.txt',
@@ -136,7 +113,7 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
     );
     assert.equal(readFileSync(join(mnt, 'sub', 'out.txt'), 'utf8'), 'built\n', 'the write is in the workspace');
     assert.equal(existsSync(join(project, 'sub', 'out.txt')), false, 'the directory it was shown over is untouched');
-    assert.deepEqual(mountTable(), before, 'nothing was mounted outside the namespace');
+    assert.deepEqual(mountTable(work), before, 'nothing was mounted outside the namespace');
   });
 
   it("passes the command's status and a signal's through", () => {
@@ -148,13 +125,7 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
   it('a SIGTERM to `awc run` reaches the command', async () => {
     const child = spawn(
       'setpriv',
-      [
-        '--reuid',
-        String(u.uid),
-        '--regid',
-        String(u.gid),
-        '--clear-groups',
-        '--',
+      asUserArgv(u, [
         process.execPath,
         CLI,
         '--home',
@@ -165,7 +136,7 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
         'sh',
         '-c',
         'trap "echo got TERM; exit 3" TERM; echo up; while :; do sleep 0.1; done',
-      ],
+      ]),
       { cwd: work, env: { PATH: USER_PATH }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let out = '';
@@ -190,14 +161,14 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
       [join(work, 'links', 'proj', 'sub'), 'E_PERMISSION', /proj is a symlink/],
       [join(project, 'a.txt'), 'E_USAGE', /not a directory/],
     ] as const) {
-      const before = mountTable();
+      const before = mountTable(work);
       const r = as(['run', 'w1', '--at', at, '--', 'sh', '-c', `touch ${marker}`], { json: true });
       assert.notEqual(r.code, 0, at);
       assert.equal(errorOf(r).code, code, `${at}: ${r.stderr}`);
       assert.match(errorOf(r).message, said);
       assert.ok(errorOf(r).hint, 'with a hint');
       assert.equal(existsSync(marker), false, `${at}: the command never ran`);
-      assert.deepEqual(mountTable(), before, at);
+      assert.deepEqual(mountTable(work), before, at);
     }
   });
 

@@ -28,7 +28,7 @@ import { userSocketsDirOf } from '../src/config/config.js';
 import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
 import { mcpSession } from './helpers/mcp-client.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
-import { createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
+import { asUserArgv, createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
 
 /** Every leaf command of the built CLI (`snapshot import`, `ls`, …), walked through `--help`. */
 function leafCommands(path: string[] = []): string[] {
@@ -49,30 +49,13 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
 
   /** Runs the built CLI as U (`--home`, `--json`), in `cwd`, with `input` on stdin. */
   const as = (args: string[], opts: { cwd?: string; input?: string } = {}) => {
-    const r = spawnSync(
-      'setpriv',
-      [
-        '--reuid',
-        String(u.uid),
-        '--regid',
-        String(u.gid),
-        '--clear-groups',
-        '--',
-        process.execPath,
-        CLI,
-        '--home',
-        home,
-        '--json',
-        ...args,
-      ],
-      {
-        cwd: opts.cwd ?? work,
-        input: opts.input ?? '',
-        encoding: 'utf8',
-        env: { PATH: process.env.PATH, HOME: uhome, CLAUDE_PROJECT_DIR: opts.cwd },
-        timeout: 120_000,
-      },
-    );
+    const r = spawnSync('setpriv', asUserArgv(u, [process.execPath, CLI, '--home', home, '--json', ...args]), {
+      cwd: opts.cwd ?? work,
+      input: opts.input ?? '',
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: uhome, CLAUDE_PROJECT_DIR: opts.cwd },
+      timeout: 120_000,
+    });
     let json: any;
     try {
       json = JSON.parse(r.stdout);

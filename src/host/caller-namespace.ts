@@ -1,10 +1,9 @@
 import { spawn, type StdioOptions } from 'node:child_process';
-import { constants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { AwcError, ERROR_CODES, type ErrorCode } from '../core/errors.js';
 import type { BindFailure, BindSpec } from './namespace-bind.js';
-import type { RunningCommand } from './run-namespace.js';
+import { exitOf, type RunningCommand } from './run-namespace.js';
 
 /** The stage the namespace starts with (tsc's output; the daemon runs dist/src). */
 const STAGE = fileURLToPath(new URL('./run-bind-main.js', import.meta.url));
@@ -53,10 +52,7 @@ export function startForCaller(spec: BindSpec, stdio: readonly [number, number, 
   const gate = child.stdio[3] as Writable;
   const report = child.stdio[4] as Readable;
   gate.on('error', () => undefined);
-  const exit = new Promise<number>((ok, fail) => {
-    child.once('error', (err) => fail(new AwcError('E_MOUNT_FAILED', `cannot start unshare(1): ${err.message}`, { cause: err })));
-    child.once('exit', (code, signal) => ok(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0)));
-  });
+  const exit = exitOf(child);
   const ready = new Promise<void>((ok, fail) => {
     let said = '';
     report.on('data', (b: Buffer) => (said += b.toString()));

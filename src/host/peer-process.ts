@@ -59,6 +59,17 @@ function readOr(path: string, read: (p: string) => string): string {
   }
 }
 
+/** Another namespace or root directory of `pid` than this process's ('<ns> namespace', 'root directory'), or undefined. @throws when /proc cannot be read */
+function placeDifference(pid: number): string | undefined {
+  for (const ns of NAMESPACES) {
+    const mine = readOr(`/proc/self/ns/${ns}`, readlinkSync);
+    if (mine !== '' && readlinkSync(`/proc/${pid}/ns/${ns}`) !== mine) return `${ns} namespace`;
+  }
+  const root = statSync(`/proc/${pid}/root`);
+  const ownRoot = statSync('/proc/self/root');
+  return root.dev !== ownRoot.dev || root.ino !== ownRoot.ino ? 'root directory' : undefined;
+}
+
 /**
  * What makes process `pid` differ from this one in identity or confinement, as the kernel
  * shows it in /proc: namespaces, root directory, user and group ids (real, effective, saved,
@@ -69,13 +80,8 @@ function readOr(path: string, read: (p: string) => string): string {
  */
 export function confinementDifference(pid: number): string | undefined {
   try {
-    for (const ns of NAMESPACES) {
-      const mine = readOr(`/proc/self/ns/${ns}`, readlinkSync);
-      if (mine !== '' && readlinkSync(`/proc/${pid}/ns/${ns}`) !== mine) return `${ns} namespace`;
-    }
-    const root = statSync(`/proc/${pid}/root`);
-    const ownRoot = statSync('/proc/self/root');
-    if (root.dev !== ownRoot.dev || root.ino !== ownRoot.ino) return 'root directory';
+    const where = placeDifference(pid);
+    if (where) return where;
     const theirs = statusOf(pid);
     const mine = statusOf('self');
     for (const f of STATUS_FIELDS) if ((theirs.get(f) ?? '') !== (mine.get(f) ?? '')) return f;
@@ -97,13 +103,8 @@ export function confinementDifference(pid: number): string | undefined {
  */
 export function sandboxDifference(pid: number): string | undefined {
   try {
-    for (const ns of NAMESPACES) {
-      const mine = readOr(`/proc/self/ns/${ns}`, readlinkSync);
-      if (mine !== '' && readlinkSync(`/proc/${pid}/ns/${ns}`) !== mine) return `${ns} namespace`;
-    }
-    const root = statSync(`/proc/${pid}/root`);
-    const ownRoot = statSync('/proc/self/root');
-    if (root.dev !== ownRoot.dev || root.ino !== ownRoot.ino) return 'root directory';
+    const where = placeDifference(pid);
+    if (where) return where;
     if ((statusOf(pid).get('Seccomp') ?? '') !== (statusOf('self').get('Seccomp') ?? '')) return 'Seccomp';
     const label = (p: number | 'self') => readOr(`/proc/${p}/attr/current`, (x) => readFileSync(x, 'utf8')).trim();
     if (label(pid) !== label('self')) return 'security label';

@@ -52,6 +52,17 @@ const COMMAND_STAGE = 'cd -- "$1" || exit 125\numask "$2"\nshift 2\nexec "$@"';
 const SYSTEM_PATH = '/usr/sbin:/usr/bin:/sbin:/bin';
 
 /**
+ * The status `child` (unshare, and the command it became) ends with: its exit code, or 128 +
+ * the number of the signal that ended it, as a shell reports it. @throws E_MOUNT_FAILED (unshare could not start)
+ */
+export function exitOf(child: ChildProcess): Promise<number> {
+  return new Promise<number>((ok, fail) => {
+    child.once('error', (err) => fail(new AwcError('E_MOUNT_FAILED', `cannot start unshare(1): ${err.message}`, { cause: err })));
+    child.once('exit', (code, signal) => ok(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0)));
+  });
+}
+
+/**
  * Starts `run.command` with the workspace mounted at `run.at` in a private mount namespace
  * (util-linux `unshare --mount --propagation private`, then `mount --bind`): the host's mount
  * table outside is never changed, and the namespace ends with the command's last process.
@@ -91,10 +102,7 @@ export function startInNamespace(run: NamespaceRun): RunningCommand {
   const stdio: StdioOptions = [...run.stdio, 'pipe'];
   const child = spawn('unshare', argv, { stdio, env: { PATH: SYSTEM_PATH } });
   const report = child.stdio[3] as Readable;
-  const exit = new Promise<number>((ok, fail) => {
-    child.once('error', (err) => fail(new AwcError('E_MOUNT_FAILED', `cannot start unshare(1): ${err.message}`, { cause: err })));
-    child.once('exit', (code, signal) => ok(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0)));
-  });
+  const exit = exitOf(child);
   const ready = new Promise<void>((ok, fail) => {
     let said = '';
     report.on('data', (b: Buffer) => (said += b.toString()));

@@ -57,3 +57,8 @@ export function createTestUser(): TestUser {
     },
   };
 }
+
+/** The setpriv(1) arguments that run `argv` as `u` (its uid and gid, no supplementary groups). */
+export function asUserArgv(u: Pick<TestUser, 'uid' | 'gid'>, argv: string[]): string[] {
+  return ['--reuid', String(u.uid), '--regid', String(u.gid), '--clear-groups', '--', ...argv];
+}
