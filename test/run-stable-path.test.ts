@@ -87,6 +87,7 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
     const missing = awc(home, ['run', ws, '--at', join(work, 'nope'), '--', 'true']);
     assert.equal(errorOf(missing).code, 'E_USAGE');
     assert.match(errorOf(missing).hint, /mkdir -p/);
+    assert.equal(errorOf(awc(home, ['run', ws, '--at', join(src, 'a.txt', 'x'), '--', 'true'])).code, 'E_USAGE', 'a path through a file');
     const idle = awcOk(home, ['fork', 'base', '--name', 'w2']).workspaces[0].id;
     assert.equal(errorOf(awc(home, ['run', idle, '--', 'true'])).code, 'E_NOT_MOUNTED');
     const nothing = run([ws, '--', 'no-such-command-here']);

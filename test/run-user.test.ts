@@ -8,7 +8,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { userSocketsDirOf } from '../src/config/config.js';
@@ -183,12 +183,127 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
     const socket = join(userSocketsDirOf({ home }), `${u.uid}.sock`);
     const post = (body: object) =>
       u.node(
-        `const http = require('http'); const req = http.request({ socketPath: ${JSON.stringify(socket)}, method: 'POST', path: '/v1/run', headers: { 'content-type': 'application/json' } }, (res) => { let s = ''; res.on('data', (d) => (s += d)); res.on('end', () => console.log(s)); }); req.end(process.argv[1]);`,
+        `const http = require('http'); const req = http.request({ socketPath: ${JSON.stringify(socket)}, method: 'POST', path: '/v1/run', headers: { 'content-type': 'application/json' } }, (res) => { let s = ''; res.on('data', (d) => (s += d)); res.on('end', () => console.log(s)); }); req.end(process.argv[1].replace('@BIG@', 'x'.repeat(200000)));`,
         JSON.stringify(body),
       );
     const base = { namespace: 'default', id: 'abcdefgh12', ref: 'w1', cwd: work, command: 'true', args: [], env: {}, umask: 18 };
     assert.equal(post({ ...base, env: { 'LD_PRELOAD=x': 'y' } }).error.code, 'E_USAGE');
     assert.equal(post({ ...base, args: ['a\0b'] }).error.code, 'E_USAGE');
     assert.equal(post({ ...base, id: 'short' }).error.code, 'E_USAGE');
+    assert.equal(post({ ...base, args: ['@BIG@'] }).error.code, 'E_USAGE', 'an argument execve would refuse');
+    assert.equal(post({ ...base, umask: 0o1777 }).error.code, 'E_USAGE');
+    // at most MAX_RUNS_PER_USER (16) of one user's runs at once
+    const burst = u.node(
+      `const http = require('http'); const out = []; let n = 0;
+       for (let i = 0; i < 17; i++) {
+         const body = JSON.stringify({ ...JSON.parse(process.argv[1]), id: 'burst' + String(i).padStart(4, '0'), command: 'sleep', args: ['3'] });
+         const req = http.request({ socketPath: ${JSON.stringify(socket)}, method: 'POST', path: '/v1/run', headers: { 'content-type': 'application/json' } }, (res) => {
+           let s = ''; res.on('data', (d) => (s += d)); res.on('end', () => { out.push(JSON.parse(s)); if (++n === 17) console.log(JSON.stringify(out)); });
+         });
+         req.end(body);
+       }`,
+      JSON.stringify(base),
+    ) as { status?: number; error?: { code: string } }[];
+    assert.equal(burst.filter((x) => x.error?.code === 'E_TOO_MANY').length, 1, JSON.stringify(burst));
+    assert.equal(burst.filter((x) => x.status === 0).length, 16);
+  });
+
+  it('refuses a sandboxed caller (no_new_privs, as Landlock and seccomp need; a tracer) and one running a setuid program', () => {
+    const nnp = spawnSync(
+      'setpriv',
+      ['--no-new-privs', ...asUserArgv(u, [process.execPath, CLI, '--home', home, '--json', 'run', 'w1', '--', 'true'])],
+      {
+        cwd: work,
+        encoding: 'utf8',
+        env: { PATH: USER_PATH },
+      },
+    );
+    assert.equal(errorOf(nnp).code, 'E_PERMISSION', nnp.stderr);
+    assert.match(errorOf(nnp).message, /confined \(NoNewPrivs\)/);
+    if (spawnSync('sh', ['-c', 'command -v strace'], { stdio: 'ignore' }).status === 0) {
+      const traced = spawnSync(
+        'strace',
+        [
+          '-f',
+          '-o',
+          '/dev/null',
+          'setpriv',
+          ...asUserArgv(u, [process.execPath, CLI, '--home', home, '--json', 'run', 'w1', '--', 'true']),
+        ],
+        { cwd: work, encoding: 'utf8', env: { PATH: USER_PATH } },
+      );
+      assert.equal(errorOf(traced).code, 'E_PERMISSION', traced.stderr);
+      assert.match(errorOf(traced).message, /TracerPid/);
+    }
+  });
+
+  it("puts the command into the caller's cgroup (a pids cgroup of its own, v1 or v2)", (t) => {
+    const mounts = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .map((l) => l.split(' '));
+    const v2 = mounts.find((f) => f[f.indexOf('-') + 1] === 'cgroup2')?.[4];
+    const v1 = mounts.find((f) => f[f.indexOf('-') + 1] === 'cgroup' && (f[f.indexOf('-') + 3] ?? '').split(',').includes('pids'))?.[4];
+    const base = v1 ?? v2;
+    if (!base) return t.skip('no pids cgroup hierarchy mounted');
+    const name = `awc-run-test-${process.pid}`;
+    const dir = join(base, name);
+    try {
+      mkdirSync(dir);
+    } catch (err) {
+      return t.skip(`cannot make a cgroup here: ${String(err)}`);
+    }
+    try {
+      const argv = asUserArgv(u, [process.execPath, CLI, '--home', home, 'run', 'w1', '--', 'cat', '/proc/self/cgroup']);
+      const r = spawnSync('sh', ['-c', 'echo $$ > "$1/cgroup.procs" && shift && exec setpriv "$@"', 'sh', dir, ...argv], {
+        cwd: work,
+        encoding: 'utf8',
+        env: { PATH: USER_PATH },
+      });
+      if (r.status !== 0 && /cgroup\.procs/.test(r.stderr)) return t.skip(`cannot join a cgroup here: ${r.stderr}`);
+      assert.equal(r.status, 0, r.stderr);
+      const line = r.stdout.split('\n').find((l) => (v1 ? /^\d+:pids:/.test(l) : l.startsWith('0::')));
+      assert.equal(line?.split(':')[2], `/${name}`, r.stdout);
+    } finally {
+      for (let i = 0; i < 50; i++) {
+        try {
+          rmdirSync(dir);
+          break;
+        } catch {
+          spawnSync('sleep', ['0.1']); // the command's processes leave it as they exit
+        }
+      }
+    }
+  });
+
+  it("gives the command the caller's resource limits, and says nothing of places the caller cannot reach", () => {
+    const r = spawnSync(
+      'prlimit',
+      [
+        '--nofile=64:64',
+        '--',
+        'setpriv',
+        ...asUserArgv(u, [process.execPath, CLI, '--home', home, 'run', 'w1', '--', 'sh', '-c', 'ulimit -n; ulimit -Hn']),
+      ],
+      {
+        cwd: work,
+        encoding: 'utf8',
+        env: { PATH: USER_PATH },
+      },
+    );
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, '64\n64\n');
+    // a 0700 directory of root's: what is inside it (a directory, a file, nothing) all looks the same
+    const hidden = join(work, 'hidden');
+    mkdirSync(join(hidden, 'sub'), { recursive: true, mode: 0o700 });
+    spawnSync('chmod', ['700', hidden]);
+    writeFileSync(join(hidden, 'f'), 'x');
+    const said = ['sub', 'f', 'nope'].map((n) => {
+      const e = errorOf(as(['run', 'w1', '--at', join(hidden, n), '--', 'true'], { json: true }));
+      return [e.code, e.message.replace(join(hidden, n), '<path>')];
+    });
+    assert.deepEqual(
+      said,
+      Array(3).fill(['E_PERMISSION', '<path> cannot be reached by you (a directory on the way is not searchable for uid ' + u.uid + ')']),
+    );
   });
 });

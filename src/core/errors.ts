@@ -56,6 +56,7 @@ export const ERROR_CODES = {
   },
   E_IN_USE: { exit: 4, retryable: false, hint: 'Remove or unmount what refers to it first.' },
   E_CATALOG_BUSY: { exit: 4, retryable: true, hint: 'Another awc process holds the catalog lock; run the command again.' },
+  E_TOO_MANY: { exit: 4, retryable: true, hint: 'Too many of yours run at once; wait for some to finish, then try again.' },
   E_CHANGED_DURING_READ: {
     exit: 4,
     retryable: true,

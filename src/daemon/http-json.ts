@@ -8,11 +8,20 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(data);
 }
 
-/** The request body as a JSON object (`{}` when empty). @throws E_USAGE when it is not JSON */
+/** The most a JSON request body may be (bytes): a run request's environment and arguments fit well under it. */
+export const MAX_JSON_BODY = 8 * 1024 * 1024;
+
+/** The request body as a JSON object (`{}` when empty). @throws E_USAGE when it is not JSON, or over MAX_JSON_BODY bytes */
 export function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
-    req.on('data', (d) => parts.push(d));
+    let n = 0;
+    req.on('data', (d: Buffer) => {
+      n += d.length;
+      if (n <= MAX_JSON_BODY) return void parts.push(d);
+      req.pause();
+      reject(new AwcError('E_USAGE', `request body over ${MAX_JSON_BODY} bytes`));
+    });
     req.on('error', reject);
     req.on('end', () => {
       try {

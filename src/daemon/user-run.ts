@@ -7,7 +7,7 @@ import { cwdInNamespace, runTarget } from '../service/run-target.js';
 import { workspaceDirs } from '../drivers/workspace-state.js';
 import { startForCaller, type CallerCommand } from '../host/caller-namespace.js';
 import { alive, holdPeer, takeDescriptors, type HeldPeer } from '../host/pidfd.js';
-import { copyLimits, identityOf, joinCgroupOf, sandboxDifference } from '../host/peer-process.js';
+import { callerProfile, joinCgroups, sandboxDifference } from '../host/caller-process.js';
 import type { AllowedUser } from './user-access.js';
 
 /** The body of `POST /v1/run`. */
@@ -30,7 +30,13 @@ const SIGNALS: ReadonlySet<string> = new Set(['SIGINT', 'SIGTERM', 'SIGHUP', 'SI
 /** An environment variable's name as env(1) and execve take it: not empty, no "=", no NUL. */
 const ENV_NAME = /^[^=\0]+$/;
 
-const noNul = (s: unknown): s is string => typeof s === 'string' && !s.includes('\0');
+/** The most one argument or variable may be (bytes; MAX_ARG_STRLEN less its NUL), and all of them together. */
+const MAX_ARG = 128 * 1024 - 1;
+const MAX_ARGS_TOTAL = 1024 * 1024;
+/** The most runs one user may have at once (each holds a stage process and two daemon descriptors). */
+export const MAX_RUNS_PER_USER = 16;
+
+const noNul = (s: unknown): s is string => typeof s === 'string' && !s.includes('\0') && Buffer.byteLength(s) <= MAX_ARG;
 
 /** The request's shape, or E_USAGE (every string free of NUL: nothing reaches execve that it would cut). */
 function checkRequest(body: RunRequest): void {
@@ -49,8 +55,18 @@ function checkRequest(body: RunRequest): void {
     !Array.isArray(body.env) &&
     Object.entries(body.env).every(([k, v]) => ENV_NAME.test(k) && noNul(v)) &&
     Number.isInteger(body.umask) &&
+    body.umask >= 0 &&
+    body.umask <= 0o777 &&
     (body.at === undefined || body.at === null || noNul(body.at));
   if (!ok) throw new AwcError('E_USAGE', 'not a run request', { hint: 'Use `awc run <workspace> -- <command>`.' });
+  const total = [body.command, ...body.args, ...Object.entries(body.env).map(([k, v]) => `${k}=${v}`)].reduce(
+    (n, a) => n + Buffer.byteLength(a) + 1,
+    0,
+  );
+  if (total > MAX_ARGS_TOTAL)
+    throw new AwcError('E_USAGE', `the command, its arguments and its environment are ${total} bytes, over ${MAX_ARGS_TOTAL}`, {
+      hint: 'Pass less in the environment, or put long arguments in a file.',
+    });
 }
 
 /**
@@ -62,21 +78,24 @@ function checkRequest(body: RunRequest): void {
  * run outside its sandbox). The workspace must be one the caller mounted (the caller of
  * {@link run} checks it). The command gets the caller's own stdin, stdout and stderr
  * (pidfd_getfd), uid, gid and groups, no capabilities and no_new_privs, and, before anything
- * is checked or mounted in the namespace, the caller's cgroup and resource limits. The stable
+ * is checked or mounted in the namespace, the caller's cgroups (v2 and every v1 hierarchy),
+ * and just before its exec, the caller's resource limits and nice value. The stable
  * path and the workspace's mount are checked inside the namespace (src/host/namespace-bind.ts).
  */
 export class UserRun {
   /** Runs in progress by `<uid>:<id>`: one user never sees, signals or blocks another's. */
-  private readonly running = new Map<string, { cmd?: CallerCommand }>();
+  private readonly running = new Map<string, Entry>();
 
   constructor(private readonly workspacesDir: string) {}
 
   /**
    * Runs one request; resolves with the command's exit status (128 + a signal's number). A
-   * connection that closes first hangs the command up (SIGHUP to its process group).
-   * `checkMounter(ref)` must throw unless the caller mounted the workspace.
-   * @throws E_USAGE (a bad request, an id in use), E_PERMISSION (another user's process, a
-   *   sandboxed or vanished caller), E_NOT_MOUNTED, E_UNSUPPORTED (no pidfd_getfd), what runTarget and the stage throw
+   * connection that closes before the end hangs the command up (SIGHUP to its process group;
+   * before it started, it is not started). `checkMounter(ref)` must throw unless the caller
+   * mounted the workspace.
+   * @throws E_USAGE (a bad request, an id in use), E_TOO_MANY (MAX_RUNS_PER_USER of theirs run),
+   *   E_PERMISSION (another user's process, a sandboxed, setuid or vanished caller, a cgroup it
+   *   cannot join), E_NOT_MOUNTED, E_UNSUPPORTED (no pidfd_getfd), what runTarget and the stage throw
    */
   async run(
     user: AllowedUser,
@@ -89,8 +108,18 @@ export class UserRun {
     checkRequest(body);
     const key = `${user.uid}:${body.id}`;
     if (this.running.has(key)) throw new AwcError('E_USAGE', `run ${body.id} is running already`);
-    const entry: { cmd?: CallerCommand } = {};
+    if ([...this.running.keys()].filter((k) => k.startsWith(`${user.uid}:`)).length >= MAX_RUNS_PER_USER)
+      throw new AwcError('E_TOO_MANY', `${user.name} has ${MAX_RUNS_PER_USER} runs going already`);
+    const entry: Entry = {};
     this.running.set(key, entry); // reserved before the first await
+    // the caller going away, at any point from now on: no command, or a hung-up one
+    let gone = req.socket.destroyed;
+    const onClose = () => {
+      gone = true;
+      const pid = entry.cmd?.child.pid;
+      if (pid !== undefined) kill(pid, 'SIGHUP');
+    };
+    req.socket.once('close', onClose);
     let peer: HeldPeer | undefined;
     try {
       const fd = (req.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
@@ -104,26 +133,29 @@ export class UserRun {
           `the calling process is confined (${confined}): awc run would start the command outside its sandbox`,
           { hint: 'Call `awc run` from outside the sandbox, or run the command in the sandbox on the workspace mount itself.' },
         );
-      const id = identityOf(peer.pid);
-      if (!alive(peer.pidfd) || id.uid !== user.uid) throw new AwcError('E_PERMISSION', 'the calling process is gone');
+      const caller = callerProfile(peer.pid);
+      if (!alive(peer.pidfd) || caller.uid !== user.uid) throw new AwcError('E_PERMISSION', 'the calling process is gone');
       await checkMounter(body.ref);
-      const target = await runTarget(awc, host, body.ref, body.at ?? undefined, body.cwd);
+      const target = await runTarget(awc, host, body.ref, body.at ?? undefined, body.cwd, { checkAt: false });
       if (target.workspace.mountDriver !== 'overlay') throw new AwcError('E_NOT_MOUNTED', 'a user runs only in overlay workspaces');
       const stdio = takeDescriptors(peer.pidfd, [0, 1, 2]);
       try {
+        if (gone) throw new AwcError('E_PERMISSION', 'the calling process is gone');
         entry.cmd = startForCaller(
           {
             source: target.source,
             upper: workspaceDirs(this.workspacesDir, target.workspace.id).upper,
             at: target.at,
-            uid: id.uid,
-            gid: id.gid,
-            groups: id.groups,
+            uid: caller.uid,
+            gid: caller.gid,
+            groups: caller.groups,
             cwd: cwdInNamespace(target, body.cwd),
-            umask: (body.umask & 0o777).toString(8).padStart(4, '0'),
+            umask: body.umask.toString(8).padStart(4, '0'),
             command: body.command,
             args: body.args,
             env: body.env,
+            limits: caller.limits,
+            nice: caller.nice,
           },
           [stdio[0]!, stdio[1]!, stdio[2]!],
         );
@@ -132,36 +164,57 @@ export class UserRun {
       }
       const cmd = entry.cmd;
       const pid = cmd.child.pid;
-      if (pid !== undefined && alive(peer.pidfd)) {
-        joinCgroupOf(pid, peer.pid);
-        copyLimits(peer.pid, pid);
+      try {
+        if (pid === undefined) throw new AwcError('E_MOUNT_FAILED', 'unshare(1) did not start');
+        // into the caller's cgroups before the stage looks at anything; the limits it takes itself
+        joinCgroups(pid, peer.pid);
+        if (gone || !alive(peer.pidfd)) throw new AwcError('E_PERMISSION', 'the calling process is gone');
+      } catch (err) {
+        cmd.child.kill('SIGKILL');
+        await cmd.exit.catch(() => undefined);
+        throw err;
       }
       cmd.go();
-      let done = false;
-      req.socket.once('close', () => {
-        if (!done && pid !== undefined) kill(pid, 'SIGHUP');
-      });
-      try {
-        const status = await cmd.exit;
-        await cmd.ready;
-        return { status };
-      } finally {
-        done = true;
-      }
+      void cmd.ready.then(
+        () => {
+          entry.started = true;
+          if (entry.pending) kill(pid, entry.pending);
+        },
+        () => undefined,
+      );
+      const status = await cmd.exit;
+      await cmd.ready;
+      return { status };
     } finally {
+      req.socket.off('close', onClose);
       peer?.close();
       this.running.delete(key);
     }
   }
 
-  /** `POST /v1/run-signal {id, signal}`: passes a signal on to the process group of the caller's run `id`. @throws E_NOT_FOUND, E_USAGE */
+  /**
+   * `POST /v1/run-signal {id, signal}`: passes a signal on to the process group of the caller's
+   * run `id`; one that comes while the root stage still sets up is held until the command runs.
+   * @throws E_NOT_FOUND, E_USAGE
+   */
   signal(user: AllowedUser, body: { id?: unknown; signal?: unknown }): { sent: boolean } {
     const r = typeof body.id === 'string' ? this.running.get(`${user.uid}:${body.id}`) : undefined;
     if (!r) throw new AwcError('E_NOT_FOUND', 'no such run of yours');
     if (typeof body.signal !== 'string' || !SIGNALS.has(body.signal)) throw new AwcError('E_USAGE', 'not a signal a run takes');
     const pid = r.cmd?.child.pid;
-    return { sent: pid !== undefined && kill(pid, body.signal as NodeJS.Signals) };
+    if (!r.started || pid === undefined) {
+      r.pending = body.signal as NodeJS.Signals;
+      return { sent: false };
+    }
+    return { sent: kill(pid, body.signal as NodeJS.Signals) };
   }
+}
+
+/** A run in progress: its command once started, whether it runs as the caller yet, a signal held for then. */
+interface Entry {
+  cmd?: CallerCommand;
+  started?: boolean;
+  pending?: NodeJS.Signals;
 }
 
 /** Signals process group `pid` (its leader: the run was started detached). */

@@ -1,8 +1,9 @@
 import * as fs from 'node:fs';
+import { setPriority } from 'node:os';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { fdPath } from '../core/dir-fd.js';
 import { libcLoadError, loadLibc } from './libc.js';
-import { openOwnedDir } from './owned-target.js';
+import { openOwnedDir, type OwnedTarget } from './owned-target.js';
 
 /**
  * What the root daemon asks of the stage that runs inside an ordinary user's `awc run`
@@ -27,6 +28,10 @@ export interface BindSpec {
   args: string[];
   /** The command's whole environment (set by `env -i` after the drop, never seen by a root process). */
   env: Record<string, string>;
+  /** The caller's resource limits (soft, hard; decimal strings) by resource number, set on this process just before the exec. */
+  limits: [string, string][];
+  /** The caller's nice value. */
+  nice: number;
 }
 
 /** A failure of the stage, as it reports it to the daemon on descriptor 4. */
@@ -47,6 +52,7 @@ const SH = '/bin/sh';
 const USER_STAGE = 'cd -- "$1" || exit 125\numask "$2"\nshift 2\nexec "$@"';
 
 interface Calls {
+  prlimit(pid: number, resource: number, next: Buffer | null, old: Buffer | null): number;
   mount(source: string, target: string, fstype: string | null, flags: number, data: string | null): number;
   fcntl(fd: number, cmd: number, ...typed: unknown[]): number;
   execve(path: string, argv: (string | null)[], envp: (string | null)[]): number;
@@ -57,6 +63,7 @@ function calls(): Calls {
   const c = loadLibc();
   if (!c) throw new AwcError('E_UNSUPPORTED', `cannot reach libc: ${libcLoadError()}`);
   return {
+    prlimit: c.func('int prlimit(int pid, int resource, const uint8_t *next, _Out_ uint8_t *old)') as Calls['prlimit'],
     mount: c.func(
       'int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)',
     ) as Calls['mount'],
@@ -116,13 +123,54 @@ function openWorkspace(spec: BindSpec): number {
 }
 
 /**
+ * Gives this process the caller's resource limits, each hard limit no higher than this
+ * process's (raising one needs CAP_SYS_RESOURCE: the command then gets less, never more) and
+ * each soft limit no higher than its hard one; and the caller's nice value where allowed
+ * (a higher priority needs CAP_SYS_NICE; only the timing differs).
+ * @throws E_PERMISSION (a limit that cannot be set: the command would run outside the caller's limits)
+ */
+function takeLimits(c: Calls, spec: BindSpec): void {
+  for (let r = 0; r < spec.limits.length; r++) {
+    const now = Buffer.alloc(16);
+    if (c.prlimit(0, r, null, now) !== 0) throw new AwcError('E_PERMISSION', `cannot read resource limit ${r} (errno ${c.errno()})`);
+    const [soft, hard] = spec.limits[r]!.map(BigInt) as [bigint, bigint];
+    const h = hard < now.readBigUInt64LE(8) ? hard : now.readBigUInt64LE(8);
+    const next = Buffer.alloc(16);
+    next.writeBigUInt64LE(soft < h ? soft : h, 0);
+    next.writeBigUInt64LE(h, 8);
+    if (c.prlimit(0, r, next, null) !== 0)
+      throw new AwcError('E_PERMISSION', `cannot give the command the caller's resource limit ${r} (errno ${c.errno()})`);
+  }
+  try {
+    setPriority(spec.nice);
+  } catch {
+    // a higher priority than this process's needs CAP_SYS_NICE
+  }
+}
+
+/** The stable path, opened as openOwnedDir does for the caller; a missing one or a file is E_USAGE, as `awc run` says it as root. */
+function openStablePath(spec: BindSpec): OwnedTarget {
+  try {
+    return openOwnedDir(spec.at, spec.uid, { gid: spec.gid, groups: spec.groups });
+  } catch (err) {
+    if (err instanceof AwcError && err.code === 'E_TARGET_BUSY')
+      throw new AwcError('E_USAGE', err.message.replace(/^\S+/, `the stable path ${spec.at}`), {
+        hint: `Create it (\`mkdir -p ${spec.at}\`), or pass another directory with --at.`,
+      });
+    throw err;
+  }
+}
+
+/**
  * The stage inside an ordinary user's `awc run` namespace, as root (docs/explanation/stable-paths.md
  * "The route for ordinary users"): opens the workspace's mount and proves it is the caller's
  * workspace (checkWorkspaceMount); walks the stable path from `/` without following any
- * symlink and checks it is a directory the caller owns (openOwnedDir), so the bind changes
+ * symlink, through directories the caller may search, and checks it is a directory the
+ * caller owns (openOwnedDir), so the bind changes
  * nothing the caller could not change by writing there; binds the first over the second
  * through their descriptors (`/proc/self/fd/N`, as runc mounts, so nothing swapped after the
- * checks is mounted on); the bind keeps the workspace mount's nosuid,nodev. Then it says `ok`
+ * checks is mounted on); the bind keeps the workspace mount's nosuid,nodev. It takes the
+ * caller's resource limits and nice value (takeLimits). Then it says `ok`
  * on `report` (which the exec closes) and this process becomes setpriv(1), which drops to the caller
  * (uid, gid, groups; no capabilities; no_new_privs), then `env -i` gives the command exactly
  * `spec.env`. Only setpriv, env and sh, by absolute path from root-owned system directories,
@@ -133,7 +181,7 @@ function openWorkspace(spec: BindSpec): number {
 export function bindAndBecomeCaller(spec: BindSpec, report: number): never {
   const c = calls();
   const src = openWorkspace(spec);
-  const dst = openOwnedDir(spec.at, spec.uid);
+  const dst = openStablePath(spec);
   if (c.mount(fdPath(src), fdPath(dst.fd), null, MS_BIND, null) !== 0) {
     throw new AwcError('E_MOUNT_FAILED', `cannot show the workspace at ${spec.at} (errno ${c.errno()})`);
   }
@@ -143,6 +191,7 @@ export function bindAndBecomeCaller(spec: BindSpec, report: number): never {
   // the report closes at the exec (a failed exec still writes on it after "ok")
   for (const fd of [0, 1, 2]) c.fcntl(fd, F_SETFD, 'int', 0);
   c.fcntl(report, F_SETFD, 'int', FD_CLOEXEC);
+  takeLimits(c, spec);
   fs.writeSync(report, 'ok\n');
   const drop = [
     SETPRIV,

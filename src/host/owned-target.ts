@@ -14,18 +14,39 @@ export interface OwnedTarget {
   close(): void;
 }
 
+/** The caller's groups, for the search check of {@link openOwnedDir}. */
+export interface CallerGroups {
+  gid: number;
+  groups: readonly number[];
+}
+
+/** True when the directory `st` may be searched (x) by `uid` with `who`'s groups, as the kernel decides by its mode bits. */
+function searchable(st: fs.Stats, uid: number, who: CallerGroups): boolean {
+  if (st.uid === uid) return (st.mode & 0o100) !== 0;
+  if (st.gid === who.gid || who.groups.includes(st.gid)) return (st.mode & 0o010) !== 0;
+  return (st.mode & 0o001) !== 0;
+}
+
 /**
  * Opens the directory `target` of user `uid` for the root daemon without following any
  * symlink (see openOwnedTarget): every component from `/` is opened relative to its parent
- * with O_NOFOLLOW|O_DIRECTORY; the last must be owned by `uid`. Close it after use.
- * @throws E_USAGE (not absolute), E_PERMISSION (a symlink on the way, or not owned by `uid`), E_TARGET_BUSY (missing, not a directory)
+ * with O_NOFOLLOW|O_DIRECTORY; the last must be owned by `uid`. With `who`, each directory on
+ * the way must also be one `uid` may search (its mode bits; ACLs are not read, so an ACL grant
+ * is not honoured), checked before the next name is looked up: root then tells nothing of a
+ * place the caller cannot reach, whatever is there. Close it after use.
+ * @throws E_USAGE (not absolute), E_PERMISSION (a symlink on the way, not owned by `uid`, not
+ *   reachable by them), E_TARGET_BUSY (missing, not a directory)
  */
-export function openOwnedDir(target: string, uid: number): OwnedTarget {
+export function openOwnedDir(target: string, uid: number, who?: CallerGroups): OwnedTarget {
   if (!isAbsolute(target)) throw new AwcError('E_USAGE', `target must be absolute: ${target}`);
   const path = resolve(target);
   let fd = fs.openSync('/', DIR_FLAGS);
   try {
     for (const name of path.split('/').filter((n) => n !== '')) {
+      if (who && !searchable(fs.fstatSync(fd), uid, who))
+        throw new AwcError('E_PERMISSION', `${path} cannot be reached by you (a directory on the way is not searchable for uid ${uid})`, {
+          hint: 'Give a directory of your own, on a path you can reach.',
+        });
       let next: number;
       try {
         next = fs.openSync(`${fdPath(fd)}/${name}`, DIR_FLAGS);

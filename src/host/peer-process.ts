@@ -60,7 +60,7 @@ function readOr(path: string, read: (p: string) => string): string {
 }
 
 /** Another namespace or root directory of `pid` than this process's ('<ns> namespace', 'root directory'), or undefined. @throws when /proc cannot be read */
-function placeDifference(pid: number): string | undefined {
+export function placeDifference(pid: number): string | undefined {
   for (const ns of NAMESPACES) {
     const mine = readOr(`/proc/self/ns/${ns}`, readlinkSync);
     if (mine !== '' && readlinkSync(`/proc/${pid}/ns/${ns}`) !== mine) return `${ns} namespace`;
@@ -92,61 +92,6 @@ export function confinementDifference(pid: number): string | undefined {
   } catch {
     return 'unreadable';
   }
-}
-
-/**
- * What confines process `pid` that a process root starts for it would escape: another
- * namespace or root directory, a seccomp filter, another LSM label. Unlike
- * confinementDifference its identity (uids, groups, capabilities) may differ; the cgroup, the
- * resource limits and no_new_privs are given to what is started instead (joinCgroupOf,
- * copyLimits, setpriv). Returns the first difference's name, or undefined when there is none.
- */
-export function sandboxDifference(pid: number): string | undefined {
-  try {
-    const where = placeDifference(pid);
-    if (where) return where;
-    if ((statusOf(pid).get('Seccomp') ?? '') !== (statusOf('self').get('Seccomp') ?? '')) return 'Seccomp';
-    const label = (p: number | 'self') => readOr(`/proc/${p}/attr/current`, (x) => readFileSync(x, 'utf8')).trim();
-    if (label(pid) !== label('self')) return 'security label';
-    return undefined;
-  } catch {
-    return 'unreadable';
-  }
-}
-
-/** Process `pid`'s real uid, real gid and supplementary groups (/proc/<pid>/status). @throws E_NOT_FOUND (gone) */
-export function identityOf(pid: number): { uid: number; gid: number; groups: number[] } {
-  let st: Map<string, string>;
-  try {
-    st = statusOf(pid);
-  } catch {
-    throw new AwcError('E_NOT_FOUND', `process ${pid} is gone`);
-  }
-  const first = (f: string) => Number((st.get(f) ?? '').split(/\s+/)[0]);
-  const groups = (st.get('Groups') ?? '')
-    .split(/\s+/)
-    .filter((g) => g !== '')
-    .map(Number);
-  return { uid: first('Uid'), gid: first('Gid'), groups };
-}
-
-/**
- * Gives process `to` the resource limits (every RLIMIT, soft and hard) and the nice value of
- * process `from` (root: prlimit on another process). Returns false when one could not be set.
- */
-export function copyLimits(from: number, to: number): boolean {
-  const { prlimit } = libc();
-  let all = true;
-  for (let r = 0; r < RLIMITS; r++) {
-    const theirs = Buffer.alloc(16);
-    if (prlimit(from, r, null, theirs) !== 0 || prlimit(to, r, theirs, null) !== 0) all = false;
-  }
-  try {
-    setPriority(to, getPriority(from));
-  } catch {
-    all = false;
-  }
-  return all;
 }
 
 /**

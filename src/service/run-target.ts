@@ -46,11 +46,19 @@ export interface RunTargetDeps {
  * holds `/` or is `.`, made absolute against `cwd`); the workspace must be mounted on `host`; the stable path
  * is `at` (made absolute against `cwd`) or else the {@link SOURCE_PATH_LABEL} of the newest
  * snapshot from the workspace's head back through its parents that carries one (the path the
- * base was imported from). It must be an existing directory.
+ * base was imported from). It must be an existing directory (unless `checkAt` is false: the
+ * root daemon leaves an ordinary user's to the stage, which checks it as far as they may search).
  * @throws E_NOT_FOUND, E_AMBIGUOUS (the ref), E_NOT_MOUNTED (not mounted on this host),
  *   E_USAGE (no stable path recorded and none given; the path is not a directory)
  */
-export async function runTarget(deps: RunTargetDeps, host: string, ref: string, at: string | undefined, cwd: string): Promise<RunTarget> {
+export async function runTarget(
+  deps: RunTargetDeps,
+  host: string,
+  ref: string,
+  at: string | undefined,
+  cwd: string,
+  opts: { checkAt?: boolean } = {},
+): Promise<RunTarget> {
   const byPath = ref.includes('/') || ref === '.' ? await deps.catalog.findWorkspaceByMountPath(resolve(cwd, ref)) : undefined;
   const workspace = byPath ?? (await deps.getWorkspace(ref));
   if (workspace.mountState !== 'mounted' || !workspace.mountPath || workspace.mountHost !== host) {
@@ -63,7 +71,14 @@ export async function runTarget(deps: RunTargetDeps, host: string, ref: string, 
     );
   }
   const path = at !== undefined ? resolve(cwd, at) : await recordedPath(deps, workspace);
-  const st = statSync(path, { throwIfNoEntry: false });
+  // an ordinary user's stable path is looked at by the stage, as far as they may search (src/host/namespace-bind.ts)
+  if (opts.checkAt === false) return { workspace, source: workspace.mountPath, at: path };
+  let st: ReturnType<typeof statSync>;
+  try {
+    st = statSync(path, { throwIfNoEntry: false });
+  } catch {
+    st = undefined; // ENOTDIR, ELOOP, EACCES on the way: not a directory one can run at
+  }
   if (!st?.isDirectory()) {
     throw new AwcError('E_USAGE', `the stable path ${path} is ${st ? 'not a directory' : 'missing on this host'}`, {
       hint: `Create it (\`mkdir -p ${path}\`), or pass another directory with --at.`,
