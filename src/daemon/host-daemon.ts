@@ -23,6 +23,7 @@ import { mkdirPrivate, writeFilePrivate } from '../core/private-fs.js';
 import { prepareHome } from '../service/private-home.js';
 import { livePid } from './pid-file.js';
 import { HostHeartbeat, type HeartbeatStatus } from './heartbeat.js';
+import { watchHome } from './home-watch.js';
 import { HostSweeper } from './host-sweeper.js';
 import { loadConfig } from '../config/config.js';
 import { resolveUserRules } from './user-access.js';
@@ -125,6 +126,7 @@ export class HostDaemon extends EventEmitter {
   /** Content FUSE and overlays need root; an ordinary user's daemon only holds the session (copy mounts). */
   private readonly servesContent = process.getuid?.() === 0;
   private stopping?: Promise<void>;
+  private unwatchHome?: () => void;
   /** The per-user sockets (root daemon only; see reload). */
   private userSockets?: UserSockets;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
@@ -176,6 +178,11 @@ export class HostDaemon extends EventEmitter {
     });
     this.heartbeat.on('log', (l) => this.emit('log', l));
     await this.heartbeat.start();
+    this.unwatchHome = watchHome(this.config.home, async () => {
+      this.emit('log', { level: 'warn', msg: 'the home was removed: stopping', home: this.config.home });
+      await this.unmountAll(true).catch(() => undefined);
+      await this.stop().finally(() => this.emit('stopped'));
+    });
     if (!this.servesContent) return this.listen(gid);
     this.emit('log', {
       level: 'info',
@@ -355,6 +362,7 @@ export class HostDaemon extends EventEmitter {
   /** Stops the daemon (see unmountAll; stop always forces, callers check busy mounts first). */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
+      this.unwatchHome?.();
       this.overlays?.stopRetrying();
       await this.sweeper?.stop();
       try {
