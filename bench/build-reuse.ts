@@ -339,10 +339,26 @@ interface WtSample {
   totalOk: boolean;
 }
 
+/** Why this machine cannot run the figures (not root, a tool missing), or null when it can. */
+export function buildReuseUnavailable(): string | null {
+  if (process.getuid?.() !== 0) return 'needs root (awc run makes a mount namespace)';
+  for (const [tool, arg] of [
+    ['cmake', '--version'],
+    ['make', '--version'],
+    ['cc', '--version'],
+    ['unshare', '--version'],
+  ]) {
+    const r = spawnSync(tool, [arg], { encoding: 'utf8' });
+    if (r.error || r.status !== 0) return `needs ${tool}`;
+  }
+  return null;
+}
+
 /** Runs the figures and returns the markdown section. @throws when a build or a check fails */
 export async function runBuildReuse(o: BuildReuseOptions): Promise<string> {
   const log = o.log ?? (() => undefined);
-  if (process.getuid?.() !== 0) throw new Error('bench:reuse needs root (awc run makes a mount namespace)');
+  const why = buildReuseUnavailable();
+  if (why) throw new Error(`bench:reuse ${why}`);
   if (o.workspaces > o.libs * o.units) throw new Error('--workspaces exceeds the number of source files to edit');
   const t00 = now();
   const load0 = loadavg();
@@ -452,6 +468,13 @@ export async function runBuildReuse(o: BuildReuseOptions): Promise<string> {
     }
     const homeGrowth = duBytes(home) - homeBefore;
     const [layerGrowth, cacheGrowth] = sharedDirs.map((d, k) => duBytes(d) - sharedBefore[k]);
+    // what awc run itself costs (CLI start, catalog, namespace, bind): `awc run <ws> -- true` against `sh -c true`, interleaved
+    const runTrue: number[] = [];
+    const shTrue: number[] = [];
+    for (let k = 0; k < 5; k++) {
+      runTrue.push(awc('run', mounted[0], '--', 'true').ms);
+      shTrue.push(ok('sh', ['-c', 'true'], { cwd: base }).ms);
+    }
 
     // the baseline: the same edits and builds in git worktrees, each at its own path
     const wts: WtSample[] = [];
@@ -558,7 +581,8 @@ export async function runBuildReuse(o: BuildReuseOptions): Promise<string> {
         return `| ${w.i + 1} | \`${w.file}\` | ${fmtMs(w.ms)} / ${fmtMs(w.buildMs)} | ${fmtMs(b.ms)} / ${fmtMs(b.buildMs)} | ${fmtBytes(w.upper)} | ${pct(w.upper)} | ${w.compiled} / ${w.linked} | ${fmtBytes(t.bytes)}, ${fmtMs(t.checkoutMs)} + ${fmtMs(t.configureMs)} + ${fmtMs(t.buildMs)} (${t.compiled} compiled) |`;
       }),
       '',
-      `What run 1's upper holds, largest first: ${biggest.map((f) => `\`${f.path}\` ${fmtBytes(f.bytes)}`).join(', ')}; the rest are depfiles, CMake's consolidated dependency lists and the directories above them. ` +
+      `\`awc run\`'s own cost, the same run: \`awc run <ws> -- true\` ${fmtMs(median(runTrue))} against \`sh -c true\` ${fmtMs(median(shTrue))} (medians of 5): the CLI's start, the catalog, the namespace and the bind, paid once per command. ` +
+        `What run 1's upper holds, largest first: ${biggest.map((f) => `\`${f.path}\` ${fmtBytes(f.bytes)}`).join(', ')}; the rest are depfiles, CMake's consolidated dependency lists and the directories above them. ` +
         `Each workspace's whole directory in the AWC home (upper, overlay work directory, state) took ${fmtBytes(median(ws.map((s) => s.wsDir)))} (median). ` +
         `Paid once per snapshot on the host, whichever workspace comes first, and shared by all: the snapshot's layer (${fmtBytes(layerGrowth)}, built by the first mount) and the chunk cache the builds' reads through the lower filled (${fmtBytes(cacheGrowth)}). ` +
         `All ${o.workspaces} workspaces together added ${fmtBytes(homeGrowth)} to the AWC home.`,
@@ -581,7 +605,7 @@ export async function runBuildReuse(o: BuildReuseOptions): Promise<string> {
     exec(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { env });
     lazyUnmountUnder(work);
     if (mountsUnder(work).length > 0) log(`warning: mounts remain under ${work}; not removing it`);
-    else if (o.keep || failed) log(`kept ${work}${failed ? ' for inspection' : ''}; remove it with rm -rf`);
+    else if (o.keep) log(`kept ${work}${failed ? ' for inspection' : ''}; remove it with rm -rf`);
     else rmSync(work, { recursive: true, force: true });
   }
 }

@@ -25,7 +25,7 @@ import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } fro
 import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
 import { EXPORT_WINDOW_FILE, runExportWindow } from './export-window.js';
 import { CLI_LATENCY_FILE, runCliLatency } from './cli-latency.js';
-import { BUILD_REUSE_DEFAULTS, BUILD_REUSE_FILE, runBuildReuse } from './build-reuse.js';
+import { BUILD_REUSE_DEFAULTS, BUILD_REUSE_FILE, buildReuseUnavailable, runBuildReuse } from './build-reuse.js';
 import { figBuild } from './fig-build.js';
 import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
@@ -293,8 +293,11 @@ async function main(): Promise<number> {
     if (!args.quick && args.only.size === 0)
       writeFileSync(join(PROJECT, 'bench', CLI_LATENCY_FILE), (await runCliLatency({ runs: 15, log })) + '\n');
     // incremental builds in workspaces at the stable path (awc run) against the base and git worktrees (bench/build-reuse.ts); bench/BUILD-REUSE.md keeps it
-    if (!args.quick && args.only.size === 0)
-      writeFileSync(join(PROJECT, 'bench', BUILD_REUSE_FILE), (await runBuildReuse({ ...BUILD_REUSE_DEFAULTS, log })) + '\n');
+    if (!args.quick && args.only.size === 0) {
+      const why = buildReuseUnavailable();
+      if (why) log(`build reuse not measured: it ${why}; bench/${BUILD_REUSE_FILE} keeps the last run's section`);
+      else writeFileSync(join(PROJECT, 'bench', BUILD_REUSE_FILE), (await runBuildReuse({ ...BUILD_REUSE_DEFAULTS, log })) + '\n');
+    }
     writeFileSync(
       out,
       keepDocSections(
