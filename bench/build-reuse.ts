@@ -604,6 +604,7 @@ export async function runBuildReuse(o: BuildReuseOptions): Promise<string> {
       }),
       '',
       `\`awc run\`'s own cost, the same run: \`awc run <ws> -- true\` ${fmtMs(median(runTrue))} against \`sh -c true\` ${fmtMs(median(shTrue))} (medians of 5): the CLI's start, the catalog, the namespace and the bind, paid once per command. ` +
+        `Of the ${fmtMs(wsMed - baseMed)} between the two medians, that fixed cost is ${fmtMs(median(runTrue) - median(shTrue))}; the build itself, timed inside the namespace, took ${buildRatio.toFixed(2)}× the base's. ` +
         `What run 1's upper holds, largest first: ${biggest.map((f) => `\`${f.path}\` ${fmtBytes(f.bytes)}`).join(', ')}; the rest are depfiles, CMake's consolidated dependency lists and the directories above them. ` +
         `Each workspace's whole directory in the AWC home (upper, overlay work directory, state) took ${fmtBytes(median(ws.map((s) => s.wsDir)))} (median). ` +
         `Paid once per snapshot on the host, whichever workspace comes first, and shared by all: the snapshot's layer (${fmtBytes(layerGrowth)}, built by the first mount) and the chunk cache the builds' reads through the lower filled (${fmtBytes(cacheGrowth)}). ` +
