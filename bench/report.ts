@@ -3,6 +3,7 @@ import { fmtBytes, fmtMs, type MachineInfo } from './util.js';
 import { catalogLoadSection } from './catalog-load.js';
 import { exportWindowSection } from './export-window.js';
 import { cliLatencySection } from './cli-latency.js';
+import { buildReuseSection } from './build-reuse.js';
 
 /** What one run produced (also the `--json` output). */
 export interface BenchResult {
@@ -62,6 +63,7 @@ export function renderMarkdown(
   catalogLoad?: string,
   exportWindow?: string,
   cliLatency?: string,
+  buildReuse?: string,
 ): string {
   const m = r.machine;
   const out: string[] = [];
@@ -156,6 +158,10 @@ export function renderMarkdown(
   if (cliLatency) {
     out.push('');
     out.push(cliLatencySection(cliLatency));
+  }
+  if (buildReuse) {
+    out.push('');
+    out.push(buildReuseSection(buildReuse));
   }
   out.push('');
   return out.join('\n');

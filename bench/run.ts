@@ -11,9 +11,9 @@
  * (b) unless --quick, a tree of real npm packages ≥ 10× (a), built once under the cache dir
  * (default /var/tmp/awc-bench/big-tree) and reused. `--quick`: tree (a) only, few iterations,
  * 10 workspaces, no network. Without --quick and --only, docs/benchmarks.md is rewritten (or
- * --out FILE); such a full run also measures the catalog under load, the export read window and
- * the CLI latency (bench/cli-latency.ts) and keeps their sections. Needs root, /dev/fuse and
- * Linux ≥ 6.5 (the overlay driver).
+ * --out FILE); such a full run also measures the catalog under load, the export read window, the
+ * CLI latency (bench/cli-latency.ts) and the build reuse at the stable path (bench/build-reuse.ts)
+ * and keeps their sections. Needs root, /dev/fuse and Linux ≥ 6.5 (the overlay driver).
  */
 import { keepDocSections } from './doc-section.js';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -25,6 +25,7 @@ import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } fro
 import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
 import { EXPORT_WINDOW_FILE, runExportWindow } from './export-window.js';
 import { CLI_LATENCY_FILE, runCliLatency } from './cli-latency.js';
+import { BUILD_REUSE_DEFAULTS, BUILD_REUSE_FILE, buildReuseUnavailable, runBuildReuse } from './build-reuse.js';
 import { figBuild } from './fig-build.js';
 import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
@@ -162,6 +163,7 @@ async function main(): Promise<number> {
           readBenchFile(CATALOG_LOAD_FILE),
           readBenchFile(EXPORT_WINDOW_FILE),
           readBenchFile(CLI_LATENCY_FILE),
+          readBenchFile(BUILD_REUSE_FILE),
         ),
       ),
     );
@@ -290,6 +292,12 @@ async function main(): Promise<number> {
     // CLI latency against `node -e 0` (bench/cli-latency.ts); bench/CLI-LATENCY.md keeps it
     if (!args.quick && args.only.size === 0)
       writeFileSync(join(PROJECT, 'bench', CLI_LATENCY_FILE), (await runCliLatency({ runs: 15, log })) + '\n');
+    // incremental builds in workspaces at the stable path (awc run) against the base and git worktrees (bench/build-reuse.ts); bench/BUILD-REUSE.md keeps it
+    if (!args.quick && args.only.size === 0) {
+      const why = buildReuseUnavailable();
+      if (why) log(`build reuse not measured: it ${why}; bench/${BUILD_REUSE_FILE} keeps the last run's section`);
+      else writeFileSync(join(PROJECT, 'bench', BUILD_REUSE_FILE), (await runBuildReuse({ ...BUILD_REUSE_DEFAULTS, log })) + '\n');
+    }
     writeFileSync(
       out,
       keepDocSections(
@@ -301,6 +309,7 @@ async function main(): Promise<number> {
           readBenchFile(CATALOG_LOAD_FILE),
           readBenchFile(EXPORT_WINDOW_FILE),
           readBenchFile(CLI_LATENCY_FILE),
+          readBenchFile(BUILD_REUSE_FILE),
         ),
       ),
     );

@@ -65,6 +65,6 @@ export async function claudeSessionContext(awc: ClaudeAwc, cwd: string): Promise
   const text =
     stablePath === null
       ? intro
-      : `${intro} Its base was built at ${stablePath}. To build with the base's outputs instead of from scratch, run builds and tests through \`awc run ${sh(ws.mountPath)} -- <command>\` (for example \`awc run ${sh(ws.mountPath)} -- npm run build\`): the command sees this same workspace at ${stablePath} in a private mount namespace, so an incremental build rewrites only what changed here. Paths it prints under ${stablePath} are files of this workspace, at the same place under ${ws.mountPath}; edit them there, never under ${stablePath} itself.`;
+      : `${intro} Its base was built at ${stablePath}. To build with the base's outputs instead of from scratch, run builds and tests through \`awc run ${sh(ws.mountPath)} -- <command>\` (for example \`awc run ${sh(ws.mountPath)} -- npm run build\`): the command sees this same workspace at ${stablePath} in a private mount namespace, so an incremental build rewrites only what changed here; a build run directly here may instead follow the absolute paths its build files name into ${stablePath} itself. Paths it prints under ${stablePath} are files of this workspace, at the same place under ${ws.mountPath}; edit them there, never under ${stablePath} itself.`;
   return { workspace: ws.id, mountPath: ws.mountPath, stablePath, text };
 }
