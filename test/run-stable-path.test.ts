@@ -71,9 +71,13 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
   });
 
   it('started inside the mount, the command runs at the same place under the stable path; its status is passed through', () => {
-    const r = run([ws, '--', 'sh', '-c', 'pwd; exit 7'], join(mnt, 'sub'));
-    assert.equal(r.code, 7, r.stderr);
-    assert.equal(r.stdout, `${join(src, 'sub')}\n`);
+    // both routes: a warm worker resolves it and this process starts it (the daemon runs), and all in process
+    for (const env of [{ AWC_WARM_TRACE: '1' }, { AWC_NO_WARM: '1' }]) {
+      const r = run([ws, '--', 'sh', '-c', 'pwd; exit 7'], join(mnt, 'sub'), env);
+      assert.equal(r.code, 7, r.stderr);
+      assert.equal(r.stdout, `${join(src, 'sub')}\n`);
+      if (env.AWC_WARM_TRACE) assert.match(r.stderr, /warm worker \S+ runs the command/, 'resolved by a warm worker');
+    }
     const killed = run([ws, '--', 'sh', '-c', 'kill -TERM $$']);
     assert.equal(killed.code, 128 + 15, 'a signal as a shell reports it');
   });

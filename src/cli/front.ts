@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { resolve } from 'node:path';
 import { isatty } from 'node:tty';
+import { runFast } from './front-run.js';
 import { socketPathOf, userSocketsDirOf } from '../config/config.js';
 import {
   BUILD_ID_FILE,
@@ -22,6 +23,9 @@ import {
  * or `run` (its command needs this process's own descriptors, terminal and process group).
  */
 const OWN_PROCESS = new Set(['daemon', 'mcp', 'demo', 'run']);
+
+/** OWN_PROCESS less `run`: a worker may resolve a run (`--print-target`) that this process then starts. */
+const RUN_ALLOWED = new Set([...OWN_PROCESS].filter((c) => c !== 'run'));
 
 /** Exit status of E_DAEMON_UNAVAILABLE (src/core/errors.ts; test/warm-cli.test.ts checks they agree). */
 export const EXIT_DAEMON_UNAVAILABLE = 6;
@@ -65,9 +69,9 @@ function configuredSocket(home: string): string | undefined {
  * moves it). An ordinary user: root's per-user one for the home (as src/cli/user-socket.ts
  * finds the per-user API socket), then, with an explicit home, the one of their own daemon there.
  */
-export function warmSockets(argv: readonly string[], env: NodeJS.ProcessEnv, uid = process.getuid?.()): string[] {
+export function warmSockets(argv: readonly string[], env: NodeJS.ProcessEnv, uid = process.getuid?.(), own = OWN_PROCESS): string[] {
   const words = commandOf(argv);
-  if (env.AWC_NO_WARM === '1' || uid === undefined || !words || (words.command && OWN_PROCESS.has(words.command))) return [];
+  if (env.AWC_NO_WARM === '1' || uid === undefined || !words || (words.command && own.has(words.command))) return [];
   const explicit = words.home ?? (env.AWC_HOME || undefined);
   const envSocket = env.AWC_SOCKET || undefined;
   if (uid === 0) {
@@ -99,6 +103,15 @@ function requestOf(argv: string[], build: string): WarmRequest {
   return { v: 1, build, argv, cwd: process.cwd(), env, umask, tty, columns: term?.columns, rows: term?.rows };
 }
 
+/** Where {@link runWarm} puts the command's stdout and its status. */
+export interface WarmSink {
+  out(b: Buffer): void;
+  exit(status: number): void;
+}
+
+/** The caller's own stdout, and the end of this process with the command's status. */
+const TO_CALLER: WarmSink = { out: (b) => void process.stdout.write(b), exit: (status) => process.exit(status) };
+
 /**
  * Runs the command through the warm worker behind `socket` and exits with its status once it
  * finished; resolves 'declined' when a worker answered that it
@@ -107,7 +120,7 @@ function requestOf(argv: string[], build: string): WarmRequest {
  * A worker that goes away after it accepted ends this process with E_DAEMON_UNAVAILABLE's status
  * (or 128 + the signal this process passed on to it).
  */
-export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 'unavailable'> {
+export function runWarm(socket: string, req: WarmRequest, sink: WarmSink = TO_CALLER): Promise<'declined' | 'unavailable'> {
   return new Promise((done) => {
     const conn = connect(socket);
     const reader = new FrameReader();
@@ -140,7 +153,7 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
     };
     conn.on('data', (chunk: Buffer) => {
       for (const f of reader.push(chunk)) {
-        if (f.type === 'O') process.stdout.write(f.payload);
+        if (f.type === 'O') sink.out(f.payload);
         else if (f.type === 'R') process.stderr.write(f.payload);
         else if (f.type === 'A') {
           if (finished) return;
@@ -163,7 +176,8 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
         } else if (f.type === 'X') {
           finished = true;
           // stdout and stderr are written synchronously on Linux (files, pipes, terminals): nothing is left unwritten
-          process.exit(Number(f.payload.toString()));
+          conn.destroy();
+          sink.exit(Number(f.payload.toString()));
         }
       }
     });
@@ -188,6 +202,14 @@ export function runWarm(socket: string, req: WarmRequest): Promise<'declined' | 
 export async function front(bundleDir: URL): Promise<void> {
   const argv = process.argv.slice(2);
   const build = readBuildId(bundleDir);
+  // root's `awc run`: resolved by a worker, started here (src/cli/front-run.ts)
+  const fast = await runFast(argv, {
+    commandOf,
+    sockets: (a) => warmSockets(a, process.env, process.getuid?.(), RUN_ALLOWED),
+    request: (a) => requestOf(a, build),
+    runWarm,
+  }).catch(() => 'fallback' as const);
+  if (fast !== 'fallback') process.exit(fast);
   for (const socket of warmSockets(argv, process.env)) {
     let req: WarmRequest;
     try {

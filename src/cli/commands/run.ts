@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
+import type { PrintedRunTarget } from '../front-run.js';
 import { AwcError } from '../../core/errors.js';
 import type { WithAwcHome } from './attach.js';
 
@@ -24,15 +25,24 @@ export function registerRunCommand(program: Command, withAwc: WithAwcHome, globa
       'run a command with a mounted workspace shown at its stable path (where its snapshot was imported from, or --at) in a private mount namespace; put -- before the command',
     )
     .option('--at <path>', 'the directory the workspace shows at for the command (default: the path its base snapshot was imported from)')
-    .action((ref: string, command: string, args: string[], opts: { at?: string }) =>
+    // the front's fast route (src/cli/front-run.ts): a warm worker resolves the run and prints it; the front starts it
+    .addOption(new Option('--print-target', 'print where the command would run (JSON) and run nothing').hideHelp())
+    .action((ref: string, command: string, args: string[], opts: { at?: string; printTarget?: boolean }) =>
       withAwc(async (awc) => {
-        if (process.getuid?.() !== 0) return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
+        if (process.getuid?.() !== 0) {
+          if (opts.printTarget) throw new AwcError('E_USAGE', '--print-target is for root');
+          return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
+        }
         const [{ runTarget, cwdInNamespace }, { startInNamespace }] = await Promise.all([
           import('../../service/run-target.js'),
           import('../../host/run-namespace.js'),
         ]);
         const cwd = process.cwd();
         const t = await runTarget(awc, awc.config.host, ref, opts.at, cwd);
+        if (opts.printTarget) {
+          const printed: PrintedRunTarget = { source: t.source, at: t.at, cwd: cwdInNamespace(t, cwd), command, args };
+          return void process.stdout.write(`${JSON.stringify(printed)}\n`);
+        }
         const env = ownEnv();
         const r = startInNamespace({
           source: t.source,
