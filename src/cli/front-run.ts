@@ -1,4 +1,4 @@
-import { startInNamespace } from '../host/run-namespace.js';
+import { startInNamespace, waitInForeground } from '../host/run-namespace.js';
 import type { WarmRequest } from '../daemon/warm-protocol.js';
 
 /** What the fast run takes of the front (src/cli/front.ts), passed in so the two modules do not import each other. */
@@ -25,11 +25,6 @@ export interface PrintedRunTarget {
 
 /** The flag the front adds after `run` so that a warm worker resolves the run and prints it, running nothing. */
 export const PRINT_TARGET = '--print-target';
-
-/** Signals a terminal sends to its foreground group: the command gets them itself, this process waits on. */
-const TERMINAL_SIGNALS = ['SIGINT', 'SIGQUIT', 'SIGTSTP'] as const;
-/** Signals sent to this process alone (kill, a supervisor): passed on to the command. */
-const PASSED_ON = ['SIGTERM', 'SIGHUP'] as const;
 
 /** `argv` with {@link PRINT_TARGET} right after the `run` word (undefined when `run` is not the command). */
 function withPrintTarget(argv: readonly string[], commandOf: FrontParts['commandOf']): string[] | undefined {
@@ -93,18 +88,5 @@ async function runHere(t: PrintedRunTarget): Promise<number | 'fallback'> {
     env,
     stdio: ['inherit', 'inherit', 'inherit'],
   });
-  const ignore = () => undefined;
-  const passOn = (sig: NodeJS.Signals) => r.child.kill(sig);
-  for (const s of TERMINAL_SIGNALS) process.on(s, ignore);
-  for (const s of PASSED_ON) process.on(s, passOn);
-  try {
-    const status = await r.exit;
-    await r.ready;
-    return status;
-  } catch {
-    return 'fallback';
-  } finally {
-    for (const s of TERMINAL_SIGNALS) process.off(s, ignore);
-    for (const s of PASSED_ON) process.off(s, passOn);
-  }
+  return waitInForeground(r).catch(() => 'fallback' as const);
 }

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { AwcError } from '../core/errors.js';
-import { placeDifference } from './peer-process.js';
+import { placeDifference, statusOf } from './peer-process.js';
 
 /** What a command root starts for a caller takes of it (docs/explanation/stable-paths.md). */
 export interface CallerProfile {
@@ -35,15 +35,6 @@ const LIMIT_NAMES = [
   'Max realtime timeout',
 ];
 const UNLIMITED = '18446744073709551615';
-
-function statusOf(pid: number | 'self'): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const line of readFileSync(`/proc/${pid}/status`, 'utf8').split('\n')) {
-    const i = line.indexOf(':');
-    if (i > 0) out.set(line.slice(0, i), line.slice(i + 1).trim());
-  }
-  return out;
-}
 
 /** Every LSM label of `pid` (attr/current and each LSM's attr/<lsm>/current), joined; '' where none is readable. */
 function labels(pid: number | 'self'): string {

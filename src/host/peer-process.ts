@@ -42,7 +42,8 @@ export function peerCredentials(fd: number): { pid: number; uid: number; gid: nu
 const STATUS_FIELDS = ['Uid', 'Gid', 'Groups', 'NoNewPrivs', 'Seccomp', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb'];
 const NAMESPACES = ['mnt', 'net', 'pid', 'user', 'ipc', 'uts', 'cgroup', 'time'];
 
-function statusOf(pid: number | 'self'): Map<string, string> {
+/** The fields of /proc/<pid>/status by name. @throws when it cannot be read */
+export function statusOf(pid: number | 'self'): Map<string, string> {
   const out = new Map<string, string>();
   for (const line of readFileSync(`/proc/${pid}/status`, 'utf8').split('\n')) {
     const i = line.indexOf(':');

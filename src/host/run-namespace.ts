@@ -122,3 +122,29 @@ export function startInNamespace(run: NamespaceRun): RunningCommand {
   ready.catch(() => undefined);
   return { child, ready, exit };
 }
+
+/** Signals a terminal sends to its foreground group: the command gets them itself, `awc run` waits on. */
+const TERMINAL_SIGNALS = ['SIGINT', 'SIGQUIT', 'SIGTSTP'] as const;
+/** Signals sent to `awc run` alone (kill, a supervisor): passed on to the command. */
+const PASSED_ON = ['SIGTERM', 'SIGHUP'] as const;
+
+/**
+ * Waits for a command started in this process's terminal and process group: the terminal's
+ * signals (Ctrl-C) reach the command directly and are ignored here, SIGTERM and SIGHUP sent to
+ * this process alone are passed on. Resolves with the command's status.
+ * @throws E_MOUNT_FAILED (the namespace could not be made: nothing ran)
+ */
+export async function waitInForeground(r: RunningCommand): Promise<number> {
+  const ignore = () => undefined;
+  const passOn = (sig: NodeJS.Signals) => r.child.kill(sig);
+  for (const s of TERMINAL_SIGNALS) process.on(s, ignore);
+  for (const s of PASSED_ON) process.on(s, passOn);
+  try {
+    const status = await r.exit;
+    await r.ready;
+    return status;
+  } finally {
+    for (const s of TERMINAL_SIGNALS) process.off(s, ignore);
+    for (const s of PASSED_ON) process.off(s, passOn);
+  }
+}

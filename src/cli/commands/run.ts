@@ -33,7 +33,7 @@ export function registerRunCommand(program: Command, withAwc: WithAwcHome, globa
           if (opts.printTarget) throw new AwcError('E_USAGE', '--print-target is for root');
           return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
         }
-        const [{ runTarget, cwdInNamespace }, { startInNamespace }] = await Promise.all([
+        const [{ runTarget, cwdInNamespace }, { startInNamespace, waitInForeground }] = await Promise.all([
           import('../../service/run-target.js'),
           import('../../host/run-namespace.js'),
         ]);
@@ -53,18 +53,7 @@ export function registerRunCommand(program: Command, withAwc: WithAwcHome, globa
           env,
           stdio: ['inherit', 'inherit', 'inherit'],
         });
-        const ignore = () => undefined;
-        const passOn = (sig: NodeJS.Signals) => r.child.kill(sig);
-        for (const s of TERMINAL_SIGNALS) process.on(s, ignore);
-        for (const s of PASSED_ON) process.on(s, passOn);
-        try {
-          const status = await r.exit;
-          await r.ready;
-          process.exitCode = status;
-        } finally {
-          for (const s of TERMINAL_SIGNALS) process.off(s, ignore);
-          for (const s of PASSED_ON) process.off(s, passOn);
-        }
+        process.exitCode = await waitInForeground(r);
       }),
     );
 }
