@@ -13,6 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import { awc, awcOk, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
 import { makeTempDir, removeTempDir } from './helpers/temp-dir.js';
 import { mountTable } from './helpers/mount-info.js';
+import { commandOf } from '../src/cli/front.js';
 import { usersAndOverlaySkip } from './helpers/unprivileged.js';
 
 describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndOverlaySkip() }, () => {
@@ -50,6 +51,10 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
   after(async () => {
     cleanupMounts(home, work);
     await removeTempDir(work);
+  });
+
+  it('the front finds the run word past global options whose value is "run" (where it adds --print-target)', () => {
+    assert.deepEqual(commandOf(['--home', 'run', '--json', 'run', 'w1', '--', 'true']), { home: 'run', command: 'run', index: 3 });
   });
 
   it('a directory import records its path as the label awc.path', () => {

@@ -3,7 +3,7 @@ import type { WarmRequest } from '../daemon/warm-protocol.js';
 
 /** What the fast run takes of the front (src/cli/front.ts), passed in so the two modules do not import each other. */
 export interface FrontParts {
-  commandOf(argv: readonly string[]): { command?: string } | undefined;
+  commandOf(argv: readonly string[]): { command?: string; index?: number } | undefined;
   /** The warm sockets for `argv`, with `run` allowed. */
   sockets(argv: readonly string[]): string[];
   request(argv: string[]): WarmRequest;
@@ -29,8 +29,8 @@ export const PRINT_TARGET = '--print-target';
 /** `argv` with {@link PRINT_TARGET} right after the `run` word (undefined when `run` is not the command). */
 function withPrintTarget(argv: readonly string[], commandOf: FrontParts['commandOf']): string[] | undefined {
   const words = commandOf(argv);
-  if (words?.command !== 'run') return undefined;
-  const i = argv.indexOf('run');
+  if (words?.command !== 'run' || words.index === undefined) return undefined;
+  const i = words.index;
   return [...argv.slice(0, i + 1), PRINT_TARGET, ...argv.slice(i + 1)];
 }
 

@@ -31,10 +31,10 @@ const RUN_ALLOWED = new Set([...OWN_PROCESS].filter((c) => c !== 'run'));
 export const EXIT_DAEMON_UNAVAILABLE = 6;
 
 /**
- * The global options before the command and the command's name (the first other word), or
+ * The global options before the command and the command's name (the first other word) with its index, or
  * undefined when the words are not the plain `[--home D] [--namespace N] [--json] <command> …`.
  */
-export function commandOf(argv: readonly string[]): { home?: string; command?: string } | undefined {
+export function commandOf(argv: readonly string[]): { home?: string; command?: string; index?: number } | undefined {
   let home: string | undefined;
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -46,7 +46,7 @@ export function commandOf(argv: readonly string[]): { home?: string; command?: s
       continue;
     }
     if (a.startsWith('--home=')) home = a.slice('--home='.length);
-    else if (!a.startsWith('--namespace=')) return { home, command: a.startsWith('-') ? undefined : a };
+    else if (!a.startsWith('--namespace=')) return a.startsWith('-') ? { home } : { home, command: a, index: i };
   }
   return { home };
 }
