@@ -11,7 +11,9 @@
 // s3rver 3.7.1 implements neither ListMultipartUploads nor AbortMultipartUpload (it answers NotImplemented and
 // MethodNotAllowed). Unless --plain, this server adds both, over s3rver's own store (an upload is the directory
 // <bucket>/._S3rver_uploads/<uploadId>/ with its key; its Initiated time is that directory's mtime), so the
-// S3 object store's sweep of abandoned uploads can be tested. `--plain` is s3rver as published.
+// S3 object store's sweep of abandoned uploads can be tested; and it makes PutObject replace an object whole,
+// as S3 does (s3rver writes over the file in place, so two racing puts of one key can leave a mix: atomicPuts).
+// `--plain` is s3rver as published.
 //
 // --openssl-legacy-provider: s3rver encrypts ListObjectsV2 continuation tokens with DES, which OpenSSL 3 (Node
 // 17 and later) leaves out by default; without it, every listing of more than one page fails with a 500.
@@ -39,7 +41,10 @@ export async function startS3Server({ address = '127.0.0.1', port = 0, dir, plai
   const own = dir === undefined;
   const directory = dir ?? mkdtempSync(join(tmpdir(), 'awc-s3rver-'));
   const server = new S3rver({ address, port, directory, silent: true, vhostBuckets: false });
-  if (!plain) addUploadCalls(server);
+  if (!plain) {
+    addUploadCalls(server);
+    atomicPuts(server.store);
+  }
   const addr = await server.run();
   return {
     endpoint: `http://${addr.address}:${addr.port}`,
@@ -49,6 +54,50 @@ export async function startS3Server({ address = '127.0.0.1', port = 0, dir, plai
       await server.close().catch(() => undefined);
       if (own) rmSync(directory, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * PutObject as S3 does it: the new body replaces the object whole, so two puts of one key racing
+ * leave one of the two bodies, never a mix. s3rver 3.7.1 writes the object file in place
+ * (createWriteStream over it), so two racing puts interleave; here each body goes to a file of its
+ * own beside it, renamed over the object once complete (the ObjectStore contract's concurrent-put
+ * test checks it). The rest is s3rver's own putObject (its metadata and md5).
+ */
+function atomicPuts(store) {
+  const crypto = require('node:crypto');
+  const fs = require('node:fs');
+  const { Transform } = require('node:stream');
+  const { pipeline } = require('node:stream/promises');
+  store.putObject = async (object) => {
+    const objectPath = store.getResourcePath(object.bucket, object.key, 'object');
+    await fs.promises.mkdir(join(objectPath, '..'), { recursive: true });
+    const tmp = `${objectPath}.awc-put-${crypto.randomBytes(8).toString('hex')}`;
+    const md5 = crypto.createHash('md5');
+    let size = 0;
+    try {
+      if (Buffer.isBuffer(object.content)) {
+        await fs.promises.writeFile(tmp, object.content);
+        md5.update(object.content);
+        size = object.content.length;
+      } else {
+        const count = new Transform({
+          transform(chunk, encoding, callback) {
+            md5.update(chunk, encoding);
+            size += chunk.length;
+            callback(null, chunk);
+          },
+        });
+        await pipeline(object.content, count, fs.createWriteStream(tmp));
+      }
+      await fs.promises.rename(tmp, objectPath);
+    } catch (err) {
+      await rm(tmp, { force: true });
+      throw err;
+    }
+    const digest = md5.digest('hex');
+    await store.putMetadata(object.bucket, object.key, object.metadata, digest);
+    return { size, md5: digest };
   };
 }
 
