@@ -210,10 +210,12 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
     assert.match(err, /E_DAEMON_UNAVAILABLE: the host daemon's warm worker running this command went away/);
   });
 
-  it('a caller in another mount namespace or with no_new_privs runs its command itself', () => {
+  it('a caller in another mount namespace, with no_new_privs, or traced runs its command itself', () => {
+    const traced = spawnSync('sh', ['-c', 'command -v strace'], { stdio: 'ignore' }).status === 0;
     for (const [prefix, why] of [
       [['unshare', '-m'], 'mnt namespace'],
       [['setpriv', '--no-new-privs'], 'NoNewPrivs'],
+      ...(traced ? ([[['strace', '-f', '-o', '/dev/null'], 'a tracer \\(TracerPid\\)']] as const) : []),
     ] as const) {
       const r = run(['ls'], { env: TRACE, prefix: [...prefix] });
       assert.equal(r.code, 0, r.stderr);

@@ -1,7 +1,7 @@
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { AwcError } from '../core/errors.js';
-import { placeDifference, statusOf } from './peer-process.js';
+import { placeDifference, securityLabels, statusOf } from './peer-process.js';
 
 /** What a command root starts for a caller takes of it (docs/explanation/stable-paths.md). */
 export interface CallerProfile {
@@ -36,29 +36,6 @@ const LIMIT_NAMES = [
 ];
 const UNLIMITED = '18446744073709551615';
 
-/** Every LSM label of `pid` (attr/current and each LSM's attr/<lsm>/current), joined; '' where none is readable. */
-function labels(pid: number | 'self'): string {
-  const read = (p: string) => {
-    try {
-      return readFileSync(p, 'utf8').trim();
-    } catch {
-      return '';
-    }
-  };
-  const out = [read(`/proc/${pid}/attr/current`)];
-  let lsms: string[] = [];
-  try {
-    lsms = readdirSync(`/proc/${pid}/attr`, { withFileTypes: true })
-      .filter((e) => e.isDirectory())
-      .map((e) => e.name)
-      .sort();
-  } catch {
-    // no per-LSM directories on this kernel
-  }
-  for (const l of lsms) out.push(`${l}=${read(`/proc/${pid}/attr/${l}/current`)}`);
-  return out.join('\n');
-}
-
 /**
  * What confines process `pid` that a process root starts for it would escape: another
  * namespace or root directory, a seccomp filter, no_new_privs (which Landlock and an
@@ -76,7 +53,7 @@ export function sandboxDifference(pid: number): string | undefined {
     const mine = statusOf('self');
     for (const f of ['Seccomp', 'NoNewPrivs']) if ((theirs.get(f) ?? '') !== (mine.get(f) ?? '')) return f;
     if ((theirs.get('TracerPid') ?? '0') !== '0') return 'a tracer (TracerPid)';
-    if (labels(pid) !== labels('self')) return 'security label';
+    if (securityLabels(pid) !== securityLabels('self')) return 'security label';
     return undefined;
   } catch {
     return 'unreadable';

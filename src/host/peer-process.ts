@@ -1,4 +1,4 @@
-import { readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { AwcError } from '../core/errors.js';
 import { libcLoadError, loadLibc } from './libc.js';
@@ -60,6 +60,21 @@ function readOr(path: string, read: (p: string) => string): string {
   }
 }
 
+/** Every LSM label of `pid` (attr/current and each LSM's attr/<lsm>/current), joined; '' where none is readable. */
+export function securityLabels(pid: number | 'self'): string {
+  const read = (p: string) => readOr(p, (x) => readFileSync(x, 'utf8')).trim();
+  let lsms: string[] = [];
+  try {
+    lsms = readdirSync(`/proc/${pid}/attr`, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort();
+  } catch {
+    // no per-LSM directories on this kernel
+  }
+  return [read(`/proc/${pid}/attr/current`), ...lsms.map((l) => `${l}=${read(`/proc/${pid}/attr/${l}/current`)}`)].join('\n');
+}
+
 /** Another namespace or root directory of `pid` than this process's ('<ns> namespace', 'root directory'), or undefined. @throws when /proc cannot be read */
 export function placeDifference(pid: number): string | undefined {
   for (const ns of NAMESPACES) {
@@ -74,8 +89,8 @@ export function placeDifference(pid: number): string | undefined {
 /**
  * What makes process `pid` differ from this one in identity or confinement, as the kernel
  * shows it in /proc: namespaces, root directory, user and group ids (real, effective, saved,
- * filesystem), supplementary groups, capabilities, no_new_privs, seccomp, the LSM label
- * (AppArmor, SELinux) and the cgroup. Returns the first difference's name, or undefined when
+ * filesystem), supplementary groups, capabilities, no_new_privs, seccomp, a tracer, every
+ * LSM label (AppArmor, SELinux, each LSM's attr directory) and the cgroup. Returns the first difference's name, or undefined when
  * there is none: then what this process does is what `pid` could have done itself.
  * A process that is gone, or whose /proc this one may not read, differs ('unreadable').
  */
@@ -86,8 +101,9 @@ export function confinementDifference(pid: number): string | undefined {
     const theirs = statusOf(pid);
     const mine = statusOf('self');
     for (const f of STATUS_FIELDS) if ((theirs.get(f) ?? '') !== (mine.get(f) ?? '')) return f;
-    const label = (p: number | 'self') => readOr(`/proc/${p}/attr/current`, (x) => readFileSync(x, 'utf8')).trim();
-    if (label(pid) !== label('self')) return 'security label';
+    // a traced caller (a ptrace sandbox, or strace): the command must run where its tracer sees it
+    if ((theirs.get('TracerPid') ?? '0') !== '0') return 'a tracer (TracerPid)';
+    if (securityLabels(pid) !== securityLabels('self')) return 'security label';
     if (readFileSync(`/proc/${pid}/cgroup`, 'utf8') !== readFileSync('/proc/self/cgroup', 'utf8')) return 'cgroup';
     return undefined;
   } catch {
