@@ -12,9 +12,11 @@
  * (default /var/tmp/awc-bench/big-tree) and reused. `--quick`: tree (a) only, few iterations,
  * 10 workspaces, no network. Without --quick and --only, docs/benchmarks.md is rewritten (or
  * --out FILE); such a full run also measures the catalog under load, the export read window, the
- * CLI latency (bench/cli-latency.ts) and the build reuse at the stable path (bench/build-reuse.ts)
- * and keeps their sections. Needs root, /dev/fuse and Linux ≥ 6.5 (the overlay driver).
+ * CLI latency (bench/cli-latency.ts), the build reuse at the stable path (bench/build-reuse.ts)
+ * and the first `git status` in a fresh workspace (bench/git-status.ts) and keeps their sections. Needs root, /dev/fuse and Linux ≥ 6.5 (the overlay driver).
  */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { keepDocSections } from './doc-section.js';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -297,6 +299,14 @@ async function main(): Promise<number> {
       const why = buildReuseUnavailable();
       if (why) log(`build reuse not measured: it ${why}; bench/${BUILD_REUSE_FILE} keeps the last run's section`);
       else writeFileSync(join(PROJECT, 'bench', BUILD_REUSE_FILE), (await runBuildReuse({ ...BUILD_REUSE_DEFAULTS, log })) + '\n');
+    }
+    // the first `git status` in a fresh workspace (bench/git-status.ts, issue 11 part 1): it writes bench/GIT-STATUS.md
+    // and its own section of docs/benchmarks.md, which the rewrite below keeps
+    if (!args.quick && args.only.size === 0) {
+      const git = spawnSync(process.execPath, [fileURLToPath(new URL('./git-status.js', import.meta.url)), '--cache-dir', args.cacheDir], {
+        stdio: 'inherit',
+      });
+      if (git.status !== 0) throw new Error(`bench/git-status.ts exited ${git.status ?? git.signal}`);
     }
     writeFileSync(
       out,
