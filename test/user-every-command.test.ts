@@ -248,6 +248,7 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
 
     // what stays with the administrator
     adminOnly('gc', ['gc', '--dry-run']);
+    adminOnly('fsck', ['fsck']);
     adminOnly('metrics', ['metrics']);
     adminOnly('daemon start', ['daemon', 'start']);
     adminOnly('daemon stop', ['daemon', 'stop']);

@@ -1,5 +1,5 @@
 import type { Digest } from '../core/digest.js';
-import type { WrittenPack } from '../store/pack-types.js';
+import type { BlobLocation, PackIndexEntry, WrittenPack } from '../store/pack-types.js';
 
 /**
  * The catalog's side of `rm` and `gc` (docs/explanation/gc.md): the fleet-wide gc lock,
@@ -53,6 +53,36 @@ export interface GcCatalog {
    *   (a copy's key is being deleted, or was deleted after `r.startedAtMs`: nothing written)
    */
   commitRepack(owner: string, ttlMs: number, r: RepackCommit): Promise<boolean>;
+
+  /** The blob rows that locate a blob in pack `key` (any namespace), in offset order (`awc fsck`). */
+  listPackBlobs(key: string): Promise<BlobLocation[]>;
+  /**
+   * `awc fsck --repair`: re-indexes pack `r.key` of `r.namespace` from the pack's own index
+   * (`r.entries`, read from its footer), one transaction, only while the pack row is `live` or
+   * `condemned` (else nothing is written and it returns 0). Each entry's blob row is written
+   * when there is none, when it names this pack (a row that disagrees with the pack is
+   * corrected), or when its digest is in `r.replace` (the caller found its current location
+   * broken: the pack is missing or does not hold it). Other rows keep their location (a blob
+   * keeps its first location). Returns the rows inserted or changed.
+   * @throws E_GC_LOCK_LOST
+   */
+  reindexPack(owner: string, ttlMs: number, r: PackReindex): Promise<number>;
+  /**
+   * `awc fsck --repair`, for pack `key` whose object is gone from the store (the caller has
+   * checked): one transaction, only while the row is `live` or `condemned`, deletes the blob
+   * rows still naming it (so no commit deduplicates against a blob that is gone: it uploads it
+   * anew) and moves the row to `deleted`. Returns the blob rows deleted, or -1 when the row was
+   * in no such state (nothing written). @throws E_GC_LOCK_LOST
+   */
+  dropLostPack(owner: string, ttlMs: number, key: string): Promise<number>;
+}
+
+/** A pack to re-index: its namespace, key, the entries of its own index, and the digests whose rows may move to it. */
+export interface PackReindex {
+  namespace: string;
+  key: string;
+  entries: readonly PackIndexEntry[];
+  replace: ReadonlySet<string>;
 }
 
 /** A snapshot row as gc sees it. */

@@ -90,12 +90,12 @@ function sweepText(r: HostSweepReport): string {
  * A percentage option (`50`, `12.5`, `50%`) as a fraction 0..1.
  * @throws E_USAGE (exit 2) for anything else or a value outside 0..100
  */
-function parsePercent(v: string, option: string): number {
+export function parsePercent(v: string, option: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(v);
   const pct = m ? Number(m[1]) : NaN;
   if (!(pct >= 0 && pct <= 100)) {
     throw new AwcError('E_USAGE', `${option} ${JSON.stringify(v)} is not a percentage from 0 to 100`, {
-      hint: `e.g. ${option} 50 (repack packs less than half live), ${option} 0 (never repack)`,
+      hint: `Pass a number from 0 to 100, e.g. ${option} 50 or ${option} 12.5%.`,
     });
   }
   return pct / 100;

@@ -8,6 +8,7 @@ import { registerKeptCommands } from './commands/kept.js';
 import type { LeaseView } from '../service/lease-guard.js';
 import { leaseWords } from './lease-words.js';
 import { registerGcCommands } from './gc-commands.js';
+import { registerFsckCommand } from './fsck-command.js';
 import { registerUserGuards } from './commands/user-guards.js';
 
 // CLI latency (docs/explanation/cli-latency.md): this module and what it imports statically stay
@@ -416,6 +417,7 @@ demo
 registerKeptCommands(program, (fn) => withAwc(fn));
 registerUserGuards(program, globals);
 registerGcCommands(program, (fn) => withAwc(fn));
+registerFsckCommand(program, (fn) => withAwc(fn));
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);
 registerRunCommand(program, withAwc, globals);

@@ -26,6 +26,7 @@ import { prepareHome } from './private-home.js';
 import { removeRef, type RemoveResult, type UnmountFlags } from './remove.js';
 import { retryCondemned, type CommitHooks } from './commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from './gc.js';
+import { runFsck, type FsckOptions, type FsckReport } from './fsck.js';
 import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
 import { captureFields, type CaptureFields } from './capture-classes.js';
@@ -156,6 +157,14 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
    */
   gc(opts: Omit<GcOptions, 'catalog' | 'store'> = {}): Promise<GcReport> {
     return runGc({ ...opts, catalog: this.catalog, store: this.store });
+  }
+
+  /**
+   * `awc fsck` over this catalog and object store, every namespace, and this host's chunk
+   * cache (see runFsck). @throws E_USAGE, E_GC_RUNNING (repair beside a gc), E_GC_LOCK_LOST
+   */
+  fsck(opts: Omit<FsckOptions, 'catalog' | 'store' | 'cacheDir'> = {}): Promise<FsckReport> {
+    return runFsck({ ...opts, catalog: this.catalog, store: this.store, cacheDir: this.paths.cache });
   }
 
   /** Snapshots of the namespace, newest first; with `filter.labels`, those carrying every given label. */

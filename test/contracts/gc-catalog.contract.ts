@@ -209,5 +209,48 @@ export function gcCatalogContract(name: string, factory: AdapterFactory<Catalog>
         await rejectsWith(cat.createSnapshot(snap({ reusedPacks: [old.key] })), 'E_PACK_CONDEMNED');
         await cat.createSnapshot(snap({ reusedPacks: [copy.key] }));
       }));
+    it('fsck: listPackBlobs lists the rows naming a pack; reindexPack corrects and moves rows from a pack index; dropLostPack; all fenced', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        const p1 = mkPack('packs/cc/f1', 3, 'f1');
+        const p2 = { ...mkPack('packs/cc/f2', 2, 'f2') };
+        const shared = { ...p1.blobs[0]!, pack: p2.key, offset: 7 }; // p2 holds a copy of p1's first blob too
+        p2.blobs = [shared, ...p2.blobs];
+        await cat.createSnapshot(snap({ packs: [p1] }));
+        await cat.createSnapshot(snap({ packs: [p2] })); // a later commit that uploaded the blob again
+        const d = shared.digest;
+        assert.deepEqual(
+          (await gc.listPackBlobs(p2.key)).map((b) => b.digest),
+          p2.blobs.slice(1).map((b) => b.digest),
+          'a blob keeps its first location: the copy in p2 has no row',
+        );
+        await rejectsWith(
+          gc.reindexPack(OWNER, TTL, { namespace: NS, key: p2.key, entries: p2.blobs, replace: new Set([d]) }),
+          'E_GC_LOCK_LOST',
+        );
+        await gc.acquireLock(OWNER, TTL);
+        // rows that agree stay; a row naming another pack stays unless its digest is to be replaced
+        assert.equal(await gc.reindexPack(OWNER, TTL, { namespace: NS, key: p2.key, entries: p2.blobs, replace: new Set() }), 0);
+        assert.equal((await cat.blobIndex(NS).lookup([d])).get(d)?.pack, p1.key);
+        assert.equal(await gc.reindexPack(OWNER, TTL, { namespace: NS, key: p2.key, entries: p2.blobs, replace: new Set([d]) }), 1);
+        assert.deepEqual((await cat.blobIndex(NS).lookup([d])).get(d), shared);
+        // a row that disagrees with its own pack's index is corrected from it
+        const moved = p1.blobs.map((b, i) => (i === 1 ? { ...b, offset: b.offset + 1, storedLength: 89 } : b));
+        assert.equal(await gc.reindexPack(OWNER, TTL, { namespace: NS, key: p1.key, entries: moved, replace: new Set() }), 1);
+        assert.deepEqual((await cat.blobIndex(NS).lookup([moved[1]!.digest])).get(moved[1]!.digest), moved[1]);
+        // a lost pack: its rows go, its row becomes deleted; once only
+        assert.equal(await gc.dropLostPack(OWNER, TTL, p1.key), 2);
+        assert.deepEqual(await gc.listPackBlobs(p1.key), []);
+        assert.equal((await gc.listPacks()).find((p) => p.key === p1.key)?.state, 'deleted');
+        assert.equal(await gc.dropLostPack(OWNER, TTL, p1.key), -1);
+        assert.equal(
+          await gc.reindexPack(OWNER, TTL, { namespace: NS, key: p1.key, entries: p1.blobs, replace: new Set() }),
+          0,
+          'not for a deleted pack',
+        );
+        assert.equal((await cat.blobIndex(NS).lookup([d])).get(d)?.pack, p2.key, "the copy's row was not touched");
+        await gc.releaseLock(OWNER);
+        await rejectsWith(gc.dropLostPack(OWNER, TTL, p2.key), 'E_GC_LOCK_LOST');
+      }));
   });
 }

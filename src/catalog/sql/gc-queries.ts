@@ -1,7 +1,8 @@
 import { sql, type Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
-import type { GcCatalog, GcPack, GcSnapshot, PackState, RepackCommit } from '../gc-catalog.js';
+import type { GcCatalog, GcPack, GcSnapshot, PackReindex, PackState, RepackCommit } from '../gc-catalog.js';
+import type { BlobKind, BlobLocation, Codec } from '../../store/pack-types.js';
 import type { Database } from '../schema.js';
 import { BlobQueries, LOOKUP_BATCH } from './blob-queries.js';
 import { commitRepackInTx } from './pack-guard.js';
@@ -356,6 +357,111 @@ export class GcQueries implements GcCatalog {
     return ctx.tx(async (trx) => {
       await this.#hold(trx, owner, ttlMs);
       return commitRepackInTx(ctx, this.#blobs, trx, nsId, r);
+    });
+  }
+  /** See GcCatalog.listPackBlobs. */
+  listPackBlobs(key: string): Promise<BlobLocation[]> {
+    return this.ctx.read(async () => {
+      const rows = await this.ctx.db
+        .selectFrom('blobs')
+        .select(['digest', 'kind', 'pack', 'offset', 'stored_length', 'raw_length', 'codec'])
+        .where('pack', '=', key)
+        .orderBy('offset')
+        .execute();
+      return rows.map((r) => ({
+        digest: r.digest as Digest,
+        kind: r.kind as BlobKind,
+        codec: r.codec as Codec,
+        pack: r.pack,
+        offset: toNum(r.offset),
+        storedLength: toNum(r.stored_length),
+        rawLength: toNum(r.raw_length),
+      }));
+    });
+  }
+
+  /** See GcCatalog.reindexPack. @throws E_GC_LOCK_LOST */
+  async reindexPack(owner: string, ttlMs: number, r: PackReindex): Promise<number> {
+    const ctx = this.ctx;
+    const nsId = await ctx.read(() => ctx.findNs(r.namespace));
+    if (!nsId || r.entries.length === 0) return 0;
+    const replace = [...r.replace];
+    return ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      const pack = await trx
+        .selectFrom('packs')
+        .select('state')
+        .where('key', '=', r.key)
+        .where('namespace', '=', nsId)
+        .$if(ctx.rowLocks, (q) => q.forUpdate())
+        .executeTakeFirst();
+      if (pack?.state !== 'live' && pack?.state !== 'condemned') return 0;
+      const seen = new Set<string>(); // a pack lists a digest once; a damaged one may not: keep its first entry
+      const rows = r.entries
+        .filter((e) => !seen.has(e.digest) && seen.add(e.digest))
+        .sort((a, b) => (a.digest < b.digest ? -1 : a.digest > b.digest ? 1 : 0))
+        .map((e) => ({
+          namespace: nsId,
+          digest: e.digest,
+          kind: e.kind,
+          pack: r.key,
+          offset: e.offset,
+          stored_length: e.storedLength,
+          raw_length: e.rawLength,
+          codec: e.codec,
+        }));
+      let n = 0;
+      for (const group of chunks(rows, ctx.rowsPerInsert(8))) {
+        const res = await trx
+          .insertInto('blobs')
+          .values(group)
+          .onConflict((oc) =>
+            oc
+              .columns(['namespace', 'digest'])
+              .doUpdateSet((eb) => ({
+                pack: eb.ref('excluded.pack'),
+                offset: eb.ref('excluded.offset'),
+                stored_length: eb.ref('excluded.stored_length'),
+                raw_length: eb.ref('excluded.raw_length'),
+                codec: eb.ref('excluded.codec'),
+                kind: eb.ref('excluded.kind'),
+              }))
+              .where((eb) =>
+                eb.or([
+                  eb.and([
+                    eb('blobs.pack', '=', r.key),
+                    eb.or([
+                      eb('blobs.offset', '!=', eb.ref('excluded.offset')),
+                      eb('blobs.stored_length', '!=', eb.ref('excluded.stored_length')),
+                      eb('blobs.raw_length', '!=', eb.ref('excluded.raw_length')),
+                      eb('blobs.codec', '!=', eb.ref('excluded.codec')),
+                      eb('blobs.kind', '!=', eb.ref('excluded.kind')),
+                    ]),
+                  ]),
+                  ...(replace.length > 0 ? [eb.and([eb('blobs.pack', '!=', r.key), eb('blobs.digest', 'in', replace)])] : []),
+                ]),
+              ),
+          )
+          .executeTakeFirst();
+        n += Number(res.numInsertedOrUpdatedRows ?? 0);
+      }
+      return n;
+    });
+  }
+  /** See GcCatalog.dropLostPack. @throws E_GC_LOCK_LOST */
+  async dropLostPack(owner: string, ttlMs: number, key: string): Promise<number> {
+    const now = clock(this.ctx);
+    return this.ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      const res = await trx
+        .updateTable('packs')
+        .set({ state: 'deleted', deleted_at: now })
+        .where('key', '=', key)
+        .where('state', 'in', ['live', 'condemned'])
+        .executeTakeFirst();
+      if (Number(res.numUpdatedRows) !== 1) return -1;
+      const gone = await trx.deleteFrom('blobs').where('pack', '=', key).executeTakeFirst();
+      return Number(gone.numDeletedRows);
     });
   }
 }

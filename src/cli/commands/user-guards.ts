@@ -9,6 +9,7 @@ import type { Output } from '../output.js';
  */
 export const ADMIN_COMMANDS: Readonly<Record<string, string>> = {
   gc: 'it deletes packs shared by every namespace of the home',
+  fsck: 'it reads every namespace of the home and, with --repair, rewrites their blob index',
   'daemon start': 'the host daemon runs as root',
   'daemon stop': "stopping the host daemon unmounts every user's workspaces",
   'daemon run': 'the host daemon runs as root',

@@ -1,0 +1,68 @@
+import type { Command } from 'commander';
+import { AwcError } from '../core/errors.js';
+import type { FsckReport } from '../service/fsck.js';
+import { parsePercent, type WithAwc } from './gc-commands.js';
+import { formatBytes } from './output.js';
+
+/** Exit status of `awc fsck` when it finds a problem: the integrity class of the error registry. */
+export const FSCK_PROBLEM_EXIT = 5;
+
+/**
+ * Registers `awc fsck [--read-data [--subset P%]] [--repair]` (docs/reference/fsck.md) on
+ * `program`. The report goes to stdout (`--json`: FsckReport); the exit status is 0 when
+ * nothing is wrong, {@link FSCK_PROBLEM_EXIT} when a problem remains.
+ */
+export function registerFsckCommand(program: Command, withAwc: WithAwc): void {
+  program
+    .command('fsck')
+    .description('check that every snapshot can be read whole: catalog rows, packs, trees and blobs (every namespace)')
+    .option('--read-data', 'read every byte of the packs and of this host chunk cache, and verify it')
+    .option('--subset <pct>', 'with --read-data: read this percentage of the packs, chosen at random')
+    .option('--repair', 're-index packs from their own indexes and drop chunk cache files that fail (takes the gc lock)')
+    .action((opts: { readData?: boolean; subset?: string; repair?: boolean }) =>
+      withAwc(async (awc, o) => {
+        const subset = opts.subset === undefined ? undefined : parseSubset(opts.subset);
+        const r = await awc.fsck({ readData: opts.readData, subset, repair: opts.repair });
+        o.result(r, () => fsckText(r));
+        if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
+      }),
+    );
+}
+
+/** The text report: what was checked, then one line per problem and warning. */
+export function fsckText(r: FsckReport): string {
+  const c = r.checked;
+  const lines = [
+    `checked ${c.snapshots} snapshot(s), ${c.trees} tree(s), ${c.blobs} blob(s), ${c.packs} pack(s), ${c.gitProofs} git proof(s)`,
+  ];
+  if (r.readData)
+    lines.push(
+      `read ${r.readData.packs} of ${r.readData.of} pack(s) whole (${formatBytes(r.readData.bytes)}) and ${r.readData.cacheFiles} chunk cache file(s)`,
+    );
+  if (r.unreferenced.packs > 0 || r.unreferenced.gitProofs > 0)
+    lines.push(
+      `${r.unreferenced.packs} pack(s) (${formatBytes(r.unreferenced.bytes)}) and ${r.unreferenced.gitProofs} git proof(s) in the store belong to no catalog row (uploads of commits that did not happen)`,
+    );
+  if (r.repaired)
+    lines.push(
+      `repaired: ${r.repaired.blobRows} blob row(s) re-indexed from packs, ${r.repaired.lostPacks} lost pack(s) dropped with ${r.repaired.droppedRows} row(s), ${r.repaired.cacheFiles} chunk cache file(s) dropped`,
+    );
+  for (const p of r.problems) {
+    const where = p.snapshots.length > 0 ? ` [snapshots: ${p.snapshots.join(', ')}]` : '';
+    lines.push(`${p.code} ${p.kind}: ${p.message}${where}`);
+  }
+  for (const w of r.warnings) lines.push(`warning ${w.kind}: ${w.message}`);
+  lines.push(r.ok ? 'no problem found' : `${r.problems.length} problem(s) found`);
+  return lines.join('\n');
+}
+
+/**
+ * A `--subset` percentage (`10`, `2.5%`) as a fraction in (0, 1].
+ * @throws E_USAGE (exit 2) for anything else
+ */
+function parseSubset(v: string): number {
+  const f = parsePercent(v, '--subset');
+  if (f === 0)
+    throw new AwcError('E_USAGE', '--subset 0 reads nothing', { hint: 'e.g. --subset 10% reads a tenth of the packs, chosen at random' });
+  return f;
+}
