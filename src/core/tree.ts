@@ -1,13 +1,16 @@
 import { AwcError } from './errors.js';
+import { compareNameBytes, hasEscape, isCanonicalName } from './raw-name.js';
 import { isDigest, sha256, type Digest } from './digest.js';
 
 /**
- * Tree objects (format `tree` v1) and the root object (format `root` v1): the Merkle
- * description of a filesystem tree. See docs/reference/formats.md.
+ * Tree objects (format `tree` v1, and v2 for directories whose names or link targets hold raw
+ * bytes) and the root object (format `root` v1): the Merkle description of a filesystem tree.
+ * See docs/reference/formats.md.
  *
  * A directory's digest is sha256 of its canonical JSON encoding (entries sorted by the
- * UTF-8 bytes of their names, fixed key order), so an unchanged subtree keeps its digest
- * between snapshots and diff walks only what changed.
+ * bytes of their names, fixed key order), so an unchanged subtree keeps its digest
+ * between snapshots and diff walks only what changed. Names are strings; raw bytes that are
+ * not UTF-8 are held escaped (src/core/raw-name.ts).
  */
 
 /** Reference to one chunk of a file: digest of the chunk's raw bytes and its raw length (bytes). */
@@ -73,7 +76,8 @@ export type Entry = FileEntry | DirEntry | SymlinkEntry | HardlinkEntry | Specia
 
 /** A directory's content: its entries sorted by the UTF-8 bytes of their names. */
 export interface TreeObject {
-  v: 1;
+  /** 1: every name and link target is UTF-8; 2: some hold raw bytes (src/core/raw-name.ts). */
+  v: 1 | 2;
   entries: Entry[];
 }
 
@@ -88,22 +92,29 @@ export interface RootObject extends EntryAttrs {
   tree: Digest;
 }
 
-/** Compares two names by their UTF-8 bytes (the tree's sort order). */
+/** Compares two names by their bytes (the tree's sort order; raw names by src/core/raw-name.ts). */
 export function compareNames(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+  return compareNameBytes(a, b);
 }
 
 /**
- * Checks an entry name: non-empty, no `/`, no NUL, not `.` or `..`.
- * @throws AwcError E_PATH_TRAVERSAL for `.`/`..`/`/`, E_UNSUPPORTED_NAME for invalid UTF-8 (lone surrogates).
+ * Checks an entry name: non-empty, no `/`, no NUL, not `.` or `..`; valid UTF-8, or with
+ * `raw` any byte string in its canonical escaped form (src/core/raw-name.ts).
+ * @throws AwcError E_PATH_TRAVERSAL for `.`/`..`/`/`, E_UNSUPPORTED_NAME for a name that is not
+ *   UTF-8 (without `raw`) or not a canonical raw name
  */
-export function checkName(name: string): void {
+export function checkName(name: string, raw = false): void {
   if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
     throw new AwcError('E_PATH_TRAVERSAL', `invalid entry name ${JSON.stringify(name)}`);
   }
-  if (!name.isWellFormed()) {
+  if (hasEscape(name) && (!raw || !isCanonicalName(name))) {
     throw new AwcError('E_UNSUPPORTED_NAME', `entry name is not valid UTF-8: ${JSON.stringify(name)}`);
   }
+}
+
+/** Whether an entry needs tree format v2: its name, or its link's target, holds raw bytes. */
+function needsRaw(e: Entry): boolean {
+  return hasEscape(e.name) || ((e.type === 'symlink' || e.type === 'hardlink') && hasEscape(e.target));
 }
 
 function attrs(e: EntryAttrs): EntryAttrs {
@@ -142,22 +153,40 @@ export function canonicalEntry(e: Entry): Entry {
 }
 
 /**
- * Encodes a tree object canonically: entries sorted by name bytes, fixed key order.
- * Input order does not matter. @throws E_FORMAT on duplicate names, E_PATH_TRAVERSAL/E_UNSUPPORTED_NAME on bad names.
+ * Encodes a tree object canonically: entries sorted by name bytes, fixed key order; format v1
+ * when every name and link target is UTF-8, else v2 (raw names; docs/reference/formats.md).
+ * Input order does not matter. @throws E_FORMAT on duplicate names, E_PATH_TRAVERSAL/E_UNSUPPORTED_NAME on bad names
+ *   (a raw name or target not in canonical form).
  */
 export function encodeTree(entries: readonly Entry[]): { bytes: Buffer; digest: Digest } {
   const sorted = [...entries].sort((a, b) => compareNames(a.name, b.name));
   for (let i = 0; i < sorted.length; i++) {
-    checkName(sorted[i].name);
+    checkName(sorted[i].name, true);
+    checkTarget(sorted[i], true);
     if (i > 0 && sorted[i - 1].name === sorted[i].name)
       throw new AwcError('E_FORMAT', `duplicate entry name ${JSON.stringify(sorted[i].name)}`);
   }
-  const obj: TreeObject = { v: 1, entries: sorted.map(canonicalEntry) };
+  const obj: TreeObject = { v: sorted.some(needsRaw) ? 2 : 1, entries: sorted.map(canonicalEntry) };
   const bytes = Buffer.from(JSON.stringify(obj), 'utf8');
   return { bytes, digest: sha256(bytes) };
 }
 
-/** Decodes and validates a tree object. @throws E_FORMAT when it is not a v1 tree. */
+/** A link's target: raw bytes only in canonical form, and only when `raw`. @throws E_UNSUPPORTED_NAME */
+function checkTarget(e: Entry, raw: boolean): void {
+  if (
+    (e.type === 'symlink' || e.type === 'hardlink') &&
+    typeof e.target === 'string' &&
+    hasEscape(e.target) &&
+    (!raw || !isCanonicalName(e.target))
+  )
+    throw new AwcError('E_UNSUPPORTED_NAME', `the target of ${JSON.stringify(e.name)} is not valid UTF-8`);
+}
+
+/**
+ * Decodes and validates a tree object of format v1 (UTF-8 names) or v2 (raw names, which a v2
+ * tree must hold: a tree that does not need v2 is always v1).
+ * @throws E_FORMAT when it is neither; E_UNSUPPORTED_NAME for a name not in canonical form, or raw in v1
+ */
 export function decodeTree(bytes: Uint8Array): TreeObject {
   let obj: TreeObject;
   try {
@@ -165,13 +194,16 @@ export function decodeTree(bytes: Uint8Array): TreeObject {
   } catch (err) {
     throw new AwcError('E_FORMAT', 'tree object is not JSON', { cause: err });
   }
-  if (!obj || obj.v !== 1 || !Array.isArray(obj.entries)) throw new AwcError('E_FORMAT', 'not a v1 tree object');
+  if (!obj || (obj.v !== 1 && obj.v !== 2) || !Array.isArray(obj.entries)) throw new AwcError('E_FORMAT', 'not a v1 or v2 tree object');
   for (const e of obj.entries) {
-    checkName(e.name);
+    if (typeof e?.name !== 'string') throw new AwcError('E_FORMAT', 'a tree entry has no name');
+    checkName(e.name, obj.v === 2);
+    checkTarget(e, obj.v === 2);
     if ((e.type === 'file' && !isDigest(e.digest)) || (e.type === 'dir' && !isDigest(e.tree))) {
       throw new AwcError('E_FORMAT', `tree entry ${JSON.stringify(e.name)} has a malformed digest`);
     }
   }
+  if (obj.v === 2 && !obj.entries.some(needsRaw)) throw new AwcError('E_FORMAT', 'a v2 tree object without a raw name (it must be v1)');
   return obj;
 }
 

@@ -50,7 +50,7 @@ export function packKeyHex(key: string): string | undefined {
 }
 
 /**
- * Checks each pack row against the object store (docs/reference/fsck.md#what-it-checks): the
+ * Checks each pack row against the object store (docs/reference/fsck.md): the
  * object exists with the recorded size, its own index parses and passes its checksum
  * (`parsePackIndex`), and every catalog blob row naming it agrees with that index. A pack of
  * `readWhole` is read whole instead: its bytes must hash to its key and every blob must decode
