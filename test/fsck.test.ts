@@ -7,7 +7,6 @@
  * `--repair` re-indexes from the packs' own indexes; a concurrent gc is never reported.
  */
 import { strict as assert } from 'node:assert';
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,24 +19,13 @@ import { Awc } from '../src/service/awc.js';
 import type { FsckReport } from '../src/service/fsck.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { awc as cli, cleanupMounts, errorOf } from './helpers/cli.js';
-import { tarHash, writeTree } from './helpers/gc-fixtures.js';
+import { gitRepo, tarHash, writeTree } from './helpers/gc-fixtures.js';
 import { listObjects } from './helpers/list-objects.js';
 import { freshDatabase, type FreshDatabase } from './helpers/postgres.js';
 import { freshBucket, type TestBucket } from './helpers/s3.js';
 
 /** A retention that puts the cutoff a minute ahead of the database's clock (every unnamed, unheld snapshot is outside it). */
 const ALL = -60_000;
-
-/** A git repository with a few files, one of several chunks. */
-function gitRepo(dir: string, files: Record<string, string | Buffer>): string {
-  mkdirSync(dir, { recursive: true });
-  for (const [name, body] of Object.entries(files)) writeFileSync(join(dir, name), body);
-  const git = (...args: string[]) => execFileSync('git', ['-C', dir, ...args], { stdio: 'ignore' });
-  git('init', '-q');
-  git('add', '-A');
-  git('-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-qm', 'first');
-  return dir;
-}
 
 for (const backends of ['sqlite + file', 'postgres + s3'] as const)
   describe(`awc fsck (${backends})`, () => {

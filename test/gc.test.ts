@@ -14,7 +14,7 @@ import { Awc } from '../src/service/awc.js';
 import type { KyselyCatalog } from '../src/catalog/sql/kysely-catalog.js';
 import { rejectsWith } from './helpers/assert-errors.js';
 import { awc as cli, cleanupMounts, errorOf } from './helpers/cli.js';
-import { assertEveryBlobStored, exportAll, writeTree } from './helpers/gc-fixtures.js';
+import { assertEveryBlobStored, exportAll, gitRepo, writeTree } from './helpers/gc-fixtures.js';
 import { listObjects } from './helpers/list-objects.js';
 import { freshDatabase, type FreshDatabase } from './helpers/postgres.js';
 import { freshBucket, type TestBucket } from './helpers/s3.js';
@@ -163,6 +163,38 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       assert.deepEqual({ ...real, dryRun: true, incomplete: dry.incomplete }, dry, 'the real run does what the dry run said');
       await assertEveryBlobStored(svc);
       void a;
+    });
+
+    it('removes the git-index proofs of removed snapshots once past the grace; keeps those of live ones; a dry run only counts', async () => {
+      const gone = await svc.importSnapshot(gitRepo(join(work, `git${n++}`), { 'a.txt': 'unnamed\n' }));
+      const kept = await svc.importSnapshot(gitRepo(join(work, `git${n++}`), { 'a.txt': 'named\n' }), { name: 'gc-git-kept' });
+      const proofs = async () => [...(await listObjects(svc.store, 'gitproof/')).keys()].sort();
+      const hex = (root: string) => root.slice(7);
+      assert.deepEqual((await proofs()).filter((k) => k.endsWith(hex(gone.root)) || k.endsWith(hex(kept.root))).length, 2);
+      const dry = await svc.gc({ dryRun: true, retentionMs: ALL, graceMs: 0 });
+      assert.ok(dry.gitProofs.removed >= 1);
+      assert.ok(
+        (await proofs()).some((k) => k.endsWith(hex(gone.root))),
+        'a dry run removes nothing',
+      );
+      const young = await svc.gc({ retentionMs: ALL, repackBelow: 0 }); // removes the snapshot; its proof is younger than 24 h
+      assert.ok(young.snapshots.removed.includes(gone.id));
+      assert.ok(
+        (await proofs()).some((k) => k.endsWith(hex(gone.root))),
+        'kept within the grace',
+      );
+      const r = await svc.gc({ retentionMs: ALL, graceMs: 0, repackBelow: 0 });
+      assert.ok(r.gitProofs.removed >= 1);
+      const left = await proofs();
+      assert.equal(
+        left.some((k) => k.endsWith(hex(gone.root))),
+        false,
+        'the proof of the removed snapshot is gone',
+      );
+      assert.ok(
+        left.some((k) => k.endsWith(hex(kept.root))),
+        'the proof of a live snapshot stays',
+      );
     });
 
     it("one gc at a time: a second gc fails with E_GC_RUNNING; a dead gc's lock expires; a gc that lost its lock stops", async () => {

@@ -73,6 +73,7 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
             `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
             `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
             `${would}repack ${r.packs.repacked.count} pack(s) (${formatBytes(r.packs.repacked.bytes)}, ${formatBytes(r.packs.repacked.liveBytes)} of it live)`,
+            `${would}remove ${r.gitProofs.removed} git proof(s) of removed snapshots`,
             ...(local ? [sweepText(local)] : []),
           ].join('\n'),
         );

@@ -56,6 +56,8 @@ export interface GcReport {
   packs: { live: number; condemned: PackCount; uncondemned: PackCount; deleted: PackCount; repacked: RepackCount };
   blobs: { live: number };
   incomplete: { removed: number; bytes: number };
+  /** Git-index proof records (`gitproof/…`) of roots no live snapshot holds, stored more than the grace ago: removed (or, dry, to remove). */
+  gitProofs: { removed: number };
 }
 
 const count = (ps: readonly GcPack[]): PackCount => ({ count: ps.length, bytes: ps.reduce((n, p) => n + p.size, 0) });
@@ -66,7 +68,7 @@ const count = (ps: readonly GcPack[]): PackCount => ({ count: ps.length, bytes: 
  * dead gc left, remove unreferenced snapshot rows, mark, un-condemn what is live again,
  * delete what a previous run condemned more than `graceMs` ago and this mark still finds
  * unreachable, condemn what this mark finds unreachable, repack live packs that are mostly
- * garbage (src/service/gc-repack.ts), sweep incomplete uploads, unlock.
+ * garbage (src/service/gc-repack.ts), sweep incomplete uploads and the git-index proofs of removed snapshots (both older than `graceMs`), unlock.
  * @throws E_USAGE (repackBelow outside 0..1), E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
  *   its lock), E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob cannot be read: nothing is
  *   condemned or deleted then)
@@ -94,6 +96,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
       packs: { live: 0, condemned: count([]), uncondemned: count([]), deleted: count([]), repacked: countRepack([]) },
       blobs: { live: 0 },
       incomplete: { removed: 0, bytes: 0 },
+      gitProofs: { removed: 0 },
     };
     const deleted: GcPack[] = [];
     // 2. deletions a dead gc left half done
@@ -171,10 +174,31 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
         });
     report.packs.repacked = countRepack(repacked);
     await hooks.afterRepack?.();
-    // 9. what dead writers left in the store
+    // 9. what dead writers left in the store, and proofs of removed snapshots
     if (!dryRun) report.incomplete = await store.sweepIncomplete(graceMs);
+    report.gitProofs.removed = await sweepGitProofs(store, new Set(live.map((s) => s.root)), graceMs, dryRun);
     return report;
   } finally {
     if (!dryRun) await gc.releaseLock(owner).catch(() => undefined);
   }
+}
+
+/**
+ * Removes the git-index proof records (src/store/git-proof-record.ts) of roots no live snapshot
+ * holds that were stored more than `graceMs` ago (the store's clock against this host's): an
+ * import puts its proof before its snapshot commits, and a younger record may be one still
+ * committing. A proof is a hint (without one a workspace's git re-reads the files), so even a
+ * record removed under a slow import costs speed, never correctness.
+ * @returns how many were removed (dry: would be). @throws what the store throws
+ */
+async function sweepGitProofs(store: ObjectStore, roots: ReadonlySet<string>, graceMs: number, dryRun: boolean): Promise<number> {
+  const before = Date.now() - graceMs;
+  let n = 0;
+  for await (const o of store.list('gitproof/')) {
+    const m = /^gitproof\/[0-9a-f]{2}\/([0-9a-f]{64})$/.exec(o.key);
+    if (!m || roots.has(`sha256:${m[1]}`) || o.modifiedMs > before) continue;
+    if (!dryRun) await store.delete(o.key);
+    n++;
+  }
+  return n;
 }

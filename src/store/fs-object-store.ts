@@ -4,7 +4,7 @@ import { link, lstat, open, opendir, rename, stat, unlink } from 'node:fs/promis
 import { dirname, join, sep } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate, PRIVATE_FILE_MODE } from '../core/private-fs.js';
-import type { ObjectStore } from './object-store.js';
+import type { ListedObject, ObjectStore } from './object-store.js';
 
 /**
  * The object store over a local directory (the embedded default). An object with key
@@ -120,8 +120,8 @@ export class FsObjectStore implements ObjectStore {
     }
   }
 
-  /** Lists keys starting with `prefix` (any string, e.g. `packs/` or `packs/a`) with sizes in bytes, in no particular order. */
-  async *list(prefix: string): AsyncIterable<{ key: string; size: number }> {
+  /** Lists keys starting with `prefix` (any string, e.g. `packs/` or `packs/a`) with sizes in bytes and mtimes (ms), in no particular order. */
+  async *list(prefix: string): AsyncIterable<ListedObject> {
     // Start at the deepest directory the prefix names fully.
     const cut = prefix.lastIndexOf('/');
     const startRel = cut < 0 ? '' : prefix.slice(0, cut);
@@ -167,7 +167,7 @@ export class FsObjectStore implements ObjectStore {
     return out;
   }
 
-  private async *walk(rel: string, prefix: string): AsyncGenerator<{ key: string; size: number }> {
+  private async *walk(rel: string, prefix: string): AsyncGenerator<ListedObject> {
     let dir;
     try {
       dir = await opendir(rel === '' ? this.root : join(this.root, rel));
@@ -185,7 +185,8 @@ export class FsObjectStore implements ObjectStore {
         if (k.startsWith(prefix) || prefix.startsWith(k)) yield* this.walk(key, prefix);
       } else if (d.isFile() && key.startsWith(prefix)) {
         try {
-          yield { key, size: (await stat(join(this.root, key))).size };
+          const st = await stat(join(this.root, key));
+          yield { key, size: st.size, modifiedMs: st.mtimeMs };
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw toAwcError(err); // deleted meanwhile
         }

@@ -1,3 +1,10 @@
+/** One object of a listing: key, size in bytes, and when it was stored (ms since the epoch, the store's clock). */
+export interface ListedObject {
+  key: string;
+  size: number;
+  modifiedMs: number;
+}
+
 /**
  * The object store port: immutable, content-addressed objects (packs). Writes are
  * create-only and idempotent; nothing is overwritten in place. Adapters: `FsObjectStore`
@@ -19,8 +26,12 @@ export interface ObjectStore {
   size(key: string): Promise<number>;
   /** Removes an object (GC only); absent is not an error. */
   delete(key: string): Promise<void>;
-  /** Lists keys under a prefix with their sizes (bytes), in no particular order. */
-  list(prefix: string): AsyncIterable<{ key: string; size: number }>;
+  /**
+   * Lists keys under a prefix with their sizes (bytes) and when they were stored
+   * (`modifiedMs`, ms since the epoch by the store's clock: a file's mtime, S3's
+   * LastModified), in no particular order.
+   */
+  list(prefix: string): AsyncIterable<ListedObject>;
   /**
    * Removes what writers killed in the middle of a `put` left behind (a directory store's
    * temporary files, an S3 store's unfinished multipart uploads) that is older than

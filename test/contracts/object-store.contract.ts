@@ -101,6 +101,16 @@ export function objectStoreContract(name: string, factory: AdapterFactory<Object
       assert.deepEqual(await listObjects(store, key), new Map([[key, 4096]]));
     });
 
+    it('list says when each object was stored (ms since the epoch, the store clock: within minutes of ours)', async () => {
+      const before = Date.now();
+      const { key } = await putRandom(store, 100);
+      const listed = [];
+      for await (const o of store.list(key)) listed.push(o);
+      assert.equal(listed.length, 1);
+      assert.equal(listed[0]!.key, key);
+      assert.ok(Math.abs(listed[0]!.modifiedMs - before) < 5 * 60_000, `modifiedMs ${listed[0]!.modifiedMs} vs now ${before}`);
+    });
+
     it('delete removes the object (twice is fine); a later put stores it again', async () => {
       const { key, body } = await putRandom(store, 777);
       await store.delete(key);

@@ -13,7 +13,7 @@ import {
 import { setTimeout as delay } from 'node:timers/promises';
 import { AwcError } from '../../core/errors.js';
 import { redactUrl } from '../../config/backend-url.js';
-import type { ObjectStore } from '../object-store.js';
+import type { ListedObject, ObjectStore } from '../object-store.js';
 import { s3ToAwcError, type S3Context } from './s3-errors.js';
 import { multipartUpload } from './s3-multipart.js';
 
@@ -224,8 +224,8 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
-  /** Lists keys starting with `prefix` (any string) with their sizes in bytes, a page (≤ 1000 keys) per ListObjectsV2 call. @throws the codes of {@link s3ToAwcError} */
-  async *list(prefix: string): AsyncIterable<{ key: string; size: number }> {
+  /** Lists keys starting with `prefix` (any string) with their sizes in bytes and LastModified (ms), a page (≤ 1000 keys) per ListObjectsV2 call. @throws the codes of {@link s3ToAwcError} */
+  async *list(prefix: string): AsyncIterable<ListedObject> {
     await this.checkBucket();
     const pages = paginateListObjectsV2({ client: this.client }, { Bucket: this.bucket, Prefix: this.prefix + prefix });
     const ctx = this.ctx('ListObjectsV2');
@@ -239,7 +239,8 @@ export class S3ObjectStore implements ObjectStore {
       }
       if (page.done) return;
       for (const o of page.value.Contents ?? [])
-        if (o.Key !== undefined && o.Key.startsWith(this.prefix)) yield { key: o.Key.slice(this.prefix.length), size: o.Size ?? 0 };
+        if (o.Key !== undefined && o.Key.startsWith(this.prefix))
+          yield { key: o.Key.slice(this.prefix.length), size: o.Size ?? 0, modifiedMs: o.LastModified?.getTime() ?? 0 };
     }
   }
 
