@@ -1,4 +1,4 @@
-import type { Transaction } from 'kysely';
+import type { ExpressionBuilder, OnConflictTables, OnConflictUpdateDatabase, Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../../store/pack-types.js';
@@ -8,6 +8,19 @@ import type { SqlContext } from './sql-context.js';
 
 /** Code-unit order of two strings (any fixed total order serves: see `insertPacks`). */
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** An expression builder of `INSERT INTO blobs … ON CONFLICT` (the `excluded` row beside `blobs`). */
+export type BlobConflictEb = ExpressionBuilder<OnConflictUpdateDatabase<Database, 'blobs'>, OnConflictTables<'blobs'>>;
+
+/** `DO UPDATE SET` of a blob row to the location of the row that conflicted (`excluded`): pack, offset, lengths, codec, kind. */
+export const toExcludedLocation = (eb: BlobConflictEb) => ({
+  pack: eb.ref('excluded.pack'),
+  offset: eb.ref('excluded.offset'),
+  stored_length: eb.ref('excluded.stored_length'),
+  raw_length: eb.ref('excluded.raw_length'),
+  codec: eb.ref('excluded.codec'),
+  kind: eb.ref('excluded.kind'),
+});
 
 /** Digests per `WHERE digest IN (…)` query of a blob index lookup. */
 export const LOOKUP_BATCH = 500;
@@ -144,14 +157,7 @@ export class BlobQueries {
         .onConflict((oc) =>
           oc
             .columns(['namespace', 'digest'])
-            .doUpdateSet((eb) => ({
-              pack: eb.ref('excluded.pack'),
-              offset: eb.ref('excluded.offset'),
-              stored_length: eb.ref('excluded.stored_length'),
-              raw_length: eb.ref('excluded.raw_length'),
-              codec: eb.ref('excluded.codec'),
-              kind: eb.ref('excluded.kind'),
-            }))
+            .doUpdateSet(toExcludedLocation)
             .where((eb) => eb('blobs.pack', 'in', eb.selectFrom('packs').select('packs.key').where('packs.state', '!=', 'live'))),
         )
         .compile(),

@@ -4,7 +4,7 @@ import { AwcError } from '../../core/errors.js';
 import type { GcCatalog, GcPack, GcSnapshot, PackReindex, PackState, RepackCommit } from '../gc-catalog.js';
 import type { BlobKind, BlobLocation, Codec } from '../../store/pack-types.js';
 import type { Database } from '../schema.js';
-import { BlobQueries, LOOKUP_BATCH } from './blob-queries.js';
+import { BlobQueries, LOOKUP_BATCH, toExcludedLocation } from './blob-queries.js';
 import { commitRepackInTx } from './pack-guard.js';
 import { snapshotNotFound } from './refs.js';
 import { chunks, toNum } from './rows.js';
@@ -418,14 +418,7 @@ export class GcQueries implements GcCatalog {
           .onConflict((oc) =>
             oc
               .columns(['namespace', 'digest'])
-              .doUpdateSet((eb) => ({
-                pack: eb.ref('excluded.pack'),
-                offset: eb.ref('excluded.offset'),
-                stored_length: eb.ref('excluded.stored_length'),
-                raw_length: eb.ref('excluded.raw_length'),
-                codec: eb.ref('excluded.codec'),
-                kind: eb.ref('excluded.kind'),
-              }))
+              .doUpdateSet(toExcludedLocation)
               .where((eb) =>
                 eb.or([
                   eb.and([
