@@ -6,7 +6,7 @@
  * bijection between byte strings and the strings it produces, so a name survives any trip
  * through memory, JSON (which writes a lone surrogate as `\udcXX`) and back to the file system
  * byte for byte. Valid UTF-8 never contains an escape: a tree whose names are all UTF-8 reads
- * and encodes exactly as before (tree format v1, docs/reference/formats.md#names-as-raw-bytes).
+ * and encodes exactly as before (tree format v1, docs/reference/formats.md#tree-object-version-2-names-as-raw-bytes).
  */
 
 /** Length of the valid UTF-8 sequence starting at `i`, or 0 when the bytes there are not one (RFC 3629). */
