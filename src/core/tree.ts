@@ -74,7 +74,7 @@ export interface SpecialEntry extends EntryAttrs {
 /** Any entry of a tree object. */
 export type Entry = FileEntry | DirEntry | SymlinkEntry | HardlinkEntry | SpecialEntry;
 
-/** A directory's content: its entries sorted by the UTF-8 bytes of their names. */
+/** A directory's content: its entries sorted by the bytes of their names. */
 export interface TreeObject {
   /** 1: every name and link target is UTF-8; 2: some hold raw bytes (src/core/raw-name.ts). */
   v: 1 | 2;

@@ -4,7 +4,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { parseGitIndex, type GitHashAlgo } from '../core/git-index.js';
 import type { Entry, FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
-import { getGitProof, gitProofKey, isProven, type GitIndexProof } from '../store/git-proof-record.js';
+import { getGitProof, gitProofRoot, isProven, type GitIndexProof } from '../store/git-proof-record.js';
 import type { ObjectStore } from '../store/object-store.js';
 import type { FsckProblem, FsckWarning } from './fsck-types.js';
 
@@ -37,9 +37,8 @@ export async function checkGitProofs(
   let checked = 0;
   let unreferenced = 0;
   for await (const { key } of store.list('gitproof/')) {
-    const m = /^gitproof\/[0-9a-f]{2}\/([0-9a-f]{64})$/.exec(key);
-    const root = m ? (`sha256:${m[1]}` as Digest) : undefined;
-    const live = root && gitProofKey(root) === key ? roots.get(root) : undefined;
+    const root = gitProofRoot(key);
+    const live = root ? roots.get(root) : undefined;
     if (!live || !root) {
       unreferenced++;
       continue;

@@ -4,6 +4,7 @@ import type { Catalog } from '../catalog/catalog.js';
 import type { GcPack } from '../catalog/gc-catalog.js';
 import type { ObjectStore } from '../store/object-store.js';
 import { AwcError } from '../core/errors.js';
+import { gitProofRoot } from '../store/git-proof-record.js';
 import { markLive } from './gc-mark.js';
 import { countRepack, DEFAULT_REPACK_BELOW, planRepack, repack, type RepackCount } from './gc-repack.js';
 
@@ -195,8 +196,8 @@ async function sweepGitProofs(store: ObjectStore, roots: ReadonlySet<string>, gr
   const before = Date.now() - graceMs;
   let n = 0;
   for await (const o of store.list('gitproof/')) {
-    const m = /^gitproof\/[0-9a-f]{2}\/([0-9a-f]{64})$/.exec(o.key);
-    if (!m || roots.has(`sha256:${m[1]}`) || o.modifiedMs > before) continue;
+    const root = gitProofRoot(o.key);
+    if (!root || roots.has(root) || o.modifiedMs > before) continue;
     if (!dryRun) await store.delete(o.key);
     n++;
   }

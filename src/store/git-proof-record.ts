@@ -28,6 +28,12 @@ export function gitProofKey(root: Digest): string {
   return `gitproof/${hex.slice(0, 2)}/${hex}`;
 }
 
+/** The snapshot root a proof record's key names (the inverse of {@link gitProofKey}), or undefined for any other key. */
+export function gitProofRoot(key: string): Digest | undefined {
+  const m = /^gitproof\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key);
+  return m && m[2]!.startsWith(m[1]!) ? (`sha256:${m[2]}` as Digest) : undefined;
+}
+
 /** Whether entry `i` is proven (`bits`: the decoded `proven`). */
 export function isProven(proof: GitIndexProof, bits: Buffer, i: number): boolean {
   return i < proof.entries && (bits[i >> 3] & (1 << (i & 7))) !== 0;

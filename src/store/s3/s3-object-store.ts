@@ -240,7 +240,7 @@ export class S3ObjectStore implements ObjectStore {
       if (page.done) return;
       for (const o of page.value.Contents ?? [])
         if (o.Key !== undefined && o.Key.startsWith(this.prefix))
-          yield { key: o.Key.slice(this.prefix.length), size: o.Size ?? 0, modifiedMs: o.LastModified?.getTime() ?? 0 };
+          yield { key: o.Key.slice(this.prefix.length), size: o.Size ?? 0, modifiedMs: o.LastModified?.getTime() ?? Date.now() }; // none given: as if just stored (nothing ages it out)
     }
   }
 
