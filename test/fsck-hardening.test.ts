@@ -230,4 +230,30 @@ describe('awc fsck hardening', () => {
       await b.close();
     }
   });
+
+  it('F9: a pack index listing a digest twice is pack-index E_FORMAT (no blob of it is judged by the wrong copy)', async () => {
+    const svc = await open();
+    try {
+      const s = await svc.importSnapshot(writeTree(join(work, `s${n}`), { 'a.txt': 'aaaa\n', 'b.txt': 'bbbb\n' }), { name: 's' });
+      const root = (await svc.getSnapshot(s.id)).root;
+      const key = (await svc.catalog.blobIndex(svc.namespace).lookup([root])).get(root)!.pack;
+      const body = Buffer.from(await svc.store.get(key));
+      const indexLength = body.readUInt32LE(body.length - PACK_FOOTER_SIZE + 32);
+      const start = body.length - PACK_FOOTER_SIZE - indexLength;
+      body.copy(body, start + ENTRY, start, start + 32); // entry 1 now names entry 0's digest
+      createHash('sha256')
+        .update(body.subarray(start, start + indexLength))
+        .digest()
+        .copy(body, body.length - PACK_FOOTER_SIZE);
+      await svc.store.delete(key);
+      await svc.store.put(key, body);
+      for (const readData of [false, true]) {
+        const r = await svc.fsck({ readData });
+        const kinds = r.problems.filter((p) => p.kind !== 'pack-digest').map((p) => [p.kind, p.code, p.snapshots]);
+        assert.deepEqual(kinds, [['pack-index', 'E_FORMAT', []]], JSON.stringify(r.problems));
+      }
+    } finally {
+      await svc.close();
+    }
+  });
 });
