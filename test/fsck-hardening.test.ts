@@ -8,7 +8,7 @@
 import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -19,6 +19,7 @@ import { Awc } from '../src/service/awc.js';
 import { attribute, walkSnapshots } from '../src/service/fsck-walk.js';
 import { runFsck } from '../src/service/fsck.js';
 import { FsObjectStore } from '../src/store/fs-object-store.js';
+import { gitProofKey } from '../src/store/git-proof-record.js';
 import { PACK_FOOTER_SIZE } from '../src/store/pack.js';
 import { cleanupMounts } from './helpers/cli.js';
 import { tarHash, writeTree } from './helpers/gc-fixtures.js';
@@ -252,6 +253,31 @@ describe('awc fsck hardening', () => {
         const kinds = r.problems.filter((p) => p.kind !== 'pack-digest').map((p) => [p.kind, p.code, p.snapshots]);
         assert.deepEqual(kinds, [['pack-index', 'E_FORMAT', []]], JSON.stringify(r.problems));
       }
+    } finally {
+      await svc.close();
+    }
+  });
+
+  it('F10: git proofs: the config is read as the import reads it (its first MiB); entries past 2^32 are not canonical', async () => {
+    const svc = await open();
+    try {
+      const dir = gitRepo(join(work, `cfg${n}`), { 'a.txt': 'a\n' });
+      const cfg = join(dir, '.git', 'config');
+      // a config whose objectformat line lies past the first MiB: the import proved the index as sha1
+      writeFileSync(cfg, `${readFileSync(cfg, 'utf8')}${'# padding\n'.repeat(110_000)}[extensions]\n\tobjectformat = sha256\n`);
+      const s = await svc.importSnapshot(dir, { name: 'cfg' });
+      const r = await svc.fsck({ readData: true });
+      assert.deepEqual(r.problems, [], 'fsck recomputes what the import computed');
+      const key = gitProofKey((await svc.getSnapshot(s.id)).root);
+      const proof = JSON.parse((await svc.store.get(key)).toString('utf8')) as { entries: number };
+      const forged = { ...proof, entries: 2 ** 32 + 8, proven: 'AA==' };
+      await svc.store.delete(key);
+      await svc.store.put(key, Buffer.from(JSON.stringify(forged)));
+      const f = await svc.fsck();
+      assert.deepEqual(
+        f.problems.map((p) => [p.kind, p.code]),
+        [['gitproof-invalid', 'E_FORMAT']],
+      );
     } finally {
       await svc.close();
     }
