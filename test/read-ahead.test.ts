@@ -132,7 +132,10 @@ test('read-ahead: a corrupt blob inside a window is never served, its neighbours
   // every file below the chunker's minimum chunk (16 KiB), so each is one chunk whatever its random bytes
   const fx = await fixture(dir, { count: 40, packBytes: 8 * MiB, sizes: (i) => 1500 + i * 353 });
   const files = inPackOrder(fx);
-  assert.ok(files.every((f) => f.fc.chunks.length === 1), 'one chunk per file');
+  assert.ok(
+    files.every((f) => f.fc.chunks.length === 1),
+    'one chunk per file',
+  );
   // (a) a byte flipped in the pack itself, in the 6th file's blob
   {
     const bad = files[5];

@@ -8,7 +8,7 @@ import { formatBytes } from './output.js';
 export const FSCK_PROBLEM_EXIT = 5;
 
 /**
- * Registers `awc fsck [--read-data [--subset P%]] [--repair]` (docs/reference/fsck.md) on
+ * Registers `awc fsck [--read-data [--subset P%]] [--repair [--force]]` (docs/reference/fsck.md) on
  * `program`. The report goes to stdout (`--json`: FsckReport); the exit status is 0 when
  * nothing is wrong, {@link FSCK_PROBLEM_EXIT} when a problem remains.
  */
@@ -19,10 +19,13 @@ export function registerFsckCommand(program: Command, withAwc: WithAwc): void {
     .option('--read-data', 'read every byte of the packs and of this host chunk cache, and verify it')
     .option('--subset <pct>', 'with --read-data: read this percentage of the packs, chosen at random')
     .option('--repair', 're-index packs from their own indexes and drop chunk cache files that fail (takes the gc lock)')
-    .action((opts: { readData?: boolean; subset?: string; repair?: boolean }) =>
+    .option('--force', "with --repair: drop lost packs even when most of the catalog's packs are missing from the store")
+    .action((opts: { readData?: boolean; subset?: string; repair?: boolean; force?: boolean }) =>
       withAwc(async (awc, o) => {
         const subset = opts.subset === undefined ? undefined : parseSubset(opts.subset);
-        const r = await awc.fsck({ readData: opts.readData, subset, repair: opts.repair });
+        if (opts.force && !opts.repair)
+          throw new AwcError('E_USAGE', '--force needs --repair', { hint: 'Run `awc fsck --repair --force`.' });
+        const r = await awc.fsck({ readData: opts.readData, subset, repair: opts.repair, force: opts.force });
         o.result(r, () => fsckText(r));
         if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
       }),

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { parseGitIndex, type GitHashAlgo } from '../core/git-index.js';
+import { SMALL_FILE_BYTES } from '../core/small-file.js';
 import type { Entry, FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { getGitProof, gitProofRoot, isProven, type GitIndexProof } from '../store/git-proof-record.js';
@@ -54,7 +55,9 @@ export async function checkGitProofs(
       const canonical = JSON.stringify({ v: proof.v, algo: proof.algo, index: proof.index, entries: proof.entries, proven: proof.proven });
       const bits = Buffer.from(proof.proven, 'base64');
       const spare = proof.entries % 8 === 0 ? 0 : (bits[bits.length - 1] ?? 0) >> (proof.entries % 8); // bits past the last entry
-      if (raw !== canonical || bits.toString('base64') !== proof.proven || bits.length !== (proof.entries + 7) >> 3 || spare !== 0)
+      // entries: a git index counts them in a u32 (and `>> 3` would wrap past 2^31)
+      const long = proof.entries >= 0 && proof.entries <= 0xffffffff ? Math.ceil(proof.entries / 8) : -1;
+      if (raw !== canonical || bits.toString('base64') !== proof.proven || bits.length !== long || spare !== 0)
         throw new AwcError('E_FORMAT', `git proof ${key} is not in its canonical form`);
     } catch (err) {
       const e = toAwcError(err);
@@ -104,11 +107,17 @@ async function fileAt(reader: ContentReader, tree: Digest, path: string): Promis
   return e?.type === 'file' ? e : undefined;
 }
 
-/** Reads a file's content whole. */
-async function readAll(reader: ContentReader, f: FileEntry): Promise<Buffer> {
+/** Reads a file's content whole, or its first `max` bytes. */
+async function readAll(reader: ContentReader, f: FileEntry, max = Infinity): Promise<Buffer> {
   const parts: Buffer[] = [];
-  for await (const b of reader.readFile(f)) parts.push(b);
-  return Buffer.concat(parts);
+  let n = 0;
+  for await (const b of reader.readFile(f)) {
+    parts.push(b);
+    n += b.length;
+    if (n >= max) break;
+  }
+  const all = Buffer.concat(parts);
+  return all.length > max ? all.subarray(0, max) : all;
 }
 
 /**
@@ -121,7 +130,8 @@ async function recompute(reader: ContentReader, root: Digest, proof: GitIndexPro
   const indexFile = await fileAt(reader, tree, '.git/index');
   if (!indexFile || indexFile.digest !== proof.index) throw new AwcError('E_INTEGRITY', "it is not about the snapshot's .git/index");
   const config = await fileAt(reader, tree, '.git/config');
-  const text = config ? (await readAll(reader, config)).toString('utf8') : '';
+  // as the import reads it (src/host/git-proof.ts): its first SMALL_FILE_BYTES (a huge config cannot exhaust memory either)
+  const text = config ? (await readAll(reader, config, SMALL_FILE_BYTES)).toString('utf8') : '';
   const algo: GitHashAlgo = /^\s*objectformat\s*=\s*sha256\s*$/im.test(text) ? 'sha256' : 'sha1';
   if (algo !== proof.algo) throw new AwcError('E_INTEGRITY', `it says ${proof.algo}, the repository uses ${algo}`);
   const ix = parseGitIndex(await readAll(reader, indexFile), algo);

@@ -50,6 +50,20 @@ export function packKeyHex(key: string): string | undefined {
 }
 
 /**
+ * `entries`, when no digest appears twice (docs/reference/formats.md: a digest appears at most
+ * once in a pack; rows could not say which copy they mean).
+ * @throws E_FORMAT naming the first digest listed twice
+ */
+function once(entries: PackIndexEntry[]): PackIndexEntry[] {
+  const seen = new Set<Digest>();
+  for (const e of entries) {
+    if (seen.has(e.digest)) throw new AwcError('E_FORMAT', `its index lists blob ${e.digest} twice`);
+    seen.add(e.digest);
+  }
+  return entries;
+}
+
+/**
  * Checks each pack row against the object store (docs/reference/fsck.md): the
  * object exists with the recorded size, its own index parses and passes its checksum
  * (`parsePackIndex`), and every catalog blob row naming it agrees with that index. A pack of
@@ -96,7 +110,7 @@ export async function checkPacks(input: CheckPacksInput): Promise<Map<string, Pa
         const hex = createHash('sha256').update(bytes).digest('hex');
         if (hex !== packKeyHex(p.key))
           problem(p, 'pack-digest', { code: 'E_INTEGRITY', message: `pack ${p.key}: its bytes hash to ${hex}, not to its key` });
-        c.entries = parsePackIndex(bytes);
+        c.entries = once(parsePackIndex(bytes));
         for (const e of c.entries) {
           try {
             decodeBlob(bytes.subarray(e.offset, e.offset + e.storedLength), e);
@@ -111,7 +125,7 @@ export async function checkPacks(input: CheckPacksInput): Promise<Map<string, Pa
         const start = size - PACK_FOOTER_SIZE - indexLength;
         if (start < 0) throw new AwcError('E_FORMAT', `pack ${p.key}: its index (${indexLength} bytes) does not fit in ${size} bytes`);
         const ix = await store.get(p.key, { offset: start, length: indexLength + PACK_FOOTER_SIZE });
-        c.entries = parsePackIndex(ix, { packSize: size });
+        c.entries = once(parsePackIndex(ix, { packSize: size }));
       }
     } catch (err) {
       const e = toAwcError(err);

@@ -111,7 +111,9 @@ function objectError(err: unknown): AwcError {
 /**
  * Which snapshots reach which of `bad` (digests of blobs that cannot be read): a second walk
  * of the namespace's trees (cached by its reader), each tree once, remembering the bad
- * digests beneath it. A tree that cannot be read is bad itself.
+ * digests beneath it. A tree that could not be read in the walk is bad itself; a root or tree
+ * read in the walk that cannot be read now (a concurrent gc deleted the pack of a snapshot
+ * it removed) reaches nothing.
  * @returns bad digest → ids of the snapshots that need it.
  */
 export async function attribute(ns: NamespaceNeeds, bad: ReadonlySet<Digest>): Promise<Map<Digest, Set<string>>> {
@@ -130,7 +132,14 @@ export async function attribute(ns: NamespaceNeeds, bad: ReadonlySet<Digest>): P
     let found: Set<Digest> | undefined;
     const add = (x: Digest): void => void (found ??= new Set()).add(x);
     if (bad.has(d)) add(d);
-    const t = await ns.reader.readTree(d);
+    let t: TreeObject;
+    try {
+      t = await ns.reader.readTree(d);
+    } catch (err) {
+      objectError(err); // read in the walk, gone now: a gc removed what needs it (confirm drops those snapshots)
+      beneath.set(d, none);
+      return none;
+    }
     for (const e of t.entries) {
       if (e.type === 'dir') for (const x of await treeBad(e.tree)) add(x);
       else if (e.type === 'file') for (const c of e.chunks) if (bad.has(c.digest)) add(c.digest);
@@ -141,7 +150,16 @@ export async function attribute(ns: NamespaceNeeds, bad: ReadonlySet<Digest>): P
   for (const [id, root] of ns.roots) {
     let reached: ReadonlySet<Digest>;
     if (ns.unreadable.has(root) || bad.has(root)) reached = new Set([root]);
-    else reached = await treeBad((await ns.reader.readRoot(root)).tree);
+    else {
+      let tree: Digest;
+      try {
+        tree = (await ns.reader.readRoot(root)).tree;
+      } catch (err) {
+        objectError(err); // as a tree above
+        continue;
+      }
+      reached = await treeBad(tree);
+    }
     for (const d of reached) {
       const s = out.get(d);
       if (s) s.add(id);

@@ -29,6 +29,10 @@ export interface FsckOptions {
   cacheDir?: string;
   /** Lock owner for `repair` (default `<hostname>:<pid>:<random>`). */
   owner?: string;
+  /** With `repair`: drop lost packs even when most or all of the catalog's packs are missing (see refuseMassDrop). */
+  force?: boolean;
+  /** Time to live of the gc lock `repair` holds, in ms (default DEFAULT_LOCK_TTL_MS); renewed every third of it. */
+  lockTtlMs?: number;
   /** Test-only: awaited after the catalog and store were listed, before any pack is read. */
   hooks?: { afterList?(): void | Promise<void> };
 }
@@ -55,7 +59,8 @@ const KEPT = new Set(['live', 'condemned']);
  * rows of needed blobs to packs that hold them, drops cache files that fail, and checks again:
  * the report's problems are what is left.
  * Read-only without `repair`: safe beside checkpoints and gc on any host.
- * @throws E_USAGE (subset outside (0, 1], or without readData), E_GC_RUNNING (repair while a gc
+ * @throws E_USAGE (subset outside (0, 1], or without readData; a repair that would drop most
+ *   packs, without `force`: see refuseMassDrop), E_GC_RUNNING (repair while a gc
  *   runs), E_GC_LOCK_LOST, what the catalog or the store throws when unreachable
  */
 export async function runFsck(opts: FsckOptions): Promise<FsckReport> {
@@ -69,16 +74,44 @@ export async function runFsck(opts: FsckOptions): Promise<FsckReport> {
   if (!opts.repair) return (await check(opts, subset, false)).report;
   const gc = opts.catalog.gc();
   const owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}:fsck`;
-  await gc.acquireLock(owner, DEFAULT_LOCK_TTL_MS);
+  const ttl = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
+  await gc.acquireLock(owner, ttl);
+  // the checks can take far longer than the lock lives (--read-data reads every pack): renew it
+  // meanwhile, as gc's mark does; a renewal that fails is told by the next write (E_GC_LOCK_LOST)
+  const renew = setInterval(() => void gc.renewLock(owner, ttl).catch(() => undefined), Math.max(1, Math.floor(ttl / 3)));
+  renew.unref();
   try {
     const first = await check(opts, subset, true);
-    const fix = await reindexFromPacks(gc, opts.store, owner, DEFAULT_LOCK_TTL_MS, first.checks, first.relocate);
+    if (!opts.force) refuseMassDrop(first.checks);
+    const fix = await reindexFromPacks(gc, opts.store, owner, ttl, first.checks, first.relocate);
     const after = (await check({ ...opts, repair: false }, subset, false, first.readWhole)).report;
     const repaired = { blobRows: fix.written, droppedRows: fix.dropped, lostPacks: fix.lostPacks, cacheFiles: first.cacheDropped };
     return { ...after, repaired: { ...repaired, remaining: after.problems.length } };
   } finally {
+    clearInterval(renew);
     await gc.releaseLock(owner).catch(() => undefined);
   }
+}
+
+/**
+ * Refuses a repair that would drop every pack as lost, or more than half of 4 or more: that is
+ * most likely a store other than the catalog's (a wrong AWC_OBJECT_STORE, bucket, prefix or
+ * endpoint), not damage, and dropping would unindex every snapshot's blobs for good (`force`
+ * drops them: a store really lost, so that imports upload its content again).
+ * @throws E_USAGE
+ */
+function refuseMassDrop(checks: ReadonlyMap<string, PackCheck>): void {
+  let missing = 0;
+  for (const c of checks.values()) if (c.missing) missing++;
+  if (missing > 0 && (missing === checks.size || (checks.size >= 4 && missing * 2 > checks.size)))
+    throw new AwcError(
+      'E_USAGE',
+      `${missing} of ${checks.size} packs of the catalog are not in the object store: it looks like another store`,
+      {
+        hint: 'Check AWC_OBJECT_STORE (bucket, prefix, endpoint) against the catalog; if the packs are really lost, `awc fsck --repair --force` drops them.',
+        details: { missing, packs: checks.size },
+      },
+    );
 }
 
 interface CheckState {
@@ -115,6 +148,10 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
   // 3. reachability
   const walk = await walkSnapshots(catalog, store, snapshots);
   const byKey = new Map(rows.map((p) => [p.key, p]));
+  // a location in a pack fsck did not list: a commit or a gc repack wrote it since; its row now says
+  let late: Map<string, GcPack> | undefined;
+  const rowNow = async (key: string): Promise<GcPack | undefined> =>
+    (late ??= new Map((await gc.listPacks()).map((p): [string, GcPack] => [p.key, p]))).get(key);
   const relocate: Relocate = new Map();
   const located = new Map<string, Map<Digest, string>>(); // namespace → needed digest → pack key
   let blobs = 0;
@@ -143,6 +180,7 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
       const row = byKey.get(loc.pack);
       if (size !== undefined && loc.rawLength !== size)
         say('blob-size', 'E_INTEGRITY', `chunk ${d} is indexed with ${loc.rawLength} bytes; its file lists ${size}`, loc.pack);
+      if (!row && KEPT.has((await rowNow(loc.pack))?.state ?? '')) continue; // committed after the listing: not checked
       if (!row || !KEPT.has(row.state)) {
         gone.set(loc.pack, (gone.get(loc.pack) ?? 0) + 1);
         bad.add(d);
@@ -201,7 +239,11 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
   };
 }
 
-/** Fills in the snapshots of the namespace's problems: those reaching a blob the problem concerns. */
+/**
+ * Fills in the snapshots of namespace `ns` that the problems break: those reaching a blob the
+ * problem concerns, for the namespace's own problems and for every pack's (whatever namespace
+ * its row has: `ns`'s rows may name it too). Adds to `p.snapshots`, called once per namespace.
+ */
 async function attributeAll(
   needs: NamespaceNeeds,
   bad: Set<Digest>,
@@ -222,7 +264,10 @@ async function attributeAll(
     inPack.set(key, s);
   }
   for (const p of problems) {
-    if (p.namespace !== ns) continue;
+    // a pack's own problems carry its row's namespace, but another namespace's rows can name the
+    // same pack (the same blobs in the same order make the same key): they break its snapshots too
+    const ofPack = p.kind === 'pack-missing' || p.kind === 'pack-size' || p.kind === 'blob-corrupt' || p.kind === 'index-mismatch';
+    if (p.namespace !== ns && !ofPack) continue;
     const ids = new Set(p.snapshots);
     // a corrupt or mis-indexed copy in a pack matters only where the blob's row points at it
     const used = p.kind !== 'index-mismatch' && p.kind !== 'blob-corrupt' ? true : at.get(p.digest!) === p.key;
@@ -251,7 +296,7 @@ async function confirm(opts: FsckOptions, problems: FsckProblem[], checks: Reado
       if (!row || !KEPT.has(row.state)) continue;
       if (p.kind === 'pack-missing' && (await opts.store.has(p.key))) continue;
     }
-    if (p.snapshots.length > 0 && !packLevel && p.kind !== 'gitproof-invalid') {
+    if (p.snapshots.length > 0 && !packLevel) {
       const still = p.snapshots.filter((id) => ids.has(id));
       if (still.length === 0) continue;
       p.snapshots = still;
