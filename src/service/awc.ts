@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { killPoint } from '../core/kill-point.js';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { Catalog, ListFilter, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
@@ -399,6 +400,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     const lease = await this.leases.commitLease(ws);
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging, filter: rec });
+    killPoint('checkpoint.scan.after');
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
       const fields = await captureFields(this.reader(), head.root, rec);
@@ -408,6 +410,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
     await opts.testHooks?.beforeCommit?.(attempt);
     await opts.beforeCommit?.();
+    killPoint('checkpoint.commit.before');
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,
@@ -424,8 +427,10 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
         startedAtMs,
       },
     });
+    killPoint('checkpoint.commit.after');
     // every digest the scan saw is committed now: the driver's caches may say so
     await scan.committed(snap);
+    killPoint('checkpoint.cache.after');
     // after the commit: the class counts read the new .gitignore files, whose chunks the index has only now
     const fields = await captureFields(this.reader(), scan.root, rec);
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
