@@ -283,6 +283,8 @@ const ERRNO_CODES: Record<string, ErrorCode> = {
   EACCES: 'E_PERMISSION',
   EPERM: 'E_PERMISSION',
   EIO: 'E_IO',
+  // a network file system under a directory store or the home (NFS `soft,softerr`) that timed out
+  ETIMEDOUT: 'E_IO',
 };
 
 /**
@@ -313,7 +315,7 @@ function realMkdirError(e: NodeJS.ErrnoException | undefined): NodeJS.ErrnoExcep
  * Wraps any thrown value as an AwcError. An AwcError is returned as is; an error of the
  * environment is given its stable code (the one place where this mapping lives): errno
  * ENOSPC/EDQUOT → E_NO_SPACE, EROFS → E_READ_ONLY, ENAMETOOLONG → E_NAME_TOO_LONG,
- * EACCES/EPERM → E_PERMISSION, EIO → E_IO. (A SQL dialect's codes are mapped by that
+ * EACCES/EPERM → E_PERMISSION, EIO/ETIMEDOUT → E_IO. (A SQL dialect's codes are mapped by that
  * dialect, at the catalog's boundary: src/catalog/sqlite/sqlite-errors.ts.) Anything else
  * is E_INTERNAL: a bug in AWC. (EPIPE is not mapped here: only the writer of stdout knows that
  * it means "the reader went away", E_CLOSED_PIPE; elsewhere, a pipe to a child, it may be a bug.)

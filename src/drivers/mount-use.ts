@@ -1,3 +1,5 @@
+import { AwcError } from '../core/errors.js';
+
 /** A process that keeps a mount alive: pid, command name, and what it holds. */
 export interface Holder {
   pid: number;
@@ -35,4 +37,21 @@ export function describeHolders(holders: Holder[], max = 5): string {
   const named = holders.slice(0, max).map((h) => `pid ${h.pid} (${h.command}, ${h.via}${h.path ? ` ${h.path}` : ''})`);
   if (holders.length > max) named.push(`${holders.length - max} more`);
   return named.join(', ');
+}
+
+/**
+ * Refuses while an earlier mount still uses a workspace's private changes (the driver's
+ * {@link MountDriver.inUse} answer).
+ * @throws E_STILL_MOUNTED `workspace <id>: <what> while an earlier mount is alive (…)`, `details.holders`
+ */
+export async function refuseWhileUsed<S extends { workspaceId: string }>(
+  driver: { inUse(state: S): Promise<MountUse> },
+  state: S,
+  what: string,
+): Promise<void> {
+  const use = await driver.inUse(state);
+  if (use.inUse)
+    throw new AwcError('E_STILL_MOUNTED', `workspace ${state.workspaceId}: ${what} while an earlier mount is alive (${describeUse(use)})`, {
+      details: { holders: use.holders },
+    });
 }

@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { killPoint } from '../core/kill-point.js';
 import { AwcError } from '../core/errors.js';
 import type { Digest } from '../core/digest.js';
 import type { Catalog, ListFilter, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
@@ -18,7 +19,7 @@ import { detectDriver, type DriverReport } from '../drivers/detect-driver.js';
 import { readHostState, removeHostState, type WorkspaceHostState } from '../drivers/workspace-state.js';
 import { OverlayMountDriver } from '../drivers/overlay/overlay-mount-driver.js';
 import { CopyMountDriver } from '../drivers/copy/copy-mount-driver.js';
-import { describeUse } from '../drivers/mount-use.js';
+import { refuseWhileUsed } from '../drivers/mount-use.js';
 import { changingOf } from './import-snapshot.js';
 import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from './diff-refs.js';
 import { countRoot } from './tree-stats.js';
@@ -258,7 +259,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     }
     let pending = await readHostState(this.paths.workspaces, ws.id);
     // never two mounts on one set of private changes (and never remove what an earlier mount still writes to)
-    if (pending) await this.refuseWhileUsed(pending, 'it cannot be mounted again');
+    if (pending) await refuseWhileUsed(this.drivers[pending.driver], pending, 'it cannot be mounted again');
     if (pending && !(await this.live.changed(ws, pending, true))) {
       // kept changes that were all checkpointed since: start clean on the head
       await removeHostState(this.paths.workspaces, ws.id);
@@ -304,7 +305,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     }
     if (ws.mountState !== 'mounted') {
       if (state && opts.discard) {
-        await this.refuseWhileUsed(state, 'its changes cannot be discarded');
+        await refuseWhileUsed(this.drivers[state.driver], state, 'its changes cannot be discarded');
         await removeHostState(this.paths.workspaces, ws.id);
         await this.catalog.setLayerSnapshot(ws.id, null);
         await this.catalog.releaseLease(ws.id, this.config.host);
@@ -336,17 +337,6 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
   private driver(name: MountDriverName | null): MountDriver {
     if (name === null) throw new AwcError('E_INTERNAL', 'a mounted workspace without a mount driver in the catalog');
     return this.drivers[name];
-  }
-
-  /** @throws E_STILL_MOUNTED when an earlier mount still uses the workspace's private changes (see MountDriver.inUse) */
-  private async refuseWhileUsed(state: WorkspaceHostState, what: string): Promise<void> {
-    const use = await this.drivers[state.driver].inUse(state);
-    if (use.inUse)
-      throw new AwcError(
-        'E_STILL_MOUNTED',
-        `workspace ${state.workspaceId}: ${what} while an earlier mount is alive (${describeUse(use)})`,
-        { details: { holders: use.holders } },
-      );
   }
 
   private async workspaceByRefOrPath(refOrPath: string): Promise<WorkspaceRow> {
@@ -408,6 +398,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     const lease = await this.leases.commitLease(ws);
     const writer = this.writer();
     const scan = await this.drivers[state.driver].scan(state, writer, { allowChanging: opts.allowChanging, filter: rec });
+    killPoint('checkpoint.scan.after');
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
       const fields = await captureFields(this.reader(), head.root, rec);
@@ -417,6 +408,7 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
     await opts.testHooks?.beforeCommit?.(attempt);
     await opts.beforeCommit?.();
+    killPoint('checkpoint.commit.before');
     const snap = await this.catalog.commitCheckpoint({
       workspaceId: ws.id,
       expectedHeadId: head.id,
@@ -433,8 +425,10 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
         startedAtMs,
       },
     });
+    killPoint('checkpoint.commit.after');
     // every digest the scan saw is committed now: the driver's caches may say so
     await scan.committed(snap);
+    killPoint('checkpoint.cache.after');
     // after the commit: the class counts read the new .gitignore files, whose chunks the index has only now
     const fields = await captureFields(this.reader(), scan.root, rec);
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);

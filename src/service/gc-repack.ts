@@ -1,4 +1,5 @@
 import type { Catalog } from '../catalog/catalog.js';
+import { killPoint } from '../core/kill-point.js';
 import type { GcPack } from '../catalog/gc-catalog.js';
 import { MemoryBlobIndex } from '../store/memory-blob-index.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -103,7 +104,9 @@ export async function repack(candidates: readonly RepackCandidate[], opts: Repac
     const packs = await writer.flush();
     const from = list.map((c) => c.pack.key);
     await opts.beforeCommit?.(namespace);
+    killPoint('gc.repack.commit.before');
     if (await gc.commitRepack(opts.owner, opts.lockTtlMs, { namespace, from, packs, startedAtMs })) done.push(...list);
+    killPoint('gc.repack.commit.after');
   }
   return done;
 }

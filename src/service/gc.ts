@@ -1,5 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
+import { killPoint } from '../core/kill-point.js';
+import { newGcOwner, takeGcLock } from './gc-owner.js';
 import type { Catalog } from '../catalog/catalog.js';
 import type { GcPack } from '../catalog/gc-catalog.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -31,7 +31,7 @@ export interface GcOptions {
   repackBelow?: number;
   /** Target size in bytes of the packs a repack writes (default 32 MiB). */
   repackPackBytes?: number;
-  /** Lock owner (default `<hostname>:<pid>:<random>`). */
+  /** Lock owner (default `<hostname>:<pid>:<random>@<process key>`: src/service/gc-owner.ts). */
   owner?: string;
   /** Test-only injection points, awaited at each step (races are driven through them, never by timers). */
   hooks?: {
@@ -81,7 +81,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
   const graceMs = opts.graceMs ?? DEFAULT_GRACE_MS;
   const retentionMs = opts.retentionMs ?? DEFAULT_RETENTION_MS;
   const ttl = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
-  const owner = opts.owner ?? `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  const owner = opts.owner ?? newGcOwner();
   const hooks = opts.hooks ?? {};
   const repackBelow = opts.repackBelow ?? DEFAULT_REPACK_BELOW;
   if (!(repackBelow >= 0 && repackBelow <= 1)) {
@@ -89,7 +89,8 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
       hint: 'Pass --repack-below a percentage from 0 (never repack) to 100.',
     });
   }
-  if (!dryRun) await gc.acquireLock(owner, ttl);
+  if (!dryRun) await takeGcLock(gc, owner, ttl); // (a lock of a dead gc of this machine is taken over)
+  killPoint('gc.lock.after');
   try {
     const report: GcReport = {
       dryRun,
@@ -108,6 +109,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
         deleted.push(p);
       }
     }
+    killPoint('gc.leftovers.after');
     // 3. snapshot rows no live root holds
     const now = await catalog.nowMs();
     const cutoff = new Date(now - retentionMs).toISOString();
@@ -118,7 +120,10 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     if (dryRun) report.snapshots.removed = garbage.map((s) => s.id);
     else
       for (const s of garbage)
-        if (await gc.removeGarbageSnapshot(owner, ttl, s.namespace, s.id, cutoff)) report.snapshots.removed.push(s.id);
+        if (await gc.removeGarbageSnapshot(owner, ttl, s.namespace, s.id, cutoff)) {
+          report.snapshots.removed.push(s.id);
+          killPoint('gc.row.removed');
+        }
     // 4. mark: the packs that exist before the roots are read, then every root left
     const packs = (await gc.listPacks()).filter((p) => p.state === 'live' || p.state === 'condemned');
     const removed = new Set(report.snapshots.removed);
@@ -127,6 +132,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     const mark = await markLive(catalog, store, live, () => (dryRun ? Promise.resolve() : gc.renewLock(owner, ttl)));
     for (const d of mark.digests.values()) report.blobs.live += d.size;
     await hooks.afterMark?.();
+    killPoint('gc.mark.after');
     // 5. condemned but live again
     const back = packs.filter((p) => p.state === 'condemned' && mark.packs.has(p.key));
     if (!dryRun)
@@ -145,8 +151,11 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
       }
       await hooks.beforeDelete?.(p.key);
       if (!(await gc.beginDelete(owner, ttl, p.key, graceMs))) continue; // un-condemned meanwhile (a commit uploaded it again)
+      killPoint('gc.delete.begun');
       await store.delete(p.key);
+      killPoint('gc.delete.object.after');
       await gc.finishDelete(owner, ttl, p.key);
+      killPoint('gc.delete.finished');
       deleted.push(p);
     }
     report.packs.deleted = count(deleted);
@@ -158,6 +167,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
         ttl,
         doomed.map((p) => p.key),
       );
+    killPoint('gc.condemn.after');
     report.packs.condemned = count(doomed);
     report.packs.live = packs.filter((p) => mark.packs.has(p.key)).length;
     await hooks.afterCondemn?.();
@@ -178,6 +188,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     // 9. what dead writers left in the store, and proofs of removed snapshots
     if (!dryRun) report.incomplete = await store.sweepIncomplete(graceMs);
     report.gitProofs.removed = await sweepGitProofs(store, new Set(live.map((s) => s.root)), graceMs, dryRun);
+    killPoint('gc.sweep.after');
     return report;
   } finally {
     if (!dryRun) await gc.releaseLock(owner).catch(() => undefined);

@@ -1,4 +1,5 @@
 import { stat } from 'node:fs/promises';
+import { killPoint } from '../core/kill-point.js';
 import type * as fs from 'node:fs';
 import { resolve } from 'node:path';
 import type { Digest } from '../core/digest.js';
@@ -115,9 +116,11 @@ export async function importSnapshot(
           filter &&
           new TarCapture(filter, await readTarProjectFiles(() => openTarFile(src)).catch((e: unknown) => Promise.reject(tarError(e)))),
       });
+  killPoint('import.scan.after');
   const packs = await writer.flush();
   if (opts.gitProofStore && 'gitProof' in r && r.gitProof) await putGitProof(opts.gitProofStore, r.root, r.gitProof);
   await opts.testHooks?.beforeCommit?.(attempt);
+  killPoint('import.commit.before');
   const snap = await catalog.createSnapshot({
     namespace,
     root: r.root,
@@ -130,6 +133,7 @@ export async function importSnapshot(
     reusedPacks: writer.reusedPacks(),
     startedAtMs,
   });
+  killPoint('import.commit.after');
   return {
     id: snap.id,
     name: snap.name,

@@ -1,4 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
+import { killPoint } from '../core/kill-point.js';
 import * as fs from 'node:fs';
 import { constants as fsc, type BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -282,10 +283,9 @@ export class ContentWriter {
     if (this.pack && this.pack.count > 0) await this.rotate();
     await this.upload;
     this.check();
+    killPoint('writer.flush.after');
     return this.written.slice();
   }
-
-  // ---------------------------------------------------------------------------------------
 
   private check(): void {
     if (this.failure !== undefined) throw toAwcError(this.failure);
@@ -446,7 +446,9 @@ export class ContentWriter {
     this.upload = prev
       .then(async () => {
         if (this.failure !== undefined) return;
+        killPoint('pack.upload.before');
         await this.store.put(fin.key, fin.bytes);
+        killPoint('pack.upload.after');
         this.written.push({ key: fin.key, size: fin.bytes.length, blobs: fin.entries.map((e) => ({ ...e, pack: fin.key })) });
         this.stats.packs++;
         this.stats.storedBytes += fin.bytes.length;

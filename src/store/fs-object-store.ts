@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { killPoint } from '../core/kill-point.js';
 import { constants as fsc } from 'node:fs';
 import { link, lstat, open, opendir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, sep } from 'node:path';
@@ -46,6 +47,7 @@ export class FsObjectStore implements ObjectStore {
       } finally {
         await fh.close();
       }
+      killPoint('object.put.during'); // the body is on disk under its temporary name, not yet in place
       try {
         await link(tmp, path);
       } catch (err) {

@@ -8,9 +8,11 @@ import type { AddressInfo } from 'node:net';
  *
  * - `slowdown`: 503 with S3's `SlowDown` error;   - `internal`: 500 `InternalError`;
  * - `throttle`: 429 `TooManyRequests`;             - `reset`: the connection is destroyed unanswered;
- * - `cut`: forwarded, but the response body is cut off after half of it (the connection destroyed).
+ * - `cut`: forwarded, but the response body is cut off after half of it (the connection destroyed);
+ * - `full`: 507 with MinIO's `XMinioStorageFull` (a server out of disk); `quota`: 403 with Ceph RGW's `QuotaExceeded`;
+ * - `hang`: the request is read and never answered (until the client times out, or the proxy closes).
  */
-export type Fault = 'slowdown' | 'internal' | 'throttle' | 'reset' | 'cut';
+export type Fault = 'slowdown' | 'internal' | 'throttle' | 'reset' | 'cut' | 'full' | 'quota' | 'hang';
 
 /** A running proxy. */
 export interface FaultProxy {
@@ -21,16 +23,22 @@ export interface FaultProxy {
   close(): Promise<void>;
 }
 
-const ERRORS: Record<'slowdown' | 'internal' | 'throttle', [number, string, string]> = {
+const ERRORS: Record<'slowdown' | 'internal' | 'throttle' | 'full' | 'quota', [number, string, string]> = {
   slowdown: [503, 'SlowDown', 'Please reduce your request rate.'],
   internal: [500, 'InternalError', 'We encountered an internal error. Please try again.'],
   throttle: [429, 'TooManyRequests', 'Too many requests.'],
+  quota: [403, 'QuotaExceeded', 'The quota of the user or bucket is exceeded.'],
+  full: [507, 'XMinioStorageFull', 'Storage backend has reached its minimum free drive threshold. Please delete a few objects to proceed.'],
 };
 
 /** Starts a proxy on 127.0.0.1 (a random port) in front of `upstream` (an http:// endpoint). */
 export async function startFaultProxy(upstream: string, plan: FaultProxy['plan'] = () => undefined): Promise<FaultProxy> {
   const up = new URL(upstream);
-  const seen = { requests: 0, faults: { slowdown: 0, internal: 0, throttle: 0, reset: 0, cut: 0 }, methods: [] as string[] };
+  const seen = {
+    requests: 0,
+    faults: { slowdown: 0, internal: 0, throttle: 0, reset: 0, cut: 0, full: 0, quota: 0, hang: 0 },
+    methods: [] as string[],
+  };
   const proxy: FaultProxy = { endpoint: '', seen, plan, close: async () => undefined };
   const server: Server = createServer((req, res) => {
     const n = ++seen.requests;
@@ -41,7 +49,11 @@ export async function startFaultProxy(upstream: string, plan: FaultProxy['plan']
       req.socket.destroy();
       return;
     }
-    if (fault === 'slowdown' || fault === 'internal' || fault === 'throttle') {
+    if (fault === 'hang') {
+      req.resume();
+      return;
+    }
+    if (fault === 'slowdown' || fault === 'internal' || fault === 'throttle' || fault === 'full' || fault === 'quota') {
       const [status, code, message] = ERRORS[fault];
       req.resume();
       req.once('end', () => {

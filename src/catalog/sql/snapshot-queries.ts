@@ -1,4 +1,5 @@
 import type { Transaction } from 'kysely';
+import { killPoint } from '../../core/kill-point.js';
 import { AwcError } from '../../core/errors.js';
 import type { CheckpointCommit, ListFilter, NewSnapshot, SnapshotRow } from '../catalog.js';
 import { labelsToText, matchesLabels } from '../labels.js';
@@ -99,6 +100,7 @@ export class SnapshotQueries {
       await guardSnapshotPacks(ctx, trx, s);
       await this.blobs.insertPacks(trx, nsId, s.packs, now);
       await this.#insert(trx, rec, s.namespace);
+      killPoint('catalog.snapshot.inside'); // every row written, the transaction not yet committed
     });
     return toSnapshotRow(rec, s.namespace);
   }
@@ -152,6 +154,7 @@ export class SnapshotQueries {
         .where('head_snapshot_id', '=', c.expectedHeadId)
         .executeTakeFirst();
       if (Number(res.numUpdatedRows) !== 1) throw moved(undefined);
+      killPoint('catalog.commit.inside'); // every row written, the transaction not yet committed
     });
     return toSnapshotRow(rec, s.namespace);
   }

@@ -43,6 +43,8 @@ const NETWORK = new Set([
   'ECONNABORTED',
   'UND_ERR_SOCKET',
 ]);
+/** A full server or an exhausted quota: MinIO (507 `XMinioStorageFull`, a bucket quota), Ceph RGW (`QuotaExceeded`, 403), WebDAV-style 507. */
+const FULL = new Set(['XMinioStorageFull', 'XMinioAdminBucketQuotaExceeded', 'QuotaExceeded', 'InsufficientStorage']);
 const WRONG_REGION = new Set(['PermanentRedirect', 'AuthorizationHeaderMalformed', 'IllegalLocationConstraintException']);
 
 /**
@@ -51,6 +53,7 @@ const WRONG_REGION = new Set(['PermanentRedirect', 'AuthorizationHeaderMalformed
  *
  * - `NoSuchKey`, or 404 on an object → E_OBJECT_NOT_FOUND
  * - `NoSuchBucket` → E_BUCKET_NOT_FOUND
+ * - a full server or quota (507, `XMinioStorageFull`, `QuotaExceeded`, a MinIO bucket quota) → E_NO_SPACE
  * - 403, `AccessDenied`, `InvalidAccessKeyId`, `SignatureDoesNotMatch`, expired or missing
  *   credentials → E_OBJECT_STORE_DENIED
  * - a wrong region (`PermanentRedirect`, `AuthorizationHeaderMalformed`, 301) → E_CONFIG
@@ -83,6 +86,12 @@ export function s3ToAwcError(err: unknown, ctx: S3Context): AwcError {
 
   if (name === 'NoSuchBucket' || s3Code === 'NoSuchBucket')
     return make('E_BUCKET_NOT_FOUND', `${what}: bucket ${JSON.stringify(ctx.bucket)} does not exist`);
+  if (FULL.has(name) || FULL.has(s3Code) || status === 507)
+    return make(
+      'E_NO_SPACE',
+      `${what}: the object store is full (${s3Code}${status ? ` (HTTP ${status})` : ''}${said ? `: ${said}` : ''})`,
+      "The object store's disks or the bucket's quota are full; free space there (`awc gc` removes what no snapshot needs) or raise the quota, then run the command again.",
+    );
   if (name === 'NoSuchKey' || (status === 404 && ctx.key !== undefined && name !== 'NoSuchUpload'))
     return make('E_OBJECT_NOT_FOUND', `object ${where} not found`);
   if (DENIED.has(name) || status === 403) {

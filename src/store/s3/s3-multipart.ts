@@ -5,6 +5,7 @@ import {
   UploadPartCommand,
   type S3Client,
 } from '@aws-sdk/client-s3';
+import { killPoint } from '../../core/kill-point.js';
 
 /** Where and how one multipart upload goes. */
 export interface MultipartTarget {
@@ -55,6 +56,7 @@ export async function multipartUpload(target: MultipartTarget, body: Uint8Array)
         );
         if (!r.ETag) throw Object.assign(new Error(`UploadPart ${i + 1} returned no ETag`), { $fault: 'server', name: 'NoETag' });
         etags[i] = r.ETag;
+        killPoint('object.put.during'); // a part is up, the object not yet complete
       }
     };
     // On a failure the other workers finish their part in flight and stop, so the abort below comes after the last UploadPart.

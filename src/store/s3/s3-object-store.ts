@@ -110,7 +110,9 @@ export class S3ObjectStore implements ObjectStore {
       retryMode: opts.retryMode ?? 'standard',
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
-      requestHandler: { connectionTimeout: opts.connectionTimeoutMs ?? 10_000, requestTimeout: opts.requestTimeoutMs ?? 120_000 },
+      // socketTimeout is the silence that ends a request (the handler's `requestTimeout` only logs a warning, so a server that
+      // stopped answering hung a checkpoint forever; and a whole-request limit would end a long upload that is moving)
+      requestHandler: { connectionTimeout: opts.connectionTimeoutMs ?? 10_000, socketTimeout: opts.requestTimeoutMs ?? 120_000 },
     });
   }
 
