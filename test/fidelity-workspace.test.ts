@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type * as Xattr from 'fs-xattr';
-import { awcOk, cleanupMounts } from './helpers/cli.js';
+import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
 import { touchNs } from './helpers/fidelity-fixture.js';
 import { assertSameTree, readFullTree } from './helpers/tree-compare.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
@@ -82,10 +82,11 @@ for (const driver of ['overlay', 'copy'] as const) {
     const env = { AWC_MOUNT_DRIVER: driver };
     let snap: { id: string; root: string };
     let ws: string;
-    let n = 0;
+    let n = 0; // checkpoints so far
+    let lastId = '';
 
     /** Checkpoints, exports the checkpoint (dir and tar) and compares both with the mount in full. */
-    const checkpointEqualsMount = (what: string): { id: string; root: string; out: string } => {
+    const checkpointEqualsMount = (what: string): { id: string; root: string; out: string; prev: string } => {
       const shown = readFullTree(mnt);
       const cp = awcOk(home, ['checkpoint', ws], env);
       const out = join(work, `out-${++n}`);
@@ -94,7 +95,9 @@ for (const driver of ['overlay', 'copy'] as const) {
       const tar = join(work, `cp-${n}.tar`);
       awcOk(home, ['export', cp.id, '--tar', tar], env);
       assert.equal(awcOk(home, ['snapshot', 'import', tar], env).root, cp.root, `${what}: export --tar keeps the root digest`);
-      return { ...cp, out };
+      const prev = lastId;
+      lastId = cp.id;
+      return { ...cp, out, prev };
     };
 
     before(() => {
@@ -102,6 +105,7 @@ for (const driver of ['overlay', 'copy'] as const) {
       lower(src);
       snap = awcOk(home, ['snapshot', 'import', src], env);
       ws = awcOk(home, ['fork', snap.id], env).workspaces[0].id;
+      lastId = snap.id;
       awcOk(home, ['mount', ws, mnt], env);
     });
     after(() => {
@@ -170,6 +174,24 @@ for (const driver of ['overlay', 'copy'] as const) {
         same(a, b);
       for (const gone of ['mv-dir', 'from/moved', 'f-rename', 'f-chmod', 'newdir']) assert.equal(t.nodes.get(gone), undefined, gone);
       assert.equal(readFileSync(join(cp.out, 'newdir-final/a'), 'utf8'), 'new a\n');
+      // awc diff reports each move as a rename (item 5)
+      const d = awcOk(home, ['diff', cp.prev, cp.id], env);
+      const renamed = d.changes
+        .filter((c: { status: string }) => c.status === 'renamed')
+        .map((c: { from: string; path: string }) => [c.from, c.path]);
+      assert.deepEqual(renamed, [
+        ['f-rename', 'f-renamed'],
+        ['f-chmod', 'g/f-chmodded'],
+        ['mv-dir', 'mv-dir-renamed'],
+        ['mv-dir/one', 'mv-dir-renamed/one'],
+        ['mv-dir/sub', 'mv-dir-renamed/sub'],
+        ['mv-dir/sub/two', 'mv-dir-renamed/sub/two'],
+        ['from/moved', 'to/moved'],
+        ['from/moved/three', 'to/moved/three'],
+      ]);
+      const patch = awc(home, ['diff', cp.prev, cp.id, '--patch'], env, { json: false }).stdout;
+      assert.ok(patch.includes('diff --git a/f-chmod b/g/f-chmodded\nold mode 100644\nnew mode 100755\nsimilarity index 100%\n'), patch);
+      assert.ok(patch.includes('similarity index 100%\nrename from mv-dir/sub/two\nrename to mv-dir-renamed/sub/two\n'), patch);
     });
 
     test('an emptied directory is kept with its mode and mtime; empty files keep their own inodes; ns mtimes everywhere', () => {
