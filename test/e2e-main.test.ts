@@ -207,8 +207,28 @@ for (const { driver, catalog, store, tree } of runs) {
         const ws = awcOk(home, ['show', wsIds[0]], env);
         assert.equal(ws.headSnapshotId, cp.id);
         const d = awcOk(home, ['diff', snapId, cp.id], env);
-        const got = new Map<string, string>(d.changes.map((c: { path: string; status: string }) => [c.path, c.status]));
-        const want = diffInfo(original, readTreeInfo(expected, skipGitIndex));
+        const now = readTreeInfo(expected, skipGitIndex);
+        const want = diffInfo(original, now);
+        // the oracle knows additions and deletions: a rename is both, and must keep the content
+        const got = new Map<string, string>();
+        for (const c of d.changes as { path: string; status: string; from?: string }[]) {
+          if (c.status !== 'renamed') {
+            got.set(c.path, c.status);
+            continue;
+          }
+          got.set(c.from!, 'deleted');
+          got.set(c.path, 'added');
+          const { mode: _a, ...was } = original.get(c.from!)!;
+          const { mode: _b, ...is } = now.get(c.path)!;
+          assert.deepEqual(is, was, `the rename ${c.from} → ${c.path} keeps the content`);
+        }
+        assert.ok(
+          d.changes.some(
+            (c: { status: string; from?: string; path: string }) =>
+              c.status === 'renamed' && c.from === 'src/daemon' && c.path === 'docs/daemon-moved',
+          ),
+          'the directory moved across directories is a rename',
+        );
         assert.deepEqual(new Map([...got].sort()), new Map([...want].sort()));
         // a checkpoint with no further change makes no new snapshot
         const again = awcOk(home, ['checkpoint', wsIds[0]], env);

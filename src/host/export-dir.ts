@@ -12,6 +12,7 @@ import type { ContentReader } from '../store/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from './export-dir-guard.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
+import { isPrivilegeXattr } from './xattrs.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -23,10 +24,14 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
  * sparse files stay sparse), directories (also empty ones), symlinks (verbatim targets;
  * never followed), hardlinks (`link(2)` to the first name), fifos (`mkfifo`), and device
  * nodes (`mknod`, root only: E_PERMISSION otherwise; with `unprivileged` they are left
- * out, and setuid/setgid bits of non-directories cleared, see `leftOut`). Then mode bits incl.
- * setuid/setgid/sticky, owner (`lchown`, root only; otherwise the files belong to the
- * caller), xattrs, and last the modification times of everything (directories after
- * their contents, symlinks with `lutimes`; atime is set to the same value).
+ * out, and setuid/setgid bits of non-directories cleared, see `leftOut`). Then, in this
+ * order, owner (`lchown`, root only; otherwise the files belong to the caller; a chown
+ * clears setuid/setgid bits and file capabilities, so it comes first), mode bits incl.
+ * setuid/setgid/sticky, xattrs of every namespace (the ACLs of `system.posix_acl_*` after
+ * the mode, whose group bits they hold; `security.capability` left out with `unprivileged`;
+ * `trusted.*` and `security.*` left out without root, listed in `leftOut`), and last the
+ * modification times of everything (directories after their contents, symlinks with
+ * `lutimes`; atime is set to the same value).
  *
  * Safety: the tree is written into a new directory beside the target (`.awc-export-<hex>`,
  * mode 0700 until the end) and renamed onto the target only when complete; any failure
@@ -78,8 +83,9 @@ export interface ExportDirOptions {
   overwrite?: boolean;
   /**
    * Materialise nothing that grants privileges where no nosuid,nodev mount protects the
-   * target: setuid/setgid bits of non-directories are cleared and device nodes are not
-   * created; each is listed in the result's `leftOut`.
+   * target: setuid/setgid bits of non-directories are cleared, file capabilities
+   * (`security.capability`) are not set and device nodes are not created; each is listed in
+   * the result's `leftOut`.
    */
   unprivileged?: boolean;
   /** The AWC home: a target that is, holds or is inside it is refused (E_USAGE). */
@@ -102,6 +108,8 @@ export interface ExportDirResult extends ExportCounts {
 /** Reasons given in `leftOut`. */
 export const LEFT_OUT_SETID = 'setuid/setgid bits not materialised (no nosuid mount)';
 export const LEFT_OUT_DEVICE = 'device node not materialised (no nodev mount)';
+export const LEFT_OUT_CAPABILITY = 'file capabilities (security.capability) not materialised (no nosuid mount)';
+export const LEFT_OUT_ROOT_XATTRS = 'trusted.* and security.* xattrs not materialised (they need root)';
 
 /** Holes are left for whole zero blocks of this many bytes, aligned in the file. */
 const HOLE_BLOCK = 4096;
@@ -209,10 +217,28 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
 
   /** Owner, xattrs and mode of a directory just filled, through its descriptor (times come last). */
   const applyDirAttrs = (d: DirFd, a: EntryAttrs): void => {
-    setXattrs(d.self, d.rel, a);
     if (isRoot) fs.fchownSync(d.fd, a.uid, a.gid);
     fs.fchmodSync(d.fd, a.mode);
+    setXattrs(d.self, d.rel, xattrsToSet(d.rel, a));
     times.push([d.rel, a.mtimeNs]);
+  };
+  /**
+   * The xattrs of `a` to set on `rel`: without root, `trusted.*` and `security.*` (which need
+   * it) are left out; with `unprivileged`, file capabilities too. Each leaves a `leftOut` line.
+   */
+  const xattrsToSet = (rel: string, a: EntryAttrs): Record<string, string> | undefined => {
+    if (!a.xattrs || (isRoot && !opts.unprivileged)) return a.xattrs;
+    const out: Record<string, string> = {};
+    let cap = false;
+    let rooted = false;
+    for (const [k, v] of Object.entries(a.xattrs)) {
+      if (opts.unprivileged && isPrivilegeXattr(k)) cap = true;
+      else if (!isRoot && !k.startsWith('user.') && !k.startsWith('system.')) rooted = true;
+      else out[k] = v;
+    }
+    if (cap) leftOut.push({ path: rel, reason: LEFT_OUT_CAPABILITY });
+    if (rooted) leftOut.push({ path: rel, reason: LEFT_OUT_ROOT_XATTRS });
+    return out;
   };
 
   const writeFile = async (d: DirFd, e: FileEntry): Promise<void> => {
@@ -229,9 +255,10 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
       }
       if (pos !== e.size) throw new AwcError('E_INTEGRITY', `${rel}: content has ${pos} bytes, the tree says ${e.size}`);
       await fh.truncate(e.size); // extends over a trailing hole
-      setXattrs(fdPath(fh.fd), rel, e);
+      // chown first (it clears setuid/setgid bits and file capabilities), then chmod, then xattrs
       if (isRoot) await fh.chown(e.uid, e.gid);
       await fh.chmod(safeMode(rel, e.mode));
+      setXattrs(fdPath(fh.fd), rel, xattrsToSet(rel, e));
     } finally {
       await fh.close();
     }
@@ -341,7 +368,7 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
               break;
             }
             await makeSpecial(d, e, isRoot);
-            await applySpecialAttrs(d, { ...e, mode: safeMode(rel, e.mode) }, isRoot);
+            await applySpecialAttrs(d, { ...e, mode: safeMode(rel, e.mode), xattrs: xattrsToSet(rel, e) }, isRoot);
             times.push([rel, e.mtimeNs]);
             break;
           default:
@@ -390,9 +417,9 @@ async function writeSparse(fh: FileHandle, buf: Buffer, pos: number): Promise<vo
   if (run >= 0) await writeAll(run, buf.length);
 }
 
-/** Sets the xattrs of `a` on the object at `objPath` (a descriptor path); `rel` names it in errors. */
-function setXattrs(objPath: string, rel: string, a: EntryAttrs): void {
-  for (const [name, b64] of Object.entries(a.xattrs ?? {})) {
+/** Sets `xattrs` (name → base64) on the object at `objPath` (a descriptor path); `rel` names it in errors. */
+function setXattrs(objPath: string, rel: string, xattrs: Record<string, string> | undefined): void {
+  for (const [name, b64] of Object.entries(xattrs ?? {})) {
     if (name.startsWith('trusted.overlay.')) throw new AwcError('E_FORMAT', `${rel}: trees never carry trusted.overlay.* xattrs`);
     try {
       xattr().setAttributeSync(objPath, name, Buffer.from(b64, 'base64'));
@@ -433,7 +460,7 @@ async function applySpecialAttrs(d: DirFd, e: EntryAttrs & { name: string }, isR
   const st = d.lstat(e.name);
   if (!st || st.isSymbolicLink())
     throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the node just made`);
-  setXattrs(p, rel, e);
   if (isRoot) await lchown(p, e.uid, e.gid);
   fs.chmodSync(p, e.mode);
+  setXattrs(p, rel, e.xattrs);
 }

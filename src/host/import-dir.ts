@@ -1,6 +1,4 @@
 import { closeSync, type BigIntStats } from 'node:fs';
-import type * as Xattr from 'fs-xattr';
-import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
@@ -9,17 +7,15 @@ import type { ContentWriter } from '../store/content-writer.js';
 import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
 import { peekFd, readSmallText } from '../core/small-file.js';
 import { GitProofCollector } from './git-proof.js';
+import { readXattrs } from './xattrs.js';
 import type { GitIndexProof } from '../store/git-proof-record.js';
-
-/** fs-xattr (a native addon), loaded on first use. */
-const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
 /**
  * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
  *
  * What is recorded, per entry type (see src/core/tree.ts for the format):
  * - regular files: content via `ContentWriter.writeFile` (chunked, deduplicated), size,
- *   mode (07777 incl. setuid/setgid/sticky), uid, gid, mtime in ns, user xattrs;
+ *   mode (07777 incl. setuid/setgid/sticky), uid, gid, mtime in ns, xattrs;
  * - directories (including empty ones) with the same attributes, written bottom-up;
  * - symlinks: target verbatim (relative, absolute, dangling), attributes, no xattrs;
  * - hardlinks: a regular file with nlink > 1 seen again under another name (same dev+ino)
@@ -27,9 +23,9 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
  *   (UTF-8 byte) order carries the file entry;
  * - fifos, character and block devices with their `rdev`;
  * - sockets are skipped with warning `W_SOCKET_SKIPPED` and listed in `skipped`.
- * Xattrs: `user.*` are recorded (values base64); `trusted.overlay.*` are never recorded
- * (silently: they are overlayfs bookkeeping); any other namespace (`security.*`,
- * `system.*`, other `trusted.*`) is skipped with warning `W_XATTR_SKIPPED`.
+ * Xattrs of files and directories: every namespace is recorded (values base64: `user.*`,
+ * `security.*`, the ACLs in `system.posix_acl_*`, `trusted.*`), except `trusted.overlay.*`,
+ * overlayfs's bookkeeping, which is dropped silently (src/host/xattrs.ts).
  *
  * The resulting digests depend only on the tree's content and metadata, never on the
  * timing of the concurrent file reads.
@@ -92,46 +88,6 @@ export interface ImportDirOptions {
    * (src/host/git-proof.ts). Files reused through `reuse` are not read, so not proven.
    */
   gitProof?: boolean;
-}
-
-/** What to do with an xattr by name: record it (`user.*`), drop it silently (`trusted.overlay.*`), or skip it with a warning. */
-export function classifyXattr(name: string): 'keep' | 'drop' | 'warn' {
-  if (name.startsWith('user.')) return 'keep';
-  if (name.startsWith('trusted.overlay.')) return 'drop';
-  return 'warn';
-}
-
-/**
- * Reads the recordable xattrs of a file or directory (not a symlink) through its descriptor
- * path (`fdPath(fd)`): name → base64 value, or undefined when none.
- */
-function readXattrs(abs: string, rel: string, warn: (w: ImportWarning) => void): Record<string, string> | undefined {
-  let names: string[];
-  try {
-    names = xattr().listAttributesSync(abs);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') return undefined; // file system without xattrs: nothing to lose
-    throw toAwcError(err);
-  }
-  let out: Record<string, string> | undefined;
-  for (const name of names) {
-    const what = classifyXattr(name);
-    if (what === 'drop') continue;
-    if (what === 'warn') {
-      warn({ code: 'W_XATTR_SKIPPED', path: rel, message: `xattr ${name} is not recorded (only user.* xattrs are)` });
-      continue;
-    }
-    let value: Buffer;
-    try {
-      value = xattr().getAttributeSync(abs, name);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENODATA') continue; // removed between list and get
-      throw toAwcError(err);
-    }
-    (out ??= {})[name] = value.toString('base64');
-  }
-  return out;
 }
 
 function attrsOf(st: BigIntStats, xattrs?: Record<string, string>): EntryAttrs {
@@ -224,7 +180,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
       if (c.changing) changing.push(rel);
       else proof?.record(rel, c.digest, c.also);
       // the attributes of what was read: xattrs again when the inode changed since they were read
-      if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd), rel, warn);
+      if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd));
       countFile(c.size);
       return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks };
     } finally {
@@ -260,7 +216,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
             continue;
           }
           const childF = await f?.child(name, async () => readSmallText(found.dir, '.gitignore'));
-          xattrs = readXattrs(found.dir.self, childRel, warn);
+          xattrs = readXattrs(found.dir.self);
           sub = await scanDir(found.dir, childF);
         } finally {
           found.dir.close();
@@ -289,7 +245,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
         }
         let job: Promise<Entry>;
         try {
-          const xattrs = readXattrs(fdPath(found.fd), childRel, warn);
+          const xattrs = readXattrs(fdPath(found.fd));
           ({ job } = await pool.submit(() => fileEntry(found.fd, childRel, name, st, xattrs)));
         } catch (err) {
           closeSync(found.fd);
@@ -317,7 +273,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   };
 
   try {
-    const rootXattrs = readXattrs(root.self, '.', warn);
+    const rootXattrs = readXattrs(root.self);
     const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
     const scanned = await scanDir(root, rootFilter);
     const tree = await scanned.tree;

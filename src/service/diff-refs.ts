@@ -4,6 +4,7 @@ import type { ContentReader } from '../store/content-reader.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { diffSnapshots, type Change } from './diff.js';
 import { renderPatch } from './patch.js';
+import { detectRenames } from './diff-renames.js';
 import { markSecrets, type DiffDropped, type DiffSecret, type LiveLeftOut } from './diff-secrets.js';
 
 /** What `diffRefs` needs of the service: ref resolution, roots of live states, a reader. */
@@ -72,7 +73,8 @@ export async function diffRefs(
   const all = await diffSnapshots(src, from, to, { metadata: opts.metadata });
   // a live side: its secrets are listed, never shown (nor patched) as stored changes
   const marked = leftOut ? markSecrets(all, leftOut) : undefined;
-  const changes = marked?.changes ?? all;
+  // exact renames (same content under a new path) are one change, as git reports them
+  const changes = detectRenames(marked?.changes ?? all);
   const out: DiffResult = { from, to, changes, ...(marked && leftOut ? { secrets: marked.secrets, dropped: leftOut.dropped } : {}) };
   if (opts.patch) {
     const readAll = async (f: { size: number; chunks: { digest: Digest; size: number }[] }): Promise<Buffer> => {

@@ -26,12 +26,15 @@ export type EntryType = Entry['type'];
  * - `mode-changed`: only the permission bits (07777) differ.
  * - `metadata-changed`: only uid, gid, mtime or xattrs differ. Reported only with
  *   `{ metadata: true }`.
+ * - `renamed`: a path deleted and another added with the same content (src/service/diff-renames.ts);
+ *   `path` is the new name, `from` the old one. Only `detectRenames` makes it (`awc diff` does).
  */
-export type ChangeStatus = 'added' | 'deleted' | 'modified' | 'type-changed' | 'mode-changed' | 'metadata-changed';
+export type ChangeStatus = 'added' | 'deleted' | 'modified' | 'type-changed' | 'mode-changed' | 'metadata-changed' | 'renamed';
 
 /**
  * The parts of an entry a diff reports. Fields that do not apply to the entry type are absent:
- * `size`/`digest` for files, `target` for symlinks and hardlinks, `rdev` for devices and fifos.
+ * `size`/`digest` for files, `target` for symlinks and hardlinks, `rdev` for devices and fifos,
+ * `tree` (the digest of everything below) for directories.
  * `mode` (permission bits, 07777) is absent only for hardlinks, which carry no attributes of
  * their own. `uid`, `gid`, `mtimeNs` and `xattrs` are filled in only with `{ metadata: true }`.
  */
@@ -42,6 +45,7 @@ export interface EntrySummary {
   digest?: Digest;
   target?: string;
   rdev?: number;
+  tree?: Digest;
   uid?: number;
   gid?: number;
   mtimeNs?: string;
@@ -51,10 +55,11 @@ export interface EntrySummary {
 /**
  * One changed path. `path` is slash-separated from the snapshot root, no leading slash.
  * `kind` is the entry type on the new side (the old side's for `deleted`). `old` is present
- * unless `added`; `new` is present unless `deleted`.
+ * unless `added`; `new` is present unless `deleted`. `from` is the old path of a `renamed` change.
  */
 export interface Change {
   path: string;
+  from?: string;
   status: ChangeStatus;
   kind: EntryType;
   old?: EntrySummary;
@@ -153,6 +158,7 @@ class DiffWalker {
         s.rdev = e.rdev;
         break;
       case 'dir':
+        s.tree = e.tree;
         break;
     }
     return s;
@@ -248,6 +254,7 @@ export const CHANGE_LETTERS: Readonly<Record<ChangeStatus, string>> = {
   'type-changed': 'T',
   'mode-changed': 'P',
   'metadata-changed': 'I',
+  renamed: 'R',
 };
 
 /** Octal permission bits, at least 4 digits (`0644`, `4755`). */
@@ -281,6 +288,7 @@ function metadataNote(o: EntrySummary, n: EntrySummary): string {
  * | `T` | type-changed | `(file → symlink)` |
  * | `P` | mode-changed (permission bits only) | `(0644 → 0755)` |
  * | `I` | metadata-changed (inode metadata: owner, mtime, xattrs) | `(uid 0 → 1000, mtime)` |
+ * | `R` | renamed (same content under a new path; the line names the new path) | `(from old/path)`, `(from old/path, 0644 → 0700)` |
  *
  * Paths holding control characters, `"` or `\` are printed JSON-quoted. Returns `''` for no
  * changes, otherwise every line ends with `\n`.
@@ -291,7 +299,10 @@ export function formatChanges(changes: readonly Change[]): string {
     let line = `${CHANGE_LETTERS[c.status]}  ${printable(c.path)}${c.kind === 'dir' ? '/' : ''}`;
     const o = c.old;
     const n = c.new;
-    if (c.status === 'type-changed' && o && n) line += ` (${o.type} → ${n.type})`;
+    if (c.status === 'renamed' && c.from !== undefined) {
+      const modes = o && n && o.mode !== n.mode ? `, ${octal(o.mode)} → ${octal(n.mode)}` : '';
+      line += ` (from ${printable(c.from)}${c.kind === 'dir' ? '/' : ''}${modes})`;
+    } else if (c.status === 'type-changed' && o && n) line += ` (${o.type} → ${n.type})`;
     else if ((c.status === 'mode-changed' || c.status === 'modified') && o && n && o.mode !== n.mode)
       line += ` (${octal(o.mode)} → ${octal(n.mode)})`;
     else if (c.status === 'metadata-changed' && o && n) {

@@ -9,6 +9,7 @@ import { splitDev, type Entry, type EntryAttrs, type FileEntry, type TreeObject 
 import type { ExportCounts } from '../host/export-dir.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
+import { RawPax } from './pax-raw.js';
 import { PendingFile } from './pending-file.js';
 
 /** tar-stream, loaded when a tar is first written. */
@@ -23,8 +24,9 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  * hardlinked file's first name before its other names). Every entry has a pax extended
  * header with `path` (and `linkpath`), `mtime=<sec>.<9-digit ns>` exactly, `uid`, `gid`,
  * `size` for files of 8 GiB and more, and one `SCHILY.xattr.<name>=<value>` record per
- * xattr whose value is UTF-8 (GNU tar restores them with `--xattrs --xattrs-include='*'`);
- * a value that is not UTF-8 (or a name containing `=`) is written as
+ * xattr with its value's raw bytes, binary ones included (file capabilities, ACLs; written
+ * through src/service/pax-raw.ts; GNU tar restores them all with `--xattrs
+ * --xattrs-include='*'`, bsdtar reads them too); only a name containing `=` is written as
  * `LIBARCHIVE.xattr.<url-encoded name>=<base64 value>` (bsdtar's form; GNU tar ignores it with a warning).
  * The ustar header carries mode (07777 incl. setuid/setgid/sticky), type, size and device
  * numbers (its name field is tar-stream's placeholder `PaxHeader`: readers without pax
@@ -86,16 +88,21 @@ function ustarMtime(ns: string): Date {
   return new Date(Math.min(Math.max(sec, 0), 2 ** 31 - 1) * 1000);
 }
 
-/** pax records of one entry's attributes. */
-function paxRecords(a: EntryAttrs): Record<string, string> {
+/**
+ * pax records of one entry's attributes: text records, and (with `raw`) the records whose
+ * values are raw bytes (an xattr value that is not UTF-8, written through RawPax).
+ */
+function paxRecords(a: EntryAttrs, raw: boolean): { pax: Record<string, string>; rawPax: [string, Buffer][] } {
   const pax: Record<string, string> = { mtime: nsToPaxTime(a.mtimeNs), uid: String(a.uid), gid: String(a.gid) };
+  const rawPax: [string, Buffer][] = [];
   for (const [name, b64] of Object.entries(a.xattrs ?? {})) {
     const value = Buffer.from(b64, 'base64');
     const text = value.toString('utf8');
     if (!name.includes('=') && Buffer.from(text, 'utf8').equals(value)) pax[`SCHILY.xattr.${name}`] = text;
+    else if (!name.includes('=') && raw) rawPax.push([`SCHILY.xattr.${name}`, value]);
     else pax[`LIBARCHIVE.xattr.${encodeURIComponent(name)}`] = b64;
   }
-  return pax;
+  return { pax, rawPax };
 }
 
 /**
@@ -135,6 +142,7 @@ async function writeTar(
   out: string | NodeJS.WritableStream,
 ): Promise<ExportCounts> {
   const pack = tarStream().pack();
+  const rawPax = RawPax.hook(pack); // binary xattr values as raw SCHILY.xattr records (GNU tar's form)
   const file = typeof out === 'string' ? await PendingFile.create(out) : undefined;
   const dest: NodeJS.WritableStream = file ? file.stream() : (out as NodeJS.WritableStream);
   const counts: ExportCounts = { files: 0, bytes: 0 };
@@ -173,7 +181,8 @@ async function writeTar(
 
   const header = (path: string, e: Exclude<Entry, { type: 'hardlink' }> | (EntryAttrs & { type: 'file' })): TarHeader => {
     const name = e.type === 'dir' ? `${path}/` : path;
-    return {
+    const { pax, rawPax: raw } = paxRecords(e, rawPax !== undefined);
+    const h: TarHeader = {
       name, // tar-stream writes it as the pax `path` record
       type: TAR_TYPE[e.type],
       // tar-stream replaces a falsy mode by a default: pass the type bits too (it masks 07777).
@@ -182,8 +191,10 @@ async function writeTar(
       gid: Math.min(e.gid, USTAR_MAX_ID),
       mtime: ustarMtime(e.mtimeNs),
       size: 0,
-      pax: paxRecords(e),
+      pax,
     };
+    rawPax?.attach(h, raw);
+    return h;
   };
 
   const trees = new Map<Digest, TreeObject>();

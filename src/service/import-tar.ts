@@ -8,7 +8,8 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
 import { decodeUtf8Name } from '../core/tree.js';
-import { classifyXattr, type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
+import { type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
+import { classifyXattr } from '../host/xattrs.js';
 import type { TarCapture } from './tar-capture.js';
 
 /** tar-stream, loaded when a tar is first read. */
@@ -33,7 +34,8 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  *   pax `uid`/`gid` override the header's.
  * - Xattrs: pax `SCHILY.xattr.<name>=<raw bytes>` (GNU tar, star, AWC) and
  *   `LIBARCHIVE.xattr.<url-encoded name>=<base64>` (bsdtar, and AWC for values that are not
- *   UTF-8); `user.*` recorded, `trusted.overlay.*` dropped, others skipped with `W_XATTR_SKIPPED`.
+ *   UTF-8); every namespace recorded (`user.*`, `security.*`, `system.posix_acl_*`, `trusted.*`)
+ *   except `trusted.overlay.*`, which is dropped (src/host/xattrs.ts).
  * - Hardlinks must name an entry seen earlier in the archive (else E_FORMAT). All names of
  *   one file are resolved as in `importDir`: the first in depth-first, name-sorted order is
  *   the `file` entry, the others `hardlink`s to it, whatever the archive's order. A
@@ -47,7 +49,7 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
 export interface ImportTarOptions {
   /** Called after each regular file's content is stored, with cumulative counts (files, bytes). */
   onProgress?: (p: ImportProgress) => void;
-  /** Called for each non-fatal problem (`W_XATTR_SKIPPED`, `W_HARDLINK_COPIED`). */
+  /** Called for each non-fatal problem (`W_HARDLINK_COPIED`). */
   onWarning?: (w: ImportWarning) => void;
   /** The capture filter (docs/explanation/capture-classes.md#tar-imports): regular files it leaves out are read past, never stored. */
   capture?: TarCapture;
@@ -228,7 +230,7 @@ export async function importTar(
         ? decodeUtf8Name(pax.get('path')!, 'tar entry')
         : decodeUtf8Name(Buffer.from(header.name, 'latin1'), 'tar entry');
       const parts = splitPath(rawName);
-      const attrs = paxAttrs(header, pax, text, rawName, warn);
+      const attrs = paxAttrs(header, pax, text, rawName);
       const type = header.type;
       if ([...pax.keys()].some((k) => k.startsWith('GNU.sparse.'))) {
         throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(rawName)} is a GNU sparse file; repack it without --sparse`);
@@ -354,13 +356,7 @@ export async function importTar(
 }
 
 /** Attributes of an entry from its header and pax records. */
-function paxAttrs(
-  header: TarHeader,
-  pax: Map<string, Buffer>,
-  text: (key: string) => string | undefined,
-  rawName: string,
-  warn: (w: ImportWarning) => void,
-): EntryAttrs {
+function paxAttrs(header: TarHeader, pax: Map<string, Buffer>, text: (key: string) => string | undefined, rawName: string): EntryAttrs {
   const int = (key: string, fallback: number | undefined): number => {
     const v = text(key);
     if (v === undefined) return fallback ?? 0;
@@ -375,10 +371,7 @@ function paxAttrs(
   const attrs: EntryAttrs = { mode: (header.mode ?? 0) & 0o7777, uid: int('uid', header.uid), gid: int('gid', header.gid), mtimeNs };
   let xattrs: Record<string, string> | undefined;
   const record = (name: string, value: Buffer): void => {
-    const what = classifyXattr(name);
-    if (what === 'keep') (xattrs ??= {})[name] = value.toString('base64');
-    else if (what === 'warn')
-      warn({ code: 'W_XATTR_SKIPPED', path: rawName, message: `xattr ${name} is not recorded (only user.* xattrs are)` });
+    if (classifyXattr(name) === 'keep') (xattrs ??= {})[name] = value.toString('base64');
   };
   for (const [key, value] of pax) {
     if (key.startsWith('LIBARCHIVE.xattr.')) {

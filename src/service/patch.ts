@@ -24,6 +24,9 @@ const diff = lazyRequire<typeof Diff>('diff');
  *   nodes cannot be represented and are skipped (reported through `onSkipped`);
  * - a type change (e.g. file → symlink) is a deletion followed by an addition of the same
  *   path, as git does; file ↔ hardlink is rendered as a modification of a regular file;
+ * - a `renamed` change (src/service/diff-renames.ts) is git's exact rename: `similarity
+ *   index 100%`, `rename from`/`rename to` (with `old mode`/`new mode` when the mode changed);
+ *   a renamed directory produces nothing itself, each file below it is a rename;
  * - a binary file (a NUL byte in its first 8000 bytes, as git decides; also any file that is
  *   not valid UTF-8, since the patch is a string) is `Binary files a/p and b/p differ` by
  *   default, which `git apply` refuses; `{ binary: 'full' }` emits a `GIT binary patch`
@@ -275,6 +278,17 @@ async function renderFile(
   return out;
 }
 
+/**
+ * An exact rename as git writes it (`git diff -M`, similarity 100%): the `diff --git` line with
+ * both names, `old mode`/`new mode` when the mode changed, `similarity index 100%`, then
+ * `rename from`/`rename to`; no hunks (the bytes are the same).
+ */
+function renderRename(from: string, to: string, o: Side, n: Side): string {
+  let out = `diff --git ${quoteGitPath(`a/${from}`)} ${quoteGitPath(`b/${to}`)}\n`;
+  if (o.mode !== n.mode) out += `old mode ${o.mode}\nnew mode ${n.mode}\n`;
+  return out + `similarity index 100%\nrename from ${quoteGitPath(from)}\nrename to ${quoteGitPath(to)}\n`;
+}
+
 /** Runs `fn` over `items` with at most `limit` calls in flight; results keep the input order. */
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
@@ -313,6 +327,12 @@ export async function renderPatch(
 
   const parts = await mapLimit(changes, opts.concurrency ?? 8, async (c): Promise<string> => {
     if (c.status === 'metadata-changed') return '';
+    if (c.status === 'renamed') {
+      if (c.from === undefined || c.kind === 'dir') return ''; // a directory's files carry its rename
+      const [oe, ne] = await Promise.all([oldTree.entry(c.from), newTree.entry(c.path)]);
+      const [os, ns] = await Promise.all([sideOf(oe, c.from, oldTree), sideOf(ne, c.path, newTree)]);
+      return os && ns && os.key === ns.key ? renderRename(c.from, c.path, os, ns) : '';
+    }
     const needOld = c.status !== 'added' && c.old !== undefined && c.old.type !== 'dir';
     const needNew = c.status !== 'deleted' && c.new !== undefined && c.new.type !== 'dir';
     const [oe, ne] = await Promise.all([needOld ? oldTree.entry(c.path) : undefined, needNew ? newTree.entry(c.path) : undefined]);

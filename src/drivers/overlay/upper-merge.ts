@@ -17,6 +17,7 @@ import type { TreeSource } from '../../store/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
 import { peekFd, SMALL_FILE_BYTES } from '../../core/small-file.js';
+import { readXattrs } from '../../host/xattrs.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -70,7 +71,8 @@ export type UpperStatCache = Record<string, [string, string, string, string, Dig
  * directory, or absolute from the root); a file with `trusted.overlay.metacopy` has only
  * its metadata in the upper and its data in the lower (at its redirect if any, or at the
  * same path; a redirect into the content lower names the data's digest directly); any
- * other upper file is a full copy and is chunked. `trusted.overlay.*` xattrs are dropped.
+ * other upper file is a full copy and is chunked. Xattrs of every namespace are kept but
+ * `trusted.overlay.*`, which are dropped (src/host/xattrs.ts).
  * Reads the upper directly, never the merged mount (that could deadlock on our own FUSE),
  * and only through directory descriptors (src/core/dir-fd.ts): a directory swapped for a
  * symlink while the merge runs is recorded as that symlink, never followed; an entry that
@@ -107,7 +109,7 @@ export async function mergeUpper(opts: {
   try {
     const f = await opts.filter?.root((n) => m.textOf(opened.dir, children, n));
     await m.mergeDir(opened.dir, children, '', f);
-    rootAttrs = keepBaseTime(attrsFromStat(opened.st, readUserXattrs(opened.dir.self)), baseRoot);
+    rootAttrs = keepBaseTime(attrsFromStat(opened.st, readXattrs(opened.dir.self)), baseRoot);
   } finally {
     opened.dir.close();
   }
@@ -236,7 +238,7 @@ class Merger {
           }
           const childF = await f?.child(name, () => this.textOf(found.dir, kids, '.gitignore'));
           await this.mergeDir(found.dir, kids, lowerChild, childF);
-          const attrs = keepBaseTime(attrsFromStat(st, readUserXattrs(found.dir.self)), baseDir);
+          const attrs = keepBaseTime(attrsFromStat(st, readXattrs(found.dir.self)), baseDir);
           children.set(name, { type: 'mdir', name, attrs, children: kids });
         } finally {
           found.dir.close();
@@ -290,7 +292,7 @@ class Merger {
     }
     const p = fdPath(fd);
     const ov = overlayXattrs(p);
-    const attrs0 = attrsFromStat(st, readUserXattrs(p));
+    const attrs0 = attrsFromStat(st, readXattrs(p));
     if (ov.metacopy) {
       let data: { digest: Digest; size: number; chunks: ChunkRef[] } | undefined;
       let baseFile: Entry | undefined;
@@ -345,7 +347,7 @@ class Merger {
         c.digest,
         c.chunks.map((x) => [x.digest, x.size]),
       ];
-    return { type: 'file', name, ...attrsFromStat(after, readUserXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
+    return { type: 'file', name, ...attrsFromStat(after, readXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
   }
 
   /** Re-roots base hardlink groups whose first name no longer holds the shared inode. */
@@ -442,22 +444,6 @@ function overlayXattrs(p: string): { opaque?: string; redirect?: string; metacop
     if (n === 'trusted.overlay.opaque') out.opaque = xattr().getAttributeSync(p, n).toString();
     else if (n === 'trusted.overlay.redirect') out.redirect = xattr().getAttributeSync(p, n).toString();
     else if (n === 'trusted.overlay.metacopy') out.metacopy = true;
-  }
-  return out;
-}
-
-/** user.* xattrs of a file or directory (by its descriptor path, `fdPath(fd)`) as base64 values (undefined when none). */
-export function readUserXattrs(p: string): Record<string, string> | undefined {
-  let names: string[];
-  try {
-    names = xattr().listAttributesSync(p);
-  } catch {
-    return undefined;
-  }
-  let out: Record<string, string> | undefined;
-  for (const n of names) {
-    if (!n.startsWith('user.')) continue;
-    (out ??= {})[n] = xattr().getAttributeSync(p, n).toString('base64');
   }
   return out;
 }

@@ -1,0 +1,83 @@
+import type * as TarStream from 'tar-stream';
+
+/**
+ * Raw-byte pax records for tar-stream's packer. tar-stream builds a pax extended header from
+ * JavaScript strings and encodes it as UTF-8, so a value that is not UTF-8 (a binary xattr
+ * value: file capabilities, ACLs) cannot pass through it. `RawPax` lets a header carry such
+ * records: when tar-stream writes the header's pax entry, the body it built is replaced by
+ * one holding the same records plus the raw ones, and the size and checksum of the pax
+ * entry's ustar header are rewritten to match. This is the form GNU tar writes and reads
+ * (`SCHILY.xattr.<name>=<raw bytes>`).
+ */
+
+/** Fixed layout of the ustar header fields rewritten here. */
+const SIZE_OFFSET = 124;
+const CHECKSUM_OFFSET = 148;
+const BLOCK = 512;
+
+/** One pax record, `<len> <key>=<value>\n`, where `<len>` counts the whole record including itself. */
+function paxRecord(key: string, value: Buffer): Buffer {
+  const rest = Buffer.concat([Buffer.from(` ${key}=`, 'utf8'), value, Buffer.from('\n')]);
+  let len = rest.length + 1;
+  while (String(len).length + rest.length !== len) len = String(len).length + rest.length;
+  return Buffer.concat([Buffer.from(String(len)), rest]);
+}
+
+/** Writes the 11-digit octal size and the checksum of a 512-byte ustar header in place. */
+function patchUstar(h: Buffer, size: number): Buffer {
+  const out = Buffer.from(h);
+  out.write(size.toString(8).padStart(11, '0') + '\0', SIZE_OFFSET, 12, 'latin1');
+  out.fill(0x20, CHECKSUM_OFFSET, CHECKSUM_OFFSET + 8);
+  let sum = 0;
+  for (const b of out) sum += b;
+  out.write(sum.toString(8).padStart(6, '0') + '\0 ', CHECKSUM_OFFSET, 8, 'latin1');
+  return out;
+}
+
+/** The part of tar-stream's Pack this relies on (private: `_encodePax` and `push`, tar-stream 3). */
+interface PackInternals {
+  _encodePax?: (header: Record<string, unknown>) => void;
+  push(chunk: Buffer | null): boolean;
+}
+
+/** Raw pax records attached to tar-stream headers of one pack (see the module docs). */
+export class RawPax {
+  private readonly raw = new WeakMap<object, [string, Buffer][]>();
+
+  /**
+   * Hooks `pack`. Returns undefined when tar-stream's internals are not as expected (then
+   * nothing is hooked and callers must not use raw records).
+   */
+  static hook(pack: TarStream.Pack): RawPax | undefined {
+    const p = pack as unknown as PackInternals;
+    const original = p._encodePax;
+    if (typeof original !== 'function') return undefined;
+    const self = new RawPax();
+    p._encodePax = function (this: PackInternals, header: Record<string, unknown>) {
+      const raw = self.raw.get(header);
+      if (!raw) return original.call(this, header);
+      const pushed: Buffer[] = [];
+      const push = this.push;
+      this.push = (b: Buffer | null) => (b && pushed.push(b), true);
+      try {
+        original.call(this, header);
+      } finally {
+        this.push = push;
+      }
+      // tar-stream pushed: the pax entry's ustar header, its body, the padding (if any), the entry's ustar header
+      const [paxHeader, body] = pushed;
+      const main = pushed[pushed.length - 1]!;
+      const full = Buffer.concat([body!, ...raw.map(([k, v]) => paxRecord(k, v))]);
+      this.push(patchUstar(paxHeader!, full.length));
+      this.push(full);
+      if (full.length % BLOCK) this.push(Buffer.alloc(BLOCK - (full.length % BLOCK)));
+      this.push(main);
+    };
+    return self;
+  }
+
+  /** Attaches raw records (key → bytes) to `header`, which must also carry a `pax` object (possibly empty). */
+  attach(header: object, records: [string, Buffer][]): void {
+    if (records.length > 0) this.raw.set(header, records);
+  }
+}
