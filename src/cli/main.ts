@@ -216,7 +216,6 @@ program
     withAwc(async (awc, o) => {
       const r = await awc.unmount(target, opts);
       for (const k of r.kept ?? []) o.warn(`${k.path}: secret, kept on this host at ${k.keptAt} (awc kept ls)`);
-      for (const p of r.unscanned ?? []) o.warn(`${p}: name is not valid UTF-8; not looked into for secrets, discarded`);
       o.result(
         r,
         () =>

@@ -39,11 +39,4 @@ export interface CaptureFilter {
   scratch(rel: string, what: { dir: DirFd } | { size: number }): void;
   /** The content of a stored file (a base entry a walk needs: a `.gitignore` or `.awc.json` not in the upper). */
   readStored(entry: FileEntry): Promise<Buffer>;
-  /**
-   * When present, a walker skips an entry whose name is not valid UTF-8 and reports it here
-   * (`rel`: its path with the name read as latin1, `bytesHex`: the name's bytes) instead of
-   * throwing E_UNSUPPORTED_NAME. Only for walks whose result is never stored: the keep scan of
-   * a discard, which must not make a workspace holding such a name impossible to discard.
-   */
-  unsupportedName?(rel: string, bytesHex: string): void;
 }

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import type { BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from './errors.js';
+import { fsPath } from './raw-name.js';
 
 /**
  * Walking and writing directory trees through directory descriptors, never by a path that
@@ -77,8 +78,28 @@ export class DirFd {
   }
 
   /** The path that names `name` inside this directory object (`/proc/self/fd/<fd>/<name>`). */
-  path(name: string): string {
-    return `/proc/self/fd/${this.fd}/${name}`;
+  path(name: string): string | Buffer {
+    return fsPath(`/proc/self/fd/${this.fd}/${name}`);
+  }
+
+  /**
+   * Runs `fn` with a path of the child object `name` itself (`/proc/self/fd/<n>` of an
+   * O_PATH|O_NOFOLLOW descriptor, closed after): for path-only APIs that take strings (fs-xattr)
+   * when the name holds raw bytes, and never through a symlink put there meanwhile.
+   * @throws AwcError what opening it throws (E_NOT_FOUND when it is gone)
+   */
+  withObject<T>(name: string, fn: (objPath: string) => T): T {
+    let fd: number;
+    try {
+      fd = fs.openSync(this.path(name), O_PATH | C.O_NOFOLLOW);
+    } catch (err) {
+      throw this.named(err, name);
+    }
+    try {
+      return fn(fdPath(fd));
+    } finally {
+      fs.closeSync(fd);
+    }
   }
 
   /** The path of the directory object itself (for fs-xattr). */
@@ -187,7 +208,7 @@ export class DirFd {
         if (p === '' || p === '.' || p === '..') throw new AwcError('E_PATH_TRAVERSAL', `${relPath}: not a plain relative path`);
         let next: number;
         try {
-          next = fs.openSync(`/proc/self/fd/${cur}/${p}`, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
+          next = fs.openSync(fsPath(`/proc/self/fd/${cur}/${p}`), O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
           if (code === 'ENOTDIR' || code === 'ELOOP' || code === 'ENOENT')
@@ -266,7 +287,8 @@ export class DirFd {
   /** `err` as an AwcError whose message names the child by its slash path from the walk's root, not by its descriptor path. */
   private named(err: unknown, name: string): AwcError {
     const e = toAwcError(err);
-    const message = e.message.split(this.path(name)).join(this.childRel(name));
+    const p = this.path(name);
+    const message = e.message.split(typeof p === 'string' ? p : p.toString('utf8')).join(this.childRel(name));
     return message === e.message ? e : new AwcError(e.code, message, { hint: e.hint, details: e.details, cause: err });
   }
 
@@ -284,7 +306,7 @@ function same(a: BigIntStats, b: BigIntStats): boolean {
 }
 
 /** Opens with `flags`; undefined when the name is gone or is not what the flags accept (a symlink, not a directory). */
-function openOrUndefined(path: string, flags: number): number | undefined {
+function openOrUndefined(path: fs.PathLike, flags: number): number | undefined {
   try {
     return fs.openSync(path, flags);
   } catch (err) {

@@ -81,7 +81,11 @@ export const ERROR_CODES = {
   E_FORMAT: { exit: 5, retryable: false, hint: 'The object is not in a format this version reads; upgrade awc.' },
   E_PATH_TRAVERSAL: { exit: 5, retryable: false, hint: 'The archive or tree names a path outside its root; it was refused.' },
   E_UNSUPPORTED: { exit: 7, retryable: false, hint: 'This kind of entry is not supported yet; see docs/reference/formats.md.' },
-  E_UNSUPPORTED_NAME: { exit: 7, retryable: false, hint: 'File names must be valid UTF-8 in this version; rename the entry.' },
+  E_UNSUPPORTED_NAME: {
+    exit: 7,
+    retryable: false,
+    hint: 'The name is not the escaped form of any byte string (a lone high surrogate, or escapes that spell UTF-8): the input is corrupt or hostile.',
+  },
   E_NO_SPACE: {
     exit: 6,
     retryable: true,

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { AwcError } from './errors.js';
+import { nameFromBytes } from './raw-name.js';
 
 /**
  * Git's index file (`.git/index`, the "dircache"), versions 2, 3 and 4, read and rewritten
@@ -22,7 +23,7 @@ import { AwcError } from './errors.js';
 export interface GitIndexEntry {
   /** Byte offset of the entry in the file (its stat data starts there). */
   offset: number;
-  /** Slash-separated path from the work tree's top (raw bytes decoded as UTF-8). */
+  /** Slash-separated path from the work tree's top; names that are not UTF-8 hold escaped raw bytes (src/core/raw-name.ts), as tree names do. */
   path: string;
   /** Git's mode: 0o100644, 0o100755, 0o120000 (symlink), 0o160000 (gitlink), 0o040000 (sparse directory). */
   mode: number;
@@ -135,7 +136,7 @@ export function parseGitIndex(buf: Buffer, algo: GitHashAlgo): GitIndex {
     prev = name;
     entries.push({
       offset: start,
-      path: name.toString('utf8'),
+      path: nameFromBytes(name),
       mode: buf.readUInt32BE(start + 24),
       oid: buf.toString('hex', start + 40, start + 40 + hashLen),
       stage: (flags >> 12) & 3,

@@ -98,3 +98,12 @@ export function compareNameBytes(a: string, b: string): number {
   if (!hasEscape(a) && !hasEscape(b)) return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
   return Buffer.compare(nameToBytes(a), nameToBytes(b));
 }
+
+/**
+ * A path for the file system from a path string whose names may hold escaped raw bytes (as
+ * Python's `os.fsencode`): the string itself when it holds none, else its raw bytes as a
+ * Buffer (Node writes a string path as UTF-8, which would turn each escape into U+FFFD's bytes).
+ */
+export function fsPath(path: string): string | Buffer {
+  return hasEscape(path) ? nameToBytes(path) : path;
+}

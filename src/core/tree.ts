@@ -227,50 +227,6 @@ export function decodeRoot(bytes: Uint8Array): RootObject {
   return obj;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * Decodes a file name (or symlink target) read as raw bytes; tree format v1 holds UTF-8
- * names only (docs/decisions.md), so nothing is ever decoded lossily.
- * @param where the entry's path in the tree, for the error (slash-separated, relative)
- * @throws AwcError E_UNSUPPORTED_NAME when the bytes are not valid UTF-8 (`details.bytesHex` holds them).
- */
-export function decodeUtf8Name(raw: Uint8Array, where: string): string {
-  try {
-    return utf8.decode(raw);
-  } catch {
-    throw new AwcError('E_UNSUPPORTED_NAME', `${where}: name is not valid UTF-8: ${JSON.stringify(Buffer.from(raw).toString('latin1'))}`, {
-      details: { path: where, bytesHex: Buffer.from(raw).toString('hex') },
-    });
-  }
-}
-
-/**
- * Decodes the raw names of one directory listing with decodeUtf8Name. `childRel` gives an
- * entry's path for the error. With `skip`, a name that is not valid UTF-8 is left out and
- * passed to `skip` (path, hex bytes) instead of throwing.
- * @throws AwcError E_UNSUPPORTED_NAME (without `skip`)
- */
-export function decodeUtf8Names(
-  raw: readonly Buffer[],
-  childRel: (latin1: string) => string,
-  skip?: (rel: string, bytesHex: string) => void,
-): string[] {
-  const out: string[] = [];
-  for (const b of raw) {
-    if (!skip) {
-      out.push(decodeUtf8Name(b, childRel(b.toString('latin1'))));
-      continue;
-    }
-    try {
-      out.push(utf8.decode(b));
-    } catch {
-      skip(childRel(b.toString('latin1')), b.toString('hex'));
-    }
-  }
-  return out;
-}
-
 /** Linux dev_t → major and minor numbers (the inverse of `makedev`). */
 export function splitDev(rdev: number): { major: number; minor: number } {
   const d = BigInt(rdev);

@@ -1,4 +1,5 @@
 import * as fs from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import { lchown, link, open, symlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
@@ -7,6 +8,7 @@ import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
+import { fsPath, hasEscape } from '../core/raw-name.js';
 import { splitDev, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
@@ -353,7 +355,7 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
             break;
           }
           case 'symlink':
-            await symlink(e.target, d.path(e.name)).catch((err) => {
+            await symlink(fsPath(e.target), d.path(e.name)).catch((err) => {
               throw createError(d, e.name, err);
             });
             symlinks.add(rel);
@@ -437,7 +439,9 @@ async function makeSpecial(d: DirFd, e: Extract<Entry, { type: 'fifo' | 'chardev
   const rel = d.childRel(e.name);
   if (e.type !== 'fifo' && !isRoot) throw new AwcError('E_PERMISSION', `${rel}: creating device nodes needs root`);
   if (d.lstat(e.name)) throw createError(d, e.name, Object.assign(new Error('exists'), { code: 'EEXIST' }));
-  const at = `/proc/self/fd/3/${e.name}`;
+  // the tools take names as UTF-8 arguments: a raw name is made under a plain one, then linked in place (link never replaces)
+  const made = hasEscape(e.name) ? `.awc-node-${randomBytes(6).toString('hex')}` : e.name;
+  const at = `/proc/self/fd/3/${made}`;
   const [cmd, args] =
     e.type === 'fifo'
       ? ['mkfifo', ['-m', '600', '--', at]]
@@ -447,7 +451,18 @@ async function makeSpecial(d: DirFd, e: Extract<Entry, { type: 'fifo' | 'chardev
         ];
   const r = await runWithDir(cmd as string, args as string[], d);
   if (!r) throw new AwcError('E_UNSUPPORTED', `${cmd} is not installed: cannot create ${rel}`);
-  if (r.code === 0) return;
+  if (r.code === 0) {
+    if (made !== e.name) {
+      try {
+        fs.linkSync(d.path(made), d.path(e.name));
+      } catch (err) {
+        throw createError(d, e.name, err);
+      } finally {
+        fs.rmSync(d.path(made), { force: true });
+      }
+    }
+    return;
+  }
   if (/exists/i.test(r.stderr)) throw createError(d, e.name, Object.assign(new Error(r.stderr), { code: 'EEXIST' }));
   if (/permission|not permitted/i.test(r.stderr)) throw new AwcError('E_PERMISSION', `${rel}: ${r.stderr.trim()}`);
   throw new AwcError('E_INTERNAL', `${cmd} failed for ${rel}: ${r.stderr.trim() || `exit ${r.code}`}`);
@@ -462,5 +477,5 @@ async function applySpecialAttrs(d: DirFd, e: EntryAttrs & { name: string }, isR
     throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the node just made`);
   if (isRoot) await lchown(p, e.uid, e.gid);
   fs.chmodSync(p, e.mode);
-  setXattrs(p, rel, e.xattrs);
+  d.withObject(e.name, (obj) => setXattrs(obj, rel, e.xattrs));
 }

@@ -2,7 +2,8 @@ import { closeSync, type BigIntStats } from 'node:fs';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { decodeUtf8Name, decodeUtf8Names, type Entry, type EntryAttrs } from '../core/tree.js';
+import { type Entry, type EntryAttrs } from '../core/tree.js';
+import { nameFromBytes } from '../core/raw-name.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import type { CaptureDirFilter, CaptureFilter } from '../core/capture-filter.js';
 import { peekFd, readSmallText } from '../core/small-file.js';
@@ -134,7 +135,7 @@ class Pool {
  * Walks through directory descriptors (src/core/dir-fd.ts: every entry lstat'ed, opened
  * relative to its parent's descriptor with O_NOFOLLOW and checked against the lstat, file
  * bytes and xattrs read only through the opened descriptor), in depth-first order with
- * names sorted by their UTF-8 bytes; reads up to `concurrency` regular files at the same
+ * names sorted by their raw bytes; reads up to `concurrency` regular files at the same
  * time. The root object carries `dir`'s own attributes. Nothing is persisted until the
  * caller runs `writer.flush()`.
  *
@@ -144,7 +145,6 @@ class Pool {
  * and, with `allowChanging`, stored as last read and listed in `changing`.
  *
  * @throws AwcError E_SOURCE_NOT_FOUND when `dir` does not exist or is not a directory;
- *   E_UNSUPPORTED_NAME for a name or symlink target that is not valid UTF-8;
  *   E_CHANGED_DURING_READ (retryable, `details.path` relative to `dir`) when a file keeps
  *   changing while it is read (unless `allowChanging`);
  *   E_PERMISSION when something cannot be read.
@@ -194,8 +194,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
    * directory's tree digest, resolved once all its entries are written.
    */
   const scanDir = async (d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> => {
-    const skip = opts.filter?.unsupportedName?.bind(opts.filter);
-    const names = decodeUtf8Names(d.list(), (n) => d.childRel(n), skip);
+    const names = d.list().map(nameFromBytes); // any bytes: raw ones escaped (src/core/raw-name.ts)
     const pending: Promise<Entry>[] = [];
     const add = (p: Promise<Entry>): void => {
       p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
@@ -255,7 +254,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
       } else if (found.type === 'symlink') {
         if (st.nlink > 1n)
           warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
-        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: decodeUtf8Name(found.target, childRel) }));
+        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: nameFromBytes(found.target) }));
       } else if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
         const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
         if (st.nlink > 1n)

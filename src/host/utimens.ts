@@ -12,11 +12,12 @@ import * as fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { toAwcError } from '../core/errors.js';
 import { loadLibc } from './libc.js';
+import { fsPath, hasEscape, nameToBytes } from '../core/raw-name.js';
 
 const AT_FDCWD = -100;
 const AT_SYMLINK_NOFOLLOW = 0x100;
 
-type UtimensatFn = (dirFd: number, path: string, times: BigInt64Array, flags: number) => number;
+type UtimensatFn = (dirFd: number, path: string | Buffer, times: BigInt64Array, flags: number) => number;
 type FutimensFn = (fd: number, times: BigInt64Array) => number;
 
 interface TimeCalls {
@@ -97,10 +98,12 @@ export function utimesNsAt(dirFd: number | undefined, name: string, ns: string):
   const c = load();
   if (!c) {
     const s = microSeconds(ns);
-    fs.lutimesSync(dirFd === undefined ? name : `/proc/self/fd/${dirFd}/${name}`, s, s);
+    fs.lutimesSync(fsPath(dirFd === undefined ? name : `/proc/self/fd/${dirFd}/${name}`), s, s);
     return;
   }
-  if (c.utimensat(dirFd ?? AT_FDCWD, name, timespecs(ns), AT_SYMLINK_NOFOLLOW) !== 0) {
+  // a raw name as its own bytes (koffi passes a string as UTF-8, a Buffer as it is)
+  const path = hasEscape(name) ? Buffer.concat([nameToBytes(name), Buffer.of(0)]) : name;
+  if (c.utimensat(dirFd ?? AT_FDCWD, path, timespecs(ns), AT_SYMLINK_NOFOLLOW) !== 0) {
     throw toAwcError(errnoError('utimensat', c.errno(), name));
   }
 }

@@ -29,7 +29,7 @@ export abstract class AwcTransfer<CP> {
   /**
    * Imports a directory or a tar file as a new snapshot. `allowChanging`: a file of a
    * directory that keeps changing while read is stored as last read and listed in `changing`.
-   * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
+   * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
    */
   importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
     const filter = () => new CaptureRecorder(this.reader(), { dropScratch: false });

@@ -3,7 +3,7 @@ import type { Digest } from '../core/digest.js';
 import { AwcError } from '../core/errors.js';
 import type { DirFd } from '../core/dir-fd.js';
 import type { FileEntry } from '../core/tree.js';
-import { decodeUtf8Names } from '../core/tree.js';
+import { nameFromBytes } from '../core/raw-name.js';
 import type { ContentReader } from '../store/content-reader.js';
 import { CapturePolicy, PROJECT_FILE, parseProjectConfig, type CapturePolicyOptions, type PolicyDir } from './capture-policy.js';
 import { countTree, type TreeCounts } from './tree-stats.js';
@@ -43,14 +43,8 @@ export class CaptureRecorder implements CaptureFilter {
     private readonly reader: ContentReader,
     private readonly opts: CapturePolicyOptions & {
       keep?: (rel: string, fd: number, size: number) => void;
-      /** Skip names that are not valid UTF-8 (a walk whose result is never stored; see CaptureFilter.unsupportedName). */
-      skipUnsupportedNames?: (rel: string, bytesHex: string) => void;
     },
-  ) {
-    if (opts.skipUnsupportedNames) this.unsupportedName = opts.skipUnsupportedNames;
-  }
-
-  unsupportedName?: (rel: string, bytesHex: string) => void;
+  ) {}
 
   async root(read: (name: '.gitignore' | '.awc.json') => Promise<string | undefined>): Promise<CaptureDirFilter> {
     this.policy = new CapturePolicy(parseProjectConfig(await read(PROJECT_FILE)), this.opts);
@@ -85,12 +79,7 @@ export class CaptureRecorder implements CaptureFilter {
 /** Regular files and bytes under an open directory (lstat only, never following a symlink). */
 function duDir(d: DirFd): TreeCounts {
   const c: TreeCounts = { files: 0, bytes: 0 };
-  // a dropped directory's names are never stored: one a tree cannot hold is left out of the count, not an error
-  for (const name of decodeUtf8Names(
-    d.list(),
-    (n) => d.childRel(n),
-    () => undefined,
-  )) {
+  for (const name of d.list().map(nameFromBytes)) {
     const st = d.lstat(name);
     if (st?.isFile()) {
       c.files++;

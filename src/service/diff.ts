@@ -1,6 +1,7 @@
 import type { Digest } from '../core/digest.js';
 import { compareNames, type Entry, type TreeObject } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
+import { hasEscape } from '../core/raw-name.js';
 
 /**
  * Snapshot diff: compares two snapshots by walking both Merkle trees together.
@@ -262,10 +263,14 @@ function octal(mode: number | undefined): string {
   return mode === undefined ? '-' : (mode & 0o7777).toString(8).padStart(4, '0');
 }
 
-/** A path as printed: verbatim unless it holds control characters or a quote, then JSON-quoted. */
+/**
+ * A path as printed: verbatim unless it holds control characters, a quote, a backslash or a
+ * byte that is not UTF-8, then JSON-quoted. A raw byte XX shows as `\udcXX` (src/core/raw-name.ts),
+ * so `JSON.parse` of the quoted form gives back the path string, and its bytes the name.
+ */
 export function printable(path: string): string {
   // eslint-disable-next-line no-control-regex
-  return /[\u0000-\u001f\u007f"\\]/.test(path) ? JSON.stringify(path) : path;
+  return /[\u0000-\u001f\u007f"\\]/.test(path) || hasEscape(path) ? JSON.stringify(path) : path;
 }
 
 function metadataNote(o: EntrySummary, n: EntrySummary): string {
@@ -290,7 +295,8 @@ function metadataNote(o: EntrySummary, n: EntrySummary): string {
  * | `I` | metadata-changed (inode metadata: owner, mtime, xattrs) | `(uid 0 → 1000, mtime)` |
  * | `R` | renamed (same content under a new path; the line names the new path) | `(from old/path)`, `(from old/path, 0644 → 0700)` |
  *
- * Paths holding control characters, `"` or `\` are printed JSON-quoted. Returns `''` for no
+ * Paths holding control characters, `"`, `\` or bytes that are not UTF-8 are printed JSON-quoted
+ * (see {@link printable}). Returns `''` for no
  * changes, otherwise every line ends with `\n`.
  */
 export function formatChanges(changes: readonly Change[]): string {

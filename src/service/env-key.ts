@@ -3,6 +3,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { AwcError } from '../core/errors.js';
 import { DirFd } from '../core/dir-fd.js';
+import { nameFromBytes } from '../core/raw-name.js';
 
 /**
  * The environment key of a worktree: a digest of its lockfiles and of the versions of the
@@ -154,7 +155,7 @@ export async function envKey(dir: string, opts: EnvKeyOptions = {}): Promise<Env
 /** Appends the lockfiles of `dir` (and of its subdirectories down to MAX_DEPTH) to `out`. */
 function findLockfiles(dir: DirFd, depth: number, out: { path: string; sha256: string; eco: Ecosystem }[]): void {
   for (const raw of dir.list()) {
-    const name = raw.toString('utf8');
+    const name = nameFromBytes(raw);
     const st = dir.lstat(name);
     if (!st) continue;
     if (st.isDirectory()) {

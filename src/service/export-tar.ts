@@ -11,6 +11,7 @@ import type { ContentReader } from '../store/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { RawPax } from './pax-raw.js';
 import { PendingFile } from './pending-file.js';
+import { hasEscape, nameToBytes } from '../core/raw-name.js';
 
 /** tar-stream, loaded when a tar is first written. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -161,8 +162,18 @@ async function writeTar(
   });
   piped.catch(() => undefined);
 
+  /** Names that are not UTF-8 go as raw `path`/`linkpath` records under `hdrcharset=BINARY` (src/service/pax-raw.ts). */
+  const rawNames = (h: TarHeader): void => {
+    const records: [string, Buffer][] = [];
+    if (hasEscape(h.name)) records.push(['path', nameToBytes(h.name)]);
+    if (h.linkname && hasEscape(h.linkname)) records.push(['linkpath', nameToBytes(h.linkname)]);
+    if (records.length === 0) return;
+    if (!rawPax) throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(h.name)}: this tar-stream cannot write names that are not UTF-8`);
+    rawPax.attach(h, [['hdrcharset', Buffer.from('BINARY')], ...records]);
+  };
   const addEntry = (header: TarHeader, body?: AsyncIterable<Buffer>): Promise<void> =>
     new Promise<void>((resolve, reject) => {
+      rawNames(header);
       const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()));
       sink.on('error', () => undefined); // reported through the entry's callback
       if (header.type !== 'file') return;

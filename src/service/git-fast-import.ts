@@ -3,6 +3,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { GitExportReader, GitWrite } from './git-export-plan.js';
 import { GitFailure, runGit, spawnGit } from './git-run.js';
+import { nameToBytes } from '../core/raw-name.js';
+import { quoteGitPath } from './patch.js';
 
 /**
  * One commit through `git fast-import` (docs/explanation/git.md "Why fast-import"): the
@@ -34,11 +36,9 @@ export interface FastImportCommit {
   force: boolean;
 }
 
-/** A path as fast-import reads it: always C-quoted (`"`, `\`, control characters escaped; other bytes as UTF-8). */
+/** A path as fast-import reads it: always C-quoted as git quotes (see quoteGitPath: `"`, `\`, control and non-ASCII bytes escaped, the latter in octal). */
 export function quotePath(path: string): string {
-  const esc: Record<string, string> = { '"': '\\"', '\\': '\\\\', '\n': '\\n', '\t': '\\t' };
-  // eslint-disable-next-line no-control-regex -- escaping control characters is the point
-  return `"${path.replace(/["\\\n\t\u0000-\u001f\u007f]/g, (c) => esc[c] ?? `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`)}"`;
+  return quoteGitPath(path, true);
 }
 
 /** An identity fast-import accepts: `<`, `>` and control characters removed, never empty. */
@@ -71,7 +71,7 @@ export async function fastImportCommit(gitDir: string, tmp: string, reader: GitE
     for (const p of c.deletes) await write(`D ${quotePath(p)}\n`);
     for (const w of c.writes) {
       if (w.entry.type === 'symlink') {
-        const target = Buffer.from(w.entry.target, 'utf8');
+        const target = nameToBytes(w.entry.target);
         await write(`M 120000 inline ${quotePath(w.path)}\ndata ${target.length}\n`);
         await write(target);
       } else {

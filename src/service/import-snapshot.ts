@@ -70,7 +70,7 @@ export interface ImportOptions {
  * content through a writer made by `makeWriter`, then one catalog row with its packs (and the
  * packs it deduplicated against, which the commit checks are still live; `attempt` is the
  * caller's retry count, for the test hook).
- * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_UNSUPPORTED_NAME, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ, E_USAGE (neither a directory nor a tar)
+ * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ, E_USAGE (neither a directory nor a tar)
  */
 export async function importSnapshot(
   catalog: Catalog,

@@ -7,7 +7,7 @@ import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
-import { decodeUtf8Name } from '../core/tree.js';
+import { nameFromBytes } from '../core/raw-name.js';
 import { type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
 import { classifyXattr } from '../host/xattrs.js';
 import type { TarCapture } from './tar-capture.js';
@@ -24,7 +24,8 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  *
  * - Paths: a leading `./` and `.` components are ignored; `..` components and absolute
  *   names are refused (E_PATH_TRAVERSAL), for entries and hardlink targets alike. Names
- *   must be valid UTF-8 (E_UNSUPPORTED_NAME). The entry `./` (or `.`) gives the root's
+ *   and link targets are any bytes (pax `path`/`linkpath` records read raw, as with
+ *   `hdrcharset=BINARY`; header fields byte for byte), held escaped (src/core/raw-name.ts). The entry `./` (or `.`) gives the root's
  *   attributes; directories that are only implied by deeper entries get mode 0755,
  *   uid/gid 0, mtime 0. A later entry for the same path replaces the earlier one (as tar
  *   extraction does), except that a directory cannot be replaced by a non-directory
@@ -112,7 +113,7 @@ function splitPath(raw: string): string[] {
   const parts = raw.split('/').filter((p) => p !== '' && p !== '.');
   for (const p of parts) {
     if (p === '..') throw new AwcError('E_PATH_TRAVERSAL', `tar entry name leaves the archive root: ${JSON.stringify(raw)}`);
-    checkName(p);
+    checkName(p, true);
   }
   return parts;
 }
@@ -126,7 +127,7 @@ type TarHeader = TarStream.Header & { pax?: Record<string, string> | null };
  * tar has no sockets). Nothing is persisted until the caller runs `writer.flush()`.
  *
  * @throws AwcError E_SOURCE_NOT_FOUND (no such file), E_PATH_TRAVERSAL (`..` or absolute
- *   names), E_UNSUPPORTED_NAME (names not valid UTF-8), E_FORMAT (corrupt or truncated
+ *   names), E_FORMAT (corrupt or truncated
  *   archive, hardlink to an unknown entry), E_UNSUPPORTED (sparse or vendor entry types).
  */
 export async function importTar(
@@ -226,9 +227,7 @@ export async function importTar(
         const v = pax.get(key);
         return v && v.length > 0 ? v.toString('utf8') : undefined;
       };
-      const rawName = pax.get('path')?.length
-        ? decodeUtf8Name(pax.get('path')!, 'tar entry')
-        : decodeUtf8Name(Buffer.from(header.name, 'latin1'), 'tar entry');
+      const rawName = nameFromBytes(pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'));
       const parts = splitPath(rawName);
       const attrs = paxAttrs(header, pax, text, rawName);
       const type = header.type;
@@ -273,7 +272,7 @@ export async function importTar(
           : undefined;
       if (type === 'link') {
         if (!rawLink) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} has no target`);
-        const targetName = decodeUtf8Name(rawLink, rawName);
+        const targetName = nameFromBytes(rawLink);
         const targetParts = splitPath(targetName);
         const target = lookup(targetParts);
         const leftOutSize = opts.capture?.secretSize(targetParts.join('/'));
@@ -299,7 +298,7 @@ export async function importTar(
           place(parts, rawName, { kind: 'leaf', entry: { ...target.entry, name } });
         }
       } else if (type === 'symlink') {
-        const target = rawLink ? decodeUtf8Name(rawLink, rawName) : '';
+        const target = rawLink ? nameFromBytes(rawLink) : '';
         place(parts, rawName, { kind: 'leaf', entry: { type: 'symlink', name, ...attrs, target } });
       } else if (type === 'fifo') {
         place(parts, rawName, { kind: 'leaf', entry: { type: 'fifo', name, ...attrs, rdev: 0 } });

@@ -42,8 +42,6 @@ export function keptRoot(paths: { workspaces: string }): string {
  */
 export class Keeper {
   readonly files: KeptFile[] = [];
-  /** Paths (names read as latin1) the keeping pass could not look into: their names are not valid UTF-8. */
-  readonly unscanned: string[] = [];
   readonly id: string;
   private readonly dir: string;
 
@@ -154,7 +152,11 @@ export function restoreKept(paths: { workspaces: string }, ref: string, dir: str
  * user's CLI, as the user) the bytes the daemon sent. Files end 0600.
  * @throws E_SOURCE_NOT_FOUND (no directory), E_TARGET_EXISTS, E_PATH_TRAVERSAL
  */
-export function restoreKeptSet(set: KeptSet, dir: string, write: (f: KeptFile, dest: string) => void): { id: string; restored: string[] } {
+export function restoreKeptSet(
+  set: KeptSet,
+  dir: string,
+  write: (f: KeptFile, dest: string | Buffer) => void,
+): { id: string; restored: string[] } {
   const opened = DirFd.openRoot(dir);
   if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
   const root = opened.dir;

@@ -13,8 +13,6 @@ import { SecretDigests, type LiveLeftOut } from './diff-secrets.js';
 export interface KeptFields {
   /** Secret files that existed nowhere else, kept on this host (`awc kept`). */
   kept?: KeptFile[];
-  /** Entries the keeping pass could not look into (names not valid UTF-8, read as latin1). */
-  unscanned?: string[];
 }
 
 /** What LiveState needs of the service (`Awc`). */
@@ -37,13 +35,10 @@ export class LiveState {
   constructor(private readonly deps: LiveStateDeps) {}
 
   /** A capture filter for a checkpoint-like walk (scratch dropped); `keep` gets each secret. */
-  capture(keep?: Pick<Keeper, 'keep'> & { unscanned?: string[] }): CaptureRecorder {
-    const unscanned = keep?.unscanned;
+  capture(keep?: Pick<Keeper, 'keep'>): CaptureRecorder {
     return new CaptureRecorder(this.deps.reader(), {
       dropScratch: true,
       keep: keep?.keep.bind(keep),
-      // the keeping pass stores nothing: a name the tree format cannot hold must not block a discard
-      skipUnsupportedNames: unscanned ? (rel) => unscanned.push(rel) : undefined,
     });
   }
 
@@ -79,8 +74,7 @@ export class LiveState {
 
   /**
    * Copies the secret files of a workspace's host state into a kept set (see Keeper) and
-   * returns them, with the paths of entries whose names are not valid UTF-8 (not looked into:
-   * tree format v1 cannot hold them, docs/decisions.md). @throws E_CONFIG, E_NO_SPACE…
+   * returns them (names of any bytes, src/core/raw-name.ts). @throws E_CONFIG, E_NO_SPACE…
    */
   async keepSecrets(ws: WorkspaceRow, state: WorkspaceHostState): Promise<KeptFields> {
     const keeper = new Keeper(this.deps.paths, ws, Date.now(), state.owner);
@@ -91,6 +85,6 @@ export class LiveState {
       if (!(err instanceof AwcError && err.code === 'E_SOURCE_NOT_FOUND')) throw err;
     }
     const kept = keeper.finish();
-    return { ...(kept.length > 0 ? { kept } : {}), ...(keeper.unscanned.length > 0 ? { unscanned: keeper.unscanned } : {}) };
+    return kept.length > 0 ? { kept } : {};
   }
 }

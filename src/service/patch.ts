@@ -8,6 +8,7 @@ import type { Digest } from '../core/digest.js';
 import type { ChunkRef, Entry, FileEntry, TreeObject } from '../core/tree.js';
 import type { TreeSource } from '../store/tree-source.js';
 import type { Change } from './diff.js';
+import { nameToBytes } from '../core/raw-name.js';
 
 /** jsdiff, loaded when a patch is first made. */
 const diff = lazyRequire<typeof Diff>('diff');
@@ -28,7 +29,7 @@ const diff = lazyRequire<typeof Diff>('diff');
  *   index 100%`, `rename from`/`rename to` (with `old mode`/`new mode` when the mode changed);
  *   a renamed directory produces nothing itself, each file below it is a rename;
  * - a binary file (a NUL byte in its first 8000 bytes, as git decides; also any file that is
- *   not valid UTF-8, since the patch is a string) is `Binary files a/p and b/p differ` by
+ *   not valid UTF-8, and any symlink whose target is not, since the patch is a string) is `Binary files a/p and b/p differ` by
  *   default, which `git apply` refuses; `{ binary: 'full' }` emits a `GIT binary patch`
  *   (literal, zlib + base85) with full index lines instead, which `git apply` applies.
  *
@@ -89,11 +90,14 @@ export function isBinaryContent(content: Uint8Array): boolean {
 /**
  * Quotes a patch path (with its `a/`/`b/` prefix) as git does (core.quotePath=true): a name
  * containing `"`, `\`, a control character or a non-ASCII byte is written in double quotes
- * with C escapes, non-ASCII bytes in octal; any other name is written as is.
+ * with C escapes, non-ASCII bytes in octal; any other name is written as is (or, with
+ * `always`, quoted all the same: fast-import's form). Names are taken as their raw bytes
+ * (src/core/raw-name.ts), so a name that is not UTF-8 comes out as the octal of its bytes,
+ * `"\351t\351"`, exactly as git writes it.
  */
-export function quoteGitPath(name: string): string {
-  const bytes = Buffer.from(name, 'utf8');
-  let needs = false;
+export function quoteGitPath(name: string, always = false): string {
+  const bytes = nameToBytes(name);
+  let needs = always;
   for (const b of bytes) if (b < 0x20 || b === 0x22 || b === 0x5c || b >= 0x7f) needs = true;
   if (!needs) return name;
   const esc: Record<number, string> = {
@@ -175,7 +179,7 @@ async function sideOf(e: Entry | undefined, path: string, lookup: PathLookup): P
     case 'file':
       return fileSide(e);
     case 'symlink':
-      return { mode: '120000', key: `symlink:${e.target}`, inline: Buffer.from(e.target, 'utf8') };
+      return { mode: '120000', key: `symlink:${e.target}`, inline: nameToBytes(e.target) };
     case 'hardlink':
       return fileSide(await lookup.hardlinkTarget(path, e.target));
     default:

@@ -7,7 +7,9 @@ import type * as TarStream from 'tar-stream';
  * records: when tar-stream writes the header's pax entry, the body it built is replaced by
  * one holding the same records plus the raw ones, and the size and checksum of the pax
  * entry's ustar header are rewritten to match. This is the form GNU tar writes and reads
- * (`SCHILY.xattr.<name>=<raw bytes>`).
+ * (`SCHILY.xattr.<name>=<raw bytes>`), and how names that are not UTF-8 are written: raw
+ * `path` / `linkpath` records under `hdrcharset=BINARY` (POSIX.1-2001 pax; GNU tar reads them
+ * back byte for byte).
  */
 
 /** Fixed layout of the ustar header fields rewritten here. */
@@ -21,6 +23,28 @@ function paxRecord(key: string, value: Buffer): Buffer {
   let len = rest.length + 1;
   while (String(len).length + rest.length !== len) len = String(len).length + rest.length;
   return Buffer.concat([Buffer.from(String(len)), rest]);
+}
+
+/**
+ * Splits a pax body into its records (`<len> <key>=<value>\n`), each whole. A body this module
+ * did not write comes from tar-stream's encoder, so it is well formed; anything after a record
+ * that does not parse is kept as it is.
+ */
+function paxRecords(body: Buffer): { key: string; record: Buffer }[] {
+  const out: { key: string; record: Buffer }[] = [];
+  let at = 0;
+  while (at < body.length) {
+    const space = body.indexOf(0x20, at);
+    const len = space < 0 ? NaN : Number(body.subarray(at, space).toString('latin1'));
+    const eq = space < 0 ? -1 : body.indexOf(0x3d, space);
+    if (!Number.isInteger(len) || len <= 0 || at + len > body.length || eq < 0 || eq >= at + len) {
+      out.push({ key: '', record: body.subarray(at) });
+      break;
+    }
+    out.push({ key: body.subarray(space + 1, eq).toString('latin1'), record: body.subarray(at, at + len) });
+    at += len;
+  }
+  return out;
 }
 
 /** Writes the 11-digit octal size and the checksum of a 512-byte ustar header in place. */
@@ -67,7 +91,10 @@ export class RawPax {
       // tar-stream pushed: the pax entry's ustar header, its body, the padding (if any), the entry's ustar header
       const [paxHeader, body] = pushed;
       const main = pushed[pushed.length - 1]!;
-      const full = Buffer.concat([body!, ...raw.map(([k, v]) => paxRecord(k, v))]);
+      // a raw record replaces tar-stream's record of the same key (e.g. `path` of a raw name, which it wrote as UTF-8)
+      const replaced = new Set(raw.map(([k]) => k));
+      const kept = paxRecords(body!).filter((r) => !replaced.has(r.key));
+      const full = Buffer.concat([...kept.map((r) => r.record), ...raw.map(([k, v]) => paxRecord(k, v))]);
       this.push(patchUstar(paxHeader!, full.length));
       this.push(full);
       if (full.length % BLOCK) this.push(Buffer.alloc(BLOCK - (full.length % BLOCK)));
@@ -76,8 +103,12 @@ export class RawPax {
     return self;
   }
 
-  /** Attaches raw records (key → bytes) to `header`, which must also carry a `pax` object (possibly empty). */
+  /**
+   * Attaches raw records (key → bytes) to `header`, which must also carry a `pax` object
+   * (possibly empty); records attached earlier stay. A key tar-stream also writes (`path`,
+   * `linkpath`) is written once, with the raw value.
+   */
   attach(header: object, records: [string, Buffer][]): void {
-    if (records.length > 0) this.raw.set(header, records);
+    if (records.length > 0) this.raw.set(header, [...(this.raw.get(header) ?? []), ...records]);
   }
 }

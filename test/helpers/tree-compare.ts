@@ -1,16 +1,19 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, readlinkSync, type BigIntStats } from 'node:fs';
+import { closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, type BigIntStats } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type * as Xattr from 'fs-xattr';
+import { O_PATH } from '../../src/core/dir-fd.js';
+import { compareNameBytes, fsPath, hasEscape, nameFromBytes } from '../../src/core/raw-name.js';
 
 const xattr = createRequire(import.meta.url)('fs-xattr') as typeof Xattr;
 
 /**
  * Full-fidelity tree comparison for the fidelity matrix (issue 12): everything a capture
  * must keep, read with lstat (bigint, never following a link) and the xattrs of every
- * namespace but overlayfs's own `trusted.overlay.*`.
+ * namespace but overlayfs's own `trusted.overlay.*`. Names are read as bytes: a name that is
+ * not UTF-8 holds its raw bytes escaped (src/core/raw-name.ts), as tree names do.
  */
 
 /** One path of a tree as the comparison sees it. */
@@ -49,7 +52,18 @@ export interface ReadOptions {
   noXattrs?: boolean;
 }
 
+/** The xattrs of the object at `p`; a raw-named path through an O_PATH descriptor (fs-xattr takes string paths only). */
 function xattrsOf(p: string): Record<string, string> {
+  if (!hasEscape(p)) return xattrsAt(p);
+  const fd = openSync(fsPath(p), O_PATH | constants.O_NOFOLLOW);
+  try {
+    return xattrsAt(`/proc/self/fd/${fd}`);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function xattrsAt(p: string): Record<string, string> {
   const out: Record<string, string> = {};
   let names: string[];
   try {
@@ -86,16 +100,18 @@ export function readFullTree(root: string, opts: ReadOptions = {}): FullTree {
   const nodes = new Map<string, FullNode>();
   const inodes = new Map<string, string[]>();
   const visit = (p: string, rel: string): void => {
-    const st = lstatSync(p, { bigint: true });
+    const st = lstatSync(fsPath(p), { bigint: true });
     const type = typeOf(st);
     const n: FullNode = { type, uid: Number(st.uid), gid: Number(st.gid), mtimeNs: st.mtimeNs.toString(), xattrs: {} };
     if (type !== 'symlink') n.mode = Number(st.mode & 0o7777n);
     if (type !== 'symlink' && !opts.noXattrs) n.xattrs = xattrsOf(p);
     if (type === 'file') {
       n.size = st.size.toString();
-      n.sha256 = createHash('sha256').update(readFileSync(p)).digest('hex');
+      n.sha256 = createHash('sha256')
+        .update(readFileSync(fsPath(p)))
+        .digest('hex');
     } else if (type === 'symlink') {
-      n.target = readlinkSync(p);
+      n.target = nameFromBytes(readlinkSync(fsPath(p), { encoding: 'buffer' }));
       n.size = st.size.toString();
     } else if (type === 'chardev' || type === 'blockdev') n.rdev = devString(st.rdev);
     nodes.set(rel, n);
@@ -104,7 +120,9 @@ export function readFullTree(root: string, opts: ReadOptions = {}): FullTree {
       inodes.set(key, [...(inodes.get(key) ?? []), rel]);
     }
     if (type === 'dir')
-      for (const name of readdirSync(p).sort()) {
+      for (const name of readdirSync(fsPath(p), { encoding: 'buffer' })
+        .map((b) => nameFromBytes(b))
+        .sort(compareNameBytes)) {
         const r = rel === '.' ? name : `${rel}/${name}`;
         if (!opts.skip?.(r)) visit(join(p, name), r);
       }

@@ -87,10 +87,6 @@ export const OUTPUT = {
     path: z.string(),
     pending: z.boolean().describe('uncheckpointed changes were kept on this host (the next mount resumes them)'),
     kept: keptOut.describe('with discard: secret files kept on this host'),
-    unscanned: z
-      .array(z.string())
-      .optional()
-      .describe('with discard: entries whose names are not valid UTF-8, not looked into for secrets'),
   },
   workspace_checkpoint: {
     id: z.string().describe('the new head snapshot (the old head when nothing changed)'),

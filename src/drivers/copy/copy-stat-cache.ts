@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { DirFd } from '../../core/dir-fd.js';
 import type { Entry } from '../../core/tree.js';
+import { nameFromBytes } from '../../core/raw-name.js';
 
 /**
  * Records ino, size, mtime and ctime (ns) of every path under `dir` for the copy driver's
@@ -14,7 +15,7 @@ export function recordStats(dir: string, skip: string[] = []): Record<string, [s
   const omit = new Set(skip);
   const walk = (d: DirFd): void => {
     for (const raw of d.list()) {
-      const name = raw.toString('utf8');
+      const name = nameFromBytes(raw);
       const st = d.lstat(name);
       if (!st) continue;
       const r = d.childRel(name);

@@ -11,6 +11,8 @@ import { futimesNs, utimesNsAt } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { longContentRedirect, shortContentRedirect } from '../../core/content-name.js';
+import { O_PATH, fdPath } from '../../core/dir-fd.js';
+import { fsPath, hasEscape } from '../../core/raw-name.js';
 import { writeLayerGitIndex, type LayerGitIndexResult, type LayerGitIndexSource, type LayerPaths } from './layer-git-index.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
@@ -166,9 +168,29 @@ function owned<T extends { uid: number; gid: number }>(e: T, ctx: BuildCtx): T {
 }
 
 function applyAttrs(p: string, e: { mode: number; uid: number; gid: number; xattrs?: Record<string, string> }): void {
-  fs.lchownSync(p, e.uid, e.gid);
-  fs.chmodSync(p, e.mode);
-  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr().setAttributeSync(p, k, Buffer.from(v, 'base64'));
+  fs.lchownSync(fsPath(p), e.uid, e.gid);
+  fs.chmodSync(fsPath(p), e.mode);
+  const xs = e.xattrs;
+  if (xs) withObject(p, (obj) => setXattrs(obj, xs));
+}
+
+/**
+ * Runs `fn` with a string path of the object at `p`: `p` itself, or for a path that holds raw
+ * name bytes (src/core/raw-name.ts) the `/proc/self/fd/<n>` of an O_PATH descriptor of it,
+ * since fs-xattr takes string paths only (and would write them as UTF-8).
+ */
+function withObject(p: string, fn: (obj: string) => void): void {
+  if (!hasEscape(p)) return fn(p);
+  const fd = fs.openSync(fsPath(p), O_PATH | fs.constants.O_NOFOLLOW);
+  try {
+    fn(fdPath(fd));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function setXattrs(obj: string, xattrs: Record<string, string>): void {
+  for (const [k, v] of Object.entries(xattrs)) xattr().setAttributeSync(obj, k, Buffer.from(v, 'base64'));
 }
 
 async function buildDir(
@@ -200,7 +222,7 @@ async function buildEntry(
 ): Promise<void> {
   switch (e.type) {
     case 'dir':
-      fs.mkdirSync(p);
+      fs.mkdirSync(fsPath(p));
       meta.dirs++;
       await buildDir(src, e.tree, p, relPath, meta, dirTimes, ctx);
       applyAttrs(p, owned(e, ctx));
@@ -212,13 +234,13 @@ async function buildEntry(
       if (e.size > 0) meta.contents[digestHex(e.digest)] = [e.size, e.chunks.map((c) => [c.digest, c.size])];
       return;
     case 'hardlink': {
-      fs.linkSync(join(layerRootOf(p, relPath), e.target), p);
+      fs.linkSync(fsPath(join(layerRootOf(p, relPath), e.target)), fsPath(p));
       (meta.hardlinks[e.target] ??= []).push(relPath);
       return;
     }
     case 'symlink': {
-      fs.symlinkSync(e.target, p);
-      fs.lchownSync(p, owned(e, ctx).uid, owned(e, ctx).gid);
+      fs.symlinkSync(fsPath(e.target), fsPath(p));
+      fs.lchownSync(fsPath(p), owned(e, ctx).uid, owned(e, ctx).gid);
       utimesNsAt(undefined, p, e.mtimeNs);
       return;
     }
@@ -226,8 +248,16 @@ async function buildEntry(
     case 'chardev':
     case 'blockdev': {
       const kind = e.type === 'fifo' ? 'p' : e.type === 'chardev' ? 'c' : 'b';
-      const args = kind === 'p' ? [p, 'p'] : [p, kind, String(major(e.rdev)), String(minor(e.rdev))];
+      // mknod takes its path as a UTF-8 argument: a raw name is made under a plain one in the
+      // same (new, private) directory, then linked in place
+      // (the build's private temporary directory, beside `tree`: same file system, never seen)
+      const made = hasEscape(p) ? join(layerRootOf(p, relPath), '..', 'raw-named-node') : p;
+      const args = kind === 'p' ? [made, 'p'] : [made, kind, String(major(e.rdev)), String(minor(e.rdev))];
       execFileSync('mknod', args, { stdio: 'ignore' });
+      if (made !== p) {
+        fs.linkSync(made, fsPath(p));
+        fs.unlinkSync(made);
+      }
       applyAttrs(p, owned(e, ctx));
       utimesNsAt(undefined, p, e.mtimeNs);
       return;
@@ -240,18 +270,23 @@ function layerRootOf(p: string, relPath: string): string {
 }
 
 function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
-  const fd = fs.openSync(p, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, 0o600);
+  const fd = fs.openSync(fsPath(p), fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, 0o600);
   try {
     if (e.size > 0) fs.ftruncateSync(fd, e.size);
     fs.fchownSync(fd, e.uid, e.gid);
     fs.fchmodSync(fd, e.mode);
     futimesNs(fd, e.mtimeNs);
+    // xattrs through the descriptor's own path: fs-xattr takes string paths only, and a raw name is not one
+    setPlaceholderXattrs(fdPath(fd), e, ctx);
   } finally {
     fs.closeSync(fd);
   }
-  if (e.xattrs) for (const [k, v] of Object.entries(e.xattrs)) xattr().setAttributeSync(p, k, Buffer.from(v, 'base64'));
+}
+
+function setPlaceholderXattrs(obj: string, e: FileEntry, ctx: BuildCtx): void {
+  if (e.xattrs) setXattrs(obj, e.xattrs);
   if (e.size > 0) {
-    xattr().setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
+    xattr().setAttributeSync(obj, 'trusted.overlay.metacopy', Buffer.alloc(0));
     const hex = digestHex(e.digest);
     let redirect: string;
     if (ctx.long || !ctx.shortNameFree(hex)) {
@@ -262,7 +297,7 @@ function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
       if (seen === undefined) ctx.shorts.set(redirect, e.digest);
       else if (seen !== e.digest) throw new ShortNameCollision(redirect);
     }
-    xattr().setAttributeSync(p, 'trusted.overlay.redirect', Buffer.from(redirect));
+    xattr().setAttributeSync(obj, 'trusted.overlay.redirect', Buffer.from(redirect));
   }
 }
 

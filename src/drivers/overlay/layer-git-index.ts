@@ -15,6 +15,7 @@ import type { ContentReader } from '../../store/content-reader.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { futimesNs } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
+import { fsPath, nameToBytes } from '../../core/raw-name.js';
 
 /** What a layer build needs to give its workspaces a trusted index: the root's proof and a way to read a file of the snapshot. */
 export interface LayerGitIndexSource {
@@ -62,7 +63,7 @@ function provenEntry(ix: GitIndex, i: number, paths: LayerPaths, proof: GitIndex
   if (se?.type === 'hardlink') se = paths.get(se.target);
   if (!se) return undefined;
   if (e.mode === 0o120000) {
-    return se.type === 'symlink' && gitBlobId(proof.algo, Buffer.from(se.target, 'utf8')) === e.oid ? se : undefined;
+    return se.type === 'symlink' && gitBlobId(proof.algo, nameToBytes(se.target)) === e.oid ? se : undefined;
   }
   if (e.mode !== 0o100644 && e.mode !== 0o100755) return undefined;
   if (se.type !== 'file' || !isProven(proof, bits, i)) return undefined;
@@ -112,7 +113,7 @@ export async function writeLayerGitIndex(
   const stats = new Map<number, GitStatData>();
   for (let i = 0; i < ix.entries.length; i++) {
     if (!provenEntry(ix, i, paths, proof, bits)) continue;
-    const st = fs.lstatSync(join(treeDir, ix.entries[i].path), { bigint: true });
+    const st = fs.lstatSync(fsPath(join(treeDir, ix.entries[i].path)), { bigint: true });
     if (st.mtimeNs / 1_000_000_000n >= nowSec) continue;
     stats.set(i, statData(st));
   }

@@ -4,20 +4,13 @@ import { lazyRequire } from '../../core/lazy-require.js';
 import { isDigest, type Digest } from '../../core/digest.js';
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { AwcError } from '../../core/errors.js';
-import {
-  compareNames,
-  decodeUtf8Name,
-  decodeUtf8Names,
-  type ChunkRef,
-  type DirEntry,
-  type Entry,
-  type EntryAttrs,
-} from '../../core/tree.js';
+import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../../core/tree.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
 import { peekFd, SMALL_FILE_BYTES } from '../../core/small-file.js';
 import { readXattrs } from '../../host/xattrs.js';
+import { nameFromBytes } from '../../core/raw-name.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -200,8 +193,7 @@ class Merger {
 
   /** Merges the upper directory `dir` (its `rel` is the path in the workspace) into `children`. */
   async mergeDir(dir: DirFd, children: Map<string, MEntry>, lowerPath: string | null, f?: CaptureDirFilter): Promise<void> {
-    const skip = this.filter?.unsupportedName?.bind(this.filter);
-    const names = decodeUtf8Names(dir.list(), (n) => dir.childRel(n), skip).sort(compareNames);
+    const names = dir.list().map(nameFromBytes).sort(compareNames);
     for (const name of names) {
       const relPath = dir.childRel(name);
       const base = children.get(name);
@@ -265,7 +257,7 @@ class Merger {
           type: 'symlink',
           name,
           ...keepBaseTime(attrsFromStat(st, undefined), base),
-          target: decodeUtf8Name(found.target, relPath),
+          target: nameFromBytes(found.target),
         });
         continue;
       }
