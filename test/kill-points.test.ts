@@ -149,6 +149,7 @@ describe('kill points: a SIGKILL at every storage step leaves the old or the new
     'gc.delete.object.after#1',
     'gc.delete.finished#1',
     'gc.condemn.after',
+    'gc.adopt.after',
     'pack.upload.before#1',
     'object.put.during#1',
     'pack.upload.after#1',

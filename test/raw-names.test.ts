@@ -200,6 +200,36 @@ for (const driver of ['overlay', 'copy'] as const) {
       assert.ok(!gitPatched.nodes.has(NAMES.invalid), 'the deleted raw name is gone after git apply');
     });
 
+    test('git in and out: a repository with raw names imports byte for byte; a raw name made in the workspace exports to a branch', () => {
+      const repo = join(work, 'repo');
+      mkdirSync(repo);
+      const git = (...args: string[]) => execFileSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args]);
+      git('init', '-q', '-b', 'main');
+      writeFileSync(raw(join(repo, 'tracked-\udce9.txt')), 'tracked\n');
+      writeFileSync(raw(join(repo, 'gone-\udcfe')), 'to delete\n');
+      git('add', '-A');
+      git('commit', '-q', '-m', 'raw names');
+      const base = awcOk(home, ['snapshot', 'import', '--git', repo, '--name', 'git-raw'], env);
+      const gws = awcOk(home, ['fork', base.id], env).workspaces[0].id;
+      const gmnt = join(work, 'mnt-git');
+      awcOk(home, ['mount', gws, gmnt], env);
+      assert.equal(readFullTree(gmnt).nodes.get('tracked-\udce9.txt')?.size, '8');
+      writeFileSync(raw(join(gmnt, 'made-\udc99')), 'made\n');
+      rmSync(raw(join(gmnt, 'gone-\udcfe')));
+      awcOk(home, ['checkpoint', gws], env);
+      awcOk(home, ['export', gws, '--git', repo, '--branch', 'awc/raw'], env);
+      const listed = new Map(
+        execFileSync('git', ['-C', repo, 'ls-tree', '-r', '-z', 'awc/raw'])
+          .toString('latin1')
+          .split('\0')
+          .filter(Boolean)
+          .map((rec) => [rec.slice(rec.indexOf('\t') + 1), rec.split(' ')[2]!.split('\t')[0]!] as const),
+      );
+      assert.deepEqual([...listed.keys()].sort(), ['made-\x99', 'tracked-\xe9.txt'], 'the branch holds the names as their bytes');
+      assert.equal(execFileSync('git', ['-C', repo, 'cat-file', '-p', listed.get('made-\x99')!]).toString(), 'made\n');
+      awcOk(home, ['unmount', gws, '--discard'], env);
+    });
+
     test('a discard keeps a secret beside a raw name; raw names under an ignored scratch directory are still dropped', () => {
       writeFileSync(raw(join(mnt, 'also-\udcf0')), 'unsaved\n');
       writeFileSync(join(mnt, '.env'), 'TOKEN=1\n');

@@ -38,6 +38,14 @@ export interface GcCatalog {
   /** condemned → live for those of `keys` still condemned; returns how many. @throws E_GC_LOCK_LOST */
   uncondemnPacks(owner: string, ttlMs: number, keys: readonly string[]): Promise<number>;
   /**
+   * Adopts pack objects of the store that have no row (a writer uploaded them and never
+   * committed) as `condemned` rows, and moves a `deleted` tombstone whose object is there
+   * again back to `condemned` (src/catalog/sql/pack-adoption.ts); rows in other states and
+   * rows a commit writes meanwhile are left. `objects`: key and size in bytes. Returns how
+   * many were adopted. @throws E_GC_LOCK_LOST
+   */
+  adoptPacks(owner: string, ttlMs: number, objects: readonly { key: string; size: number }[]): Promise<number>;
+  /**
    * condemned → deleting, and its blob rows removed, if pack `key` is still condemned and
    * was condemned at least `graceMs` ago; returns whether it moved. @throws E_GC_LOCK_LOST
    */

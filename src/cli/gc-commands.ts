@@ -72,6 +72,7 @@ export function registerGcCommands(program: Command, withAwc: WithAwc): void {
             `${would}condemn ${r.packs.condemned.count} pack(s) (${formatBytes(r.packs.condemned.bytes)})`,
             `${would}un-condemn ${r.packs.uncondemned.count} pack(s) (${formatBytes(r.packs.uncondemned.bytes)})`,
             `${would}delete ${r.packs.deleted.count} pack(s), freeing ${formatBytes(r.packs.deleted.bytes)}`,
+            `${would}adopt ${r.packs.adopted.count} pack(s) no row names as condemned (${formatBytes(r.packs.adopted.bytes)})`,
             `${would}repack ${r.packs.repacked.count} pack(s) (${formatBytes(r.packs.repacked.bytes)}, ${formatBytes(r.packs.repacked.liveBytes)} of it live)`,
             `${would}remove ${r.gitProofs.removed} git proof(s) of removed snapshots`,
             ...(local ? [sweepText(local)] : []),

@@ -7,6 +7,7 @@ import { AwcError } from '../core/errors.js';
 import { gitProofRoot } from '../store/git-proof-record.js';
 import { markLive } from './gc-mark.js';
 import { countRepack, DEFAULT_REPACK_BELOW, planRepack, repack, type RepackCount } from './gc-repack.js';
+import { packKeyHex } from './fsck-packs.js';
 
 /** Default grace period between condemning a pack and deleting it: 24 h. */
 export const DEFAULT_GRACE_MS = 24 * 3_600_000;
@@ -54,14 +55,22 @@ export interface PackCount {
 export interface GcReport {
   dryRun: boolean;
   snapshots: { removed: string[]; live: number };
-  packs: { live: number; condemned: PackCount; uncondemned: PackCount; deleted: PackCount; repacked: RepackCount };
+  packs: {
+    live: number;
+    condemned: PackCount;
+    uncondemned: PackCount;
+    deleted: PackCount;
+    repacked: RepackCount;
+    /** Pack objects with no row (or a tombstone), stored more than the grace ago, adopted as condemned (or, dry, to adopt). */
+    adopted: PackCount;
+  };
   blobs: { live: number };
   incomplete: { removed: number; bytes: number };
   /** Git-index proof records (`gitproof/…`) of roots no live snapshot holds, stored more than the grace ago: removed (or, dry, to remove). */
   gitProofs: { removed: number };
 }
 
-const count = (ps: readonly GcPack[]): PackCount => ({ count: ps.length, bytes: ps.reduce((n, p) => n + p.size, 0) });
+const count = (ps: readonly { size: number }[]): PackCount => ({ count: ps.length, bytes: ps.reduce((n, p) => n + p.size, 0) });
 
 /**
  * One run of gc, fleet-wide, by the protocol of docs/explanation/gc.md#one-run-of-gc (after
@@ -95,7 +104,7 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     const report: GcReport = {
       dryRun,
       snapshots: { removed: [], live: 0 },
-      packs: { live: 0, condemned: count([]), uncondemned: count([]), deleted: count([]), repacked: countRepack([]) },
+      packs: { live: 0, condemned: count([]), uncondemned: count([]), deleted: count([]), repacked: countRepack([]), adopted: count([]) },
       blobs: { live: 0 },
       incomplete: { removed: 0, bytes: 0 },
       gitProofs: { removed: 0 },
@@ -125,7 +134,8 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
           killPoint('gc.row.removed');
         }
     // 4. mark: the packs that exist before the roots are read, then every root left
-    const packs = (await gc.listPacks()).filter((p) => p.state === 'live' || p.state === 'condemned');
+    const rows = await gc.listPacks();
+    const packs = rows.filter((p) => p.state === 'live' || p.state === 'condemned');
     const removed = new Set(report.snapshots.removed);
     const live = dryRun ? all.filter((s) => !removed.has(s.id)) : await gc.listSnapshots();
     report.snapshots.live = live.length;
@@ -171,6 +181,17 @@ export async function runGc(opts: GcOptions): Promise<GcReport> {
     report.packs.condemned = count(doomed);
     report.packs.live = packs.filter((p) => mark.packs.has(p.key)).length;
     await hooks.afterCondemn?.();
+    // 7b. pack objects no row names (a writer uploaded them and never committed), stored more than the grace ago
+    const states = new Map(rows.map((p) => [p.key, p.state]));
+    const orphans: { key: string; size: number }[] = [];
+    for await (const o of store.list('packs/')) {
+      if (packKeyHex(o.key) === undefined || now - o.modifiedMs < graceMs) continue;
+      const state = states.get(o.key);
+      if (state === undefined || state === 'deleted') orphans.push({ key: o.key, size: o.size });
+    }
+    if (!dryRun) await gc.adoptPacks(owner, ttl, orphans);
+    killPoint('gc.adopt.after');
+    report.packs.adopted = count(orphans);
     // 8. live packs that are mostly garbage: copy their live blobs out, condemn them
     const plan = planRepack(packs, mark.locations, repackBelow);
     const repacked = dryRun

@@ -8,6 +8,7 @@ import { TreeLookup, planGitExport, type GitExportReader, type LeftOut, type Tra
 import { gitIgnored } from './git-ignore-check.js';
 import { fastImportCommit, identities } from './git-fast-import.js';
 import type { ResolvedRef } from './resolve-ref.js';
+import { nameFromBytes } from '../core/raw-name.js';
 
 /** Options of {@link exportGit} (JSON-able). */
 export interface GitExportOptions {
@@ -227,15 +228,18 @@ async function refuseCheckedOut(path: string, gitDir: string, ref: string): Prom
   });
 }
 
-/** Every path the commit tracks, with its mode and object id (`git ls-tree -r`: gitlinks are not entered). */
+/**
+ * Every path the commit tracks, with its mode and object id (`git ls-tree -r`: gitlinks are
+ * not entered). Paths are git's bytes, as tree names hold them (src/core/raw-name.ts).
+ */
 async function trackedPaths(commit: string, at: { gitDir: string }): Promise<Map<string, TrackedEntry>> {
-  const { stdout } = await runGit(['ls-tree', '-r', '-z', '--full-tree', commit], at).catch(gitFailed);
+  const { stdout } = await runGit(['ls-tree', '-r', '-z', '--full-tree', commit], { ...at, encoding: 'latin1' }).catch(gitFailed);
   const out = new Map<string, TrackedEntry>();
   for (const rec of stdout.split('\0')) {
     const tab = rec.indexOf('\t');
     if (tab < 0) continue;
     const [mode, , oid] = rec.slice(0, tab).split(' ');
-    out.set(rec.slice(tab + 1), { mode: mode!, oid: oid! });
+    out.set(nameFromBytes(Buffer.from(rec.slice(tab + 1), 'latin1')), { mode: mode!, oid: oid! });
   }
   return out;
 }

@@ -69,6 +69,8 @@ export interface RunGitOptions {
   input?: string;
   /** A repository path (besides gitDir) marked `safe.directory` for this run: one another user owns. */
   safeDir?: string;
+  /** How stdout is decoded: `utf8` (default), or `latin1`, one character per byte, for output that holds raw path bytes. */
+  encoding?: 'utf8' | 'latin1';
 }
 
 /**
@@ -81,7 +83,7 @@ export function runGit(args: readonly string[], opts: RunGitOptions = {}): Promi
     const child = execFile(
       'git',
       full,
-      { cwd: opts.cwd, env: gitEnv(opts.env), maxBuffer: 256 * 1024 * 1024, encoding: 'utf8' },
+      { cwd: opts.cwd, env: gitEnv(opts.env), maxBuffer: 256 * 1024 * 1024, encoding: opts.encoding ?? 'utf8' },
       (err, stdout, stderr) => {
         if (!err) return resolvePromise({ stdout, stderr });
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return reject(noGit());

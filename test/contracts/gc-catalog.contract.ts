@@ -117,6 +117,39 @@ export function gcCatalogContract(name: string, factory: AdapterFactory<Catalog>
         assert.equal(found.get(live.blobs[0]!.digest)?.pack, live.key, 'a blob of a live pack keeps its location');
       }));
 
+    it('adopting packs without a row: condemned rows for unknown keys, tombstones back to condemned, other rows untouched; a writer un-condemns', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        await gc.acquireLock(OWNER, TTL);
+        const live = mkPack('packs/dd/live', 1, 'dl');
+        const tomb = mkPack('packs/dd/tomb', 1, 'dt');
+        await cat.createSnapshot(snap({ packs: [live, tomb] }));
+        await gc.condemnPacks(OWNER, TTL, [tomb.key]);
+        await gc.beginDelete(OWNER, TTL, tomb.key, 0);
+        await gc.finishDelete(OWNER, TTL, tomb.key);
+        await rejectsWith(gc.adoptPacks('dead:3:x', TTL, [{ key: 'packs/dd/o1', size: 7 }]), 'E_GC_LOCK_LOST');
+        const objects = [
+          { key: 'packs/dd/o1', size: 7 },
+          { key: 'packs/dd/o1', size: 7 }, // listed twice: one row
+          { key: live.key, size: 1 },
+          { key: tomb.key, size: 1 },
+        ];
+        assert.equal(await gc.adoptPacks(OWNER, TTL, objects), 2);
+        const rows = new Map((await gc.listPacks()).map((r) => [r.key, r]));
+        assert.equal(rows.get('packs/dd/o1')?.state, 'condemned');
+        assert.equal(rows.get('packs/dd/o1')?.size, 7);
+        assert.ok(rows.get('packs/dd/o1')?.condemnedAtMs !== null);
+        assert.equal(rows.get(tomb.key)?.state, 'condemned', 'a tombstone whose object is back');
+        assert.equal(rows.get(tomb.key)?.deletedAtMs, null);
+        assert.equal(rows.get(live.key)?.state, 'live', 'a live row is left alone');
+        assert.equal(await gc.adoptPacks(OWNER, TTL, objects), 0, 'adopting again changes nothing');
+        // a writer that uploaded the adopted pack commits it: un-condemned, its blobs indexed
+        const o1 = mkPack('packs/dd/o1', 2, 'do');
+        await cat.createSnapshot(snap({ packs: [o1], startedAtMs: await cat.nowMs() }));
+        assert.equal((await gc.listPacks()).find((r) => r.key === o1.key)?.state, 'live');
+        assert.equal((await cat.dedupIndex(NS).lookup(o1.blobs.map((b) => b.digest))).size, 2);
+      }));
+
     it('the same pack key uploaded again: condemned → live; deleting → refused; deleted → back only when deleted before the writer started', () =>
       withCat(async (cat) => {
         const gc = cat.gc();

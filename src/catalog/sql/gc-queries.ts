@@ -6,6 +6,7 @@ import type { BlobKind, BlobLocation, Codec } from '../../store/pack-types.js';
 import type { Database } from '../schema.js';
 import { BlobQueries, LOOKUP_BATCH, toExcludedLocation } from './blob-queries.js';
 import { commitRepackInTx } from './pack-guard.js';
+import { adoptPacksInTx, type StoredPack } from './pack-adoption.js';
 import { snapshotNotFound } from './refs.js';
 import { chunks, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
@@ -315,6 +316,14 @@ export class GcQueries implements GcCatalog {
   /** See GcCatalog.uncondemnPacks. @throws E_GC_LOCK_LOST */
   uncondemnPacks(owner: string, ttlMs: number, keys: readonly string[]): Promise<number> {
     return this.#move(owner, ttlMs, keys, 'condemned', 'live');
+  }
+
+  /** See GcCatalog.adoptPacks. @throws E_GC_LOCK_LOST */
+  adoptPacks(owner: string, ttlMs: number, objects: readonly StoredPack[]): Promise<number> {
+    return this.ctx.tx(async (trx) => {
+      await this.#hold(trx, owner, ttlMs);
+      return adoptPacksInTx(this.ctx, trx, objects);
+    });
   }
 
   /** See GcCatalog.beginDelete. @throws E_GC_LOCK_LOST */
