@@ -84,6 +84,10 @@ interface Row {
   /** lstat of every path once: warm in the base, and in a fresh workspace (a third fork): the floor of a first git status there. */
   walkBase: number;
   walkFresh: number;
+  /** (c) a further workspace mounted with `--warm`: the mount (with its walk), the walk alone, and the first git status after it. */
+  warmMountMs: number;
+  warmWalkMs: number;
+  afterWarm: number;
   importMs: number;
   mountMs: number;
 }
@@ -127,6 +131,12 @@ function measure(name: string, base: string, work: string): Row {
   awc('mount', ws3, `${mnt}-3`);
   const walkFresh = lstatWalkMs(`${mnt}-3`);
   awc('unmount', ws3, '--discard');
+  const ws4 = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
+  t0 = now();
+  const warmed = awc('mount', ws4, `${mnt}-4`, '--warm') as { warmed: { ms: number } };
+  const warmMountMs = now() - t0;
+  const afterWarm = gitStatusMs(`${mnt}-4`);
+  awc('unmount', ws4, '--discard');
   spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8' });
   return {
     name,
@@ -139,6 +149,9 @@ function measure(name: string, base: string, work: string): Row {
     furtherReads,
     walkBase,
     walkFresh,
+    warmMountMs,
+    warmWalkMs: warmed.warmed.ms,
+    afterWarm,
     importMs,
     mountMs,
   };
@@ -168,14 +181,15 @@ function main(): void {
           '',
         )}, default settings, overlay driver. Warm base: the median of \`git status --short\` runs 2–4 in the base checkout on the local disk. ` +
         `First in a fresh workspace: \`git status --short\` right after \`awc mount\` of a fresh fork, (a) the snapshot's first workspace on the host (that mount builds the layer and its workspace index; the repository's \`.git\` files come through the cold content path), ` +
-        `(b) a further workspace of the same snapshot (a new fork, a new mount, its own fresh overlay; what every agent after the first gets). ` +
+        `(b) a further workspace of the same snapshot (a new fork, a new mount, its own fresh overlay; what every agent after the first gets), ` +
+        `(c) a further workspace mounted with \`awc mount --warm\` (the mount then looks up every path once; its time includes that walk, which a pool of spare workspaces pays before an agent arrives). ` +
         `Machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)} at the end (other work was running). Target: ≤ 1.5× the warm base.`,
       '',
-      '| repository | tracked files | warm in the base | (a) first workspace on the host | ratio | (b) a further workspace | ratio | content FUSE READs in (b) | second run in (a) | lstat of every path: warm base / fresh workspace | import | mount (a) / (b) |',
-      '|---|---|---|---|---|---|---|---|---|---|---|---|',
+      '| repository | tracked files | warm in the base | (a) first workspace on the host | ratio | (b) a further workspace | ratio | content FUSE READs in (b) | second run in (a) | lstat of every path: warm base / fresh workspace | import | mount (a) / (b) | (c) `mount --warm`: mount (of it the walk) | (c) first git status after it | ratio |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...rows.map(
         (r) =>
-          `| ${r.name} | ${r.files} | ${fmtMs(r.warm)} | ${fmtMs(r.first)} | ${(r.first / r.warm).toFixed(2)}× | ${fmtMs(r.further)} | ${(r.further / r.warm).toFixed(2)}× | ${r.furtherReads} | ${fmtMs(r.second)} | ${fmtMs(r.walkBase)} / ${fmtMs(r.walkFresh)} (${(r.walkFresh / r.walkBase).toFixed(2)}×) | ${fmtMs(r.importMs)} | ${fmtMs(r.mountMs)} / ${fmtMs(r.furtherMountMs)} |`,
+          `| ${r.name} | ${r.files} | ${fmtMs(r.warm)} | ${fmtMs(r.first)} | ${(r.first / r.warm).toFixed(2)}× | ${fmtMs(r.further)} | ${(r.further / r.warm).toFixed(2)}× | ${r.furtherReads} | ${fmtMs(r.second)} | ${fmtMs(r.walkBase)} / ${fmtMs(r.walkFresh)} (${(r.walkFresh / r.walkBase).toFixed(2)}×) | ${fmtMs(r.importMs)} | ${fmtMs(r.mountMs)} / ${fmtMs(r.furtherMountMs)} | ${fmtMs(r.warmMountMs)} (${fmtMs(r.warmWalkMs)}) | ${fmtMs(r.afterWarm)} | ${(r.afterWarm / r.warm).toFixed(2)}× |`,
       ),
       '',
       'Run it: `npm run bench:git` (`node dist/bench/git-status.js [--files N] [--cache-dir DIR] [--no-write]`, root, /dev/fuse).',

@@ -195,14 +195,20 @@ program
     '--steal',
     "take over a workspace whose lease expired on another host (at its last checkpoint; that host's uncheckpointed changes are lost)",
   )
-  .action((ws: string, dir: string, opts: { steal?: boolean }) =>
+  .option('--warm', 'then look up every path once, so the first walk of the tree (git status) finds it warm (docs/explanation/git.md)')
+  .action((ws: string, dir: string, opts: { steal?: boolean; warm?: boolean }) =>
     withAwc(async (awc, o) => {
-      const r = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising'), steal: opts.steal === true });
+      const mounted = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising'), steal: opts.steal === true });
       o.progressDone();
+      const r = opts.warm ? { ...mounted, warmed: await (await import('../host/warm-dentries.js')).warmDentries(mounted.path) } : mounted;
       const left = r.leftOut?.length
         ? `\nleft out (no nosuid,nodev mount as an ordinary user):\n${r.leftOut.map((l) => `  ${l.path}: ${l.reason}`).join('\n')}`
         : '';
-      o.result(r, () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''})${left}`);
+      const warmed = 'warmed' in r ? `; ${r.warmed.entries} paths looked up in ${Math.round(r.warmed.ms)} ms` : '';
+      o.result(
+        r,
+        () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''}${warmed})${left}`,
+      );
     }),
   );
 

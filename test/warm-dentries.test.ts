@@ -1,0 +1,77 @@
+/**
+ * `awc mount --warm` (src/host/warm-dentries.ts, issue 11 part 1): after the mount, every path
+ * of the workspace is looked up once, through directory descriptors, following no symlink,
+ * reading and changing nothing. Real overlay driver (and the copy driver, where it is a plain
+ * walk), real CLI. The speed it buys is a figure of `npm run bench:git`, not a test.
+ */
+import { strict as assert } from 'node:assert';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
+import { warmDentries } from '../src/host/warm-dentries.js';
+import { rejectsWith } from './helpers/assert-errors.js';
+import { detectDriver } from '../src/drivers/detect-driver.js';
+
+const overlay = detectDriver('auto').driver === 'overlay';
+
+/** Every path under `dir` (not `dir` itself), as `find` counts them without following links. */
+function findCount(dir: string): number {
+  const r = spawnSync('find', [dir, '-mindepth', '1', '-printf', 'x'], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout.length;
+}
+
+describe('awc mount --warm', () => {
+  const work = mkdtempSync(join(tmpdir(), 'awc-warm-'));
+  const home = join(work, 'home');
+  const src = join(work, 'src');
+  const outside = join(work, 'outside');
+  after(() => {
+    cleanupMounts(home, work);
+    rmSync(work, { recursive: true, force: true });
+  });
+  // 3 levels of 6 directories of 5 files, a raw-byte name, an empty dir, and links out of the tree
+  mkdirSync(src);
+  for (let a = 0; a < 6; a++)
+    for (let b = 0; b < 6; b++) {
+      const d = join(src, `a${a}`, `b${b}`);
+      mkdirSync(d, { recursive: true });
+      for (let f = 0; f < 5; f++) writeFileSync(join(d, `f${f}.txt`), `${a}${b}${f}\n`);
+    }
+  writeFileSync(Buffer.concat([Buffer.from(`${src}/`), Buffer.from([0x66, 0xff, 0x0a])]) as unknown as string, 'raw\n');
+  mkdirSync(join(src, 'empty'));
+  mkdirSync(outside);
+  for (let i = 0; i < 50; i++) writeFileSync(join(outside, `o${i}`), 'o');
+  symlinkSync(outside, join(src, 'link-out'));
+  symlinkSync('.', join(src, 'loop'));
+  const total = findCount(src);
+  awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
+
+  for (const driver of overlay ? ['overlay', 'copy'] : ['copy']) {
+    it(`${driver}: looks up every path once, enters no link, changes nothing`, () => {
+      const ws = awcOk(home, ['fork', 'base']).workspaces[0].id;
+      const mnt = join(work, `mnt-${driver}`);
+      const r = awcOk(home, ['mount', ws, mnt, '--warm'], { AWC_MOUNT_DRIVER: driver });
+      assert.equal(r.driver, driver);
+      assert.equal(r.warmed.entries, total, 'every path, once; the 50 files behind link-out and the loop are not walked');
+      assert.equal(r.warmed.directories, 1 + 6 + 36 + 1, 'the root, a*, a*/b* and empty');
+      assert.equal(findCount(mnt), total);
+      const cp = awcOk(home, ['checkpoint', ws]);
+      assert.equal(cp.changed, false, `the walk changed nothing: ${JSON.stringify(cp)}`);
+      const text = awc(home, ['mount', ws, mnt, '--warm'], { AWC_MOUNT_DRIVER: driver }, { json: false });
+      assert.notEqual(text.code, 0, 'mounting it again is refused (already mounted)');
+      awcOk(home, ['unmount', ws]);
+    });
+  }
+
+  it('a root that is gone or is a symlink is E_NOT_MOUNTED; it is never followed', async () => {
+    await rejectsWith(warmDentries(join(work, 'nowhere')), 'E_NOT_MOUNTED');
+    const l = join(work, 'root-link');
+    symlinkSync(src, l);
+    await rejectsWith(warmDentries(l), 'E_NOT_MOUNTED');
+    assert.equal((await warmDentries(src)).entries, total);
+  });
+});
