@@ -25,6 +25,8 @@ describe('backend URLs (catalog, objectStore)', () => {
       endpoint: 'http://127.0.0.1:9000',
       region: 'eu-west-1',
       forcePathStyle: true,
+      multipartThresholdBytes: undefined,
+      partBytes: undefined,
     });
     assert.deepEqual(parseObjectStoreUrl('s3://bkt'), {
       kind: 's3',
@@ -33,7 +35,14 @@ describe('backend URLs (catalog, objectStore)', () => {
       endpoint: undefined,
       region: undefined,
       forcePathStyle: false,
+      multipartThresholdBytes: undefined,
+      partBytes: undefined,
     });
+    const tuned = parseObjectStoreUrl('s3://bkt/p?multipartThreshold=131072&partSize=65536') as {
+      multipartThresholdBytes?: number;
+      partBytes?: number;
+    };
+    assert.deepEqual([tuned.multipartThresholdBytes, tuned.partBytes], [131072, 65536]);
     assert.equal(
       (parseObjectStoreUrl('s3://bkt/p?endpoint=https://s3.example&forcePathStyle=false') as { forcePathStyle: boolean }).forcePathStyle,
       false,
@@ -47,6 +56,10 @@ describe('backend URLs (catalog, objectStore)', () => {
       's3://bkt/x?endpoint=ftp://h',
       's3://bkt/x?forcePathStyle=yes',
       's3://bkt/x?secret=1',
+      's3://bkt/x?partSize=0',
+      's3://bkt/x?multipartThreshold=1.5',
+      's3://bkt/x?partSize=-1',
+      's3://bkt/x?multipartThreshold=',
     ])
       configError(() => parseObjectStoreUrl(bad), 'objectStore');
   });

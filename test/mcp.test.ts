@@ -137,8 +137,9 @@ describe('awc mcp: every tool through the SDK client', () => {
     const un = await s.ok('workspace_unmount', { workspace: 'm' });
     assert.deepEqual([un.workspace, un.path, un.pending], [m.id, mnt, false]);
     const mnt2 = join(work, 'mnt2');
-    const re = await s.ok('workspace_mount', { workspace: 'm', path: mnt2 });
+    const re = await s.ok('workspace_mount', { workspace: 'm', path: mnt2, warm: true });
     assert.equal(re.mount.path, mnt2);
+    assert.equal(re.warmed.entries, readdirSync(mnt2, { recursive: true }).length, 'warm looked up every path once');
     assert.equal(readFileSync(join(mnt2, 'new.txt'), 'utf8'), 'made by an agent\n');
 
     // several with a mountPath: one directory each below it, by name

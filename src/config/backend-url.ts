@@ -18,7 +18,18 @@ export type CatalogLocation = { kind: 'sqlite'; path: string } | { kind: 'postgr
 /** A parsed object-store URL. `prefix` is '' or ends with '/'. */
 export type ObjectStoreLocation =
   | { kind: 'file'; path: string }
-  | { kind: 's3'; bucket: string; prefix: string; endpoint?: string; region?: string; forcePathStyle: boolean };
+  | {
+      kind: 's3';
+      bucket: string;
+      prefix: string;
+      endpoint?: string;
+      region?: string;
+      forcePathStyle: boolean;
+      /** Bodies of at least this many bytes go up in parts (`multipartThreshold`; default 64 MiB). */
+      multipartThresholdBytes?: number;
+      /** Bytes per part (`partSize`; default 16 MiB; AWS S3 wants at least 5 MiB). */
+      partBytes?: number;
+    };
 
 /** The absolute, normalised path of a `scheme:/path` or `scheme:///path` URL, or undefined when it is not one. */
 function pathOf(url: string, scheme: string): string | undefined {
@@ -60,7 +71,9 @@ export function parseCatalogUrl(url: string, key = 'catalog'): CatalogLocation {
 /**
  * Parses an object-store URL (see module doc). Query keys of `s3://`: `endpoint` (an
  * http(s) URL), `region`, `forcePathStyle` (`true`/`false`; default true when an endpoint
- * is given, as S3-compatible servers expect).
+ * is given, as S3-compatible servers expect), `multipartThreshold` and `partSize` (bytes,
+ * whole numbers ≥ 1: bodies of at least the threshold go up as a multipart upload in parts
+ * of that size; defaults 64 MiB and 16 MiB).
  * @throws E_CONFIG naming `key` and the accepted forms
  */
 export function parseObjectStoreUrl(url: string, key = 'objectStore'): ObjectStoreLocation {
@@ -86,13 +99,19 @@ export function parseObjectStoreUrl(url: string, key = 'objectStore'): ObjectSto
   let prefix = decodeURIComponent(u.pathname.replace(/^\/+/, ''));
   if (prefix !== '' && !prefix.endsWith('/')) prefix += '/';
   if (prefix.split('/').some((c, i, all) => (c === '' && i < all.length - 1) || c === '.' || c === '..')) throw bad('bad key prefix');
-  const known = new Set(['endpoint', 'region', 'forcePathStyle']);
+  const known = new Set(['endpoint', 'region', 'forcePathStyle', 'multipartThreshold', 'partSize']);
   for (const k of u.searchParams.keys())
     if (!known.has(k)) throw bad(`unknown query key ${JSON.stringify(k)} (known: ${[...known].join(', ')})`);
   const endpoint = u.searchParams.get('endpoint') ?? undefined;
   if (endpoint !== undefined && !/^https?:\/\/[^/]/.test(endpoint)) throw bad('endpoint must be an http:// or https:// URL');
   const fps = u.searchParams.get('forcePathStyle');
   if (fps !== null && fps !== 'true' && fps !== 'false') throw bad('forcePathStyle must be true or false');
+  const bytes = (k: string): number | undefined => {
+    const v = u.searchParams.get(k);
+    if (v === null) return undefined;
+    if (!/^[1-9]\d{0,14}$/.test(v)) throw bad(`${k} must be a whole number of bytes (at least 1)`);
+    return Number(v);
+  };
   return {
     kind: 's3',
     bucket,
@@ -100,6 +119,8 @@ export function parseObjectStoreUrl(url: string, key = 'objectStore'): ObjectSto
     endpoint,
     region: u.searchParams.get('region') ?? undefined,
     forcePathStyle: fps === null ? endpoint !== undefined : fps === 'true',
+    multipartThresholdBytes: bytes('multipartThreshold'),
+    partBytes: bytes('partSize'),
   };
 }
 

@@ -24,6 +24,8 @@ export async function openObjectStore(url: string): Promise<ObjectStore> {
         endpoint: where.endpoint,
         region: where.region,
         forcePathStyle: where.forcePathStyle,
+        multipartThresholdBytes: where.multipartThresholdBytes,
+        partBytes: where.partBytes,
       });
     }
   }

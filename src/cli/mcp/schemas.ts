@@ -81,7 +81,13 @@ export const OUTPUT = {
   },
   workspace_list: { scope: z.string(), workspaces: z.array(workspaceOut.extend({ lease: leaseOut })) },
   workspace_show: { workspace: workspaceOut.extend({ lastCheckpointAt: z.string(), lease: leaseOut }) },
-  workspace_mount: { mount: mountOut },
+  workspace_mount: {
+    mount: mountOut,
+    warmed: z
+      .object({ entries: z.number().int(), directories: z.number().int(), ms: z.number() })
+      .optional()
+      .describe('with warm: paths looked up, directories read, time in ms'),
+  },
   workspace_unmount: {
     workspace: z.string(),
     path: z.string(),

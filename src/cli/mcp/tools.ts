@@ -165,12 +165,20 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     'workspace_mount',
     {
       title: 'Mount a workspace',
-      description: 'Mount a workspace at an absolute path (missing or empty, outside the AWC home).',
-      input: { workspace: refInput, path: absPathInput },
+      description:
+        'Mount a workspace at an absolute path (missing or empty, outside the AWC home). With warm, then look up every path once, so that the first walk of the tree (git status) finds it warm; it costs about one cold walk.',
+      input: {
+        workspace: refInput,
+        path: absPathInput,
+        warm: z.boolean().default(false).describe('look up every path once after mounting (docs/explanation/git.md)'),
+      },
       output: OUTPUT.workspace_mount,
       annotations: hints(false, false, false),
     },
-    async ({ workspace, path }, awc) => ({ mount: await awc.mount((await owned(awc, scope, workspace)).id, absolute(path, 'path')) }),
+    async ({ workspace, path, warm }, awc) => {
+      const mount = await awc.mount((await owned(awc, scope, workspace)).id, absolute(path, 'path'));
+      return warm ? { mount, warmed: await (await import('../../host/warm-dentries.js')).warmDentries(mount.path) } : { mount };
+    },
   );
 
   tool(
