@@ -1,12 +1,24 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { closeSync, linkSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  linkSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type * as Xattr from 'fs-xattr';
-import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
+import { awc, awcOk, cleanupMounts, CLI } from './helpers/cli.js';
+import { createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
 import { assertSameTree, readFullTree, type FullTree } from './helpers/tree-compare.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { DirFd } from '../src/core/dir-fd.js';
@@ -105,6 +117,9 @@ describe('paths longer than PATH_MAX', () => {
     const out = join(work, 'out-dir');
     awcOk(home, ['export', snap.id, '--dir', out, '--keep-privileges'], env);
     assertSameTree(readFullTree(out), source, 'export --dir equals the source');
+    // --overwrite replaces a deep tree (the old one is removed through descriptors)
+    awcOk(home, ['export', snap.id, '--dir', out, '--keep-privileges', '--overwrite'], env);
+    assertSameTree(readFullTree(out), source, 'export --dir --overwrite equals the source');
     const tar = join(work, 'mine.tar');
     awcOk(home, ['export', snap.id, '--tar', tar], env);
     assert.equal(awcOk(home, ['snapshot', 'import', tar], env).root, snap.root, 'export --tar imports back to the same root');
@@ -190,6 +205,11 @@ for (const driver of ['overlay', 'copy'] as const) {
         }
         const shown = readFullTree(mnt);
         assert.ok(shown.nodes.has(`${DEEP}/newdir/inner/f`) && !shown.nodes.has(`${DEEP}/other`));
+        const live = awcOk(home, ['diff', ws], env).changes as { path: string; status: string }[];
+        assert.ok(
+          live.some((c) => c.path === `${DEEP}/created` && c.status === 'added'),
+          'the live diff of the mount names paths at depth',
+        );
         const cp = awcOk(home, ['checkpoint', ws], env);
         const out = join(work, 'out-cp');
         awcOk(home, ['export', cp.id, '--dir', out, '--keep-privileges'], env);
@@ -257,3 +277,66 @@ for (const driver of ['overlay', 'copy'] as const) {
     },
   );
 }
+
+describe('paths longer than PATH_MAX for an ordinary user of the root daemon', { skip: usersAndOverlaySkip() }, () => {
+  const work = mkdtempSync(join(tmpdir(), 'awc-deep-user-'));
+  const home = join(work, 'home');
+  let u: TestUser;
+  const mine = (name: string): string => join(work, `user-${name}`);
+  const as = (args: string[]) => {
+    const r = u.run(process.execPath, [CLI, '--home', home, '--json', ...args], { HOME: work });
+    const err = r.status === 0 ? undefined : (JSON.parse(r.stderr.trim().split('\n').pop()!) as { code: string; hint: string });
+    return { status: r.status, json: r.status === 0 ? JSON.parse(r.stdout) : undefined, err, stderr: r.stderr };
+  };
+  const ok = (args: string[]): any => {
+    const r = as(args);
+    assert.equal(r.status, 0, `${args.join(' ')}: ${r.stderr.slice(0, 2000)}`);
+    return r.json;
+  };
+  /** Runs `script` as the user after `cd`ing into the deep directory below `root` step by step. */
+  const userAtDepth = (root: string, script: string): string => {
+    const cds = Array.from({ length: LEVELS }, (_, i) => `cd -P ${level(i + 1)}`).join(' && ');
+    const r = u.run('bash', ['-ec', `cd -P "$1" && ${cds} && ${script}`, 'sh', root]);
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  };
+  before(() => {
+    chmodSync(work, 0o755);
+    u = createTestUser();
+    mkdirSync(home, { mode: 0o700 });
+    writeFileSync(join(home, 'config.json'), JSON.stringify({ users: [{ user: u.name, namespaces: ['default'] }] }));
+    awcOk(home, ['daemon', 'start']);
+    for (const d of ['src', 'mnt', 'out']) {
+      mkdirSync(mine(d));
+      chownSync(mine(d), u.uid, u.gid);
+    }
+    const mk = Array.from({ length: LEVELS }, (_, i) => `mkdir ${level(i + 1)} && cd -P ${level(i + 1)}`).join(' && ');
+    const r = u.run('bash', ['-ec', `cd -P "$1" && ${mk} && echo deep > file && ln -s file link && ln file hard`, 'sh', mine('src')]);
+    assert.equal(r.status, 0, r.stderr);
+  });
+  after(() => {
+    cleanupMounts(home, work);
+    u?.remove();
+    removeTreeSync(work);
+  });
+
+  test('import, mount (overlay, a layer built for the user), edit, checkpoint and export --tar work at depth; export --dir says why it cannot', () => {
+    const snap = ok(['snapshot', 'import', mine('src'), '--name', 'deep']);
+    assert.equal(snap.files, 1, 'one regular file (its second name and the symlink are other entries)');
+    const id = ok(['fork', 'deep', '--name', 'w']).workspaces[0].id;
+    assert.equal(ok(['mount', id, mine('mnt')]).driver, 'overlay');
+    assert.equal(userAtDepth(mine('mnt'), 'cat file && stat -c %u hard'), `deep\n${u.uid}\n`);
+    userAtDepth(mine('mnt'), 'echo made by the user > new');
+    const cp = ok(['checkpoint', id]);
+    assert.equal(cp.changed, true);
+    const tar = join(mine('out'), 'w.tar');
+    ok(['export', id, '--tar', tar]);
+    assert.equal(awcOk(home, ['snapshot', 'import', tar]).root, cp.root, 'the user-written archive holds the deep tree');
+    const r = as(['export', id, '--dir', join(mine('out'), 'w')]);
+    assert.equal(r.err?.code, 'E_NAME_TOO_LONG', r.stderr.slice(0, 2000));
+    assert.match(r.err!.hint, /export <ref> --tar FILE/);
+    assert.deepEqual(readdirSync(mine('out')), ['w.tar'], 'nothing is left of the failed export');
+    ok(['unmount', id]);
+    ok(['rm', id]);
+  });
+});
