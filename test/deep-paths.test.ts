@@ -4,6 +4,8 @@ import { execFileSync } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
+  existsSync,
+  rmSync,
   closeSync,
   linkSync,
   mkdirSync,
@@ -22,7 +24,7 @@ import { createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/un
 import { assertSameTree, readFullTree, type FullTree } from './helpers/tree-compare.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { DirFd } from '../src/core/dir-fd.js';
-import { nameFromBytes } from '../src/core/raw-name.js';
+import { fsPath, nameFromBytes } from '../src/core/raw-name.js';
 import { removeTreeSync } from '../src/core/remove-tree.js';
 import { utimesNsAt } from '../src/host/utimens.js';
 
@@ -130,6 +132,37 @@ describe('paths longer than PATH_MAX', () => {
     execFileSync('tar', ['--format=posix', '--xattrs', '--xattrs-include=*', '-C', src, '-cf', gnu, '.']);
     const fromTar = awcOk(home, ['snapshot', 'import', gnu], env);
     assert.equal(fromTar.root, snap.root, 'the same root digest as the import of the directory');
+  });
+
+  test('removeTree removes a tree deeper than PATH_MAX with raw names in it, and a raw-named directory through DirFd', () => {
+    const t = join(work, 'to-remove');
+    makeDeepTree(t);
+    const d = openDeep(t, DEEP);
+    try {
+      mkdirSync(d.path('sub-\udcfe'));
+      writeFileSync(d.path('sub-\udcfe/inner-\udcfd'), 'raw\n');
+    } finally {
+      d.close();
+    }
+    assert.throws(
+      () => rmSync(t, { recursive: true }),
+      (err: { code?: string }) => err.code === 'ENAMETOOLONG',
+      'fs.rm alone cannot',
+    );
+    removeTreeSync(t);
+    assert.equal(existsSync(t), false);
+    // a raw-named directory holding a raw-named file, shallow (DirFd.removeTree used to decode names as UTF-8)
+    const r = join(work, 'raw-dir');
+    mkdirSync(r);
+    mkdirSync(fsPath(join(r, 'd-\udcff')));
+    writeFileSync(fsPath(join(r, 'd-\udcff/f-\udcfe')), 'x');
+    const top = DirFd.openRoot(r)!.dir;
+    try {
+      top.removeTree('d-\udcff');
+      assert.deepEqual(top.list(), []);
+    } finally {
+      top.close();
+    }
   });
 
   test('diff names paths at depth', () => {
