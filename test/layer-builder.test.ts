@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { lstatSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -33,6 +33,11 @@ function source(files: [string, string, number][]): { src: TreeSource; root: Dig
     chunks: [{ digest: `sha256:${hex}` as Digest, size }],
     ...attrs,
   }));
+  return sourceOf(entries);
+}
+
+/** One root directory holding `entries` as they are (a crafted, possibly hostile, tree). */
+function sourceOf(entries: Entry[]): { src: TreeSource; root: Digest } {
   const tree: TreeObject = { v: 1, entries };
   const treeDigest = `sha256:${hexOf(JSON.stringify(tree))}` as Digest;
   const root: RootObject = { v: 1, type: 'root', chunker: 'test', tree: treeDigest, ...attrs, mode: 0o40755 };
@@ -114,6 +119,49 @@ describe('layer builder', { skip }, () => {
       ['c', c],
     ] as const) {
       assert.equal(getAttributeSync(join(layer.dir, name), 'trusted.overlay.redirect').toString(), longContentRedirect(hex), name);
+    }
+  });
+
+  it('a hardlink whose target goes through a symlink of the snapshot, or out of it, is refused (E_PATH_TRAVERSAL)', async () => {
+    const layers = mkdtempSync(join(tmpdir(), 'awc-layers-'));
+    dirs.push(layers);
+    const host = mkdtempSync(join(tmpdir(), 'awc-host-secret-'));
+    dirs.push(host);
+    writeFileSync(join(host, 'secret'), 'a host file\n');
+    const file: Entry = { type: 'file', name: 'f', size: 0, digest: `sha256:${hexOf('')}` as Digest, chunks: [], ...attrs };
+    const cases: [string, Entry[]][] = [
+      [
+        'through a symlink',
+        [
+          { type: 'symlink', name: 'evil', target: host, ...attrs, mode: 0o120777 },
+          { type: 'hardlink', name: 'h', target: 'evil/secret' },
+        ],
+      ],
+      ['through ..', [file, { type: 'hardlink', name: 'h', target: `../${'x'}/secret` }]],
+      [
+        'to a symlink',
+        [
+          { type: 'symlink', name: 'evil', target: join(host, 'secret'), ...attrs, mode: 0o120777 },
+          { type: 'hardlink', name: 'h', target: 'evil' },
+        ],
+      ],
+      [
+        'to a directory',
+        [
+          { type: 'dir', name: 'd', tree: `sha256:${hexOf('{"v":1,"entries":[]}')}` as Digest, ...attrs, mode: 0o40755 },
+          { type: 'hardlink', name: 'h', target: 'd' },
+        ],
+      ],
+    ];
+    for (const [what, entries] of cases) {
+      const { src, root } = sourceOf(entries);
+      const withEmpty: TreeSource = {
+        ...src,
+        readTree: async (d) => (entries.some((e) => e.type === 'dir' && e.tree === d) ? { v: 1, entries: [] } : src.readTree(d)),
+      };
+      await assert.rejects(buildLayer(withEmpty, root, layers), (err: { code?: string }) => err.code === 'E_PATH_TRAVERSAL', what);
+      assert.equal(lstatSync(join(host, 'secret')).nlink, 1, `${what}: the host file got no further name`);
+      assert.deepEqual(readdirSync(layers), [], `${what}: no layer (nor its temporary) is left`);
     }
   });
 });

@@ -173,6 +173,17 @@ function runTar(args: string[], stdio: 'in' | 'out', onMember?: () => void): { c
       if (line.startsWith('tar: ')) err += line;
       if (code === 0) return ok();
       const why = err.trim().split('\n')[0] ?? `exit ${code}`;
+      if (/File name too long/i.test(err))
+        // GNU tar names each member by its whole path from -C: it cannot write one longer than PATH_MAX
+        return fail(
+          new AwcError('E_NAME_TOO_LONG', `tar failed: a path is longer than the system allows (4096 bytes): ${why.slice(0, 300)}…`, {
+            hint:
+              stdio === 'in'
+                ? "An ordinary user's export --dir is extracted by GNU tar, which cannot write paths longer than 4096 bytes. " +
+                  'Use `awc export <ref> --tar FILE` (the archive keeps them), or run export --dir as root.'
+                : 'Shorten the path.',
+          }),
+        );
       fail(new AwcError(/Permission denied/i.test(err) ? 'E_PERMISSION' : 'E_IO', `tar failed: ${why}`));
     });
   });
@@ -266,7 +277,7 @@ async function exportAsUser(client: UserClient, namespace: string, ref: string, 
     moveInPlace(parent.dir, { tmp, name, shown: opts.dir!, parentPath: dirname(target), overwrite: opts.overwrite === true });
     return leftOut.length > 0 ? { ...r, leftOut } : r;
   } catch (err) {
-    fs.rmSync(parent.dir.path(tmp), { recursive: true, force: true });
+    parent.dir.removeTree(tmp); // through descriptors: what tar made may be deeper than PATH_MAX
     throw toAwcError(err);
   } finally {
     parent.dir.close();

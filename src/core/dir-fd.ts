@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import type { BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from './errors.js';
-import { fsPath } from './raw-name.js';
+import { fsPath, nameFromBytes } from './raw-name.js';
 
 /**
  * Walking and writing directory trees through directory descriptors, never by a path that
@@ -264,7 +264,7 @@ export class DirFd {
               details: { path: sub.rel },
             });
           }
-          for (const n of sub.list()) sub.removeTree(n.toString('utf8'), opts);
+          for (const n of sub.list()) sub.removeTree(nameFromBytes(n), opts);
         } finally {
           sub.close();
         }

@@ -99,7 +99,7 @@ export const ERROR_CODES = {
   E_NAME_TOO_LONG: {
     exit: 7,
     retryable: false,
-    hint: 'A path or name is longer than the system allows (255 bytes a name, 4096 a path); shorten it.',
+    hint: 'A name is longer than 255 bytes, or a path given to a system call (or to GNU tar) longer than 4096; shorten it.',
   },
   E_IO: { exit: 6, retryable: false, hint: 'The operating system reported an I/O error; check the disk (`dmesg`) and its free space.' },
   E_CLOSED_PIPE: {

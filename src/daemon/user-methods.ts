@@ -1,8 +1,7 @@
-import * as fs from 'node:fs';
 import { AwcError } from '../core/errors.js';
 import type { AwcPaths } from '../config/config.js';
 import type { Awc } from '../service/awc.js';
-import { listKept, oneSet, removeKept, type KeptSet } from '../service/kept-files.js';
+import { listKept, oneSet, readKeptFile, removeKept, type KeptSet } from '../service/kept-files.js';
 import type { RemoteMethod } from '../service/remote-methods.js';
 import { computeUsage } from '../service/usage.js';
 import type { AllowedUser } from './user-access.js';
@@ -74,7 +73,7 @@ export async function callDaemonSide(user: AllowedUser, awc: Awc, paths: AwcPath
       throw new AwcError('E_USAGE', `kept set ${set.id} holds ${bytes} bytes: too large to restore through the daemon`, {
         hint: `Ask an administrator to run \`awc kept restore ${set.id} <dir>\` as root.`,
       });
-    return { set, contents: set.files.map((f) => fs.readFileSync(f.keptAt).toString('base64')) } satisfies KeptSetBytes;
+    return { set, contents: set.files.map((f) => readKeptFile(paths, set, f).toString('base64')) } satisfies KeptSetBytes;
   }
   throw new AwcError('E_INTERNAL', `${m} is not answered by the daemon itself`);
 }

@@ -1,4 +1,5 @@
-import { readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
+import { removeTree } from '../core/remove-tree.js';
 import { mkdirPrivate, replaceFilePrivate } from '../core/private-fs.js';
 import { join } from 'node:path';
 import type { Digest } from '../core/digest.js';
@@ -71,5 +72,5 @@ export async function writeHostState(workspacesDir: string, s: WorkspaceHostStat
 
 /** Removes all host state of a workspace (upper, work dir, state file). */
 export async function removeHostState(workspacesDir: string, id: string): Promise<void> {
-  await rm(workspaceDirs(workspacesDir, id).dir, { recursive: true, force: true });
+  await removeTree(workspaceDirs(workspacesDir, id).dir);
 }

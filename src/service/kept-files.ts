@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import { dirname, join } from 'node:path';
 import { DirFd } from '../core/dir-fd.js';
 import { AwcError, toAwcError } from '../core/errors.js';
+import { removeTreeSync } from '../core/remove-tree.js';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, mkdirPrivateSync, replaceFilePrivateSync } from '../core/private-fs.js';
 
 /** One kept file: its path in the workspace, its size in bytes and where the host keeps it. */
@@ -59,18 +60,24 @@ export class Keeper {
   keep(rel: string, fd: number, size: number): void {
     const dest = join(this.dir, 'files', rel);
     try {
-      mkdirPrivateSync(dirname(dest));
-      const out = fs.openSync(
-        dest,
-        fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
-        PRIVATE_FILE_MODE,
-      );
+      mkdirPrivateSync(join(this.dir, 'files'));
+      // through descriptors, one directory at a time: a workspace path may be longer than PATH_MAX
+      const parent = openKeptParent(join(this.dir, 'files'), rel, true);
       try {
-        // a user's secrets stay theirs (docs/explanation/security.md#per-user-sockets)
-        if (this.owner) fs.fchownSync(out, this.owner.uid, this.owner.gid);
-        copyFd(fd, out);
+        const out = fs.openSync(
+          parent.path(baseName(rel)),
+          fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
+          PRIVATE_FILE_MODE,
+        );
+        try {
+          // a user's secrets stay theirs (docs/explanation/security.md#per-user-sockets)
+          if (this.owner) fs.fchownSync(out, this.owner.uid, this.owner.gid);
+          copyFd(fd, out);
+        } finally {
+          fs.closeSync(out);
+        }
       } finally {
-        fs.closeSync(out);
+        parent.close();
       }
     } catch (err) {
       throw toAwcError(err);
@@ -91,6 +98,58 @@ export class Keeper {
     };
     replaceFilePrivateSync(join(this.dir, MANIFEST), JSON.stringify(set, null, 2) + '\n');
     return this.files;
+  }
+}
+
+/** The last name of a slash path. */
+function baseName(rel: string): string {
+  return rel.slice(rel.lastIndexOf('/') + 1);
+}
+
+/**
+ * Opens the parent directory of `rel` (a kept file's slash path, any length) below `filesDir`
+ * one directory at a time, never through a symlink; with `create`, missing directories are
+ * made 0700 on the way. Close it.
+ * @throws AwcError E_PATH_TRAVERSAL when a directory on the way is not one; E_NOT_FOUND when missing (without `create`)
+ */
+function openKeptParent(filesDir: string, rel: string, create: boolean): DirFd {
+  const opened = DirFd.openRoot(filesDir);
+  if (!opened) throw new AwcError('E_NOT_FOUND', `kept files are gone: ${filesDir}`);
+  let parent = opened.dir;
+  try {
+    for (const p of rel.split('/').slice(0, -1)) {
+      if (create && !parent.lstat(p)) {
+        fs.mkdirSync(parent.path(p), PRIVATE_DIR_MODE);
+        fs.chmodSync(parent.path(p), PRIVATE_DIR_MODE);
+      }
+      const next = parent.openRel(p);
+      parent.close();
+      parent = next;
+    }
+    return parent;
+  } catch (err) {
+    parent.close();
+    throw err;
+  }
+}
+
+/**
+ * The bytes of one kept file of `set`, read through descriptors (its path may be longer than PATH_MAX).
+ * @throws AwcError E_NOT_FOUND when it is gone, E_PATH_TRAVERSAL when the kept tree was tampered with
+ */
+export function readKeptFile(paths: { workspaces: string }, set: KeptSet, f: KeptFile): Buffer {
+  const parent = openKeptParent(join(keptRoot(paths), set.id, 'files'), f.path, false);
+  try {
+    const fd = fs.openSync(parent.path(baseName(f.path)), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    try {
+      return fs.readFileSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (err) {
+    throw toAwcError(err);
+  } finally {
+    parent.close();
   }
 }
 
@@ -143,7 +202,10 @@ export function oneSet(paths: { workspaces: string }, ref: string, mine: (s: Kep
  * @throws E_NOT_FOUND, E_SOURCE_NOT_FOUND (no directory), E_TARGET_EXISTS, E_PATH_TRAVERSAL
  */
 export function restoreKept(paths: { workspaces: string }, ref: string, dir: string): { id: string; restored: string[] } {
-  return restoreKeptSet(oneSet(paths, ref), dir, (f, dest) => fs.copyFileSync(f.keptAt, dest, fs.constants.COPYFILE_EXCL));
+  const set = oneSet(paths, ref);
+  return restoreKeptSet(set, dir, (f, dest) =>
+    fs.writeFileSync(dest, readKeptFile(paths, set, f), { flag: 'wx', mode: PRIVATE_FILE_MODE }),
+  );
 }
 
 /**
@@ -161,7 +223,7 @@ export function restoreKeptSet(
   if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
   const root = opened.dir;
   try {
-    const exists = set.files.filter((f) => fs.lstatSync(root.path(f.path), { throwIfNoEntry: false }) !== undefined);
+    const exists = set.files.filter((f) => existsBelow(root, f.path));
     if (exists.length > 0)
       throw new AwcError(
         'E_TARGET_EXISTS',
@@ -195,6 +257,23 @@ export function restoreKeptSet(
   return { id: set.id, restored: set.files.map((f) => f.path) };
 }
 
+/** Whether `rel` (a slash path, any length) names something below `root`; false when a directory on the way is missing or not a directory. */
+function existsBelow(root: DirFd, rel: string): boolean {
+  const slash = rel.lastIndexOf('/');
+  let parent: DirFd;
+  try {
+    parent = root.openRel(slash < 0 ? '' : rel.slice(0, slash));
+  } catch (err) {
+    if (err instanceof AwcError && err.code === 'E_PATH_TRAVERSAL') return false;
+    throw err;
+  }
+  try {
+    return parent.lstat(rel.slice(slash + 1)) !== undefined;
+  } finally {
+    parent.close();
+  }
+}
+
 /** Deletes a kept set (`awc kept rm`) among those `mine` accepts (see oneSet). @throws E_NOT_FOUND */
 export function removeKept(
   paths: { workspaces: string },
@@ -202,6 +281,6 @@ export function removeKept(
   mine: (s: KeptSet) => boolean = () => true,
 ): { id: string; files: number } {
   const set = oneSet(paths, ref, mine);
-  fs.rmSync(join(keptRoot(paths), set.id), { recursive: true, force: true });
+  removeTreeSync(join(keptRoot(paths), set.id));
   return { id: set.id, files: set.files.length };
 }

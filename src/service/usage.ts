@@ -1,5 +1,6 @@
-import { lstat, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { readdir } from 'node:fs/promises';
+import { allocatedBytesOf } from '../core/allocated-bytes.js';
+import { join, relative } from 'node:path';
 import { digestHex } from '../core/digest.js';
 import type { MountDriverName } from '../core/mount-driver-name.js';
 import { readHostState, workspaceDirs } from '../drivers/workspace-state.js';
@@ -278,50 +279,12 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
 /**
  * Allocated bytes (`st_blocks × 512`) of `root` and everything below it, without following
  * symlinks or descending into another file system (a mount point below `root`, e.g. a live
- * FUSE or overlay mount, is not entered). Inodes with several links are counted once across
- * all calls sharing `seen`. `shallow` counts `root` itself only; `skip` is a path below
- * `root` that is neither counted nor entered. Missing paths (also ones
- * vanishing during the walk) count 0.
+ * FUSE or overlay mount, is not entered), through directory descriptors (any depth). Inodes
+ * with several links are counted once across all calls sharing `seen`. `shallow` counts
+ * `root` itself only; `skip` is a path below `root` that is neither counted nor entered.
+ * Missing paths (also ones vanishing during the walk) count 0.
  */
 async function allocatedOf(root: string, seen: Set<string>, opts: { shallow?: boolean; skip?: string } = {}): Promise<number> {
-  const st = await lstatOrUndefined(root);
-  if (!st) return 0;
-  const dev = st.dev;
-  let total = 0;
-  const count = (s: import('node:fs').BigIntStats): number => {
-    if (s.nlink > 1n && !s.isDirectory()) {
-      const key = `${s.dev}:${s.ino}`;
-      if (seen.has(key)) return 0;
-      seen.add(key);
-    }
-    return Number(s.blocks) * 512;
-  };
-  total += count(st);
-  if (opts.shallow || !st.isDirectory()) return total;
-  const stack = [root];
-  while (stack.length > 0) {
-    const dir = stack.pop()!;
-    const names = await readdirOrEmpty(dir);
-    for (let i = 0; i < names.length; i += 64) {
-      const batch = names.slice(i, i + 64).map((n) => join(dir, n));
-      const stats = await Promise.all(batch.map(lstatOrUndefined));
-      for (let j = 0; j < batch.length; j++) {
-        const s = stats[j];
-        if (!s || s.dev !== dev || batch[j] === opts.skip) continue;
-        total += count(s);
-        if (s.isDirectory()) stack.push(batch[j]);
-      }
-    }
-  }
-  return total;
-}
-
-async function lstatOrUndefined(p: string): Promise<import('node:fs').BigIntStats | undefined> {
-  try {
-    return await lstat(p, { bigint: true });
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
-    throw err;
-  }
+  const skipRel = opts.skip === undefined ? undefined : relative(root, opts.skip);
+  return allocatedBytesOf(root, { seen, shallow: opts.shallow, skipRel, oneFileSystem: true });
 }

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { closeSync, constants, lstatSync, openSync, readdirSync, readFileSync, readlinkSync, type BigIntStats } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, readSync, type BigIntStats } from 'node:fs';
 import { createRequire } from 'node:module';
 import type * as Xattr from 'fs-xattr';
-import { O_PATH } from '../../src/core/dir-fd.js';
-import { compareNameBytes, fsPath, hasEscape, nameFromBytes } from '../../src/core/raw-name.js';
+import { DirFd, fdPath } from '../../src/core/dir-fd.js';
+import { nameFromBytes } from '../../src/core/raw-name.js';
 
 const xattr = createRequire(import.meta.url)('fs-xattr') as typeof Xattr;
 
@@ -52,17 +51,6 @@ export interface ReadOptions {
   noXattrs?: boolean;
 }
 
-/** The xattrs of the object at `p`; a raw-named path through an O_PATH descriptor (fs-xattr takes string paths only). */
-function xattrsOf(p: string): Record<string, string> {
-  if (!hasEscape(p)) return xattrsAt(p);
-  const fd = openSync(fsPath(p), O_PATH | constants.O_NOFOLLOW);
-  try {
-    return xattrsAt(`/proc/self/fd/${fd}`);
-  } finally {
-    closeSync(fd);
-  }
-}
-
 function xattrsAt(p: string): Record<string, string> {
   const out: Record<string, string> = {};
   let names: string[];
@@ -95,39 +83,88 @@ function devString(rdev: bigint): string {
   return `${major}:${minor}`;
 }
 
-/** Reads `root` (its own attributes as path '.') into a {@link FullTree}. Never opens fifos or devices. */
+/** sha256 hex of what descriptor `fd` reads (it is closed after). */
+function hashFd(fd: number): string {
+  const h = createHash('sha256');
+  const buf = Buffer.alloc(1 << 20);
+  try {
+    for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0;) h.update(buf.subarray(0, n));
+  } finally {
+    closeSync(fd);
+  }
+  return h.digest('hex');
+}
+
+/**
+ * Reads `root` (its own attributes as path '.') into a {@link FullTree}, through directory
+ * descriptors (src/core/dir-fd.ts), so trees deeper than PATH_MAX read too. Never opens fifos
+ * or devices.
+ */
 export function readFullTree(root: string, opts: ReadOptions = {}): FullTree {
   const nodes = new Map<string, FullNode>();
   const inodes = new Map<string, string[]>();
-  const visit = (p: string, rel: string): void => {
-    const st = lstatSync(fsPath(p), { bigint: true });
+  const node = (st: BigIntStats, xattrsAtPath: (() => string) | undefined): FullNode => {
     const type = typeOf(st);
     const n: FullNode = { type, uid: Number(st.uid), gid: Number(st.gid), mtimeNs: st.mtimeNs.toString(), xattrs: {} };
     if (type !== 'symlink') n.mode = Number(st.mode & 0o7777n);
-    if (type !== 'symlink' && !opts.noXattrs) n.xattrs = xattrsOf(p);
-    if (type === 'file') {
-      n.size = st.size.toString();
-      n.sha256 = createHash('sha256')
-        .update(readFileSync(fsPath(p)))
-        .digest('hex');
-    } else if (type === 'symlink') {
-      n.target = nameFromBytes(readlinkSync(fsPath(p), { encoding: 'buffer' }));
-      n.size = st.size.toString();
-    } else if (type === 'chardev' || type === 'blockdev') n.rdev = devString(st.rdev);
-    nodes.set(rel, n);
-    if (type !== 'dir' && st.nlink > 1n) {
-      const key = `${st.dev}:${st.ino}`;
-      inodes.set(key, [...(inodes.get(key) ?? []), rel]);
-    }
-    if (type === 'dir')
-      for (const name of readdirSync(fsPath(p), { encoding: 'buffer' })
-        .map((b) => nameFromBytes(b))
-        .sort(compareNameBytes)) {
-        const r = rel === '.' ? name : `${rel}/${name}`;
-        if (!opts.skip?.(r)) visit(join(p, name), r);
-      }
+    if (type !== 'symlink' && !opts.noXattrs && xattrsAtPath) n.xattrs = xattrsAt(xattrsAtPath());
+    if (type === 'chardev' || type === 'blockdev') n.rdev = devString(st.rdev);
+    return n;
   };
-  visit(root, '.');
+  const walk = (dir: DirFd, rel: string): void => {
+    for (const raw of dir.list()) {
+      const name = nameFromBytes(raw);
+      const r = rel === '.' ? name : `${rel}/${name}`;
+      if (opts.skip?.(r)) continue;
+      const found = dir.open(name, undefined);
+      if (!found) throw new Error(`${r} vanished while the tree was read`);
+      if (found.type === 'dir') {
+        try {
+          nodes.set(
+            r,
+            node(found.st, () => found.dir.self),
+          );
+          walk(found.dir, r);
+        } finally {
+          found.dir.close();
+        }
+        continue;
+      }
+      let n: FullNode;
+      if (found.type === 'file') {
+        try {
+          n = node(found.st, () => fdPath(found.fd));
+        } catch (err) {
+          closeSync(found.fd);
+          throw err;
+        }
+        n.size = found.st.size.toString();
+        n.sha256 = hashFd(found.fd);
+      } else if (found.type === 'symlink') {
+        n = node(found.st, undefined);
+        n.target = nameFromBytes(found.target);
+        n.size = found.st.size.toString();
+      } else {
+        n = dir.withObject(name, (p) => node(found.st, () => p));
+      }
+      nodes.set(r, n);
+      if (found.st.nlink > 1n) {
+        const key = `${found.st.dev}:${found.st.ino}`;
+        inodes.set(key, [...(inodes.get(key) ?? []), r]);
+      }
+    }
+  };
+  const opened = DirFd.openRoot(root);
+  if (!opened) throw new Error(`${root}: no such directory`);
+  try {
+    nodes.set(
+      '.',
+      node(opened.st, () => opened.dir.self),
+    );
+    walk(opened.dir, '.');
+  } finally {
+    opened.dir.close();
+  }
   const links = [...inodes.values()]
     .filter((g) => g.length > 1)
     .map((g) => g.sort())

@@ -1,4 +1,5 @@
-import { lstat, mkdir, rm } from 'node:fs/promises';
+import { lstat, mkdir } from 'node:fs/promises';
+import { removeTree } from '../../core/remove-tree.js';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import { mkdirPrivate } from '../../core/private-fs.js';
@@ -70,13 +71,13 @@ async function materialiseCopy(
     // written whole where only root reaches it, then bound at the target: the target shows
     // nothing before the mount exists, and the mount has the flags before it shows anything
     await mkdirPrivate(dirs.dir);
-    await rm(dirs.tree, { recursive: true, force: true });
+    await removeTree(dirs.tree);
     try {
       await exportDir(reader, root, dirs.tree, { onProgress });
       await bindMountNoSuid(dirs.tree, target);
       return { tree: dirs.tree, leftOut: [] };
     } catch (err) {
-      await rm(dirs.tree, { recursive: true, force: true }).catch(() => undefined);
+      await removeTree(dirs.tree).catch(() => undefined);
       // no such mount can be made here: fall back to a materialisation without privileges
       if (!(err instanceof AwcError && err.code === 'E_MOUNT_FAILED')) throw err;
     }
@@ -113,10 +114,10 @@ async function rebindCopy(state: WorkspaceHostState, prepareTarget: (target: str
 async function releaseCopy(state: WorkspaceHostState, force: boolean): Promise<void> {
   if (state.tree !== undefined) {
     if (isMounted(state.target)) await unmount(state.target, force);
-    await rm(state.tree, { recursive: true, force: true });
+    await removeTree(state.tree);
     return;
   }
-  await rm(state.target, { recursive: true, force: true });
+  await removeTree(state.target);
   await mkdir(state.target, { recursive: true });
 }
 

@@ -1,4 +1,4 @@
-import { mkdir, rename, rm, readFile, stat } from 'node:fs/promises';
+import { mkdir, rename, readFile, stat } from 'node:fs/promises';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
@@ -11,8 +11,9 @@ import { futimesNs, utimesNsAt } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { longContentRedirect, shortContentRedirect } from '../../core/content-name.js';
-import { O_PATH, fdPath } from '../../core/dir-fd.js';
-import { fsPath, hasEscape } from '../../core/raw-name.js';
+import { DirFd, fdPath } from '../../core/dir-fd.js';
+import { fsPath } from '../../core/raw-name.js';
+import { removeTree } from '../../core/remove-tree.js';
 import { writeLayerGitIndex, type LayerGitIndexResult, type LayerGitIndexSource, type LayerPaths } from './layer-git-index.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
@@ -120,27 +121,31 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
   }
   await mkdirPrivate(layersDir);
   const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
-  await rm(tmp, { recursive: true, force: true });
+  await removeTree(tmp);
   const treeDir = join(tmp, 'tree');
   await mkdirPrivate(tmp);
   await mkdir(treeDir);
   const meta: LayerMeta = { v: 1, root, files: 0, dirs: 0, contents: {}, hardlinks: {} };
-  const dirTimes: [string, string][] = [];
   try {
-    const r = await src.readRoot(root);
-    if (ctx.git && (await src.readTree(r.tree)).entries.some((e) => e.name === '.git' && e.type === 'dir')) ctx.paths = new Map();
-    await buildDir(src, r.tree, treeDir, '', meta, dirTimes, ctx);
-    applyAttrs(treeDir, owned(r, ctx));
-    if (ctx.paths && ctx.git) {
-      // after every placeholder is final (a hardlink changes its inode's ctime), before directory times
-      const gi = await writeLayerGitIndex(treeDir, root, ctx.paths, ctx.git, ctx.owner, BigInt(Date.now()) * 1_000_000n);
-      if (gi) meta.gitIndex = gi;
-    }
-    dirTimes.push([treeDir, r.mtimeNs]);
-    // directory mtimes last, deepest first, since creating children changed them
-    for (let i = dirTimes.length - 1; i >= 0; i--) {
-      const [p, ns] = dirTimes[i];
-      utimesNsAt(undefined, p, ns);
+    const opened = DirFd.openRoot(treeDir);
+    if (!opened) throw new AwcError('E_INTERNAL', `the layer's build directory vanished: ${treeDir}`);
+    const tree = opened.dir;
+    try {
+      const r = await src.readRoot(root);
+      if (ctx.git && (await src.readTree(r.tree)).entries.some((e) => e.name === '.git' && e.type === 'dir')) ctx.paths = new Map();
+      const b: Build = { meta, ctx, tree, buildDir: tmp, deferred: [] };
+      await buildDir(src, r.tree, tree, '', b);
+      applyAttrs(tree.fd, owned(r, ctx));
+      if (ctx.paths && ctx.git) {
+        // after every placeholder is final (a hardlink changes its inode's ctime), before `.git`'s time
+        const gi = await writeLayerGitIndex(tree, tmp, root, ctx.paths, ctx.git, ctx.owner, BigInt(Date.now()) * 1_000_000n);
+        if (gi) meta.gitIndex = gi;
+      }
+      // `.git` (whose index was just replaced), then the root: each other directory got its time once its children were made
+      for (const [name, ns] of b.deferred) utimesNsAt(tree.fd, name, ns);
+      futimesNs(tree.fd, r.mtimeNs);
+    } finally {
+      tree.close();
     }
     await writeFilePrivate(join(tmp, 'meta.json'), JSON.stringify(meta));
     try {
@@ -148,12 +153,12 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
     } catch (err) {
       // another builder won the race: use its layer
       if ((err as NodeJS.ErrnoException).code !== 'ENOTEMPTY' && (err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      await rm(tmp, { recursive: true, force: true });
+      await removeTree(tmp);
       const m = JSON.parse(await readFile(metaPath, 'utf8')) as LayerMeta;
       return { dir: join(base, 'tree'), meta: m };
     }
   } catch (err) {
-    await rm(tmp, { recursive: true, force: true });
+    await removeTree(tmp);
     if ((err as NodeJS.ErrnoException).code === 'EPERM' || (err as NodeJS.ErrnoException).code === 'ENOTSUP') {
       throw new AwcError('E_PERMISSION', `cannot build the layer directory: ${(err as Error).message}`, { cause: err });
     }
@@ -162,115 +167,133 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
   return { dir: join(base, 'tree'), meta };
 }
 
+/** One build's state: the layer's tree open as `tree`, its private build directory, and directory times set last. */
+interface Build {
+  meta: LayerMeta;
+  ctx: BuildCtx;
+  tree: DirFd;
+  /** The build's private temporary directory (holds `tree`; device nodes are made here, then linked in place). */
+  buildDir: string;
+  /** Top-level directories whose mtime is set after the git index is written (name, ns). */
+  deferred: [string, string][];
+}
+
 /** The entry's attributes with the build's owner, when it has one. */
 function owned<T extends { uid: number; gid: number }>(e: T, ctx: BuildCtx): T {
   return ctx.owner ? { ...e, uid: ctx.owner.uid, gid: ctx.owner.gid } : e;
 }
 
-function applyAttrs(p: string, e: { mode: number; uid: number; gid: number; xattrs?: Record<string, string> }): void {
-  fs.lchownSync(fsPath(p), e.uid, e.gid);
-  fs.chmodSync(fsPath(p), e.mode);
+/** Owner, mode and xattrs of the object open as `fd` (a directory's descriptor). */
+function applyAttrs(fd: number, e: { mode: number; uid: number; gid: number; xattrs?: Record<string, string> }): void {
+  fs.fchownSync(fd, e.uid, e.gid);
+  fs.fchmodSync(fd, e.mode);
   const xs = e.xattrs;
-  if (xs) withObject(p, (obj) => setXattrs(obj, xs));
-}
-
-/**
- * Runs `fn` with a string path of the object at `p`: `p` itself, or for a path that holds raw
- * name bytes (src/core/raw-name.ts) the `/proc/self/fd/<n>` of an O_PATH descriptor of it,
- * since fs-xattr takes string paths only (and would write them as UTF-8).
- */
-function withObject(p: string, fn: (obj: string) => void): void {
-  if (!hasEscape(p)) return fn(p);
-  const fd = fs.openSync(fsPath(p), O_PATH | fs.constants.O_NOFOLLOW);
-  try {
-    fn(fdPath(fd));
-  } finally {
-    fs.closeSync(fd);
-  }
+  if (xs) setXattrs(fdPath(fd), xs);
 }
 
 function setXattrs(obj: string, xattrs: Record<string, string>): void {
   for (const [k, v] of Object.entries(xattrs)) xattr().setAttributeSync(obj, k, Buffer.from(v, 'base64'));
 }
 
-async function buildDir(
-  src: TreeSource,
-  tree: Digest,
-  dir: string,
-  rel: string,
-  meta: LayerMeta,
-  dirTimes: [string, string][],
-  ctx: BuildCtx,
-): Promise<void> {
+async function buildDir(src: TreeSource, tree: Digest, dir: DirFd, rel: string, b: Build): Promise<void> {
   const t = await src.readTree(tree);
   for (const e of t.entries) {
-    const p = join(dir, e.name);
     const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
-    if (ctx.paths && e.type !== 'dir') ctx.paths.set(relPath, e);
-    await buildEntry(src, e, p, relPath, meta, dirTimes, ctx);
+    if (b.ctx.paths && e.type !== 'dir') b.ctx.paths.set(relPath, e);
+    await buildEntry(src, e, dir, relPath, b);
   }
 }
 
-async function buildEntry(
-  src: TreeSource,
-  e: Entry,
-  p: string,
-  relPath: string,
-  meta: LayerMeta,
-  dirTimes: [string, string][],
-  ctx: BuildCtx,
-): Promise<void> {
+/** Makes entry `e` (at `relPath` from the layer's root) inside the directory open as `dir`, by its name there. */
+async function buildEntry(src: TreeSource, e: Entry, dir: DirFd, relPath: string, b: Build): Promise<void> {
+  const { ctx, meta } = b;
   switch (e.type) {
-    case 'dir':
-      fs.mkdirSync(fsPath(p));
-      meta.dirs++;
-      await buildDir(src, e.tree, p, relPath, meta, dirTimes, ctx);
-      applyAttrs(p, owned(e, ctx));
-      dirTimes.push([p, e.mtimeNs]);
+    case 'dir': {
+      const sub = dir.mkdirOpen(e.name, 0o700, relPath);
+      try {
+        meta.dirs++;
+        await buildDir(src, e.tree, sub, relPath, b);
+        applyAttrs(sub.fd, owned(e, ctx));
+        if (relPath === '.git' && ctx.paths) b.deferred.push([e.name, e.mtimeNs]);
+        else futimesNs(sub.fd, e.mtimeNs); // its children are all made: nothing changes it later
+      } finally {
+        sub.close();
+      }
       return;
+    }
     case 'file':
-      writePlaceholder(p, owned(e, ctx), ctx);
+      writePlaceholder(dir, e.name, owned(e, ctx), ctx);
       meta.files++;
       if (e.size > 0) meta.contents[digestHex(e.digest)] = [e.size, e.chunks.map((c) => [c.digest, c.size])];
       return;
-    case 'hardlink': {
-      fs.linkSync(fsPath(join(layerRootOf(p, relPath), e.target)), fsPath(p));
+    case 'hardlink':
+      linkInLayer(b.tree, e.target, dir, e.name, relPath);
       (meta.hardlinks[e.target] ??= []).push(relPath);
       return;
-    }
     case 'symlink': {
-      fs.symlinkSync(fsPath(e.target), fsPath(p));
-      fs.lchownSync(fsPath(p), owned(e, ctx).uid, owned(e, ctx).gid);
-      utimesNsAt(undefined, p, e.mtimeNs);
+      fs.symlinkSync(fsPath(e.target), dir.path(e.name));
+      fs.lchownSync(dir.path(e.name), owned(e, ctx).uid, owned(e, ctx).gid);
+      utimesNsAt(dir.fd, e.name, e.mtimeNs);
       return;
     }
     case 'fifo':
     case 'chardev':
     case 'blockdev': {
       const kind = e.type === 'fifo' ? 'p' : e.type === 'chardev' ? 'c' : 'b';
-      // mknod takes its path as a UTF-8 argument: a raw name is made under a plain one in the
-      // same (new, private) directory, then linked in place
-      // (the build's private temporary directory, beside `tree`: same file system, never seen)
-      const made = hasEscape(p) ? join(layerRootOf(p, relPath), '..', 'raw-named-node') : p;
+      // mknod takes a path argument (as UTF-8, and no longer than PATH_MAX): the node is made
+      // under a plain name in the build's private directory beside `tree` (same file system,
+      // never seen), then linked in place through the parent's descriptor
+      const made = join(b.buildDir, 'node.tmp');
       const args = kind === 'p' ? [made, 'p'] : [made, kind, String(major(e.rdev)), String(minor(e.rdev))];
       execFileSync('mknod', args, { stdio: 'ignore' });
-      if (made !== p) {
-        fs.linkSync(made, fsPath(p));
+      try {
+        fs.linkSync(made, dir.path(e.name));
+      } finally {
         fs.unlinkSync(made);
       }
-      applyAttrs(p, owned(e, ctx));
-      utimesNsAt(undefined, p, e.mtimeNs);
+      const o = owned(e, ctx);
+      fs.lchownSync(dir.path(e.name), o.uid, o.gid);
+      dir.withObject(e.name, (obj) => {
+        fs.chmodSync(obj, o.mode);
+        if (o.xattrs) setXattrs(obj, o.xattrs);
+      });
+      utimesNsAt(dir.fd, e.name, e.mtimeNs);
       return;
     }
   }
 }
 
-function layerRootOf(p: string, relPath: string): string {
-  return p.slice(0, p.length - relPath.length - 1);
+/**
+ * Links the regular file at `target` (a slash path from the layer's root) as `name` in `dir`.
+ * The target's directories are opened one at a time without following a symlink, so a
+ * snapshot whose hardlink names a path through one of its own symlinks (`evil -> /etc`,
+ * target `evil/shadow`) cannot link a host file into the layer.
+ * @throws AwcError E_PATH_TRAVERSAL when a component is a symlink, `..` or missing, or the target is not a regular file of the layer
+ */
+function linkInLayer(tree: DirFd, target: string, dir: DirFd, name: string, relPath: string): void {
+  const slash = target.lastIndexOf('/');
+  const parent = tree.openRel(slash < 0 ? '' : target.slice(0, slash));
+  try {
+    const base = target.slice(slash + 1);
+    const st = base === '' || base === '.' || base === '..' ? undefined : parent.lstat(base);
+    if (!st?.isFile())
+      throw new AwcError(
+        'E_PATH_TRAVERSAL',
+        `${relPath}: its hardlink target ${JSON.stringify(target)} is not a regular file of the snapshot`,
+        {
+          details: { path: relPath, target },
+        },
+      );
+    fs.linkSync(parent.path(base), dir.path(name));
+  } finally {
+    parent.close();
+  }
 }
 
-function writePlaceholder(p: string, e: FileEntry, ctx: BuildCtx): void {
-  const fd = fs.openSync(fsPath(p), fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, 0o600);
+/** Creates the placeholder of file entry `e` as `name` in `dir` (never through an existing name). */
+function writePlaceholder(dir: DirFd, name: string, e: FileEntry, ctx: BuildCtx): void {
+  const c = fs.constants;
+  const fd = fs.openSync(dir.path(name), c.O_CREAT | c.O_EXCL | c.O_WRONLY | c.O_NOFOLLOW, 0o600);
   try {
     if (e.size > 0) fs.ftruncateSync(fd, e.size);
     fs.fchownSync(fd, e.uid, e.gid);

@@ -15,7 +15,8 @@ import type { ContentReader } from '../../store/content-reader.js';
 import type { ObjectStore } from '../../store/object-store.js';
 import { futimesNs } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
-import { fsPath, nameToBytes } from '../../core/raw-name.js';
+import { nameToBytes } from '../../core/raw-name.js';
+import type { DirFd } from '../../core/dir-fd.js';
 
 /** What a layer build needs to give its workspaces a trusted index: the root's proof and a way to read a file of the snapshot. */
 export interface LayerGitIndexSource {
@@ -71,7 +72,7 @@ function provenEntry(ix: GitIndex, i: number, paths: LayerPaths, proof: GitIndex
 }
 
 /**
- * Gives a layer under construction (`treeDir` inside its build directory, placeholders all
+ * Gives a layer under construction (`tree`, open inside its build directory `buildDir`; placeholders all
  * written, directory times not yet set) the index its workspaces trust (docs/explanation/git.md#the-workspaces-index):
  * reads the snapshot's `.git/index`, and for every entry whose content the import proved
  * equal to its object id (a symlink: its target's blob id, computed here) and whose mode
@@ -89,7 +90,8 @@ function provenEntry(ix: GitIndex, i: number, paths: LayerPaths, proof: GitIndex
  * @throws as the file system calls (the caller maps them)
  */
 export async function writeLayerGitIndex(
-  treeDir: string,
+  tree: DirFd,
+  buildDir: string,
   root: Digest,
   paths: LayerPaths,
   git: LayerGitIndexSource,
@@ -113,14 +115,14 @@ export async function writeLayerGitIndex(
   const stats = new Map<number, GitStatData>();
   for (let i = 0; i < ix.entries.length; i++) {
     if (!provenEntry(ix, i, paths, proof, bits)) continue;
-    const st = fs.lstatSync(fsPath(join(treeDir, ix.entries[i].path)), { bigint: true });
+    const st = lstatInTree(tree, ix.entries[i].path);
     if (st.mtimeNs / 1_000_000_000n >= nowSec) continue;
     stats.set(i, statData(st));
   }
   const out = rewriteGitIndexStat(bytes, ix, proof.algo, stats);
-  const target = join(treeDir, '.git', 'index');
+  const target = tree.path('.git/index');
   // written beside the tree (the layer's build directory holds only it and meta.json), so no snapshot name can collide
-  const tmp = join(treeDir, '..', 'git-index.tmp');
+  const tmp = join(buildDir, 'git-index.tmp');
   const fd = fs.openSync(tmp, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW, 0o600);
   try {
     fs.writeSync(fd, out);
@@ -132,6 +134,21 @@ export async function writeLayerGitIndex(
   }
   fs.renameSync(tmp, target);
   return { entries: ix.entries.length, rewritten: stats.size };
+}
+
+/**
+ * lstat (bigint) of `rel` (a slash path of the snapshot, any length) in the layer's tree,
+ * through its directories one at a time, never following a symlink.
+ * @throws AwcError E_PATH_TRAVERSAL when a directory on the way is not one of the tree; the lstat error
+ */
+function lstatInTree(tree: DirFd, rel: string): fs.BigIntStats {
+  const slash = rel.lastIndexOf('/');
+  const parent = tree.openRel(slash < 0 ? '' : rel.slice(0, slash));
+  try {
+    return fs.lstatSync(parent.path(rel.slice(slash + 1)), { bigint: true });
+  } finally {
+    parent.close();
+  }
 }
 
 const U32 = 0xffffffffn;

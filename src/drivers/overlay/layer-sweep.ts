@@ -1,5 +1,7 @@
 import { renameSync } from 'node:fs';
-import { lstat, readdir, rm } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
+import { allocatedBytesOf } from '../../core/allocated-bytes.js';
+import { removeTree } from '../../core/remove-tree.js';
 import { join } from 'node:path';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
@@ -74,7 +76,7 @@ export async function sweepLayers(opts: LayerSweepOptions): Promise<LayerSweepRe
       if (!HEX64.test(name)) {
         if (!isLeftover(name) || opts.dryRun) continue;
         out.leftoverBytes += await allocatedBytes(path);
-        await rm(path, { recursive: true, force: true });
+        await removeTree(path);
         out.leftovers++;
         continue;
       }
@@ -96,7 +98,7 @@ export async function sweepLayers(opts: LayerSweepOptions): Promise<LayerSweepRe
       renameSync(path, trash);
       opts.forget(root);
       const bytes = await allocatedBytes(trash);
-      await rm(trash, { recursive: true, force: true });
+      await removeTree(trash);
       out.dropped.push({ root, bytes });
     }
     return out;
@@ -168,13 +170,9 @@ async function listDir(dir: string): Promise<string[]> {
 }
 
 /**
- * Disk allocated under `path` (st_blocks × 512, every entry, symlinks not followed): the room a
- * layer takes. Its placeholders are sparse, so their apparent sizes would overstate it.
+ * Disk allocated under `path` (st_blocks × 512, every entry, symlinks not followed, any depth):
+ * the room a layer takes. Its placeholders are sparse, so their apparent sizes would overstate it.
  */
 export async function allocatedBytes(path: string): Promise<number> {
-  const st = await lstat(path).catch(() => undefined);
-  if (!st) return 0;
-  let n = st.blocks * 512;
-  if (st.isDirectory()) for (const name of await listDir(path)) n += await allocatedBytes(join(path, name));
-  return n;
+  return allocatedBytesOf(path);
 }

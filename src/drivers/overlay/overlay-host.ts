@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir } from 'node:fs/promises';
+import { removeTree } from '../../core/remove-tree.js';
 import * as fs from 'node:fs';
 import { AwcError } from '../../core/errors.js';
 import type { Digest } from '../../core/digest.js';
@@ -236,7 +237,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         const reader = this.content.reader(ns);
         const layer = await this.layer(ns, layerRoot, owner);
         if (!pending) {
-          await rm(dirs.dir, { recursive: true, force: true });
+          await removeTree(dirs.dir);
           await mkdirPrivate(dirs.dir);
           await mkdir(dirs.upper);
           // the overlay root shows the upper directory's own attributes: give it the snapshot root's
@@ -269,7 +270,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       } catch (err) {
         if (mounted) await unmount(target, true);
         // a fresh upper made for this mount holds nothing: never leave it to look like kept changes
-        if (!pending) await rm(dirs.dir, { recursive: true, force: true }).catch(() => undefined);
+        if (!pending) await removeTree(dirs.dir).catch(() => undefined);
         await undoMountRecord(this.catalog, ws.id, this.config.host, taken);
         throw err;
       }
