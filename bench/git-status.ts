@@ -7,10 +7,11 @@
  *   node dist/bench/git-status.js [--files N] [--cache-dir DIR] [--no-write]
  *
  * Per repository: the base is a checkout on the local disk; its warm figure is the median of
- * `git status --short` runs 2–4 there (run 1 warms it). AWC: `awc snapshot import <base>`
+ * `git status --short` runs 2–4 there (run 1 warms it) and of one run in each round below. AWC: `awc snapshot import <base>`
  * (timed), `awc fork`, `awc mount` with the overlay driver (timed: it builds the layer and the
  * workspace's index), then the first `git status --short` in the mount: the figure (target ≤
- * 1.5× the warm base, git's default settings). Needs root and /dev/fuse. Writes
+ * 1.5× the warm base, git's default settings); then rounds (3) of a further fresh workspace,
+ * (b) mounted plainly and (c) with `--warm`, alternating, medians. Needs root and /dev/fuse. Writes
  * bench/GIT-STATUS.md and its section of docs/benchmarks.md (unless --no-write).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -79,7 +80,7 @@ interface Row {
   /** First git status in a further fresh workspace of the same snapshot (its layer built, the repository's .git read once on the host). */
   further: number;
   furtherMountMs: number;
-  /** Content FUSE READs during (b)'s git status. */
+  /** Content FUSE READs during (b)'s git status (the most of its rounds). */
   furtherReads: number;
   /** lstat of every path once: warm in the base, and in a fresh workspace (a third fork): the floor of a first git status there. */
   walkBase: number;
@@ -91,6 +92,9 @@ interface Row {
   importMs: number;
   mountMs: number;
 }
+
+/** Fresh workspaces measured for (b) and for (c) each. */
+const ROUNDS = 3;
 
 function measure(name: string, base: string, work: string): Row {
   const home = join(work, `home-${name}`);
@@ -106,6 +110,7 @@ function measure(name: string, base: string, work: string): Row {
   };
   const files = git(base, 'ls-files', '-z').split('\0').filter(Boolean).length;
   const runs = [0, 1, 2, 3].map(() => gitStatusMs(base));
+  runs.shift(); // the first run warms the base
   let t0 = now();
   awc('snapshot', 'import', base, '--name', 'base');
   const importMs = now() - t0;
@@ -117,31 +122,44 @@ function measure(name: string, base: string, work: string): Row {
   const first = gitStatusMs(mnt);
   const second = gitStatusMs(mnt);
   awc('unmount', ws, '--discard');
-  const ws2 = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
-  t0 = now();
-  awc('mount', ws2, `${mnt}-2`);
-  const furtherMountMs = now() - t0;
-  const reads0 = fuseReads();
-  const further = gitStatusMs(`${mnt}-2`);
-  const furtherReads = fuseReads() - reads0;
-  awc('unmount', ws2, '--discard');
+  // (b) and (c) alternate over ROUNDS fresh workspaces each, with a warm base run in every round, so
+  // that a change of the machine's load reaches both sides; each figure is the median of its rounds
+  const fresh = (...extra: string[]): { mountMs: number; statusMs: number; walkMs?: number; reads: number } => {
+    const w = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
+    const at = `${mnt}-${w}`;
+    const t = now();
+    const m = awc('mount', w, at, ...extra) as { warmed?: { ms: number } };
+    const mountMs = now() - t;
+    const r0 = fuseReads();
+    const statusMs = gitStatusMs(at);
+    const reads = fuseReads() - r0;
+    awc('unmount', w, '--discard');
+    return { mountMs, statusMs, walkMs: m.warmed?.ms, reads };
+  };
+  const bs: ReturnType<typeof fresh>[] = [];
+  const cs: ReturnType<typeof fresh>[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    runs.push(gitStatusMs(base));
+    bs.push(fresh());
+    cs.push(fresh('--warm'));
+  }
+  const further = median(bs.map((x) => x.statusMs));
+  const furtherMountMs = median(bs.map((x) => x.mountMs));
+  const furtherReads = Math.max(...bs.map((x) => x.reads));
+  const warmMountMs = median(cs.map((x) => x.mountMs));
+  const warmWalkMs = median(cs.map((x) => x.walkMs!));
+  const afterWarm = median(cs.map((x) => x.statusMs));
   lstatWalkMs(base);
   const walkBase = lstatWalkMs(base);
   const ws3 = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
   awc('mount', ws3, `${mnt}-3`);
   const walkFresh = lstatWalkMs(`${mnt}-3`);
   awc('unmount', ws3, '--discard');
-  const ws4 = (awc('fork', 'base') as { workspaces: { id: string }[] }).workspaces[0].id;
-  t0 = now();
-  const warmed = awc('mount', ws4, `${mnt}-4`, '--warm') as { warmed: { ms: number } };
-  const warmMountMs = now() - t0;
-  const afterWarm = gitStatusMs(`${mnt}-4`);
-  awc('unmount', ws4, '--discard');
   spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { encoding: 'utf8' });
   return {
     name,
     files,
-    warm: median(runs.slice(1)),
+    warm: median(runs),
     first,
     second,
     further,
@@ -150,7 +168,7 @@ function measure(name: string, base: string, work: string): Row {
     walkBase,
     walkFresh,
     warmMountMs,
-    warmWalkMs: warmed.warmed.ms,
+    warmWalkMs,
     afterWarm,
     importMs,
     mountMs,
@@ -179,10 +197,10 @@ function main(): void {
         .replace(
           /^git version /,
           '',
-        )}, default settings, overlay driver. Warm base: the median of \`git status --short\` runs 2–4 in the base checkout on the local disk. ` +
+        )}, default settings, overlay driver. Warm base: the median of \`git status --short\` runs 2–4 in the base checkout on the local disk and of one run in each of ${ROUNDS} rounds. ` +
         `First in a fresh workspace: \`git status --short\` right after \`awc mount\` of a fresh fork, (a) the snapshot's first workspace on the host (that mount builds the layer and its workspace index; the repository's \`.git\` files come through the cold content path), ` +
         `(b) a further workspace of the same snapshot (a new fork, a new mount, its own fresh overlay; what every agent after the first gets), ` +
-        `(c) a further workspace mounted with \`awc mount --warm\` (the mount then looks up every path once; its time includes that walk, which a pool of spare workspaces pays before an agent arrives). ` +
+        `(c) a further workspace mounted with \`awc mount --warm\` (the mount then looks up every path once; its time includes that walk, which a pool of spare workspaces pays before an agent arrives; the median of ${ROUNDS}, alternating with (b)). ` +
         `Machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)} at the end (other work was running). Target: ≤ 1.5× the warm base.`,
       '',
       '| repository | tracked files | warm in the base | (a) first workspace on the host | ratio | (b) a further workspace | ratio | content FUSE READs in (b) | second run in (a) | lstat of every path: warm base / fresh workspace | import | mount (a) / (b) | (c) `mount --warm`: mount (of it the walk) | (c) first git status after it | ratio |',
