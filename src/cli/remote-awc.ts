@@ -1,9 +1,8 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { DirFd } from '../core/dir-fd.js';
 import { UserClient, type UserStatus } from '../daemon/user-client.js';
 import type { Awc, ImportResult } from '../service/awc.js';
 import type { ImportOptions } from '../service/import-snapshot.js';
@@ -11,7 +10,7 @@ import type { GitImportOptions } from '../service/git-import.js';
 import type { CheckpointGitOptions, GitExportOptions } from '../service/git-export.js';
 import { checkpointGitAsUser, exportGitAsUser, importGitAsUser, type GitCalls } from './remote-git.js';
 import type { RemoteMethod } from '../service/remote-methods.js';
-import { checkExportTarget, checkTarget, moveInPlace, tmpName } from '../host/export-dir-guard.js';
+import { extractTarToDir } from '../service/extract-tar-dir.js';
 import { PendingFile } from '../service/pending-file.js';
 import { withSourcePath } from '../service/run-target.js';
 import { restoreKeptSet } from '../service/kept-files.js';
@@ -154,8 +153,8 @@ function absolutePaths(method: string, args: unknown[]): unknown[] {
  * verbose listing on stderr (`-v`; a line that starts `tar: ` is a message, kept for the error).
  * @throws E_PERMISSION (a file this user cannot read), E_IO
  */
-function runTar(args: string[], stdio: 'in' | 'out', onMember?: () => void): { child: ReturnType<typeof spawn>; done: Promise<void> } {
-  const child = spawn('tar', args, { stdio: stdio === 'out' ? ['ignore', 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'] });
+function runTar(args: string[], onMember?: () => void): { child: ReturnType<typeof spawn>; done: Promise<void> } {
+  const child = spawn('tar', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let err = '';
   let line = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => {
@@ -174,14 +173,9 @@ function runTar(args: string[], stdio: 'in' | 'out', onMember?: () => void): { c
       if (code === 0) return ok();
       const why = err.trim().split('\n')[0] ?? `exit ${code}`;
       if (/File name too long/i.test(err))
-        // GNU tar names each member by its whole path from -C: it cannot write one longer than PATH_MAX
         return fail(
           new AwcError('E_NAME_TOO_LONG', `tar failed: a path is longer than the system allows (4096 bytes): ${why.slice(0, 300)}…`, {
-            hint:
-              stdio === 'in'
-                ? "An ordinary user's export --dir is extracted by GNU tar, which cannot write paths longer than 4096 bytes. " +
-                  'Use `awc export <ref> --tar FILE` (the archive keeps them), or run export --dir as root.'
-                : 'Shorten the path.',
+            hint: 'Shorten the path.',
           }),
         );
       fail(new AwcError(/Permission denied/i.test(err) ? 'E_PERMISSION' : 'E_IO', `tar failed: ${why}`));
@@ -221,7 +215,7 @@ async function importAsUser(client: UserClient, namespace: string, source: strin
         opts.onProgress!(progress);
       }
     : undefined;
-  const tar = runTar(['--format=pax', '--numeric-owner', ...verbose, ...exclude, '-C', path, '-cf', '-', '.'], 'out', onMember);
+  const tar = runTar(['--format=pax', '--numeric-owner', ...verbose, ...exclude, '-C', path, '-cf', '-', '.'], onMember);
   if (opts.onProgress) tar.child.stdout!.on('data', (b: Buffer) => (progress.bytes += b.length));
   return (await client.upload(args, tar.child.stdout!, tar.done)) as ImportResult;
 }
@@ -253,50 +247,13 @@ async function exportAsUser(client: UserClient, namespace: string, ref: string, 
       throw toAwcError(err);
     }
   }
-  const target = resolve(opts.dir!);
-  checkExportTarget(target, opts.dir!, undefined);
-  fs.mkdirSync(dirname(target), { recursive: true });
-  const parent = DirFd.openRoot(dirname(target), { follow: true });
-  if (!parent) throw new AwcError('E_SOURCE_NOT_FOUND', `the directory ${dirname(target)} vanished`);
-  const name = basename(target);
-  const tmp = tmpName('export');
-  try {
-    checkTarget(parent.dir, name, opts.dir!, opts.overwrite === true);
-    fs.mkdirSync(parent.dir.path(tmp), { mode: 0o700 });
-    const res = await client.exportTar(namespace, ref);
-    // as the user: owners are this user's, setuid/setgid bits cleared below; tar refuses to leave the directory
-    // (tar runs in its own process: it gets the path, not this process's descriptor)
-    const tar = runTar(
-      ['-x', '-f', '-', '-C', join(dirname(target), tmp), '--no-same-owner', '--no-same-permissions', '--delay-directory-restore'],
-      'in',
-    );
-    res.pipe(tar.child.stdin!);
-    await tar.done;
-    const r = result(res);
-    const leftOut = opts.keepPrivileges ? [] : clearPrivileges(join(dirname(target), tmp), '');
-    moveInPlace(parent.dir, { tmp, name, shown: opts.dir!, parentPath: dirname(target), overwrite: opts.overwrite === true });
-    return leftOut.length > 0 ? { ...r, leftOut } : r;
-  } catch (err) {
-    parent.dir.removeTree(tmp); // through descriptors: what tar made may be deeper than PATH_MAX
-    throw toAwcError(err);
-  } finally {
-    parent.dir.close();
-  }
-}
-
-/** Clears setuid/setgid bits below `dir` (export --dir without --keep-privileges); what was cleared. */
-function clearPrivileges(dir: string, rel: string): { path: string; reason: string }[] {
-  const out: { path: string; reason: string }[] = [];
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = `${dir}/${e.name}`;
-    const r = rel === '' ? e.name : `${rel}/${e.name}`;
-    if (e.isSymbolicLink()) continue;
-    const st = fs.lstatSync(p);
-    if ((st.mode & 0o6000) !== 0 && !e.isDirectory()) {
-      fs.chmodSync(p, st.mode & 0o1777);
-      out.push({ path: r, reason: 'setuid/setgid bit cleared' });
-    }
-    if (e.isDirectory()) out.push(...clearPrivileges(p, r));
-  }
-  return out;
+  let res: Awaited<ReturnType<UserClient['exportTar']>> | undefined;
+  let r: ExportResult | undefined;
+  // as the user, through descriptors (src/service/extract-tar.ts): owners are this user's, setuid/setgid bits cleared unless kept
+  const { leftOut } = await extractTarToDir(async () => (res = await client.exportTar(namespace, ref)), opts.dir!, {
+    overwrite: opts.overwrite === true,
+    keepPrivileges: opts.keepPrivileges === true,
+    verify: () => void (r = result(res!)),
+  });
+  return leftOut.length > 0 ? { ...r!, leftOut } : r!;
 }
