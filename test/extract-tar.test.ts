@@ -1,7 +1,9 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
+  closeSync,
   existsSync,
+  openSync,
   lstatSync,
   mkdirSync,
   mkdtempSync,
@@ -21,6 +23,7 @@ import type * as Xattr from 'fs-xattr';
 import { AwcError } from '../src/core/errors.js';
 import { extractTarToDir } from '../src/service/extract-tar-dir.js';
 import { LEFT_OUT_CLEARED } from '../src/service/extract-tar.js';
+import { RawPax } from '../src/service/pax-raw.js';
 
 const xattr = createRequire(import.meta.url)('fs-xattr') as typeof Xattr;
 
@@ -118,6 +121,43 @@ describe('export --dir from a tar stream, in process', () => {
     assert.deepEqual(kept.leftOut, []);
     assert.equal(lstatSync(join(work, 'kept', 's')).mode & 0o7777, 0o6755, '--keep-privileges keeps them');
     rmSync(join(work, 'kept'), { recursive: true });
+  });
+
+  test('raw-byte names and link targets and binary xattr values come out byte for byte (raw pax records)', async () => {
+    const pack = tarStream.pack();
+    const raw = RawPax.hook(pack);
+    assert.ok(raw);
+    const name = Buffer.from([0x66, 0xff, 0x2e]); // "f\xff." (not UTF-8)
+    const h1 = { name: './f', type: 'file' as const, mode: 0o644, size: 3, pax: {} };
+    raw.attach(h1, [
+      ['path', Buffer.concat([Buffer.from('./'), name])],
+      ['SCHILY.xattr.user.bin', Buffer.from([0, 0xff, 1])],
+    ]);
+    pack.entry(h1, 'raw');
+    const h2 = { name: './l', type: 'symlink' as const, linkname: './t', pax: {} };
+    raw.attach(h2, [['linkpath', name]]);
+    pack.entry(h2);
+    const h3 = { name: './h', type: 'link' as const, linkname: './f', pax: {} };
+    raw.attach(h3, [['linkpath', Buffer.concat([Buffer.from('./'), name])]]);
+    pack.entry(h3);
+    pack.finalize();
+    const out = join(work, 'raw');
+    await extractTarToDir(async () => pack as unknown as Readable, out, { umask: 0o022 });
+    const names = readdirSync(out, { encoding: 'buffer' })
+      .map((b) => b.toString('hex'))
+      .sort();
+    assert.deepEqual(names, [name.toString('hex'), Buffer.from('h').toString('hex'), Buffer.from('l').toString('hex')].sort());
+    const f = Buffer.concat([Buffer.from(`${out}/`), name]);
+    assert.equal(readFileSync(f, 'utf8'), 'raw');
+    const fd = openSync(f, 'r'); // fs-xattr takes a string path: the file by its descriptor
+    try {
+      assert.deepEqual(xattr.getAttributeSync(`/proc/self/fd/${fd}`, 'user.bin'), Buffer.from([0, 0xff, 1]));
+    } finally {
+      closeSync(fd);
+    }
+    assert.deepEqual(readlinkSync(join(out, 'l'), { encoding: 'buffer' }), name);
+    assert.equal(statSync(join(out, 'h')).ino, statSync(f).ino);
+    rmSync(out, { recursive: true });
   });
 
   test('device nodes (E_PERMISSION) and GNU sparse members (E_UNSUPPORTED) are refused; nothing is left', async () => {
