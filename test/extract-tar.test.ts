@@ -18,11 +18,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { Readable } from 'node:stream';
+import { execFileSync } from 'node:child_process';
 import tarStream from 'tar-stream';
 import type * as Xattr from 'fs-xattr';
 import { AwcError } from '../src/core/errors.js';
 import { extractTarToDir } from '../src/service/extract-tar-dir.js';
-import { LEFT_OUT_CLEARED } from '../src/service/extract-tar.js';
+import { LEFT_OUT_CLEARED, LEFT_OUT_USER_XATTRS } from '../src/service/extract-tar.js';
 import { RawPax } from '../src/service/pax-raw.js';
 
 const xattr = createRequire(import.meta.url)('fs-xattr') as typeof Xattr;
@@ -159,6 +160,39 @@ describe('export --dir from a tar stream, in process', () => {
     assert.equal(statSync(join(out, 'h')).ino, statSync(f).ino);
     rmSync(out, { recursive: true });
   });
+
+  test(
+    'on a file system without user xattrs (ramfs) they are listed in leftOut, as GNU tar (which set none) succeeded there',
+    { skip: process.getuid?.() === 0 ? false : 'needs root to mount ramfs' },
+    async () => {
+      const ram = join(work, 'ram');
+      mkdirSync(ram);
+      execFileSync('mount', ['-t', 'ramfs', 'ramfs', ram]);
+      try {
+        const res = await extractTarToDir(
+          async () =>
+            tarOf([
+              { header: { name: './', ...DIR, pax: { 'SCHILY.xattr.user.top': 'v' } } },
+              {
+                header: { name: './f', type: 'file', mode: 0o644, pax: { 'SCHILY.xattr.user.k': 'v', 'SCHILY.xattr.trusted.t': 'x' } },
+                body: 'f\n',
+              },
+              { header: { name: './g', type: 'file', mode: 0o644 }, body: 'g\n' },
+            ]),
+          join(ram, 'out'),
+          { umask: 0o022 },
+        );
+        assert.deepEqual(res.leftOut, [
+          { path: '', reason: LEFT_OUT_USER_XATTRS },
+          { path: 'f', reason: LEFT_OUT_USER_XATTRS },
+        ]);
+        assert.equal(readFileSync(join(ram, 'out', 'f'), 'utf8'), 'f\n');
+      } finally {
+        execFileSync('umount', [ram]);
+        rmSync(ram, { recursive: true });
+      }
+    },
+  );
 
   test('device nodes (E_PERMISSION) and GNU sparse members (E_UNSUPPORTED) are refused; nothing is left', async () => {
     const dev = tarOf([{ header: { name: './null', type: 'character-device', mode: 0o666, devmajor: 1, devminor: 3 } }]);

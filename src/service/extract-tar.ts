@@ -46,6 +46,7 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
  * - device nodes: E_PERMISSION (an ordinary user cannot make them; GNU tar failed too);
  * - xattrs: `user.*` ones are set (on files and directories; Linux allows no others
  *   to an ordinary user there), the others are not, as GNU tar without `--xattrs` set none;
+ *   on a file system without user xattrs they are listed in `leftOut` (`LEFT_OUT_USER_XATTRS`);
  * - times: nanoseconds where utimensat loads through koffi (src/host/utimens.ts), else µs.
  * GNU sparse members (pax `GNU.sparse.*`) are E_UNSUPPORTED for now: the data of a regular
  * file is written by a {@link MemberDataWriter}, where a sparse one plugs in.
@@ -66,6 +67,8 @@ export interface ExtractTarResult {
 
 /** The reason given in `leftOut` for a cleared setuid/setgid bit. */
 export const LEFT_OUT_CLEARED = 'setuid/setgid bit cleared';
+/** The reason given in `leftOut` for user xattrs the target file system does not support. */
+export const LEFT_OUT_USER_XATTRS = 'user.* xattrs not materialised (the file system does not support them)';
 
 /** The header of one member as tar-stream gives it, plus its raw pax records (key → bytes). */
 export interface Member {
@@ -197,21 +200,22 @@ function userXattrs(pax: Map<string, Buffer>): Map<string, Buffer> {
   return out;
 }
 
-/** Sets `xs` on the object at `objPath` (a descriptor path); `rel` names it in errors. @throws E_UNSUPPORTED (the file system has no user xattrs) */
-function setXattrs(objPath: string, rel: string, xs: Map<string, Buffer>): void {
+/**
+ * Sets `xs` on the object at `objPath` (a descriptor path). @returns false when the file
+ * system supports no user xattrs (ENOTSUP: GNU tar, which set none, succeeded there; the
+ * caller lists them in `leftOut`), else true.
+ */
+function setXattrs(objPath: string, xs: Map<string, Buffer>): boolean {
   for (const [name, value] of xs) {
     try {
       xattr().setAttributeSync(objPath, name, value);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP')
-        throw new AwcError('E_UNSUPPORTED', `${rel}: the target file system does not support xattr ${name}`, {
-          cause: err,
-          hint: 'Export to another file system, or use `awc export <ref> --tar FILE`.',
-        });
+      if (code === 'ENOTSUP' || code === 'EOPNOTSUPP') return false;
       throw toAwcError(err);
     }
   }
+  return true;
 }
 
 /** Sets the times of `name` in `d` (never following a symlink): exactly with koffi, else to the µs. */
@@ -273,11 +277,11 @@ interface DirLater {
  * Extracts the tar stream `source` into the open directory `top` (new, empty, the user's)
  * by the rules of the module docs; the top member (`./`) gives `top` its mode and mtime.
  * Reads `source` to its end; on failure what was written stays (the caller removes `top`).
- * @returns what was left out (setuid/setgid bits cleared)
+ * @returns what was left out (setuid/setgid bits cleared, user xattrs the file system refused)
  * @throws AwcError E_PATH_TRAVERSAL (a name or hardlink leaving `top`, or under a symlink),
  *   E_FORMAT (a malformed archive, a member given twice or before its directory, a hardlink to
  *   a missing member), E_PERMISSION (a device node), E_UNSUPPORTED (GNU sparse members, other
- *   member types, a file system without user xattrs), E_IO (the stream broke off), errno errors
+ *   member types), E_IO (the stream broke off), errno errors
  */
 export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts: ExtractTarOptions = {}): Promise<ExtractTarResult> {
   const umask = opts.umask ?? currentUmask();
@@ -298,6 +302,11 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
       special &= 0o1000;
     }
     return special | (mode & 0o777 & ~umask);
+  };
+
+  /** Sets the user xattrs `xs` on `objPath`; `rel` goes into `leftOut` when the file system has none. */
+  const xattrsOn = (objPath: string, rel: string, xs: Map<string, Buffer>): void => {
+    if (!setXattrs(objPath, xs)) leftOut.push({ path: rel, reason: LEFT_OUT_USER_XATTRS });
   };
 
   try {
@@ -321,7 +330,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
 
       if (parts.length === 0) {
         if (header.type !== 'directory') throw new AwcError('E_FORMAT', 'the tar root member is not a directory');
-        setXattrs(top.self, '.', xs);
+        xattrsOn(top.self, '', xs);
         if (!dirIndex.has('')) dirIndex.set('', dirs.push({ parts, mode: dirMode, mtimeNs }) - 1);
         else dirs[dirIndex.get('')!] = { parts, mode: dirMode, mtimeNs };
         entry.resume();
@@ -344,7 +353,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
             throw err instanceof AwcError ? err : createError(d, leaf, err);
           }
           try {
-            setXattrs(child.self, rel, xs);
+            xattrsOn(child.self, rel, xs);
           } finally {
             child.close();
           }
@@ -363,7 +372,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
           try {
             await writePlainData(fh, entry as AsyncIterable<Buffer>, m);
             await fh.chmod(fileMode(rel, mode));
-            setXattrs(fdPath(fh.fd), rel, xs);
+            xattrsOn(fdPath(fh.fd), rel, xs);
             futimesNs(fh.fd, mtimeNs);
           } finally {
             await fh.close();
