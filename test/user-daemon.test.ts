@@ -7,12 +7,14 @@ import {
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
@@ -197,6 +199,39 @@ describe(
         ok(u, ['snapshot', 'ls']).snapshots.some((s: { name: string }) => s.name === 'stolen'),
         false,
       );
+    });
+
+    test('export --dir as the user: setuid/setgid bits cleared and listed (kept with --keep-privileges), user xattrs set, a device node refused', () => {
+      const psrc = join(work, 'priv-src');
+      mkdirSync(join(psrc, 'sg'), { recursive: true });
+      chmodSync(join(psrc, 'sg'), 0o2750);
+      writeFileSync(join(psrc, 'suid'), '#!/bin/sh\n', { mode: 0o4755 });
+      chmodSync(join(psrc, 'suid'), 0o4755);
+      writeFileSync(join(psrc, 'sg', 'plain'), 'plain\n', { mode: 0o640 });
+      chmodSync(join(psrc, 'sg', 'plain'), 0o640);
+      execFileSync('setfattr', ['-n', 'user.note', '-v', 'kept', join(psrc, 'sg', 'plain')]);
+      execFileSync('mkfifo', ['-m', '0640', join(psrc, 'fifo')]);
+      awcOk(home, ['snapshot', 'import', psrc, '--name', 'privbase']);
+      const out = join(mine('out'), 'priv');
+      const e = ok(u, ['export', 'privbase', '--dir', out]);
+      assert.deepEqual(e.leftOut, [{ path: 'suid', reason: 'setuid/setgid bit cleared' }]);
+      const mode = (p: string) => lstatSync(join(out, p)).mode & 0o7777;
+      assert.equal(mode('suid'), 0o755);
+      assert.equal(mode('sg'), 0o2750, "a directory's setgid bit stays");
+      assert.equal(mode('sg/plain'), 0o640);
+      assert.ok(lstatSync(join(out, 'fifo')).isFIFO());
+      assert.equal(mode('fifo'), 0o640);
+      for (const p of ['', 'suid', 'sg', 'sg/plain', 'fifo']) assert.equal(lstatSync(join(out, p)).uid, u.uid, p);
+      assert.equal(execFileSync('getfattr', ['--only-values', '-n', 'user.note', join(out, 'sg', 'plain')], { encoding: 'utf8' }), 'kept');
+      const kept = ok(u, ['export', 'privbase', '--dir', join(mine('out'), 'priv-kept'), '--keep-privileges']);
+      assert.equal(kept.leftOut, undefined);
+      assert.equal(lstatSync(join(mine('out'), 'priv-kept', 'suid')).mode & 0o7777, 0o4755, 'kept: setuid to the user, who owns the file');
+      // a device node: an ordinary user cannot make one, so the export fails and leaves nothing
+      execFileSync('mknod', ['-m', '600', join(psrc, 'null-dev'), 'c', '1', '3']);
+      awcOk(home, ['snapshot', 'import', psrc, '--name', 'devbase']);
+      const before = readdirSync(mine('out')).sort();
+      assert.equal(as(u, ['export', 'devbase', '--dir', join(mine('out'), 'dev')]).err?.code, 'E_PERMISSION');
+      assert.deepEqual(readdirSync(mine('out')).sort(), before, 'nothing is left of the failed export');
     });
   },
 );
