@@ -96,6 +96,20 @@ export const writePlainData: MemberDataWriter = async (fh, data, m) => {
   return pos;
 };
 
+/**
+ * The writer of a member's data (used when it is a regular file): the plain one. GNU sparse
+ * members (pax `GNU.sparse.*`: 1.0 keeps the real name in `GNU.sparse.name` and the size in
+ * `GNU.sparse.realsize`, and starts the data with the map) are refused until a sparse writer
+ * plugs in here. @throws AwcError E_UNSUPPORTED (a GNU sparse member)
+ */
+function dataWriterFor(m: Member): MemberDataWriter {
+  if ([...m.pax.keys()].some((k) => k.startsWith('GNU.sparse.')))
+    throw new AwcError('E_UNSUPPORTED', `tar member ${JSON.stringify(m.name)} is a GNU sparse file, which export --dir cannot write yet`, {
+      hint: 'Use `awc export <ref> --tar FILE`.',
+    });
+  return writePlainData;
+}
+
 /** This process's umask, read without changing it (/proc/self/status); 022 where it cannot be read. */
 export function currentUmask(): number {
   try {
@@ -268,7 +282,8 @@ function rawPaxOf(ex: TarStream.Extract): (header: TarStream.Header) => Map<stri
 
 /** A directory's attributes, set after the whole stream. */
 interface DirLater {
-  parts: string[];
+  /** Slash path from the top ('' for the top). */
+  rel: string;
   mode: number;
   mtimeNs: string;
 }
@@ -316,8 +331,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
       const text = (key: string): string | undefined => (pax.get(key)?.length ? pax.get(key)!.toString('utf8') : undefined);
       const name = nameFromBytes(pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'));
       const m: Member = { header, pax, name };
-      if ([...pax.keys()].some((k) => k.startsWith('GNU.sparse.')))
-        throw new AwcError('E_UNSUPPORTED', `tar member ${JSON.stringify(name)} is a GNU sparse file, which export --dir cannot write yet`);
+      const writeData = dataWriterFor(m); // before the name is resolved: a sparse member's real name is another record
       const mode = (header.mode ?? 0) & 0o7777;
       const paxMtime = text('mtime');
       const mtimeNs =
@@ -331,8 +345,8 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
       if (parts.length === 0) {
         if (header.type !== 'directory') throw new AwcError('E_FORMAT', 'the tar root member is not a directory');
         xattrsOn(top.self, '', xs);
-        if (!dirIndex.has('')) dirIndex.set('', dirs.push({ parts, mode: dirMode, mtimeNs }) - 1);
-        else dirs[dirIndex.get('')!] = { parts, mode: dirMode, mtimeNs };
+        if (!dirIndex.has('')) dirIndex.set('', dirs.push({ rel: '', mode: dirMode, mtimeNs }) - 1);
+        else dirs[dirIndex.get('')!] = { rel: '', mode: dirMode, mtimeNs };
         entry.resume();
         continue;
       }
@@ -343,7 +357,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
         case 'directory': {
           const again = dirIndex.get(rel);
           if (again !== undefined) {
-            dirs[again] = { parts, mode: dirMode, mtimeNs }; // a directory given again: its last attributes
+            dirs[again] = { rel, mode: dirMode, mtimeNs }; // a directory given again: its last attributes
             break;
           }
           let child: DirFd;
@@ -357,7 +371,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
           } finally {
             child.close();
           }
-          dirIndex.set(rel, dirs.push({ parts, mode: dirMode, mtimeNs }) - 1);
+          dirIndex.set(rel, dirs.push({ rel, mode: dirMode, mtimeNs }) - 1);
           break;
         }
         case 'file':
@@ -370,7 +384,7 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
             throw createError(d, leaf, err);
           });
           try {
-            await writePlainData(fh, entry as AsyncIterable<Buffer>, m);
+            await writeData(fh, entry as AsyncIterable<Buffer>, m);
             await fh.chmod(fileMode(rel, mode));
             xattrsOn(fdPath(fh.fd), rel, xs);
             futimesNs(fh.fd, mtimeNs);
@@ -423,14 +437,15 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
     parents.close();
     // directories last, children before their parents (a parent may lose its write or search bit)
     for (let i = dirs.length - 1; i >= 0; i--) {
-      const { parts, mode, mtimeNs } = dirs[i]!;
-      if (parts.length === 0) {
+      const { rel, mode, mtimeNs } = dirs[i]!;
+      if (rel === '') {
         fs.fchmodSync(top.fd, mode);
         futimesNs(top.fd, mtimeNs);
         continue;
       }
-      const leaf = parts[parts.length - 1]!;
-      const p = parents.open(parts.slice(0, -1), parts.join('/'));
+      const parts = rel.split('/');
+      const leaf = parts.pop()!;
+      const p = parents.open(parts, rel);
       p.withObject(leaf, (obj) => fs.chmodSync(obj, mode));
       setTimesAt(p, leaf, mtimeNs);
     }
