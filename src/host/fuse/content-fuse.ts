@@ -46,6 +46,8 @@ import {
   contentFileAttr,
 } from './control.js';
 import { NodeLog } from './fuse-session.js';
+import { encodeLseekReply } from './content-seek.js';
+import { dataBytes, type Extent } from '../../core/sparse.js';
 import { FuseServer, type FuseServerEvents, type FuseServerOptions, type ReaderTables } from './fuse-server.js';
 import {
   ATTR_OUT_SIZE,
@@ -75,8 +77,8 @@ import {
 
 /** Where the server gets content from. Both calls are made on the main thread. */
 export interface ContentSource {
-  /** Size in bytes of the content object named by 64-hex digest, or undefined when unknown (→ ENOENT). Must be synchronous. */
-  lookup(hex: string): { size: number } | undefined;
+  /** Size in bytes of the content object named by 64-hex digest (a sparse one's extents), or undefined when unknown (→ ENOENT). Synchronous. */
+  lookup(hex: string): { size: number; extents?: Extent[] } | undefined;
   /** Bytes [offset, offset+length) of that content (clamped at EOF). Return a Buffer synchronously on a cache hit, a Promise on a miss. Errors → EIO. */
   read(hex: string, offset: number, length: number): Buffer | Promise<Buffer>;
 }
@@ -262,7 +264,7 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     this.nodeHex.push(hex);
     this.nodeSize.push(size);
     if (log) this.nodeLog?.add(hex, size);
-    const grewTable = this.table.insert(hex, id, size);
+    const grewTable = this.table.insert(hex, id, size, this.source.lookup(hex)?.extents !== undefined);
     const grewNodes = this.arena?.ensureNode(id - FIRST_FILE_ID) ?? false;
     if (grewTable || grewNodes) this.publishTable(grewTable);
     return id;
@@ -311,6 +313,8 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
           return this.onReaddir(b, unique);
         case Op.STATFS:
           return this.onStatfs(unique);
+        case Op.LSEEK:
+          return this.onLseek(b, unique);
         case Op.RELEASE:
         case Op.RELEASEDIR:
         case Op.ACCESS:
@@ -342,6 +346,7 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     const a = this.attrScratch;
     a.ino = nodeid;
     a.time = this.mountTime;
+    a.blocks = undefined;
     if (nodeid === FUSE_ROOT_ID) {
       a.mode = S_IFDIR | 0o500;
       a.nlink = 2 + 256;
@@ -357,6 +362,8 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     const i = nodeid - FIRST_FILE_ID;
     if (i >= 0 && i < this.nodeHex.length) {
       contentFileAttr(a, nodeid, this.nodeSize[i]!, this.mountTime);
+      const ext = this.source.lookup(this.nodeHex[i]!)?.extents; // a sparse file: st_blocks of its data
+      if (ext) a.blocks = Math.ceil(dataBytes(ext) / 512);
       return true;
     }
     return false;
@@ -436,6 +443,14 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
       return;
     }
     this.replyData(unique, r, size);
+  }
+
+  /** SEEK_DATA / SEEK_HOLE from the content's extents (content-seek.ts). */
+  private onLseek(b: Buffer, unique: number): void {
+    const i = readU64(b, 16) - FIRST_FILE_ID;
+    const hex = this.nodeHex[i];
+    if (i < 0 || hex === undefined) return this.replyError(unique, i < 0 ? Errno.EISDIR : Errno.ENOENT);
+    this.write(this.small, encodeLseekReply(this.small, b, unique, this.nodeSize[i]!, this.source.lookup(hex)?.extents));
   }
 
   private onReaddir(b: Buffer, unique: number): void {
