@@ -1,11 +1,21 @@
 /**
- * LSEEK (FUSE opcode 46) of the content FUSE server: SEEK_DATA and SEEK_HOLE answered from a
+ * Replies of the content FUSE server (content-fuse.ts) encoded outside its class: STATFS, and
+ * LSEEK (FUSE opcode 46): SEEK_DATA and SEEK_HOLE answered from a
  * content object's recorded extents (src/core/sparse.ts), so that overlayfs's copy-up of a
  * sparse file (and `cp --sparse`, tar…) skips its holes instead of reading them as zeros.
  * A dense object is data from 0 to its size.
  */
 import { seekExtents, type Extent } from '../../core/sparse.js';
-import { encodeOutHeader, Errno, IN_HEADER_SIZE, OUT_HEADER_SIZE, readU64, writeU64 } from './protocol.js';
+import {
+  encodeOutHeader,
+  encodeStatfsOut,
+  Errno,
+  IN_HEADER_SIZE,
+  OUT_HEADER_SIZE,
+  readU64,
+  STATFS_OUT_SIZE,
+  writeU64,
+} from './protocol.js';
 
 const SEEK_SET = 0;
 const SEEK_CUR = 1;
@@ -47,4 +57,12 @@ export function encodeLseekReply(out: Buffer, b: Buffer, unique: number, size: n
   encodeOutHeader(out, OUT_HEADER_SIZE + LSEEK_OUT_SIZE, 0, unique);
   writeU64(out, OUT_HEADER_SIZE, r.offset);
   return OUT_HEADER_SIZE + LSEEK_OUT_SIZE;
+}
+
+/** Writes the STATFS reply (unique id `unique`) of a content namespace of `files` nodes into `out`. @returns its length in bytes */
+export function encodeContentStatfs(out: Buffer, unique: number, files: number): number {
+  const total = OUT_HEADER_SIZE + STATFS_OUT_SIZE;
+  encodeOutHeader(out, total, 0, unique);
+  encodeStatfsOut(out, OUT_HEADER_SIZE, { blocks: 0, bfree: 0, bavail: 0, files, ffree: 0, bsize: 4096, namelen: 255, frsize: 4096 });
+  return total;
 }
