@@ -22,7 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import type * as Xattr from 'fs-xattr';
-import { awcOk, cleanupMounts } from './helpers/cli.js';
+import { awc, awcOk, cleanupMounts, errorOf } from './helpers/cli.js';
 import { assertSameTree, readFullTree } from './helpers/tree-compare.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { findDataExtents } from '../src/host/seek-data.js';
@@ -250,6 +250,37 @@ describe('sparse files: import and export', () => {
     assert.deepEqual(readAt(join(out, 'big'), 50 * GiB, 4096), Buffer.alloc(4096));
     assert.equal(statSync(join(out, 'allhole')).blocks, 0);
   });
+
+  test('GNU tar --sparse (posix) archives import with their holes, to the root the directory gave', () => {
+    const gnu = join(work, 'gnu.tar');
+    execFileSync('tar', ['--format=posix', '--sparse', '--xattrs', '--xattrs-include=*', '-C', src, '-cf', gnu, '.']);
+    assert.ok(statSync(gnu).size < 4 * MiB, `GNU tar wrote ${statSync(gnu).size} bytes`);
+    const fromTar = awcOk(home, ['snapshot', 'import', gnu], env);
+    assert.equal(fromTar.root, snap.root, 'the same tree, extents and digests as the import of the directory');
+    const out = join(work, 'out-gnu');
+    awcOk(home, ['export', fromTar.id, '--dir', out], env);
+    assertSameSparseTree(out, src, 'a GNU sparse archive of the source imports as the source', SPARSE);
+  });
+
+  test('export --tar writes GNU sparse 1.0 members: small, GNU tar extracts them byte for byte with the holes, and they import back', () => {
+    const mine = join(work, 'mine.tar');
+    awcOk(home, ['export', snap.id, '--tar', mine], env);
+    assert.ok(statSync(mine).size < 4 * MiB, `export --tar wrote ${statSync(mine).size} bytes`);
+    const x = join(work, 'out-tar-x');
+    mkdirSync(x);
+    execFileSync('tar', ['--xattrs', '--xattrs-include=*', '-C', x, '-xpf', mine]);
+    assertSameSparseTree(x, src, 'GNU tar extracts export --tar as the source', SPARSE);
+    assert.ok(statSync(join(x, 'big')).blocks * 512 <= 64 * 1024, 'GNU tar left the holes unallocated');
+    assert.equal(awcOk(home, ['snapshot', 'import', mine], env).root, snap.root, 'export --tar imports back to the same root');
+  });
+
+  test('GNU sparse formats 0.x are refused (E_UNSUPPORTED), not imported with wrong bytes', () => {
+    const old = join(work, 'old-sparse.tar');
+    execFileSync('tar', ['--format=posix', '--sparse', '--sparse-version=0.1', '-C', src, '-cf', old, 'multi']);
+    const r = awc(home, ['snapshot', 'import', old], env);
+    assert.notEqual(r.code, 0);
+    assert.equal(errorOf(r).code, 'E_UNSUPPORTED');
+  });
 });
 
 for (const driver of ['overlay', 'copy'] as const) {
@@ -280,6 +311,13 @@ for (const driver of ['overlay', 'copy'] as const) {
       assert.deepEqual(readAt(join(mnt, 'multi'), 30 * MiB - 2, 4), Buffer.from('\0\0bb'));
       assert.deepEqual(readAt(join(mnt, 'allhole'), 5 * MiB, 4096), Buffer.alloc(4096));
       assertSameSparseTree(mnt, src, 'the mount shows the snapshot', SPARSE, true);
+      // SEEK_DATA / SEEK_HOLE through the mount (overlay: the content FUSE server's LSEEK) find the data block
+      const fd = openSync(join(mnt, 'big'), 'r');
+      try {
+        assert.deepEqual(findDataExtents(fd, fstatSync(fd, { bigint: true })), [[BIG_AT, 4096]]);
+      } finally {
+        closeSync(fd);
+      }
     });
 
     test('a 1-byte write in the 200 GiB file copies up only its data; a sparse file made there is checkpointed with its holes', () => {
