@@ -28,8 +28,9 @@ import { detectDriver } from '../src/drivers/detect-driver.js';
 import { findDataExtents } from '../src/host/seek-data.js';
 import { Awc } from '../src/service/awc.js';
 import type { Digest } from '../src/core/digest.js';
-import type { Extent } from '../src/core/sparse.js';
-import type { TreeObject } from '../src/core/tree.js';
+import { mapRange, recordedExtents, seekExtents, sparseDigest, type Extent } from '../src/core/sparse.js';
+import { decodeTree, encodeTree, type FileEntry, type TreeObject } from '../src/core/tree.js';
+import { sha256 } from '../src/core/digest.js';
 
 const xattr = createRequire(import.meta.url)('fs-xattr') as typeof Xattr;
 
@@ -191,6 +192,91 @@ async function rootTree(home: string, id: string): Promise<TreeObject> {
     await svc.close();
   }
 }
+
+describe('sparse files: the format', () => {
+  const chunk = { digest: sha256(BLOCK), size: 4096 };
+  const file = (extents?: Extent[], size = BIG_SIZE): FileEntry => ({
+    type: 'file',
+    name: 'f',
+    mode: 0o644,
+    uid: 0,
+    gid: 0,
+    mtimeNs: '1',
+    size,
+    digest: sparseDigest(size, extents ?? [], [chunk]),
+    chunks: [chunk],
+    ...(extents ? { extents } : {}),
+  });
+
+  test('a tree with extents is v3 and decodes back; trees without keep v1 and their digest', () => {
+    const t = encodeTree([file([[BIG_AT, 4096]])]);
+    const back = decodeTree(t.bytes);
+    assert.equal(back.v, 3);
+    assert.deepEqual(back.entries[0], file([[BIG_AT, 4096]]));
+    const dense = encodeTree([{ ...file(undefined, 4096), digest: chunk.digest }]);
+    assert.equal(decodeTree(dense.bytes).v, 1);
+    assert.ok(!dense.bytes.toString().includes('extents'));
+  });
+
+  test('malformed extents, extents in v1, and a v3 tree without a sparse file are E_FORMAT', () => {
+    const bad =
+      (extents: Extent[], size = BIG_SIZE) =>
+      () =>
+        encodeTree([file(extents, size)]);
+    assert.throws(bad([[BIG_AT, 2048]]), { code: 'E_FORMAT' }, 'chunks and extents disagree');
+    assert.throws(bad([[10, 4096]]), { code: 'E_FORMAT' }, 'a leading hole under 1 MiB');
+    assert.throws(bad([[0, 4096]], 4096 + 100), { code: 'E_FORMAT' }, 'a trailing hole under 1 MiB');
+    assert.throws(bad([[BIG_AT, 4096]], BIG_AT), { code: 'E_FORMAT' }, 'past the size');
+    const v3 = JSON.parse(encodeTree([file([[BIG_AT, 4096]])]).bytes.toString()) as TreeObject;
+    assert.throws(() => decodeTree(Buffer.from(JSON.stringify({ ...v3, v: 1 }))), { code: 'E_FORMAT' });
+    assert.throws(() => decodeTree(Buffer.from(JSON.stringify({ v: 3, entries: [] }))), { code: 'E_FORMAT' });
+  });
+
+  test('a sparse digest is no dense file digest, not even of the bytes it describes', () => {
+    const d = sparseDigest(BIG_SIZE, [[BIG_AT, 4096]], [chunk]);
+    const desc = `awc sparse file v1\n${JSON.stringify({ size: BIG_SIZE, extents: [[BIG_AT, 4096]], chunks: [chunk] })}`;
+    assert.notEqual(d, sha256(desc));
+    assert.notEqual(d, sparseDigest(BIG_SIZE, [[BIG_AT + 4096, 4096]], [chunk]), 'the extents are part of the name');
+  });
+
+  test('recorded form, range mapping and SEEK_DATA/SEEK_HOLE over extents', () => {
+    assert.equal(
+      recordedExtents(2.5 * MiB, [
+        [0, 10],
+        [900 * 1024, 10],
+        [1800 * 1024, 10],
+      ]),
+      undefined,
+      'holes under 1 MiB: dense',
+    );
+    assert.deepEqual(
+      recordedExtents(10 * MiB, [
+        [100, 10],
+        [5 * MiB, 10],
+      ]),
+      [
+        [0, 110],
+        [5 * MiB, 10],
+      ],
+    );
+    assert.deepEqual(recordedExtents(4 * MiB, []), []);
+    const ext: Extent[] = [
+      [2 * MiB, 100],
+      [5 * MiB, 100],
+    ];
+    assert.deepEqual(mapRange(ext, 2 * MiB - 10, 2 * MiB + 110), [
+      { offset: 2 * MiB - 10, length: 10, dataOffset: -1 },
+      { offset: 2 * MiB, length: 100, dataOffset: 0 },
+      { offset: 2 * MiB + 100, length: 10, dataOffset: -1 },
+    ]);
+    assert.deepEqual(mapRange(ext, 5 * MiB + 50, 5 * MiB + 60), [{ offset: 5 * MiB + 50, length: 10, dataOffset: 150 }]);
+    assert.equal(seekExtents(ext, 8 * MiB, 0, true), 2 * MiB);
+    assert.equal(seekExtents(ext, 8 * MiB, 2 * MiB + 5, false), 2 * MiB + 100);
+    assert.equal(seekExtents(ext, 8 * MiB, 3 * MiB, true), 5 * MiB);
+    assert.equal(seekExtents(ext, 8 * MiB, 6 * MiB, true), -1);
+    assert.equal(seekExtents(ext, 8 * MiB, 6 * MiB, false), 6 * MiB);
+  });
+});
 
 describe('sparse files: import and export', () => {
   const work = mkdtempSync(join(tmpdir(), 'awc-sparse-'));

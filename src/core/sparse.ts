@@ -36,7 +36,9 @@ export function sparseDigest(size: number, extents: readonly Extent[], chunks: r
     extents: extents.map(([o, l]) => [o, l]),
     chunks: chunks.map((c) => ({ digest: c.digest, size: c.size })),
   });
-  return `sha256:${createHash('sha512-256').update(SPARSE_TAG + desc).digest('hex')}`;
+  return `sha256:${createHash('sha512-256')
+    .update(SPARSE_TAG + desc)
+    .digest('hex')}`;
 }
 
 /** `{ extents }` for a sparse file's extents, `{}` for a dense file (so an entry carries the key only when sparse). */
@@ -88,7 +90,8 @@ export function checkExtents(what: string, size: number, extents: unknown, chunk
   let end = 0;
   for (let i = 0; i < list.length; i++) {
     const x = list[i];
-    if (!Array.isArray(x) || x.length !== 2 || !Number.isSafeInteger(x[0]) || !Number.isSafeInteger(x[1])) bad('not [offset, length] integers');
+    if (!Array.isArray(x) || x.length !== 2 || !Number.isSafeInteger(x[0]) || !Number.isSafeInteger(x[1]))
+      bad('not [offset, length] integers');
     const [o, l] = x as Extent;
     if (l <= 0 || o < end || o + l > size) bad('out of order or outside the file');
     if ((i > 0 || o > 0) && o - end < MIN_HOLE) bad('a hole shorter than 1 MiB');

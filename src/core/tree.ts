@@ -229,7 +229,8 @@ export function decodeTree(bytes: Uint8Array): TreeObject {
     }
   }
   if (obj.v === 2 && !obj.entries.some(needsRaw)) throw new AwcError('E_FORMAT', 'a v2 tree object without a raw name (it must be v1)');
-  if (obj.v === 3 && !obj.entries.some(isSparse)) throw new AwcError('E_FORMAT', 'a v3 tree object without a sparse file (it must be v1 or v2)');
+  if (obj.v === 3 && !obj.entries.some(isSparse))
+    throw new AwcError('E_FORMAT', 'a v3 tree object without a sparse file (it must be v1 or v2)');
   return obj;
 }
 

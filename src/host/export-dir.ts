@@ -114,7 +114,6 @@ export const LEFT_OUT_DEVICE = 'device node not materialised (no nodev mount)';
 export const LEFT_OUT_CAPABILITY = 'file capabilities (security.capability) not materialised (no nosuid mount)';
 export const LEFT_OUT_ROOT_XATTRS = 'trusted.* and security.* xattrs not materialised (they need root)';
 
-
 /** Maps a creation failure of `name` in `dir`: an existing name is a symlink (E_PATH_TRAVERSAL) or a concurrent writer (E_TARGET_BUSY). */
 function createError(dir: DirFd, name: string, err: unknown): AwcError {
   const code = (err as NodeJS.ErrnoException).code;

@@ -176,9 +176,22 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
       const prev = opts.reuse?.(rel, st);
       if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
         countFile(prev.size);
-        return { type: 'file', name, ...attrsOf(st, xattrs), size: prev.size, digest: prev.digest, chunks: prev.chunks, ...sparseOf(prev.extents) };
+        return {
+          type: 'file',
+          name,
+          ...attrsOf(st, xattrs),
+          size: prev.size,
+          digest: prev.digest,
+          chunks: prev.chunks,
+          ...sparseOf(prev.extents),
+        };
       }
-      const c = await writer.writeFileFd(fd, { path: rel, allowChanging: opts.allowChanging, also: proof?.also(rel), findExtents: findDataExtents });
+      const c = await writer.writeFileFd(fd, {
+        path: rel,
+        allowChanging: opts.allowChanging,
+        also: proof?.also(rel),
+        findExtents: findDataExtents,
+      });
       if (c.changing) changing.push(rel);
       else proof?.record(rel, c.digest, c.also);
       // the attributes of what was read: xattrs again when the inode changed since they were read

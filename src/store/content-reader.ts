@@ -178,7 +178,11 @@ export class ContentReader implements TreeSource {
    * extents in the range; holes read as zeros).
    * @throws E_USAGE for a negative or non-integer offset/length; as readChunks otherwise.
    */
-  async readFileRange(file: { size: number; chunks: readonly ChunkRef[]; extents?: Extent[] }, offset: number, length: number): Promise<Buffer> {
+  async readFileRange(
+    file: { size: number; chunks: readonly ChunkRef[]; extents?: Extent[] },
+    offset: number,
+    length: number,
+  ): Promise<Buffer> {
     if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
       throw new AwcError('E_USAGE', `bad file range ${offset}+${length}`);
     }

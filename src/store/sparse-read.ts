@@ -32,7 +32,8 @@ export async function* withHoles(size: number, extents: readonly Extent[], data:
     }
     pos = o + l;
   }
-  if ((cur && cur.length > 0) || !(await it.next()).done) throw new AwcError('E_INTEGRITY', 'sparse file: its chunks hold more than its extents');
+  if ((cur && cur.length > 0) || !(await it.next()).done)
+    throw new AwcError('E_INTEGRITY', 'sparse file: its chunks hold more than its extents');
   yield* zeros(size - pos);
 }
 

@@ -185,7 +185,10 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
   announce(contents: Iterable<readonly [hex: string, size: number, sparse?: boolean]>): void {
     for (const [hex, size, sparse] of contents) {
       const key = contentKey(hex);
-      if (!key || key.short || lookupSlot(this.table.words, key) >= 0) continue;
+      if (!key || key.short) continue;
+      const known = lookupSlot(this.table.words, key);
+      if (known >= 0 && sparse) this.sparseNodes.add(slotNode(this.table.words, known)); // e.g. a node of the server before us
+      if (known >= 0) continue;
       const short = shortContentName(hex);
       const before = lookupSlot(this.table.words, contentKey(short)!);
       this.addNode(hex, size, true, sparse);
@@ -452,8 +455,7 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     const i = readU64(b, 16) - FIRST_FILE_ID;
     const hex = this.nodeHex[i];
     if (i < 0 || hex === undefined) return this.replyError(unique, i < 0 ? Errno.EISDIR : Errno.ENOENT);
-    const ext = this.sparseNodes.has(i + FIRST_FILE_ID) ? this.source.lookup(hex)?.extents : undefined;
-    this.write(this.small, encodeLseekReply(this.small, b, unique, this.nodeSize[i]!, ext));
+    this.write(this.small, encodeLseekReply(this.small, b, unique, this.nodeSize[i]!, this.source.lookup(hex)?.extents));
   }
 
   private onReaddir(b: Buffer, unique: number): void {
