@@ -11,6 +11,7 @@ import {
   mkdtempSync,
   openSync,
   readSync,
+  readFileSync,
   readdirSync,
   rmSync,
   statSync,
@@ -358,6 +359,24 @@ describe('sparse files: import and export', () => {
     assertSameSparseTree(x, src, 'GNU tar extracts export --tar as the source', SPARSE);
     assert.ok(statSync(join(x, 'big')).blocks * 512 <= 64 * 1024, 'GNU tar left the holes unallocated');
     assert.equal(awcOk(home, ['snapshot', 'import', mine], env).root, snap.root, 'export --tar imports back to the same root');
+  });
+
+  test('diff --patch of a sparse file gives its bytes, holes as zeros: git applies it', () => {
+    const a = join(work, 'patch-a');
+    mkdirSync(a);
+    writeFileSync(join(a, 'dense.txt'), 'base\n');
+    const sa = awcOk(home, ['snapshot', 'import', a], env);
+    pwrite(join(a, 'small-sparse'), 3 * MiB, Buffer.from('after the hole\n'), 3 * MiB + 15);
+    const sb = awcOk(home, ['snapshot', 'import', a], env);
+    const patch = awc(home, ['diff', sa.id, sb.id, '--patch', '--binary'], env, { json: false });
+    assert.equal(patch.code, 0, patch.stderr);
+    const base = join(work, 'patch-base');
+    awcOk(home, ['export', sa.id, '--dir', base], env);
+    execFileSync('git', ['init', '-q', base]);
+    execFileSync('git', ['apply', '--binary', '-'], { cwd: base, input: patch.stdout });
+    const want = Buffer.alloc(3 * MiB + 15);
+    want.write('after the hole\n', 3 * MiB);
+    assert.ok(readFileSync(join(base, 'small-sparse')).equals(want));
   });
 
   test('GNU sparse formats 0.x are refused (E_UNSUPPORTED), not imported with wrong bytes', () => {

@@ -30,7 +30,7 @@
 import { writeSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
 import { contentKey, contentKeyIn, shortContentName } from '../../core/content-name.js';
-import { AMBIGUOUS, ContentTable, lookupSlot, slotHex, slotNode, slotSize } from './content-table.js';
+import { AMBIGUOUS, ContentTable, lookupSlot, markSlotSparse, slotHex, slotNode, slotSize } from './content-table.js';
 import { ContentArena } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -187,7 +187,10 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
       const key = contentKey(hex);
       if (!key || key.short) continue;
       const known = lookupSlot(this.table.words, key);
-      if (known >= 0 && sparse) this.sparseNodes.add(slotNode(this.table.words, known)); // e.g. a node of the server before us
+      if (known >= 0 && sparse) {
+        this.sparseNodes.add(slotNode(this.table.words, known)); // e.g. a node of the server before us
+        markSlotSparse(this.table.words, known);
+      }
       if (known >= 0) continue;
       const short = shortContentName(hex);
       const before = lookupSlot(this.table.words, contentKey(short)!);

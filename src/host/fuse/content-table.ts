@@ -81,6 +81,11 @@ export function slotSize(words: Int32Array, slot: number): number {
   return (words[o + W_SIZE_LO]! >>> 0) + ((words[o + W_SIZE_HI]! & ~SPARSE_BIT) >>> 0) * 0x1_0000_0000;
 }
 
+/** Marks a slot's content sparse (a node the server before this one handed out without the mark). Main thread. */
+export function markSlotSparse(words: Int32Array, slot: number): void {
+  Atomics.or(words, slot * SLOT_WORDS + W_SIZE_HI, SPARSE_BIT);
+}
+
 /** Whether the slot's content is a sparse file (its attributes, with st_blocks of its data, come from the main thread). */
 export function slotSparse(words: Int32Array, slot: number): boolean {
   return (words[slot * SLOT_WORDS + W_SIZE_HI]! & SPARSE_BIT) !== 0;
