@@ -324,6 +324,16 @@ describe('sparse files: import and export', () => {
     const out = join(work, 'out-dense');
     awcOk(home, ['export', s.id, '--dir', out], env);
     assert.deepEqual(readAt(join(out, 'small-holes'), 3 * MiB - 10, 3), Buffer.from('end'));
+    assert.ok(statSync(join(out, 'small-holes')).blocks * 512 < MiB, 'holes under 1 MiB of a dense file stay holes');
+    // 2 MiB of zeros written as data: dense, and export --dir writes them (not a 2 MiB hole), so re-importing gives the same root
+    const z = join(work, 'dense-zeros');
+    mkdirSync(z);
+    writeFileSync(join(z, 'zeros-inside'), Buffer.concat([Buffer.from('head'), Buffer.alloc(2 * MiB), Buffer.from('tail')]));
+    const sz = awcOk(home, ['snapshot', 'import', z], env);
+    assert.equal((await rootTree(home, sz.id)).v, 1);
+    const outZ = join(work, 'out-dense-zeros');
+    awcOk(home, ['export', sz.id, '--dir', outZ], env);
+    assert.equal(awcOk(home, ['snapshot', 'import', outZ], env).root, sz.root, 'export --dir then import gives the same root');
   });
 
   test('export --dir writes only the data: holes unallocated, bytes at the data offset, sizes exact', () => {
@@ -336,6 +346,7 @@ describe('sparse files: import and export', () => {
     assert.deepEqual(readAt(join(out, 'big'), BIG_AT, 4096), BLOCK);
     assert.deepEqual(readAt(join(out, 'big'), 50 * GiB, 4096), Buffer.alloc(4096));
     assert.equal(statSync(join(out, 'allhole')).blocks, 0);
+    assert.equal(awcOk(home, ['snapshot', 'import', out], env).root, snap.root, 'export --dir then import gives the same root');
   });
 
   test('GNU tar --sparse (posix) archives import with their holes, to the root the directory gave', () => {

@@ -23,8 +23,9 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 /**
  * Exporting a snapshot into a directory on the local file system.
  *
- * Recreates regular files (streamed; aligned all-zero 4 KiB blocks are left as holes, so
- * sparse files stay sparse), directories (also empty ones), symlinks (verbatim targets;
+ * Recreates regular files (streamed; a sparse file's data at its extents, its holes
+ * unallocated; in a dense file, runs of aligned all-zero 4 KiB blocks under 1 MiB left as
+ * holes: src/host/write-content.ts), directories (also empty ones), symlinks (verbatim targets;
  * never followed), hardlinks (`link(2)` to the first name), fifos (`mkfifo`), and device
  * nodes (`mknod`, root only: E_PERMISSION otherwise; with `unprivileged` they are left
  * out, and setuid/setgid bits of non-directories cleared, see `leftOut`). Then, in this
