@@ -1,3 +1,4 @@
+import { withHoles } from '../store/sparse-read.js';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -55,8 +56,10 @@ class ScopedReader implements GitExportReader {
     return this.client.call(this.namespace, 'content.readTree', [[...this.scope], digest]) as Promise<TreeObject>;
   }
 
+  /** The file's content: the daemon streams its stored data, a sparse file's holes are put back here (zeros). */
   async *readFile(file: FileEntry): AsyncIterable<Buffer> {
-    yield* (await this.client.readFile(this.namespace, [...this.scope], file.digest)) as AsyncIterable<Buffer>;
+    const data = (await this.client.readFile(this.namespace, [...this.scope], file.digest)) as AsyncIterable<Buffer>;
+    yield* file.extents ? withHoles(file.size, file.extents, data) : data;
   }
 }
 

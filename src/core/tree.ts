@@ -1,10 +1,11 @@
 import { AwcError } from './errors.js';
 import { compareNameBytes, hasEscape, isCanonicalName } from './raw-name.js';
 import { isDigest, sha256, type Digest } from './digest.js';
+import { checkExtents, type Extent } from './sparse.js';
 
 /**
- * Tree objects (format `tree` v1, and v2 for directories whose names or link targets hold raw
- * bytes) and the root object (format `root` v1): the Merkle description of a filesystem tree.
+ * Tree objects (format `tree` v1, v2 for directories whose names or link targets hold raw
+ * bytes, v3 for directories holding a sparse file) and the root object (format `root` v1): the Merkle description of a filesystem tree.
  * See docs/reference/formats.md.
  *
  * A directory's digest is sha256 of its canonical JSON encoding (entries sorted by the
@@ -30,13 +31,18 @@ export interface EntryAttrs {
   xattrs?: Record<string, string>;
 }
 
-/** A regular file. `digest` is sha256 of the whole content (the content object's name); `chunks` cover it in order. */
+/**
+ * A regular file. `digest` is sha256 of the whole content (the content object's name); `chunks` cover it in order.
+ * A sparse file (tree v3) has `extents`, its data ranges ([offset, length] in bytes, holes of at least 1 MiB between
+ * them): its chunks then cover the concatenated data only, and its digest is `sparseDigest` (src/core/sparse.ts).
+ */
 export interface FileEntry extends EntryAttrs {
   type: 'file';
   name: string;
   size: number;
   digest: Digest;
   chunks: ChunkRef[];
+  extents?: Extent[];
 }
 
 /** A directory; `tree` is the digest of its tree object. */
@@ -76,8 +82,8 @@ export type Entry = FileEntry | DirEntry | SymlinkEntry | HardlinkEntry | Specia
 
 /** A directory's content: its entries sorted by the bytes of their names. */
 export interface TreeObject {
-  /** 1: every name and link target is UTF-8; 2: some hold raw bytes (src/core/raw-name.ts). */
-  v: 1 | 2;
+  /** 1: every name and link target is UTF-8; 2: some hold raw bytes (src/core/raw-name.ts); 3: some file is sparse (raw names allowed). */
+  v: 1 | 2 | 3;
   entries: Entry[];
 }
 
@@ -112,6 +118,11 @@ export function checkName(name: string, raw = false): void {
   }
 }
 
+/** Whether an entry needs tree format v3: a file with extents (sparse). */
+function isSparse(e: Entry): boolean {
+  return e.type === 'file' && e.extents !== undefined;
+}
+
 /** Whether an entry needs tree format v2: its name, or its link's target, holds raw bytes. */
 function needsRaw(e: Entry): boolean {
   return hasEscape(e.name) || ((e.type === 'symlink' || e.type === 'hardlink') && hasEscape(e.target));
@@ -128,8 +139,8 @@ function attrs(e: EntryAttrs): EntryAttrs {
 /** Returns the entry with keys in canonical order (the encoding's fixed key order). */
 export function canonicalEntry(e: Entry): Entry {
   switch (e.type) {
-    case 'file':
-      return {
+    case 'file': {
+      const f: FileEntry = {
         type: 'file',
         name: e.name,
         ...attrs(e),
@@ -137,6 +148,9 @@ export function canonicalEntry(e: Entry): Entry {
         digest: e.digest,
         chunks: e.chunks.map((c) => ({ digest: c.digest, size: c.size })),
       };
+      if (e.extents) f.extents = e.extents.map(([o, l]) => [o, l]);
+      return f;
+    }
     case 'dir':
       return { type: 'dir', name: e.name, ...attrs(e), tree: e.tree };
     case 'symlink':
@@ -153,8 +167,9 @@ export function canonicalEntry(e: Entry): Entry {
 }
 
 /**
- * Encodes a tree object canonically: entries sorted by name bytes, fixed key order; format v1
- * when every name and link target is UTF-8, else v2 (raw names; docs/reference/formats.md).
+ * Encodes a tree object canonically: entries sorted by name bytes, fixed key order; format v3
+ * when a file is sparse (has extents), else v1 when every name and link target is UTF-8, else
+ * v2 (raw names; docs/reference/formats.md).
  * Input order does not matter. @throws E_FORMAT on duplicate names, E_PATH_TRAVERSAL/E_UNSUPPORTED_NAME on bad names
  *   (a raw name or target not in canonical form).
  */
@@ -165,8 +180,11 @@ export function encodeTree(entries: readonly Entry[]): { bytes: Buffer; digest: 
     checkTarget(sorted[i], true);
     if (i > 0 && sorted[i - 1].name === sorted[i].name)
       throw new AwcError('E_FORMAT', `duplicate entry name ${JSON.stringify(sorted[i].name)}`);
+    const e = sorted[i];
+    if (e.type === 'file' && e.extents) checkExtents(e.name, e.size, e.extents, e.chunks);
   }
-  const obj: TreeObject = { v: sorted.some(needsRaw) ? 2 : 1, entries: sorted.map(canonicalEntry) };
+  const v = sorted.some(isSparse) ? 3 : sorted.some(needsRaw) ? 2 : 1;
+  const obj: TreeObject = { v, entries: sorted.map(canonicalEntry) };
   const bytes = Buffer.from(JSON.stringify(obj), 'utf8');
   return { bytes, digest: sha256(bytes) };
 }
@@ -183,9 +201,11 @@ function checkTarget(e: Entry, raw: boolean): void {
 }
 
 /**
- * Decodes and validates a tree object of format v1 (UTF-8 names) or v2 (raw names, which a v2
- * tree must hold: a tree that does not need v2 is always v1).
- * @throws E_FORMAT when it is neither; E_UNSUPPORTED_NAME for a name not in canonical form, or raw in v1
+ * Decodes and validates a tree object of format v1 (UTF-8 names), v2 (raw names, which a v2
+ * tree must hold: a tree that does not need v2 is always v1) or v3 (a sparse file, which a v3
+ * tree must hold; names may be raw). Extents appear in v3 only.
+ * @throws E_FORMAT when it is none of them, or its extents are malformed; E_UNSUPPORTED_NAME for a name not in
+ *   canonical form, or raw in v1
  */
 export function decodeTree(bytes: Uint8Array): TreeObject {
   let obj: TreeObject;
@@ -194,16 +214,23 @@ export function decodeTree(bytes: Uint8Array): TreeObject {
   } catch (err) {
     throw new AwcError('E_FORMAT', 'tree object is not JSON', { cause: err });
   }
-  if (!obj || (obj.v !== 1 && obj.v !== 2) || !Array.isArray(obj.entries)) throw new AwcError('E_FORMAT', 'not a v1 or v2 tree object');
+  if (!obj || (obj.v !== 1 && obj.v !== 2 && obj.v !== 3) || !Array.isArray(obj.entries))
+    throw new AwcError('E_FORMAT', 'not a v1, v2 or v3 tree object');
   for (const e of obj.entries) {
     if (typeof e?.name !== 'string') throw new AwcError('E_FORMAT', 'a tree entry has no name');
-    checkName(e.name, obj.v === 2);
-    checkTarget(e, obj.v === 2);
+    checkName(e.name, obj.v !== 1);
+    checkTarget(e, obj.v !== 1);
+    if (e.type === 'file' && e.extents !== undefined) {
+      if (obj.v !== 3) throw new AwcError('E_FORMAT', `tree entry ${JSON.stringify(e.name)} has extents in a v${obj.v} tree`);
+      checkExtents(JSON.stringify(e.name), e.size, e.extents, Array.isArray(e.chunks) ? e.chunks : []);
+    }
     if ((e.type === 'file' && !isDigest(e.digest)) || (e.type === 'dir' && !isDigest(e.tree))) {
       throw new AwcError('E_FORMAT', `tree entry ${JSON.stringify(e.name)} has a malformed digest`);
     }
   }
   if (obj.v === 2 && !obj.entries.some(needsRaw)) throw new AwcError('E_FORMAT', 'a v2 tree object without a raw name (it must be v1)');
+  if (obj.v === 3 && !obj.entries.some(isSparse))
+    throw new AwcError('E_FORMAT', 'a v3 tree object without a sparse file (it must be v1 or v2)');
   return obj;
 }
 

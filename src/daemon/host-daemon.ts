@@ -483,9 +483,9 @@ function str(body: Record<string, unknown>, k: string): string {
   return v;
 }
 
-/** [hex, size in bytes] of every content object of a layer. */
-function* contentSizes(contents: Layer['meta']['contents']): Generator<[string, number]> {
-  for (const hex in contents) yield [hex, contents[hex]![0]];
+/** [hex, size in bytes, sparse] of every content object of a layer. */
+function* contentSizes(contents: Layer['meta']['contents']): Generator<[string, number, boolean]> {
+  for (const hex in contents) yield [hex, contents[hex]![0], contents[hex]![2] !== undefined];
 }
 
 /** The inode number of `path`, or undefined when it does not exist. */

@@ -44,7 +44,7 @@ export class UserContent {
     const reach = await this.find(awc, snapshots, digest, (r, d) => r.files.has(d));
     const chunks = reach.files.get(digest as Digest)!;
     res.writeHead(200, { 'content-type': 'application/octet-stream' });
-    for await (const b of awc.reader().readFile({ chunks })) if (!res.write(b)) await new Promise((r) => res.once('drain', r));
+    for await (const b of awc.reader().readData({ chunks })) if (!res.write(b)) await new Promise((r) => res.once('drain', r));
     res.end();
   }
 

@@ -1,17 +1,20 @@
 import type { Digest } from '../core/digest.js';
 import { AwcError } from '../core/errors.js';
 import type { ChunkRef } from '../core/tree.js';
+import { mapRange, type Extent } from '../core/sparse.js';
 import type { BlobIndex } from '../store/pack-types.js';
 import type { ChunkFetcher } from './chunk-fetcher.js';
 import type { ContentSource } from './fuse/content-fuse.js';
 
-/** Layer meta `contents`: content hex (64) → [size in bytes, [[chunk digest, chunk size in bytes], …]]. */
-export type LayerContents = Record<string, [number, [Digest, number][]]>;
+/** Layer meta `contents`: content hex (64) → [size in bytes, [[chunk digest, chunk size in bytes], …], extents of a sparse file?]. */
+export type LayerContents = Record<string, [number, [Digest, number][], Extent[]?]>;
 
-/** A registered content object: its size, chunks, and the end offset (bytes) of each chunk. */
+/** A registered content object: its size, chunks, and the end offset (bytes) of each chunk; a sparse one's extents. */
 interface ContentFile {
   size: number;
   chunks: ChunkRef[];
+  /** Data ranges of a sparse file (its chunks cover their concatenation), else undefined. */
+  extents?: Extent[];
   /** ends[i] = byte offset just past chunk i (prefix sums of the chunk sizes). */
   ends: number[];
   /** The blob index of the namespace that registered it. */
@@ -73,7 +76,7 @@ export class CachedContentSource implements ContentSource {
     let added = 0;
     for (const hex in contents) {
       if (this.files.has(hex)) continue;
-      const [size, list] = contents[hex];
+      const [size, list, extents] = contents[hex];
       const chunks: ChunkRef[] = new Array(list.length);
       const ends: number[] = new Array(list.length);
       let pos = 0;
@@ -83,7 +86,7 @@ export class CachedContentSource implements ContentSource {
         pos += s;
         ends[i] = pos;
       }
-      this.files.set(hex, { size, chunks, ends, index });
+      this.files.set(hex, extents ? { size, chunks, ends, index, extents } : { size, chunks, ends, index });
       added++;
     }
     return added;
@@ -107,13 +110,14 @@ export class CachedContentSource implements ContentSource {
     return this.files.size;
   }
 
-  /** Size in bytes of the content object named by 64-hex digest, or undefined when unknown. */
-  lookup(hex: string): { size: number } | undefined {
+  /** Size in bytes of the content object named by 64-hex digest (and a sparse one's extents), or undefined when unknown. */
+  lookup(hex: string): { size: number; extents?: Extent[] } | undefined {
     return this.files.get(hex);
   }
 
   /**
-   * Bytes [offset, offset + length) of a content object, clamped at its end (empty past it).
+   * Bytes [offset, offset + length) of a content object, clamped at its end (empty past it);
+   * a sparse one's holes read as zeros, and only the chunks of its data in the range are read.
    * @returns a Buffer when every covering chunk is cached (treat it as read-only: it may be a
    *   view of a cached chunk), else a Promise of one.
    * @throws (rejects; never throws synchronously) E_NOT_FOUND for an unknown hex, E_USAGE for
@@ -128,6 +132,25 @@ export class CachedContentSource implements ContentSource {
     }
     const end = Math.min(f.size, offset + length);
     if (end <= offset) return EMPTY;
+    if (f.extents) return this.readSparse(hex, f, f.extents, offset, end);
+    return this.readData(hex, f, offset, end);
+  }
+
+  /** A sparse file's [offset, end): zeros, with the data pieces copied in (synchronously when all are cached). */
+  private readSparse(hex: string, f: ContentFile, extents: Extent[], offset: number, end: number): Buffer | Promise<Buffer> {
+    const out = Buffer.alloc(end - offset);
+    const waits: Promise<void>[] = [];
+    for (const p of mapRange(extents, offset, end)) {
+      if (p.dataOffset < 0) continue;
+      const r = this.readData(hex, f, p.dataOffset, p.dataOffset + p.length);
+      if (r instanceof Promise) waits.push(r.then((b) => void b.copy(out, p.offset - offset)));
+      else r.copy(out, p.offset - offset);
+    }
+    return waits.length === 0 ? out : Promise.all(waits).then(() => out);
+  }
+
+  /** Bytes [offset, end) of the concatenated chunks of `f` (the whole content of a dense file), end inside them. */
+  private readData(hex: string, f: ContentFile, offset: number, end: number): Buffer | Promise<Buffer> {
     const ends = f.ends;
     if (ends.length === 0 || ends[ends.length - 1] < end) {
       return Promise.reject(

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
-import { lchown, link, open, symlink, type FileHandle } from 'node:fs/promises';
+import { lchown, link, open, symlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import type * as Xattr from 'fs-xattr';
 import { lazyRequire } from '../core/lazy-require.js';
@@ -11,6 +11,7 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { fsPath, hasEscape } from '../core/raw-name.js';
 import { splitDev, type Entry, type EntryAttrs, type FileEntry } from '../core/tree.js';
 import type { ContentReader } from '../store/content-reader.js';
+import { writeDense, writeExtents } from './write-content.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
 import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from './export-dir-guard.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
@@ -22,8 +23,9 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 /**
  * Exporting a snapshot into a directory on the local file system.
  *
- * Recreates regular files (streamed; aligned all-zero 4 KiB blocks are left as holes, so
- * sparse files stay sparse), directories (also empty ones), symlinks (verbatim targets;
+ * Recreates regular files (streamed; a sparse file's data at its extents, its holes
+ * unallocated; in a dense file, runs of aligned all-zero 4 KiB blocks under 1 MiB left as
+ * holes: src/host/write-content.ts), directories (also empty ones), symlinks (verbatim targets;
  * never followed), hardlinks (`link(2)` to the first name), fifos (`mkfifo`), and device
  * nodes (`mknod`, root only: E_PERMISSION otherwise; with `unprivileged` they are left
  * out, and setuid/setgid bits of non-directories cleared, see `leftOut`). Then, in this
@@ -112,10 +114,6 @@ export const LEFT_OUT_SETID = 'setuid/setgid bits not materialised (no nosuid mo
 export const LEFT_OUT_DEVICE = 'device node not materialised (no nodev mount)';
 export const LEFT_OUT_CAPABILITY = 'file capabilities (security.capability) not materialised (no nosuid mount)';
 export const LEFT_OUT_ROOT_XATTRS = 'trusted.* and security.* xattrs not materialised (they need root)';
-
-/** Holes are left for whole zero blocks of this many bytes, aligned in the file. */
-const HOLE_BLOCK = 4096;
-const ZERO = Buffer.alloc(HOLE_BLOCK);
 
 /** Maps a creation failure of `name` in `dir`: an existing name is a symlink (E_PATH_TRAVERSAL) or a concurrent writer (E_TARGET_BUSY). */
 function createError(dir: DirFd, name: string, err: unknown): AwcError {
@@ -244,17 +242,14 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
   };
 
   const writeFile = async (d: DirFd, e: FileEntry): Promise<void> => {
-    const body = reader.readFile(e); // before any await: a read window pairs files in walk order
+    const body = e.extents ? reader.readData(e) : reader.readFile(e); // before any await: a read window pairs files in walk order
     const fh = await open(d.path(e.name), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600).catch((err) => {
       throw createError(d, e.name, err);
     });
     const rel = d.childRel(e.name);
     try {
-      let pos = 0;
-      for await (const buf of body) {
-        await writeSparse(fh, buf, pos);
-        pos += buf.length;
-      }
+      // a sparse file (tree v3): only its data extents are written, its holes stay unallocated
+      const pos = e.extents ? await writeExtents(fh, body, e.extents, e.size) : await writeDense(fh, body);
       if (pos !== e.size) throw new AwcError('E_INTEGRITY', `${rel}: content has ${pos} bytes, the tree says ${e.size}`);
       await fh.truncate(e.size); // extends over a trailing hole
       // chown first (it clears setuid/setgid bits and file capabilities), then chmod, then xattrs
@@ -397,26 +392,6 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
   }
 
   return { ...counts, mtimePrecision: await setTreeTimes(top, times, opts.mtimes ?? 'auto'), leftOut };
-}
-
-/** Writes `buf` at file offset `pos`, skipping (leaving holes for) aligned all-zero blocks of HOLE_BLOCK bytes. */
-async function writeSparse(fh: FileHandle, buf: Buffer, pos: number): Promise<void> {
-  const writeAll = async (from: number, to: number): Promise<void> => {
-    while (from < to) from += (await fh.write(buf, from, to - from, pos + from)).bytesWritten;
-  };
-  let run = -1; // start of the pending non-zero run, or -1
-  for (let i = 0; i < buf.length;) {
-    const end = Math.min(buf.length, (Math.floor((pos + i) / HOLE_BLOCK) + 1) * HOLE_BLOCK - pos);
-    const zero = end - i === HOLE_BLOCK && buf.subarray(i, end).equals(ZERO);
-    if (zero) {
-      if (run >= 0) await writeAll(run, i);
-      run = -1;
-    } else if (run < 0) {
-      run = i;
-    }
-    i = end;
-  }
-  if (run >= 0) await writeAll(run, buf.length);
 }
 
 /** Sets `xattrs` (name → base64) on the object at `objPath` (a descriptor path); `rel` names it in errors. */

@@ -1,3 +1,5 @@
+import { sparseOf } from '../core/sparse.js';
+import { findDataExtents } from './seek-data.js';
 import { closeSync, type BigIntStats } from 'node:fs';
 import type { Digest } from '../core/digest.js';
 import { DirFd, fdPath } from '../core/dir-fd.js';
@@ -174,15 +176,28 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
       const prev = opts.reuse?.(rel, st);
       if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
         countFile(prev.size);
-        return { type: 'file', name, ...attrsOf(st, xattrs), size: prev.size, digest: prev.digest, chunks: prev.chunks };
+        return {
+          type: 'file',
+          name,
+          ...attrsOf(st, xattrs),
+          size: prev.size,
+          digest: prev.digest,
+          chunks: prev.chunks,
+          ...sparseOf(prev.extents),
+        };
       }
-      const c = await writer.writeFileFd(fd, { path: rel, allowChanging: opts.allowChanging, also: proof?.also(rel) });
+      const c = await writer.writeFileFd(fd, {
+        path: rel,
+        allowChanging: opts.allowChanging,
+        also: proof?.also(rel),
+        findExtents: findDataExtents,
+      });
       if (c.changing) changing.push(rel);
       else proof?.record(rel, c.digest, c.also);
       // the attributes of what was read: xattrs again when the inode changed since they were read
       if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd));
       countFile(c.size);
-      return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks };
+      return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
     } finally {
       closeSync(fd);
     }

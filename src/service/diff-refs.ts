@@ -3,7 +3,7 @@ import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { ContentReader } from '../store/content-reader.js';
 import type { ContentWriter } from '../store/content-writer.js';
 import { diffSnapshots, type Change } from './diff.js';
-import { renderPatch } from './patch.js';
+import { renderPatch, type PatchFileRef } from './patch.js';
 import { detectRenames } from './diff-renames.js';
 import { markSecrets, type DiffDropped, type DiffSecret, type LiveLeftOut } from './diff-secrets.js';
 
@@ -77,7 +77,7 @@ export async function diffRefs(
   const changes = detectRenames(marked?.changes ?? all);
   const out: DiffResult = { from, to, changes, ...(marked && leftOut ? { secrets: marked.secrets, dropped: leftOut.dropped } : {}) };
   if (opts.patch) {
-    const readAll = async (f: { size: number; chunks: { digest: Digest; size: number }[] }): Promise<Buffer> => {
+    const readAll = async (f: PatchFileRef): Promise<Buffer> => {
       const parts: Buffer[] = [];
       for await (const b of src.readFile(f)) parts.push(b); // new bytes of a live state come from the writer's session
       return Buffer.concat(parts);

@@ -12,6 +12,14 @@ import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../s
 import { RawPax } from './pax-raw.js';
 import { PendingFile } from './pending-file.js';
 import { hasEscape, nameToBytes } from '../core/raw-name.js';
+import { dataBytes } from '../core/sparse.js';
+import { sparseHeaderName, sparseMapBlock, sparsePax } from './tar-sparse.js';
+
+/** `first`, then the buffers of `rest`. */
+async function* prepend(first: Buffer, rest: AsyncIterable<Buffer>): AsyncIterable<Buffer> {
+  yield first;
+  yield* rest;
+}
 
 /** tar-stream, loaded when a tar is first written. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -32,6 +40,8 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  * The ustar header carries mode (07777 incl. setuid/setgid/sticky), type, size and device
  * numbers (its name field is tar-stream's placeholder `PaxHeader`: readers without pax
  * support cannot use these archives).
+ * A sparse file (tree v3) is a GNU sparse 1.0 member (src/service/tar-sparse.ts): its map and
+ * data only, its holes never written; GNU tar extracts it with the holes.
  * Hardlinks are type `link` with the first name (`./<target>`) as target; fifos and
  * devices are recorded with their major/minor numbers.
  */
@@ -245,8 +255,23 @@ async function writeTar(
         case 'file': {
           const h = header(path, e);
           h.size = e.size;
-          if (e.size > USTAR_MAX_SIZE) h.pax.size = String(e.size);
-          await addEntry(h, walker.readFile(e));
+          let body = e.extents ? undefined : walker.readFile(e);
+          if (e.extents) {
+            // GNU sparse 1.0 (src/service/tar-sparse.ts): the map, then only the data
+            const map = sparseMapBlock(e.size, e.extents);
+            h.name = sparseHeaderName(path);
+            Object.assign(h.pax, sparsePax(path, e.size));
+            if (hasEscape(path)) {
+              if (!rawPax)
+                throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(path)}: this tar-stream cannot write names that are not UTF-8`);
+              delete h.pax['GNU.sparse.name'];
+              rawPax.attach(h, [['GNU.sparse.name', nameToBytes(path)]]);
+            }
+            h.size = map.length + dataBytes(e.extents);
+            body = prepend(map, walker.readData(e));
+          }
+          if (h.size > USTAR_MAX_SIZE) h.pax.size = String(h.size);
+          await addEntry(h, body);
           counts.files++;
           counts.bytes += e.size;
           emitted.add(rel);

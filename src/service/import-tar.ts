@@ -1,3 +1,5 @@
+import { readSparseMember, sparseMember } from './tar-sparse.js';
+import { sparseOf } from '../core/sparse.js';
 import { closeSync, createReadStream, openSync, readSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 import { createGunzip } from 'node:zlib';
@@ -41,7 +43,9 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  *   one file are resolved as in `importDir`: the first in depth-first, name-sorted order is
  *   the `file` entry, the others `hardlink`s to it, whatever the archive's order. A
  *   hardlink to a symlink, fifo or device is recorded as a copy (`W_HARDLINK_COPIED`).
- * - Unsupported (E_UNSUPPORTED): GNU sparse members, multi-volume and other vendor types.
+ * - GNU sparse members of format 1.0 (`tar --format=posix --sparse`) become sparse files
+ *   (src/service/tar-sparse.ts); formats 0.0/0.1, old GNU sparse (`S`), multi-volume and
+ *   other vendor types are unsupported (E_UNSUPPORTED).
  * - With a capture filter, a regular file it calls secret is read past (its bytes never
  *   reach the writer), and so is a hardlink to one or a hardlink with a secret's name.
  */
@@ -128,7 +132,7 @@ type TarHeader = TarStream.Header & { pax?: Record<string, string> | null };
  *
  * @throws AwcError E_SOURCE_NOT_FOUND (no such file), E_PATH_TRAVERSAL (`..` or absolute
  *   names), E_FORMAT (corrupt or truncated
- *   archive, hardlink to an unknown entry), E_UNSUPPORTED (sparse or vendor entry types).
+ *   archive, hardlink to an unknown entry), E_UNSUPPORTED (GNU sparse 0.x, vendor entry types).
  */
 export async function importTar(
   tarPath: string | NodeJS.ReadableStream,
@@ -227,30 +231,33 @@ export async function importTar(
         const v = pax.get(key);
         return v && v.length > 0 ? v.toString('utf8') : undefined;
       };
-      const rawName = nameFromBytes(pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'));
+      const sparse = sparseMember(pax, header.name); // GNU sparse 1.0 (src/service/tar-sparse.ts): its real name and size
+      const rawName = nameFromBytes(
+        sparse?.name?.length ? sparse.name : pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'),
+      );
       const parts = splitPath(rawName);
       const attrs = paxAttrs(header, pax, text, rawName);
       const type = header.type;
-      if ([...pax.keys()].some((k) => k.startsWith('GNU.sparse.'))) {
-        throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(rawName)} is a GNU sparse file; repack it without --sparse`);
-      }
 
       if (type === 'file' || type === 'contiguous-file') {
         if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
         let data = entry as AsyncIterable<Buffer>;
         if (opts.capture) {
-          const head = await takeHead(data, PEEK_BYTES);
-          const verdict = await opts.capture.verdict(parts, head.peek);
+          const head = await takeHead(data, sparse ? 0 : PEEK_BYTES);
+          const verdict = await opts.capture.verdict(parts, sparse ? () => Buffer.alloc(0) : head.peek); // a sparse body starts with its map
           if (verdict !== 'store') {
             if ((await drain(head.rest)) !== header.size)
               throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
-            leaveOut(parts, rawName, verdict, header.size ?? 0);
+            leaveOut(parts, rawName, verdict, sparse?.size ?? header.size ?? 0);
             continue;
           }
           data = head.rest;
         }
-        const content = await writer.writeStream(data);
-        if (content.size !== header.size) throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
+        const content = sparse
+          ? await readSparseMember(writer, data, header.size ?? 0, sparse.size, rawName)
+          : await writer.writeStream(data);
+        if (content.size !== (sparse ? sparse.size : header.size))
+          throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
         place(parts, rawName, { kind: 'file', inode: { attrs, content } });
         progress.files++;
         progress.bytes += content.size;
@@ -341,7 +348,15 @@ export async function importTar(
           const c = node.inode.content;
           fileCount++;
           byteCount += c.size;
-          entries.push({ type: 'file', name, ...node.inode.attrs, size: c.size, digest: c.digest, chunks: c.chunks });
+          entries.push({
+            type: 'file',
+            name,
+            ...node.inode.attrs,
+            size: c.size,
+            digest: c.digest,
+            chunks: c.chunks,
+            ...sparseOf(c.extents),
+          });
         }
       } else {
         entries.push(node.entry);

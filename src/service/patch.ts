@@ -1,3 +1,4 @@
+import { sparseOf, type Extent } from '../core/sparse.js';
 import { createHash } from 'node:crypto';
 import { isUtf8 } from 'node:buffer';
 import { deflateSync } from 'node:zlib';
@@ -43,6 +44,8 @@ export interface PatchFileRef {
   size: number;
   chunks: ChunkRef[];
   digest: Digest;
+  /** A sparse file's data ranges (src/core/sparse.ts): the holes read as zeros. */
+  extents?: Extent[];
 }
 
 /** Loads the whole content of a file (e.g. by concatenating `ContentReader.readFile`). */
@@ -249,7 +252,7 @@ async function renderFile(
       ? Promise.resolve(undefined)
       : s.inline
         ? Promise.resolve(s.inline)
-        : read({ size: s.file!.size, chunks: s.file!.chunks, digest: s.file!.digest });
+        : read({ size: s.file!.size, chunks: s.file!.chunks, digest: s.file!.digest, ...sparseOf(s.file!.extents) });
   const [oc, nc] = await Promise.all([load(o), load(n)]);
   const binary = [oc, nc].some((c) => c !== undefined && (isBinaryContent(c) || !isUtf8(c)));
   const full = binary && opts.binary === 'full';

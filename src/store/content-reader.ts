@@ -7,6 +7,8 @@ import { BlobDecoder } from './blob-decoder.js';
 import type { BlobIndex, BlobLocation } from './pack-types.js';
 import { RangePlanner, type BlobRange } from './range-plan.js';
 import type { TreeSource } from './tree-source.js';
+import { mapRange, type Extent } from '../core/sparse.js';
+import { withHoles } from './sparse-read.js';
 
 /** Options of a ContentReader. */
 export interface ContentReaderOptions {
@@ -156,24 +158,54 @@ export class ContentReader implements TreeSource {
     }
   }
 
-  /** The whole content of a file, as consecutive Buffers (its chunks). @throws as readChunks */
-  readFile(file: { chunks: readonly ChunkRef[] }): AsyncIterable<Buffer> {
+  /**
+   * The whole content of a file, as consecutive Buffers (its chunks; for a sparse file, its data
+   * with zero Buffers for the holes, src/store/sparse-read.ts). @throws as readChunks
+   */
+  readFile(file: { size: number; chunks: readonly ChunkRef[]; extents?: Extent[] }): AsyncIterable<Buffer> {
+    const data = this.readChunks(file.chunks);
+    return file.extents ? withHoles(file.size, file.extents, data) : data;
+  }
+
+  /** The stored data of a file, as consecutive Buffers (its chunks: for a sparse file the concatenation of its extents). @throws as readChunks */
+  readData(file: { chunks: readonly ChunkRef[] }): AsyncIterable<Buffer> {
     return this.readChunks(file.chunks);
   }
 
   /**
    * `length` bytes of a file from byte `offset` (fewer at the end of the file, empty past
-   * it), reading only the chunks that cover the range.
+   * it), reading only the chunks that cover the range (of a sparse file, those of the data
+   * extents in the range; holes read as zeros).
    * @throws E_USAGE for a negative or non-integer offset/length; as readChunks otherwise.
    */
-  async readFileRange(file: { size: number; chunks: readonly ChunkRef[] }, offset: number, length: number): Promise<Buffer> {
+  async readFileRange(
+    file: { size: number; chunks: readonly ChunkRef[]; extents?: Extent[] },
+    offset: number,
+    length: number,
+  ): Promise<Buffer> {
     if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
       throw new AwcError('E_USAGE', `bad file range ${offset}+${length}`);
     }
     const end = Math.min(file.size, offset + length);
     if (end <= offset) return Buffer.alloc(0);
+    if (file.extents) {
+      const out = Buffer.alloc(end - offset);
+      const dataSize = file.chunks.reduce((a, c) => a + c.size, 0);
+      for (const p of mapRange(file.extents, offset, end)) {
+        if (p.dataOffset < 0) continue;
+        const b = await this.readDataRange(file.chunks, dataSize, p.dataOffset, p.length);
+        b.copy(out, p.offset - offset);
+      }
+      return out;
+    }
+    return this.readDataRange(file.chunks, file.size, offset, end - offset);
+  }
+
+  /** Bytes [offset, offset+length) of the concatenated chunks (of `size` bytes; the range inside it). */
+  private async readDataRange(chunks: readonly ChunkRef[], size: number, offset: number, length: number): Promise<Buffer> {
+    const end = Math.min(size, offset + length);
+    if (end <= offset) return Buffer.alloc(0);
     // First chunk that ends after `offset`, then every chunk until `end`.
-    const chunks = file.chunks;
     let pos = 0;
     let i = 0;
     while (i < chunks.length && pos + chunks[i].size <= offset) pos += chunks[i++].size;

@@ -1,6 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
 import { killPoint } from '../core/kill-point.js';
-import * as fs from 'node:fs';
 import { constants as fsc, type BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { sha256, type Digest } from '../core/digest.js';
@@ -9,6 +8,9 @@ import { encodeRoot, encodeTree, type ChunkRef, type Entry, type RootObject } fr
 import type { ObjectStore } from './object-store.js';
 import { PackWriter } from './pack.js';
 import type { BlobIndex, BlobKind, WrittenPack } from './pack-types.js';
+import { closeFd, fstatBig, openFd, readFully, sameFile, sourceError } from './fd-io.js';
+import { captureSparseFd, captureSparseStream } from './sparse-capture.js';
+import type { Extent } from '../core/sparse.js';
 
 /**
  * A second hash over a file's bytes in the same read pass (e.g. git's blob id): called with
@@ -17,12 +19,19 @@ import type { BlobIndex, BlobKind, WrittenPack } from './pack-types.js';
  */
 export type AlsoHash = (size: number) => Hash;
 
-/** The content of one file as written: sha256 of the whole content, its size in bytes, and its chunks in order. */
+/**
+ * The content of one file as written: sha256 of the whole content, its size in bytes, and its chunks in order. A sparse
+ * file (src/core/sparse.ts) also has `extents`: its chunks cover only the data, its digest is `sparseDigest`.
+ */
 export interface FileContent {
   digest: Digest;
   size: number;
   chunks: ChunkRef[];
+  extents?: Extent[];
 }
+
+/** Finds the data extents of the file open at `fd` (fstat `st`): undefined for a dense file (src/host/seek-data.ts). */
+export type FindExtents = (fd: number, st: BigIntStats) => Extent[] | undefined;
 
 /**
  * Counters of one writer. `files`/`bytes`/`chunks`: files written and their content bytes
@@ -139,8 +148,8 @@ export class ContentWriter {
       throw sourceError(err, path);
     }
     try {
-      const { digest, size, chunks } = await this.writeFileFd(fd, { path, attempts: 2 });
-      return { digest, size, chunks };
+      const { digest, size, chunks, extents } = await this.writeFileFd(fd, { path, attempts: 2 });
+      return extents ? { digest, size, chunks, extents } : { digest, size, chunks };
     } finally {
       await closeFd(fd);
     }
@@ -152,7 +161,9 @@ export class ContentWriter {
    * mtime, ctime, inode, device); when they differ, or the bytes read differ from the size,
    * the file is read again after a short pause (5, 10, 20 … ms), up to `attempts` reads in
    * all (default 4). `path` only names the file in errors and test hooks. `also`: a second
-   * hash fed the same bytes in the same pass (see AlsoHash).
+   * hash fed the same bytes in the same pass (see AlsoHash). `findExtents`: where the file's
+   * data is; a file it finds holes in is read by its data extents only (the holes are never
+   * read) and returned with `extents`, and without `also`.
    * @returns the content, `st` (the fstat after the last read, bigint), `changing`: true
    *   when every read saw a change and `allowChanging` let the last read's bytes stand, and
    *   `also`: the hex digest of the `also` hash over the bytes returned.
@@ -162,13 +173,13 @@ export class ContentWriter {
    */
   async writeFileFd(
     fd: number,
-    opts: { path: string; attempts?: number; allowChanging?: boolean; also?: AlsoHash },
+    opts: { path: string; attempts?: number; allowChanging?: boolean; also?: AlsoHash; findExtents?: FindExtents },
   ): Promise<FileContent & { st: BigIntStats; changing: boolean; also?: string }> {
     this.check();
     const attempts = Math.max(1, opts.attempts ?? 4);
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await new Promise((r) => setTimeout(r, 5 * 2 ** (attempt - 1)));
-      const r = await this.readFdOnce(fd, opts.path, attempt, opts.also);
+      const r = await this.readFdOnce(fd, opts.path, attempt, opts.also, opts.findExtents);
       if (!r.changed) return { ...this.counted(r.content), st: r.st, changing: false, also: r.also };
       if (attempt + 1 >= attempts) {
         if (opts.allowChanging) return { ...this.counted(r.content), st: r.st, changing: true, also: r.also };
@@ -215,6 +226,21 @@ export class ContentWriter {
     const last = chunker.finish();
     await take(last ? [last] : [], true);
     return this.counted({ digest: `sha256:${whole.digest('hex')}`, size, chunks: refs });
+  }
+
+  /**
+   * Chunks and stores the data of a sparse file of `size` bytes whose data ranges are
+   * `extents` (recorded form, src/core/sparse.ts), given as a stream of the concatenated
+   * data (a GNU sparse tar member's body). Buffers as in writeStream.
+   * @throws E_FORMAT when the stream does not hold exactly the extents' bytes
+   */
+  async writeSparseStream(src: AsyncIterable<Uint8Array>, size: number, extents: readonly Extent[]): Promise<FileContent> {
+    this.check();
+    const c = await captureSparseStream(src, size, extents, (b) => this.storeChunks(b));
+    const data = c.chunks.reduce((a, r) => a + r.size, 0);
+    const want = extents.reduce((a, [, l]) => a + l, 0);
+    if (data !== want) throw new AwcError('E_FORMAT', `sparse file data has ${data} bytes, its map says ${want}`);
+    return this.counted(c);
   }
 
   /** Chunks and stores bytes held in memory. */
@@ -320,14 +346,18 @@ export class ContentWriter {
     path: string,
     attempt: number,
     also?: AlsoHash,
+    findExtents?: FindExtents,
   ): Promise<{ content: FileContent; st: BigIntStats; changed: boolean; also?: string }> {
     try {
       const before = await fstatBig(fd);
       if (!before.isFile()) throw new AwcError('E_UNSUPPORTED', `${path} is not a regular file`);
       const size = Number(before.size);
-      const h = also?.(size);
+      const extents = findExtents?.(fd, before);
+      const h = extents ? undefined : also?.(size);
       let content: FileContent;
-      if (size < READ_SIZE) {
+      if (extents) {
+        content = await captureSparseFd(fd, size, extents, (b) => this.storeChunks(b));
+      } else if (size < READ_SIZE) {
         // One read (plus one byte to notice growth), one index lookup.
         const buf = Buffer.allocUnsafe(size + 1);
         const got = await readFully(fd, buf, 0);
@@ -459,41 +489,4 @@ export class ContentWriter {
     await prev;
     this.check();
   }
-}
-
-// Descriptor calls as promises (fs/promises works on FileHandles only).
-function openFd(path: string, flags: number): Promise<number> {
-  return new Promise((res, rej) => fs.open(path, flags, (err, fd) => (err ? rej(err) : res(fd))));
-}
-
-function closeFd(fd: number): Promise<void> {
-  return new Promise((res, rej) => fs.close(fd, (err) => (err ? rej(err) : res())));
-}
-
-function fstatBig(fd: number): Promise<BigIntStats> {
-  return new Promise((res, rej) => fs.fstat(fd, { bigint: true }, (err, st) => (err ? rej(err) : res(st))));
-}
-
-/** Reads into `buf` from file offset `position` until it is full or the file ends; returns the bytes read. */
-async function readFully(fd: number, buf: Buffer, position: number): Promise<number> {
-  let got = 0;
-  while (got < buf.length) {
-    const n = await new Promise<number>((res, rej) =>
-      fs.read(fd, buf, got, buf.length - got, position + got, (err, bytesRead) => (err ? rej(err) : res(bytesRead))),
-    );
-    if (n === 0) break;
-    got += n;
-  }
-  return got;
-}
-
-function sameFile(a: BigIntStats, b: BigIntStats): boolean {
-  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino && a.dev === b.dev;
-}
-
-function sourceError(err: unknown, path: string): AwcError {
-  const code = (err as NodeJS.ErrnoException).code;
-  if (code === 'ENOENT' || code === 'ENOTDIR') return new AwcError('E_SOURCE_NOT_FOUND', `${path} does not exist`, { cause: err });
-  if (code === 'EISDIR') return new AwcError('E_UNSUPPORTED', `${path} is not a regular file`, { cause: err });
-  return toAwcError(err);
 }

@@ -7,11 +7,14 @@ import type { ContentReader } from './content-reader.js';
 import type { BlobLocation } from './pack-types.js';
 import { DEFAULT_RANGE_LIMITS, LOOKUP_BATCH, RangePlanner, type BlobRange, type RangeLimits } from './range-plan.js';
 import type { TreeSource } from './tree-source.js';
+import { withHoles } from './sparse-read.js';
 
 /** What a whole-tree reader (exportDir, exportTar) reads through: a ContentReader, or a ReadWindow in front of one. */
 export interface TreeContentSource extends TreeSource {
-  /** The whole content of a file, as consecutive Buffers (its chunks, verified). */
+  /** The whole content of a file, as consecutive Buffers (its chunks, verified; a sparse file's holes as zero Buffers). */
   readFile(file: FileEntry): AsyncIterable<Buffer>;
+  /** The stored data of a file (its chunks, verified: a sparse file's extents concatenated). Pairs in walk order as readFile does. */
+  readData(file: FileEntry): AsyncIterable<Buffer>;
 }
 
 /** Options of a {@link ReadWindow} (bytes; all optional). */
@@ -165,9 +168,16 @@ export class ReadWindow implements TreeContentSource {
   /**
    * The next regular file's content, in walk order (call it in that order; the pairing is
    * made at the call): its chunks from the window's GETs, each `ref.size` bytes, verified.
+   * A sparse file's holes come as zero Buffers (src/store/sparse-read.ts).
    * @throws (the iterator) E_OBJECT_NOT_FOUND, E_INTEGRITY, the store's errors, as ContentReader.readFile.
    */
   readFile(file: FileEntry): AsyncIterable<Buffer> {
+    const data = this.readData(file);
+    return file.extents ? withHoles(file.size, file.extents, data) : data;
+  }
+
+  /** As readFile, but a sparse file's stored data only (its chunks), without the holes. */
+  readData(file: FileEntry): AsyncIterable<Buffer> {
     if (this.off) return this.direct(file);
     const n = this.takenFiles++;
     this.notify();
@@ -212,7 +222,7 @@ export class ReadWindow implements TreeContentSource {
 
   private direct(file: FileEntry): AsyncIterable<Buffer> {
     this.stats.direct++;
-    return this.reader.readFile(file);
+    return this.reader.readData(file);
   }
 
   /** The walk: trees depth-first in entry order, planning the files' chunks; stops when closed. Never rejects. */

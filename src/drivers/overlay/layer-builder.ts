@@ -7,6 +7,7 @@ import type * as Xattr from 'fs-xattr';
 import { lazyRequire } from '../../core/lazy-require.js';
 import { digestHex, type Digest } from '../../core/digest.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
+import type { Extent } from '../../core/sparse.js';
 import { futimesNs, utimesNsAt } from '../../host/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/tree-source.js';
@@ -31,8 +32,8 @@ export interface LayerMeta {
   root: Digest;
   files: number;
   dirs: number;
-  /** content hex digest → size and chunks, for the content FUSE server. */
-  contents: Record<string, [number, [Digest, number][]]>;
+  /** content hex digest → size and chunks (and a sparse file's extents), for the content FUSE server. */
+  contents: Record<string, [number, [Digest, number][], Extent[]?]>;
   /** Hardlink groups: path of the file entry → further names (paths from the root). */
   hardlinks: Record<string, string[]>;
   /** The workspace's index (src/drivers/overlay/layer-git-index.ts): absent when the layer shows the snapshot's own `.git/index`. */
@@ -224,7 +225,10 @@ async function buildEntry(src: TreeSource, e: Entry, dir: DirFd, relPath: string
     case 'file':
       writePlaceholder(dir, e.name, owned(e, ctx), ctx);
       meta.files++;
-      if (e.size > 0) meta.contents[digestHex(e.digest)] = [e.size, e.chunks.map((c) => [c.digest, c.size])];
+      if (e.size > 0) {
+        const chunks: [Digest, number][] = e.chunks.map((c) => [c.digest, c.size]);
+        meta.contents[digestHex(e.digest)] = e.extents ? [e.size, chunks, e.extents] : [e.size, chunks];
+      }
       return;
     case 'hardlink':
       linkInLayer(b.tree, e.target, dir, e.name, relPath);

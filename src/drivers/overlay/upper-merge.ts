@@ -11,6 +11,9 @@ import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.
 import { peekFd, SMALL_FILE_BYTES } from '../../core/small-file.js';
 import { readXattrs } from '../../host/xattrs.js';
 import { nameFromBytes } from '../../core/raw-name.js';
+import { sparseOf, type Extent } from '../../core/sparse.js';
+import { findDataExtents } from '../../host/seek-data.js';
+import type { FindExtents } from '../../store/content-writer.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -19,8 +22,8 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 export interface MergeWriter {
   writeFileFd(
     fd: number,
-    opts: { path: string; allowChanging?: boolean },
-  ): Promise<{ digest: Digest; size: number; chunks: ChunkRef[]; st: fs.BigIntStats; changing: boolean }>;
+    opts: { path: string; allowChanging?: boolean; findExtents?: FindExtents },
+  ): Promise<{ digest: Digest; size: number; chunks: ChunkRef[]; extents?: Extent[]; st: fs.BigIntStats; changing: boolean }>;
   writeTree(entries: readonly Entry[]): Promise<Digest>;
   writeRoot(root: Omit<EntryAttrs, never> & { tree: Digest }): Promise<Digest>;
 }
@@ -50,11 +53,11 @@ export interface MergeResult {
 
 /**
  * Stat cache of an upper directory's full-copy files: path → [ino, size, mtimeNs, ctimeNs,
- * content digest, chunks]. A checkpoint re-merges the whole (cumulative) upper; a file
+ * content digest, chunks[, extents of a sparse file]]. A checkpoint re-merges the whole (cumulative) upper; a file
  * whose inode, size, mtime and ctime are unchanged since the last checkpoint is not read
  * again. Only written after a checkpoint commits, so every digest in it is stored.
  */
-export type UpperStatCache = Record<string, [string, string, string, string, Digest, [Digest, number][]]>;
+export type UpperStatCache = Record<string, [string, string, string, string, Digest, [Digest, number][], Extent[]?]>;
 
 /**
  * Merges a snapshot's tree (the overlay lower) with an overlayfs upper directory, by the
@@ -84,7 +87,7 @@ export async function mergeUpper(opts: {
   upper: string;
   writer: MergeWriter;
   hardlinks?: Record<string, string[]>;
-  contents?: Record<string, [number, [Digest, number][]]>;
+  contents?: Record<string, [number, [Digest, number][], Extent[]?]>;
   /** Content of upper files already stored by an earlier checkpoint, by path (see UpperStatCache). */
   statCache?: UpperStatCache;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing. */
@@ -124,7 +127,7 @@ class Merger {
   constructor(
     private src: TreeSource,
     private writer: MergeWriter,
-    private contents: Record<string, [number, [Digest, number][]]>,
+    private contents: Record<string, [number, [Digest, number][], Extent[]?]>,
     private statCache: UpperStatCache,
     private allowChanging: boolean,
     private filter: CaptureFilter | undefined,
@@ -286,13 +289,14 @@ class Merger {
     const ov = overlayXattrs(p);
     const attrs0 = attrsFromStat(st, readXattrs(p));
     if (ov.metacopy) {
-      let data: { digest: Digest; size: number; chunks: ChunkRef[] } | undefined;
+      let data: { digest: Digest; size: number; chunks: ChunkRef[]; extents?: Extent[] } | undefined;
       let baseFile: Entry | undefined;
       const hex = ov.redirect !== undefined ? this.contentOfRedirect(ov.redirect) : undefined;
       if (hex !== undefined) {
         const digest = `sha256:${hex}` as Digest;
         const known = this.contents[hex];
-        if (known && isDigest(digest)) data = { digest, size: known[0], chunks: known[1].map(([d, s]) => ({ digest: d, size: s })) };
+        if (known && isDigest(digest))
+          data = { digest, size: known[0], chunks: known[1].map(([d, s]) => ({ digest: d, size: s })), ...sparseOf(known[2]) };
       } else {
         const from =
           ov.redirect !== undefined
@@ -305,11 +309,12 @@ class Merger {
               ? null
               : joinRel(lowerPath, name);
         baseFile = from === null ? undefined : await this.lookupBase(from);
-        if (baseFile?.type === 'file') data = { digest: baseFile.digest, size: baseFile.size, chunks: baseFile.chunks };
+        if (baseFile?.type === 'file')
+          data = { digest: baseFile.digest, size: baseFile.size, chunks: baseFile.chunks, ...sparseOf(baseFile.extents) };
       }
       if (!data)
         throw new AwcError('E_INTEGRITY', `metadata-only copy-up ${relPath} has no lower data (redirect ${ov.redirect ?? 'none'})`);
-      return { type: 'file', name, ...keepBaseTime(attrs0, baseFile), size: data.size, digest: data.digest, chunks: data.chunks };
+      return { type: 'file', name, ...keepBaseTime(attrs0, baseFile), ...data };
     }
     const key = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()] as const;
     const hit = this.statCache[relPath];
@@ -322,9 +327,10 @@ class Merger {
         size: Number(st.size),
         digest: hit[4],
         chunks: hit[5].map(([digest, size]) => ({ digest, size })),
+        ...sparseOf(hit[6]),
       };
     }
-    const c = await this.writer.writeFileFd(fd, { path: relPath, allowChanging: this.allowChanging });
+    const c = await this.writer.writeFileFd(fd, { path: relPath, allowChanging: this.allowChanging, findExtents: findDataExtents });
     this.filesRead++;
     this.bytesRead += c.size;
     const after = c.st;
@@ -339,7 +345,9 @@ class Merger {
         c.digest,
         c.chunks.map((x) => [x.digest, x.size]),
       ];
-    return { type: 'file', name, ...attrsFromStat(after, readXattrs(p)), size: c.size, digest: c.digest, chunks: c.chunks };
+    if (!c.changing && c.extents) this.nextCache[relPath].push(c.extents);
+    const body = { size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
+    return { type: 'file', name, ...attrsFromStat(after, readXattrs(p)), ...body };
   }
 
   /** Re-roots base hardlink groups whose first name no longer holds the shared inode. */

@@ -30,7 +30,7 @@
 import { writeSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
 import { contentKey, contentKeyIn, shortContentName } from '../../core/content-name.js';
-import { AMBIGUOUS, ContentTable, lookupSlot, slotHex, slotNode, slotSize } from './content-table.js';
+import { AMBIGUOUS, ContentTable, lookupSlot, markSlotSparse, slotHex, slotNode, slotSize } from './content-table.js';
 import { ContentArena } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -46,6 +46,8 @@ import {
   contentFileAttr,
 } from './control.js';
 import { NodeLog } from './fuse-session.js';
+import { encodeContentStatfs, encodeLseekReply } from './content-replies.js';
+import { dataBytes, type Extent } from '../../core/sparse.js';
 import { FuseServer, type FuseServerEvents, type FuseServerOptions, type ReaderTables } from './fuse-server.js';
 import {
   ATTR_OUT_SIZE,
@@ -59,14 +61,12 @@ import {
   READ_IN_OFFSET,
   READ_IN_SIZE_FIELD,
   S_IFDIR,
-  STATFS_OUT_SIZE,
   direntSize,
   encodeNotifyInvalEntry,
   encodeAttrOut,
   encodeDirent,
   encodeEntryOut,
   encodeOutHeader,
-  encodeStatfsOut,
   opName,
   readCString,
   readU64,
@@ -75,8 +75,8 @@ import {
 
 /** Where the server gets content from. Both calls are made on the main thread. */
 export interface ContentSource {
-  /** Size in bytes of the content object named by 64-hex digest, or undefined when unknown (→ ENOENT). Must be synchronous. */
-  lookup(hex: string): { size: number } | undefined;
+  /** Size in bytes of the content object named by 64-hex digest (a sparse one's extents), or undefined when unknown (→ ENOENT). Synchronous. */
+  lookup(hex: string): { size: number; extents?: Extent[] } | undefined;
   /** Bytes [offset, offset+length) of that content (clamped at EOF). Return a Buffer synchronously on a cache hit, a Promise on a miss. Errors → EIO. */
   read(hex: string, offset: number, length: number): Buffer | Promise<Buffer>;
 }
@@ -120,6 +120,8 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
   private readonly arena: ContentArena | undefined;
   private readonly nodeHex: string[] = [];
   private readonly nodeSize: number[] = [];
+  /** Node ids of sparse content (its extents from the source: st_blocks of its data, LSEEK). */
+  private readonly sparseNodes = new Set<number>();
   private readonly opCounts: number[] = [];
   private readonly dirBuf = Buffer.alloc(OUT_HEADER_SIZE + 64 * 1024);
   private readonly attrScratch: Attr = { ino: 0, size: 0, mode: 0, nlink: 1, uid: 0, gid: 0, blksize: 4096, time: 0 };
@@ -176,16 +178,23 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
   /**
    * Makes content objects known by 64-hex digest and size in bytes, so that their short names
    * resolve and the reader workers answer their LOOKUPs themselves. Call it with every content
-   * object of a layer before mounting an overlay on it. Announcing a digest twice is a no-op;
+   * object of a layer before mounting an overlay on it (`sparse`: a sparse file, whose extents
+   * the source gives). Announcing a digest twice is a no-op;
    * so is an invalid digest (it is never looked up). Main thread; O(1) per object (amortised).
    */
-  announce(contents: Iterable<readonly [hex: string, size: number]>): void {
-    for (const [hex, size] of contents) {
+  announce(contents: Iterable<readonly [hex: string, size: number, sparse?: boolean]>): void {
+    for (const [hex, size, sparse] of contents) {
       const key = contentKey(hex);
-      if (!key || key.short || lookupSlot(this.table.words, key) >= 0) continue;
+      if (!key || key.short) continue;
+      const known = lookupSlot(this.table.words, key);
+      if (known >= 0 && sparse) {
+        this.sparseNodes.add(slotNode(this.table.words, known)); // e.g. a node of the server before us
+        markSlotSparse(this.table.words, known);
+      }
+      if (known >= 0) continue;
       const short = shortContentName(hex);
       const before = lookupSlot(this.table.words, contentKey(short)!);
-      this.addNode(hex, size);
+      this.addNode(hex, size, true, sparse);
       if (before >= 0) this.shortNameCollision(short);
     }
     this.nodeLog?.flush();
@@ -257,12 +266,13 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
   }
 
   /** Gives a content object the next node id and publishes it in the table (hex not present yet). */
-  private addNode(hex: string, size: number, log = true): number {
+  private addNode(hex: string, size: number, log = true, sparse = false): number {
     const id = FIRST_FILE_ID + this.nodeHex.length;
     this.nodeHex.push(hex);
     this.nodeSize.push(size);
     if (log) this.nodeLog?.add(hex, size);
-    const grewTable = this.table.insert(hex, id, size);
+    if (sparse) this.sparseNodes.add(id);
+    const grewTable = this.table.insert(hex, id, size, sparse);
     const grewNodes = this.arena?.ensureNode(id - FIRST_FILE_ID) ?? false;
     if (grewTable || grewNodes) this.publishTable(grewTable);
     return id;
@@ -311,6 +321,8 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
           return this.onReaddir(b, unique);
         case Op.STATFS:
           return this.onStatfs(unique);
+        case Op.LSEEK:
+          return this.onLseek(b, unique);
         case Op.RELEASE:
         case Op.RELEASEDIR:
         case Op.ACCESS:
@@ -342,6 +354,7 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     const a = this.attrScratch;
     a.ino = nodeid;
     a.time = this.mountTime;
+    a.blocks = undefined;
     if (nodeid === FUSE_ROOT_ID) {
       a.mode = S_IFDIR | 0o500;
       a.nlink = 2 + 256;
@@ -357,6 +370,8 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     const i = nodeid - FIRST_FILE_ID;
     if (i >= 0 && i < this.nodeHex.length) {
       contentFileAttr(a, nodeid, this.nodeSize[i]!, this.mountTime);
+      const ext = this.sparseNodes.has(nodeid) ? this.source.lookup(this.nodeHex[i]!)?.extents : undefined;
+      if (ext) a.blocks = Math.ceil(dataBytes(ext) / 512); // a sparse file: st_blocks of its data
       return true;
     }
     return false;
@@ -386,7 +401,7 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
         // a 64-hex name not announced (yet): the source may know it; a short name only resolves once announced
         const info = key.short ? undefined : this.source.lookup(name);
         if (!info) return this.replyError(unique, Errno.ENOENT);
-        nodeid = this.addNode(name, info.size);
+        nodeid = this.addNode(name, info.size, true, info.extents !== undefined);
         this.nodeLog?.flush(); // before the kernel learns the id
       }
     } else {
@@ -438,6 +453,14 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     this.replyData(unique, r, size);
   }
 
+  /** SEEK_DATA / SEEK_HOLE from the content's extents (content-seek.ts). */
+  private onLseek(b: Buffer, unique: number): void {
+    const i = readU64(b, 16) - FIRST_FILE_ID;
+    const hex = this.nodeHex[i];
+    if (i < 0 || hex === undefined) return this.replyError(unique, i < 0 ? Errno.EISDIR : Errno.ENOENT);
+    this.write(this.small, encodeLseekReply(this.small, b, unique, this.nodeSize[i]!, this.source.lookup(hex)?.extents));
+  }
+
   private onReaddir(b: Buffer, unique: number): void {
     const nodeid = readU64(b, 16);
     if (nodeid >= FIRST_FILE_ID) return this.replyError(unique, Errno.ENOTDIR);
@@ -467,19 +490,6 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
   }
 
   private onStatfs(unique: number): void {
-    const out = this.small;
-    const total = OUT_HEADER_SIZE + STATFS_OUT_SIZE;
-    encodeOutHeader(out, total, 0, unique);
-    encodeStatfsOut(out, OUT_HEADER_SIZE, {
-      blocks: 0,
-      bfree: 0,
-      bavail: 0,
-      files: 1 + 256 + this.nodeHex.length,
-      ffree: 0,
-      bsize: 4096,
-      namelen: 255,
-      frsize: 4096,
-    });
-    this.write(out, total);
+    this.write(this.small, encodeContentStatfs(this.small, unique, 1 + 256 + this.nodeHex.length));
   }
 }

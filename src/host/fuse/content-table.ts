@@ -72,10 +72,23 @@ export function slotNode(words: Int32Array, slot: number): number {
   return words[slot * SLOT_WORDS + W_NODE]! >>> 0;
 }
 
+/** Bit of the size's high word marking a sparse file (sizes stay below 2^53, so the bit is free). */
+const SPARSE_BIT = 0x4000_0000;
+
 /** Size in bytes stored in a slot. */
 export function slotSize(words: Int32Array, slot: number): number {
   const o = slot * SLOT_WORDS;
-  return (words[o + W_SIZE_LO]! >>> 0) + (words[o + W_SIZE_HI]! >>> 0) * 0x1_0000_0000;
+  return (words[o + W_SIZE_LO]! >>> 0) + ((words[o + W_SIZE_HI]! & ~SPARSE_BIT) >>> 0) * 0x1_0000_0000;
+}
+
+/** Marks a slot's content sparse (a node the server before this one handed out without the mark). Main thread. */
+export function markSlotSparse(words: Int32Array, slot: number): void {
+  Atomics.or(words, slot * SLOT_WORDS + W_SIZE_HI, SPARSE_BIT);
+}
+
+/** Whether the slot's content is a sparse file (its attributes, with st_blocks of its data, come from the main thread). */
+export function slotSparse(words: Int32Array, slot: number): boolean {
+  return (words[slot * SLOT_WORDS + W_SIZE_HI]! & SPARSE_BIT) !== 0;
 }
 
 /** The 64-hex digest stored in a slot. */
@@ -124,17 +137,17 @@ export class ContentTable {
   }
 
   /**
-   * Adds a digest (64 hex) with its node id and size in bytes. The caller inserts each digest
+   * Adds a digest (64 hex) with its node id and size in bytes (`sparse`: a sparse file, whose LOOKUPs the main thread answers). The caller inserts each digest
    * once (it keeps node ids unique).
    * @returns true when the table moved to a new, larger buffer (readers must be told).
    */
-  insert(hex: string, nodeid: number, size: number): boolean {
+  insert(hex: string, nodeid: number, size: number, sparse = false): boolean {
     let grew = false;
     if ((this.n + 1) / (this.w.length / SLOT_WORDS) > MAX_LOAD) {
       this.grow();
       grew = true;
     }
-    this.put(this.w, Buffer.from(hex, 'hex'), nodeid, size);
+    this.put(this.w, Buffer.from(hex, 'hex'), nodeid, size, sparse);
     this.n++;
     return grew;
   }
@@ -144,7 +157,7 @@ export class ContentTable {
     this.gen++;
   }
 
-  private put(words: Int32Array, digest: Buffer, nodeid: number, size: number): void {
+  private put(words: Int32Array, digest: Buffer, nodeid: number, size: number, sparse: boolean): void {
     const cap = words.length / SLOT_WORDS;
     for (let i = digest.readInt32LE(0) & (cap - 1); ; i = (i + 1) & (cap - 1)) {
       const o = i * SLOT_WORDS;
@@ -152,7 +165,7 @@ export class ContentTable {
       for (let k = 0; k < 8; k++) words[o + k] = digest.readInt32LE(k * 4);
       words[o + W_NODE] = nodeid | 0;
       words[o + W_SIZE_LO] = (size % 0x1_0000_0000) | 0;
-      words[o + W_SIZE_HI] = Math.floor(size / 0x1_0000_0000) | 0;
+      words[o + W_SIZE_HI] = Math.floor(size / 0x1_0000_0000) | (sparse ? SPARSE_BIT : 0);
       Atomics.store(words, o + W_STATE, 1);
       return;
     }
@@ -178,7 +191,7 @@ export class ContentTable {
       const o = i * SLOT_WORDS;
       if (old[o + W_STATE] === 0) continue;
       const digest = Buffer.from(old.buffer, old.byteOffset + o * 4, 32);
-      this.put(w, digest, old[o + W_NODE]! >>> 0, slotSize(old, i));
+      this.put(w, digest, old[o + W_NODE]! >>> 0, slotSize(old, i), slotSparse(old, i));
     }
     this.sab = sab;
     this.w = w;

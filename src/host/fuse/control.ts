@@ -85,6 +85,7 @@ export function contentFileAttr(a: Attr, nodeid: number, size: number, time: num
   a.gid = 0;
   a.blksize = 4096;
   a.time = time;
+  a.blocks = undefined;
   return a;
 }
 

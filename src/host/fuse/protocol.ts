@@ -136,6 +136,7 @@ export const Errno = {
   EROFS: 30,
   ERANGE: 34,
   ENOSYS: 38,
+  ENXIO: 6,
   ENODATA: 61,
   EOPNOTSUPP: 95,
 } as const;
@@ -277,13 +278,15 @@ export interface Attr {
   blksize: number;
   /** Seconds since the epoch for atime, mtime and ctime alike. */
   time: number;
+  /** 512-byte blocks allocated (st_blocks); absent: the size's. */
+  blocks?: number;
 }
 
-/** Writes a `struct fuse_attr` at `off`. `blocks` is derived from size (512-byte units). */
+/** Writes a `struct fuse_attr` at `off`. `blocks`, when absent, is derived from size (512-byte units). */
 export function encodeAttr(buf: Buffer, off: number, a: Attr): void {
   writeU64(buf, off, a.ino);
   writeU64(buf, off + 8, a.size);
-  writeU64(buf, off + 16, Math.ceil(a.size / 512));
+  writeU64(buf, off + 16, a.blocks ?? Math.ceil(a.size / 512));
   writeU64(buf, off + 24, a.time);
   writeU64(buf, off + 32, a.time);
   writeU64(buf, off + 40, a.time);

@@ -27,7 +27,7 @@
 import { readSync, writeSync } from 'node:fs';
 import { parentPort, receiveMessageOnPort, workerData } from 'node:worker_threads';
 import { contentKeyIn } from '../../core/content-name.js';
-import { lookupSlot, slotNode, slotSize } from './content-table.js';
+import { lookupSlot, slotNode, slotSize, slotSparse } from './content-table.js';
 import { readFromArena, type ArenaView } from './content-arena.js';
 import {
   CTRL_ARENA_RESERVE,
@@ -146,7 +146,7 @@ function run(): void {
     const key = contentKeyIn(readU64(buf, 16), readCString(buf, IN_HEADER_SIZE, n), FUSE_ROOT_ID, DIR_BASE);
     if (!key) return false;
     const slot = lookupSlot(words, key);
-    if (slot < 0) return false;
+    if (slot < 0 || slotSparse(words, slot)) return false; // a sparse file's st_blocks: the main thread's
     const node = slotNode(words, slot);
     contentFileAttr(attr, node, slotSize(words, slot), mountTime);
     encodeOutHeader(out, out.length, 0, readU64(buf, 8));
