@@ -10,6 +10,7 @@ import {
   readdirSync,
   readFileSync,
   readlinkSync,
+  readSync,
   rmSync,
   statSync,
   writeFileSync,
@@ -194,12 +195,48 @@ describe('export --dir from a tar stream, in process', () => {
     },
   );
 
-  test('device nodes (E_PERMISSION) and GNU sparse members (E_UNSUPPORTED) are refused; nothing is left', async () => {
+  test('device nodes (E_PERMISSION), GNU sparse 0.x members (E_UNSUPPORTED) and bad sparse maps (E_FORMAT) are refused; nothing is left', async () => {
     const dev = tarOf([{ header: { name: './null', type: 'character-device', mode: 0o666, devmajor: 1, devminor: 3 } }]);
     assert.equal(await codeOf(extractTarToDir(async () => dev, join(work, 'dev'))), 'E_PERMISSION');
-    const sparse = tarOf([{ header: { name: './s', type: 'file', pax: { 'GNU.sparse.major': '1', 'GNU.sparse.minor': '0' } }, body: 'x' }]);
-    assert.equal(await codeOf(extractTarToDir(async () => sparse, join(work, 'sparse'))), 'E_UNSUPPORTED');
+    const old = tarOf([{ header: { name: './s', type: 'file', pax: { 'GNU.sparse.major': '0', 'GNU.sparse.minor': '1' } }, body: 'x' }]);
+    assert.equal(await codeOf(extractTarToDir(async () => old, join(work, 'sparse'))), 'E_UNSUPPORTED');
+    const sparse1 = { 'GNU.sparse.major': '1', 'GNU.sparse.minor': '0', 'GNU.sparse.name': './s', 'GNU.sparse.realsize': '10' };
+    const badMap = tarOf([{ header: { name: './GNUSparseFile.0/s', type: 'file', pax: sparse1 }, body: '1\n8\n9\n'.padEnd(512, '\0') }]);
+    assert.equal(await codeOf(extractTarToDir(async () => badMap, join(work, 'sparse'))), 'E_FORMAT', 'a range past the size');
     assert.deepEqual(readdirSync(work), ['ok']);
+  });
+
+  test('a GNU sparse 1.0 member (GNU tar --sparse) comes out under its real name, its data in place and its holes unallocated', async () => {
+    const src = join(work, 'sparse-src');
+    mkdirSync(src);
+    const f = join(src, 'big.img');
+    // 4 KiB of data just before 1 GiB, holes elsewhere, 3 GiB in all
+    execFileSync('truncate', ['-s', '0', f]);
+    execFileSync('dd', ['if=/dev/urandom', `of=${f}`, 'bs=4096', 'count=1', 'seek=262143', 'conv=notrunc', 'status=none']);
+    execFileSync('truncate', ['-s', String(3 * 1024 ** 3), f]);
+    const archive = join(work, 'sparse.tar');
+    execFileSync('tar', ['--format=posix', '--sparse', '-C', src, '-cf', archive, '.']);
+    const out = join(work, 'sparse-out');
+    const { createReadStream } = await import('node:fs');
+    await extractTarToDir(async () => createReadStream(archive), out);
+    assert.deepEqual(readdirSync(out), ['big.img'], 'the real name, not GNUSparseFile.0');
+    const st = statSync(join(out, 'big.img'));
+    assert.equal(st.size, 3 * 1024 ** 3);
+    assert.ok(st.blocks * 512 <= 64 * 1024, `holes left unallocated: ${st.blocks * 512} bytes allocated`);
+    const want = Buffer.alloc(8192);
+    const got = Buffer.alloc(8192);
+    const a = openSync(f, 'r');
+    const b = openSync(join(out, 'big.img'), 'r');
+    for (const at of [0, 1024 ** 3 - 4096, 2 * 1024 ** 3]) {
+      readSync(a, want, 0, 8192, at);
+      readSync(b, got, 0, 8192, at);
+      assert.ok(got.equals(want), `bytes at ${at}`);
+    }
+    closeSync(a);
+    closeSync(b);
+    rmSync(out, { recursive: true });
+    rmSync(src, { recursive: true });
+    rmSync(archive);
   });
 
   describe('a hostile stream', () => {

@@ -3,6 +3,9 @@ import assert from 'node:assert/strict';
 import {
   chmodSync,
   chownSync,
+  closeSync,
+  openSync,
+  readSync,
   existsSync,
   lstatSync,
   mkdirSync,
@@ -232,6 +235,26 @@ describe(
       const before = readdirSync(mine('out')).sort();
       assert.equal(as(u, ['export', 'devbase', '--dir', join(mine('out'), 'dev')]).err?.code, 'E_PERMISSION');
       assert.deepEqual(readdirSync(mine('out')).sort(), before, 'nothing is left of the failed export');
+    });
+
+    test('export --dir as the user of a sparse file (GNU sparse 1.0 from the daemon): its data in place, its holes unallocated', () => {
+      const ssrc = join(work, 'sparse-src');
+      mkdirSync(ssrc);
+      const f = join(ssrc, 'disk.img');
+      execFileSync('truncate', ['-s', String(64 * 1024 ** 3), f]);
+      execFileSync('sh', ['-c', `printf 'data in the middle' | dd of="${f}" bs=1 seek=${32 * 1024 ** 3} conv=notrunc status=none`]);
+      awcOk(home, ['snapshot', 'import', ssrc, '--name', 'sparsebase']);
+      const out = join(mine('out'), 'sparse');
+      ok(u, ['export', 'sparsebase', '--dir', out]);
+      const st = statSync(join(out, 'disk.img'));
+      assert.equal(st.size, 64 * 1024 ** 3);
+      assert.equal(st.uid, u.uid);
+      assert.ok(st.blocks * 512 <= 1024 * 1024, `64 GiB with 18 bytes of data allocates ${st.blocks * 512} bytes`);
+      const b = Buffer.alloc(18);
+      const fd = openSync(join(out, 'disk.img'), 'r');
+      readSync(fd, b, 0, 18, 32 * 1024 ** 3);
+      closeSync(fd);
+      assert.equal(b.toString(), 'data in the middle');
     });
   },
 );

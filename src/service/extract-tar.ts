@@ -10,7 +10,9 @@ import { fsPath, hasEscape, nameFromBytes } from '../core/raw-name.js';
 import { checkName } from '../core/tree.js';
 import { runWithDir } from '../host/export-times.js';
 import { exactTimesSupported, futimesNs, microSeconds, utimesNsAt } from '../host/utimens.js';
+import { writeDense, writeExtents } from '../host/write-content.js';
 import { paxTimeToNs, parsePaxRecords } from './import-tar.js';
+import { readSparseMap, sparseMember } from './tar-sparse.js';
 
 /** tar-stream and fs-xattr, loaded on first use. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -48,8 +50,10 @@ const xattr = lazyRequire<typeof Xattr>('fs-xattr');
  *   to an ordinary user there), the others are not, as GNU tar without `--xattrs` set none;
  *   on a file system without user xattrs they are listed in `leftOut` (`LEFT_OUT_USER_XATTRS`);
  * - times: nanoseconds where utimensat loads through koffi (src/host/utimens.ts), else µs.
- * GNU sparse members (pax `GNU.sparse.*`) are E_UNSUPPORTED for now: the data of a regular
- * file is written by a {@link MemberDataWriter}, where a sparse one plugs in.
+ * - file data as root's export --dir writes it (src/host/write-content.ts): a GNU sparse 1.0
+ *   member (src/service/tar-sparse.ts; its real name in `GNU.sparse.name`) gets its data
+ *   ranges written and its holes left unallocated; a dense file's zero blocks are left as
+ *   holes only in runs under 1 MiB. GNU sparse 0.x members are E_UNSUPPORTED.
  */
 
 /** Options of {@link extractTar}. */
@@ -87,27 +91,36 @@ export type MemberDataWriter = (fh: FileHandle, data: AsyncIterable<Buffer>, m: 
 
 /** The plain writer: the data as it is, streamed (a member's size must match its header). */
 export const writePlainData: MemberDataWriter = async (fh, data, m) => {
-  let pos = 0;
-  for await (const buf of data) {
-    for (let at = 0; at < buf.length;) at += (await fh.write(buf, at, buf.length - at, pos + at)).bytesWritten;
-    pos += buf.length;
-  }
-  if (pos !== (m.header.size ?? 0)) throw new AwcError('E_FORMAT', `tar member ${JSON.stringify(m.name)} is truncated`);
+  const size = m.header.size ?? 0;
+  const pos = await writeDense(fh, data);
+  if (pos !== size) throw new AwcError('E_FORMAT', `tar member ${JSON.stringify(m.name)} is truncated`);
+  await fh.truncate(size); // a file that ends in skipped zero blocks
   return pos;
 };
 
 /**
- * The writer of a member's data (used when it is a regular file): the plain one. GNU sparse
- * members (pax `GNU.sparse.*`: 1.0 keeps the real name in `GNU.sparse.name` and the size in
- * `GNU.sparse.realsize`, and starts the data with the map) are refused until a sparse writer
- * plugs in here. @throws AwcError E_UNSUPPORTED (a GNU sparse member)
+ * The writer of a GNU sparse 1.0 member of `size` logical bytes: reads its map, writes each
+ * data range at its offset, leaves the holes unallocated.
  */
-function dataWriterFor(m: Member): MemberDataWriter {
-  if ([...m.pax.keys()].some((k) => k.startsWith('GNU.sparse.')))
-    throw new AwcError('E_UNSUPPORTED', `tar member ${JSON.stringify(m.name)} is a GNU sparse file, which export --dir cannot write yet`, {
-      hint: 'Use `awc export <ref> --tar FILE`.',
-    });
-  return writePlainData;
+function sparseDataWriter(size: number): MemberDataWriter {
+  return async (fh, data, m) => {
+    const { ranges, data: rest } = await readSparseMap(data, m.header.size ?? 0, size, m.name);
+    if ((await writeExtents(fh, rest, ranges, size)) !== size)
+      throw new AwcError('E_FORMAT', `tar member ${JSON.stringify(m.name)}: its data does not fill its sparse map`);
+    await fh.truncate(size);
+    return size;
+  };
+}
+
+/**
+ * The writer of a member's data (used when it is a regular file) and the member's real name
+ * (a GNU sparse 1.0 member keeps it in `GNU.sparse.name`; its header name is
+ * `…/GNUSparseFile.0/…`). @throws AwcError E_UNSUPPORTED (GNU sparse 0.x), E_FORMAT (a bad realsize)
+ */
+function dataWriterFor(pax: Map<string, Buffer>, shownName: string): { write: MemberDataWriter; realName?: Buffer } {
+  const sparse = sparseMember(pax, shownName);
+  if (!sparse) return { write: writePlainData };
+  return { write: sparseDataWriter(sparse.size), realName: sparse.name };
 }
 
 /** This process's umask, read without changing it (/proc/self/status); 022 where it cannot be read. */
@@ -295,8 +308,8 @@ interface DirLater {
  * @returns what was left out (setuid/setgid bits cleared, user xattrs the file system refused)
  * @throws AwcError E_PATH_TRAVERSAL (a name or hardlink leaving `top`, or under a symlink),
  *   E_FORMAT (a malformed archive, a member given twice or before its directory, a hardlink to
- *   a missing member), E_PERMISSION (a device node), E_UNSUPPORTED (GNU sparse members, other
- *   member types), E_IO (the stream broke off), errno errors
+ *   a missing member), E_PERMISSION (a device node), E_UNSUPPORTED (GNU sparse 0.x members,
+ *   other member types), E_IO (the stream broke off), errno errors
  */
 export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts: ExtractTarOptions = {}): Promise<ExtractTarResult> {
   const umask = opts.umask ?? currentUmask();
@@ -329,9 +342,11 @@ export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts
       const header = entry.header;
       const pax = paxOf(header);
       const text = (key: string): string | undefined => (pax.get(key)?.length ? pax.get(key)!.toString('utf8') : undefined);
-      const name = nameFromBytes(pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'));
+      const shown = pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1');
+      // before the name is resolved: a sparse member's real name is another record
+      const { write: writeData, realName } = dataWriterFor(pax, nameFromBytes(shown));
+      const name = nameFromBytes(realName?.length ? realName : shown);
       const m: Member = { header, pax, name };
-      const writeData = dataWriterFor(m); // before the name is resolved: a sparse member's real name is another record
       const mode = (header.mode ?? 0) & 0o7777;
       const paxMtime = text('mtime');
       const mtimeNs =

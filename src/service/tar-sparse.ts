@@ -1,6 +1,7 @@
 /**
  * Sparse files in tar archives: GNU tar's sparse format 1.0 in pax archives (what
- * `tar --format=posix --sparse` writes), for export --tar and tar import.
+ * `tar --format=posix --sparse` writes), for export --tar, tar import and an ordinary user's
+ * export --dir (src/service/extract-tar.ts).
  *
  * A member holds pax records `GNU.sparse.major=1`, `GNU.sparse.minor=0`, `GNU.sparse.name=<the
  * real path>` and `GNU.sparse.realsize=<logical size>`; its header name is
@@ -63,19 +64,18 @@ export function sparseMember(pax: Map<string, Buffer>, member: string): { name: 
 }
 
 /**
- * Reads a GNU sparse 1.0 member's body (`body`, `memberSize` bytes): its map, then its data,
- * stored as a sparse file of `size` bytes (src/core/sparse.ts: ranges closer than 1 MiB are
- * merged, the short holes between them stored as zeros; a map with no such hole gives a dense file).
+ * Reads the map at the start of a GNU sparse 1.0 member's body (`body`, `memberSize` bytes) of
+ * a file of `size` bytes.
+ * @returns the data ranges (sorted, empty ones dropped) and the rest of the body: their data, concatenated
  * @throws AwcError E_FORMAT for a malformed map (not numbers, out of order, past the size) or a
  *   body that does not hold the map's data
  */
-export async function readSparseMember(
-  writer: ContentWriter,
+export async function readSparseMap(
   body: AsyncIterable<Buffer>,
   memberSize: number,
   size: number,
   member: string,
-): Promise<FileContent> {
+): Promise<{ ranges: Extent[]; data: AsyncIterable<Buffer> }> {
   const bad = (why: string): never => {
     throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(member)}: bad GNU sparse map (${why})`);
   };
@@ -117,8 +117,25 @@ export async function readSparseMember(
     if (rest.length > 0) yield rest;
     for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
   }
+  return { ranges, data: data() };
+}
+
+/**
+ * Reads a GNU sparse 1.0 member's body (`body`, `memberSize` bytes): its map, then its data,
+ * stored as a sparse file of `size` bytes (src/core/sparse.ts: ranges closer than 1 MiB are
+ * merged, the short holes between them stored as zeros; a map with no such hole gives a dense file).
+ * @throws AwcError E_FORMAT as {@link readSparseMap}
+ */
+export async function readSparseMember(
+  writer: ContentWriter,
+  body: AsyncIterable<Buffer>,
+  memberSize: number,
+  size: number,
+  member: string,
+): Promise<FileContent> {
+  const { ranges, data } = await readSparseMap(body, memberSize, size, member);
   const extents = recordedExtents(size, ranges);
-  const logical = fillShortHoles(ranges, extents ?? [[0, size]], size, data());
+  const logical = fillShortHoles(ranges, extents ?? [[0, size]], size, data);
   return extents ? writer.writeSparseStream(logical, size, extents) : writer.writeStream(logical);
 }
 
