@@ -93,6 +93,19 @@ interface Row {
   mountMs: number;
 }
 
+/**
+ * Idle time (ms) between a mount and the first status in it. An agent's first command comes
+ * seconds after its workspace is mounted; right after any awc command the warm worker that
+ * replaces the one the command used is still loading (about 0.3 s of one core, at nice 10),
+ * and a status then competes with it (measured: 0.22 s against 0.17 s after 2 s idle). So no
+ * awc command runs between the settle and the status.
+ */
+const SETTLE_MS = 1500;
+
+function settle(): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, SETTLE_MS);
+}
+
 /** Fresh workspaces measured for (b) and for (c) each. */
 const ROUNDS = 3;
 
@@ -119,6 +132,7 @@ function measure(name: string, base: string, work: string): Row {
   t0 = now();
   awc('mount', ws, mnt);
   const mountMs = now() - t0;
+  settle();
   const first = gitStatusMs(mnt);
   const second = gitStatusMs(mnt);
   awc('unmount', ws, '--discard');
@@ -130,7 +144,8 @@ function measure(name: string, base: string, work: string): Row {
     const t = now();
     const m = awc('mount', w, at, ...extra) as { warmed?: { ms: number } };
     const mountMs = now() - t;
-    const r0 = fuseReads();
+    const r0 = fuseReads(); // an awc command: before the settle, so that its replacement worker is loaded by the status
+    settle();
     const statusMs = gitStatusMs(at);
     const reads = fuseReads() - r0;
     awc('unmount', w, '--discard');
@@ -198,7 +213,7 @@ function main(): void {
           /^git version /,
           '',
         )}, default settings, overlay driver. Warm base: the median of \`git status --short\` runs 2–4 in the base checkout on the local disk and of one run in each of ${ROUNDS} rounds. ` +
-        `First in a fresh workspace: \`git status --short\` right after \`awc mount\` of a fresh fork, (a) the snapshot's first workspace on the host (that mount builds the layer and its workspace index; the repository's \`.git\` files come through the cold content path), ` +
+        `First in a fresh workspace: \`git status --short\` ${SETTLE_MS / 1000} s after \`awc mount\` of a fresh fork returned (an agent's first command comes later; right at the return, the warm worker replacing the one the mount used is still loading), (a) the snapshot's first workspace on the host (that mount builds the layer and its workspace index; the repository's \`.git\` files come through the cold content path), ` +
         `(b) a further workspace of the same snapshot (a new fork, a new mount, its own fresh overlay; what every agent after the first gets), ` +
         `(c) a further workspace mounted with \`awc mount --warm\` (the mount then looks up every path once; its time includes that walk, which a pool of spare workspaces pays before an agent arrives; the median of ${ROUNDS}, alternating with (b)). ` +
         `Machine: ${cpus().length} cores, load average ${loadavg()[0]!.toFixed(2)} at the end (other work was running). Target: ≤ 1.5× the warm base.`,

@@ -1,15 +1,16 @@
 /**
- * `awc mount --warm` (src/host/warm-dentries.ts, issue 11 part 1): after the mount, every path
- * of the workspace is looked up once, through directory descriptors, following no symlink,
- * reading and changing nothing. Real overlay driver (and the copy driver, where it is a plain
+ * `awc mount --warm` (src/host/warm-dentries.ts, src/service/warm-workspace.ts, issue 11 part 1):
+ * after the mount, every path of the workspace is looked up once, through directory
+ * descriptors, following no symlink, and git's status runs where the root is a repository,
+ * changing nothing. Real overlay driver (and the copy driver, where it is a plain
  * walk), real CLI. The speed it buys is a figure of `npm run bench:git`, not a test.
  */
 import { strict as assert } from 'node:assert';
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { awc, awcOk, cleanupMounts } from './helpers/cli.js';
 import { warmDentries } from '../src/host/warm-dentries.js';
 import { rejectsWith } from './helpers/assert-errors.js';
@@ -47,6 +48,11 @@ describe('awc mount --warm', () => {
   for (let i = 0; i < 50; i++) writeFileSync(join(outside, `o${i}`), 'o');
   symlinkSync(outside, join(src, 'link-out'));
   symlinkSync('.', join(src, 'loop'));
+  // a repository at the root: --warm runs git's status there too
+  const git = (...a: string[]) => execFileSync('git', ['-C', src, '-c', 'user.name=t', '-c', 'user.email=t@t', ...a], { stdio: 'ignore' });
+  git('init', '-q');
+  git('add', 'a0');
+  git('commit', '-qm', 'base');
   const total = findCount(src);
   awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
 
@@ -57,7 +63,15 @@ describe('awc mount --warm', () => {
       const r = awcOk(home, ['mount', ws, mnt, '--warm'], { AWC_MOUNT_DRIVER: driver });
       assert.equal(r.driver, driver);
       assert.equal(r.warmed.entries, total, 'every path, once; the 50 files behind link-out and the loop are not walked');
-      assert.equal(r.warmed.directories, 1 + 6 + 36 + 1, 'the root, a*, a*/b* and empty');
+      const gitDirs = Number(execFileSync('sh', ['-c', `find ${src}/.git -type d | wc -l`], { encoding: 'utf8' }));
+      assert.equal(r.warmed.directories, 1 + 6 + 36 + 1 + gitDirs, 'the root, a*, a*/b*, empty and .git');
+      assert.equal(r.warmed.git, true, "git's status ran at the root");
+      if (driver === 'overlay')
+        assert.deepEqual(
+          readdirSync(join(home, 'host', 'workspaces', ws, 'upper')),
+          [],
+          'the walk and the status wrote nothing into the upper',
+        );
       assert.equal(findCount(mnt), total);
       const cp = awcOk(home, ['checkpoint', ws]);
       assert.equal(cp.changed, false, `the walk changed nothing: ${JSON.stringify(cp)}`);

@@ -200,11 +200,16 @@ program
     withAwc(async (awc, o) => {
       const mounted = await awc.mount(ws, dir, { onProgress: progress(o, 'materialising'), steal: opts.steal === true });
       o.progressDone();
-      const r = opts.warm ? { ...mounted, warmed: await (await import('../host/warm-dentries.js')).warmDentries(mounted.path) } : mounted;
+      const r = opts.warm
+        ? { ...mounted, warmed: await (await import('../service/warm-workspace.js')).warmWorkspace(mounted.path) }
+        : mounted;
       const left = r.leftOut?.length
         ? `\nleft out (no nosuid,nodev mount as an ordinary user):\n${r.leftOut.map((l) => `  ${l.path}: ${l.reason}`).join('\n')}`
         : '';
-      const warmed = 'warmed' in r ? `; ${r.warmed.entries} paths looked up in ${Math.round(r.warmed.ms)} ms` : '';
+      const warmed =
+        'warmed' in r
+          ? `; ${r.warmed.entries} paths looked up${r.warmed.git ? ' and git status run' : ''} in ${Math.round(r.warmed.ms)} ms`
+          : '';
       o.result(
         r,
         () => `${r.workspace} mounted at ${r.path} (${r.driver}${r.resumed ? ', resumed uncheckpointed changes' : ''}${warmed})${left}`,

@@ -84,9 +84,9 @@ export const OUTPUT = {
   workspace_mount: {
     mount: mountOut,
     warmed: z
-      .object({ entries: z.number().int(), directories: z.number().int(), ms: z.number() })
+      .object({ entries: z.number().int(), directories: z.number().int(), git: z.boolean(), ms: z.number() })
       .optional()
-      .describe('with warm: paths looked up, directories read, time in ms'),
+      .describe('with warm: paths looked up, directories read, whether git status ran, time in ms'),
   },
   workspace_unmount: {
     workspace: z.string(),

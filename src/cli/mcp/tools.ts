@@ -177,7 +177,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     },
     async ({ workspace, path, warm }, awc) => {
       const mount = await awc.mount((await owned(awc, scope, workspace)).id, absolute(path, 'path'));
-      return warm ? { mount, warmed: await (await import('../../host/warm-dentries.js')).warmDentries(mount.path) } : { mount };
+      return warm ? { mount, warmed: await (await import('../../service/warm-workspace.js')).warmWorkspace(mount.path) } : { mount };
     },
   );
 
