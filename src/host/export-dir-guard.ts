@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
-import type { DirFd } from '../core/dir-fd.js';
-import { basename, dirname, join } from 'node:path';
+import { DirFd } from '../core/dir-fd.js';
+import { basename, dirname, join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mountPoints } from './mount-table.js';
 
@@ -95,6 +95,39 @@ function notADirectory(shown: string): AwcError {
   return new AwcError('E_TARGET_EXISTS', `${shown} exists and is not a directory`, {
     hint: 'Export to a new or empty directory; --overwrite replaces only a directory, never a file.',
   });
+}
+
+/** Where an `export --dir` writes: the target, its name and parent directory (open, the caller closes it) and the temporary name beside it. */
+export interface ExportPlace {
+  target: string;
+  name: string;
+  parentPath: string;
+  parent: DirFd;
+  /** The parent's device (bigint fstat): a target on another is a mount point. */
+  dev: bigint;
+  tmp: string;
+}
+
+/**
+ * The first steps of every `export --dir` (root's, src/host/export-dir.ts, and an ordinary
+ * user's, src/service/extract-tar-dir.ts): resolves `dir`, refuses `/`, the home and mount
+ * points ({@link checkExportTarget}), makes the parent (the caller's own path, so followed)
+ * and opens it; everything below it then goes through descriptors.
+ * @throws AwcError E_USAGE (`/`, the home), E_TARGET_BUSY (a mount point), E_SOURCE_NOT_FOUND (the parent vanished), mapped errno errors
+ */
+export function openExportPlace(dir: string, home: string | undefined): ExportPlace {
+  const target = resolve(dir);
+  const name = basename(target);
+  if (name === '' || target === '/') throw new AwcError('E_USAGE', `cannot export onto ${target}`);
+  checkExportTarget(target, dir, home);
+  try {
+    fs.mkdirSync(dirname(target), { recursive: true });
+  } catch (err) {
+    throw toAwcError(err);
+  }
+  const parent = DirFd.openRoot(dirname(target), { follow: true });
+  if (!parent) throw new AwcError('E_SOURCE_NOT_FOUND', `the directory ${dirname(target)} vanished`);
+  return { target, name, parentPath: dirname(target), parent: parent.dir, dev: parent.st.dev, tmp: tmpName('export') };
 }
 
 /** Hex suffix for names beside the target. */

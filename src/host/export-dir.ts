@@ -2,7 +2,6 @@ import * as fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
 import { lchown, link, open, symlink } from 'node:fs/promises';
-import { basename, dirname, resolve } from 'node:path';
 import type * as Xattr from 'fs-xattr';
 import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
@@ -13,7 +12,7 @@ import { splitDev, type Entry, type EntryAttrs, type FileEntry } from '../core/t
 import type { ContentReader } from '../store/content-reader.js';
 import { writeDense, writeExtents } from './write-content.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../store/read-window.js';
-import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from './export-dir-guard.js';
+import { checkTarget, moveInPlace, openExportPlace, userError } from './export-dir-guard.js';
 import { runWithDir, setTreeTimes } from './export-times.js';
 import { isPrivilegeXattr } from './xattrs.js';
 
@@ -142,47 +141,35 @@ function createError(dir: DirFd, name: string, err: unknown): AwcError {
  *   E_OBJECT_NOT_FOUND/E_INTEGRITY from the reader.
  */
 export async function exportDir(reader: ContentReader, root: Digest, dir: string, opts: ExportDirOptions = {}): Promise<ExportDirResult> {
-  const target = resolve(dir);
-  const name = basename(target);
-  if (name === '' || target === '/') throw new AwcError('E_USAGE', `cannot export onto ${target}`);
-  checkExportTarget(target, dir, opts.home);
-  try {
-    fs.mkdirSync(dirname(target), { recursive: true });
-  } catch (err) {
-    throw toAwcError(err);
-  }
-  // the parent is the caller's own path; everything below it goes through descriptors
-  const parent = DirFd.openRoot(dirname(target), { follow: true });
-  if (!parent) throw new AwcError('E_SOURCE_NOT_FOUND', `the directory ${dirname(target)} vanished`);
-  const tmp = tmpName('export');
+  const { name, parentPath, parent: parentDir, dev, tmp } = openExportPlace(dir, opts.home);
   let top: DirFd | undefined;
   try {
-    const existing = checkTarget(parent.dir, name, dir, opts.overwrite ?? false);
-    if (existing && parent.dir.lstat(name)?.dev !== parent.st.dev)
+    const existing = checkTarget(parentDir, name, dir, opts.overwrite ?? false);
+    if (existing && parentDir.lstat(name)?.dev !== dev)
       throw new AwcError('E_TARGET_BUSY', `${dir} is a mount point`, {
         hint: 'Export to a directory that is not a mount point, or unmount it first.',
       });
     try {
-      top = parent.dir.mkdirOpen(tmp, 0o700, '');
+      top = parentDir.mkdirOpen(tmp, 0o700, '');
     } catch (err) {
-      throw err instanceof AwcError ? err : createError(parent.dir, tmp, err);
+      throw err instanceof AwcError ? err : createError(parentDir, tmp, err);
     }
     const res = await writeTree(reader, root, top, opts);
     top.close();
     top = undefined;
-    moveInPlace(parent.dir, { tmp, name, shown: dir, parentPath: dirname(target), overwrite: opts.overwrite ?? false });
+    moveInPlace(parentDir, { tmp, name, shown: dir, parentPath, overwrite: opts.overwrite ?? false });
     return res;
   } catch (err) {
     const e = userError(err);
     top?.close();
     try {
-      parent.dir.removeTree(tmp, { dev: parent.st.dev });
+      parentDir.removeTree(tmp, { dev });
     } catch {
       // best effort: the original failure is what the caller needs
     }
     throw e;
   } finally {
-    parent.dir.close();
+    parentDir.close();
   }
 }
 

@@ -1,8 +1,5 @@
-import * as fs from 'node:fs';
-import { basename, dirname, resolve } from 'node:path';
-import { DirFd } from '../core/dir-fd.js';
-import { AwcError, toAwcError } from '../core/errors.js';
-import { checkExportTarget, checkTarget, moveInPlace, tmpName, userError } from '../host/export-dir-guard.js';
+import type { DirFd } from '../core/dir-fd.js';
+import { checkTarget, moveInPlace, openExportPlace, userError } from '../host/export-dir-guard.js';
 import { extractTar, type ExtractTarOptions, type ExtractTarResult } from './extract-tar.js';
 
 /** Options of {@link extractTarToDir}. */
@@ -29,41 +26,30 @@ export async function extractTarToDir(
   dir: string,
   opts: ExtractTarToDirOptions = {},
 ): Promise<ExtractTarResult> {
-  const target = resolve(dir);
-  const name = basename(target);
-  if (name === '' || target === '/') throw new AwcError('E_USAGE', `cannot export onto ${target}`);
-  checkExportTarget(target, dir, undefined);
-  try {
-    fs.mkdirSync(dirname(target), { recursive: true });
-  } catch (err) {
-    throw toAwcError(err);
-  }
-  const parent = DirFd.openRoot(dirname(target), { follow: true });
-  if (!parent) throw new AwcError('E_SOURCE_NOT_FOUND', `the directory ${dirname(target)} vanished`);
-  const tmp = tmpName('export');
+  const { name, parentPath, parent, dev, tmp } = openExportPlace(dir, undefined);
   let top: DirFd | undefined;
   let source: Awaited<ReturnType<typeof open>> | undefined;
   try {
-    checkTarget(parent.dir, name, dir, opts.overwrite === true);
-    top = parent.dir.mkdirOpen(tmp, 0o700, '');
+    checkTarget(parent, name, dir, opts.overwrite === true);
+    top = parent.mkdirOpen(tmp, 0o700, '');
     source = await open();
     const res = await extractTar(source, top, opts);
     opts.verify?.();
     top.close();
     top = undefined;
-    moveInPlace(parent.dir, { tmp, name, shown: dir, parentPath: dirname(target), overwrite: opts.overwrite === true });
+    moveInPlace(parent, { tmp, name, shown: dir, parentPath, overwrite: opts.overwrite === true });
     return res;
   } catch (err) {
     const e = userError(err);
     source?.destroy();
     top?.close();
     try {
-      parent.dir.removeTree(tmp, { dev: parent.st.dev }); // through descriptors: what was written may be deeper than PATH_MAX
+      parent.removeTree(tmp, { dev }); // through descriptors: what was written may be deeper than PATH_MAX
     } catch {
       // best effort: the original failure is what the caller needs
     }
     throw e;
   } finally {
-    parent.dir.close();
+    parent.close();
   }
 }
