@@ -6,7 +6,7 @@
  * walk), real CLI. The speed it buys is a figure of `npm run bench:git`, not a test.
  */
 import { strict as assert } from 'node:assert';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -80,6 +80,32 @@ describe('awc mount --warm', () => {
       awcOk(home, ['unmount', ws]);
     });
   }
+
+  it("a repository whose own configuration defines a filter: --warm never runs git's status there (a clean command of the snapshot's)", () => {
+    const evil = join(work, 'evil');
+    const marker = join(work, 'filter-ran');
+    mkdirSync(evil);
+    const g = (...a: string[]) => execFileSync('git', ['-C', evil, '-c', 'user.name=t', '-c', 'user.email=t@t', ...a], { stdio: 'ignore' });
+    g('init', '-q');
+    writeFileSync(join(evil, '.gitattributes'), '*.txt filter=evil\n');
+    writeFileSync(join(evil, 'a.txt'), 'one\n');
+    g('add', '-A');
+    g('commit', '-qm', 'base');
+    // through an include, as a hostile snapshot would hide it
+    writeFileSync(join(evil, '.git', 'filters'), `[filter "evil"]\n\tclean = tee ${marker}\n`);
+    g('config', 'include.path', 'filters');
+    writeFileSync(join(evil, 'a.txt'), 'two\n'); // changed after the commit: a status must read it, through the filter
+    execFileSync('git', ['-C', evil, 'status', '--porcelain'], { stdio: 'ignore' });
+    assert.ok(existsSync(marker), 'the test is real: a plain git status there runs the filter');
+    rmSync(marker);
+    awcOk(home, ['snapshot', 'import', evil, '--name', 'evil']);
+    const ws = awcOk(home, ['fork', 'evil']).workspaces[0].id;
+    const r = awcOk(home, ['mount', ws, join(work, 'mnt-evil'), '--warm']);
+    assert.equal(r.warmed.git, false);
+    assert.ok(r.warmed.entries > 0, 'the walk still ran');
+    assert.ok(!existsSync(marker), "the snapshot's filter command did not run");
+    awcOk(home, ['unmount', ws, '--discard']);
+  });
 
   it('a root that is gone or is a symlink is E_NOT_MOUNTED; it is never followed', async () => {
     await rejectsWith(warmDentries(join(work, 'nowhere')), 'E_NOT_MOUNTED');

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import { warmDentries, type WarmResult } from '../host/warm-dentries.js';
-import { runGit } from './git-run.js';
+import { GitFailure, runGit } from './git-run.js';
 
 /** What `warmWorkspace` did: the walk's figures (src/host/warm-dentries.ts), whether git's status warmed it too, and the whole time in ms. */
 export interface WarmWorkspaceResult extends WarmResult {
@@ -18,10 +18,12 @@ export interface WarmWorkspaceResult extends WarmResult {
  * walk alone the agent's first `git status` was 1.3–1.6× a warm one in the base; after the
  * walk and git's status, 1.07×.
  *
- * The status changes nothing: `GIT_OPTIONAL_LOCKS=0` (git takes no `index.lock` and writes no
- * refreshed index, as editors run it in the background), and runGit's settings (no hook, no
- * fsmonitor command, the caller's GIT_* variables removed). It runs as the calling process
- * (the user who mounted). A status that fails (not a repository after all, one git refuses)
+ * The status changes nothing and runs nothing of the snapshot's: `GIT_OPTIONAL_LOCKS=0` (git
+ * takes no `index.lock` and writes no refreshed index, as editors run it in the background),
+ * runGit's settings (no hook, no fsmonitor command, the caller's GIT_* variables removed),
+ * `--ignore-submodules=all` (no git runs in a submodule with its own configuration), and it
+ * is skipped where the repository's own configuration defines a filter driver (whose clean
+ * command a status may run). It runs as the calling process (the user who mounted). A status that fails (not a repository after all, one git refuses)
  * leaves the mount as it is and gives `git: false`.
  *
  * @param root the mount's directory (absolute)
@@ -37,13 +39,30 @@ export async function warmWorkspace(root: string): Promise<WarmWorkspaceResult> 
   } catch {
     // no repository at the root
   }
-  if (isRepo) {
+  if (isRepo && !(await definesFilters(root))) {
     try {
-      await runGit(['status', '--porcelain'], { cwd: root, env: { GIT_OPTIONAL_LOCKS: '0' } });
+      await runGit(['status', '--porcelain', '--ignore-submodules=all'], { cwd: root, env: { GIT_OPTIONAL_LOCKS: '0' } });
       git = true;
     } catch {
       // best effort: the mount stands, warmed by the walk
     }
   }
   return { ...walk, git, ms: performance.now() - t0 };
+}
+
+/**
+ * Whether the repository's own configuration (its `config` and `config.worktree`, with what
+ * they include) defines a filter driver: `git status` runs a filter's `clean` or `process`
+ * command on a file whose stat data does not match the index, so a snapshot could make a
+ * warming status run a command of its choosing. `git config` itself only reads. A failure to
+ * read counts as yes.
+ */
+async function definesFilters(root: string): Promise<boolean> {
+  try {
+    const out = await runGit(['config', '--show-scope', '--get-regexp', '^filter\\.'], { cwd: root });
+    return out.stdout.split('\n').some((l) => /^(local|worktree)\t/.test(l));
+  } catch (err) {
+    // exit 1: no such key anywhere
+    return !(err instanceof GitFailure && err.status === 1);
+  }
 }
