@@ -16,7 +16,7 @@ export interface WarmWorkspaceResult extends WarmResult {
  * one lstat of each path (the index read, the `.gitignore` lookups of every directory, the
  * repository's own files) is warm too. Measured on a 100 000-file repository: after the
  * walk alone the agent's first `git status` was 1.3–1.6× a warm one in the base; after the
- * walk and git's status, 1.07×.
+ * walk and git's status, 1.18× (npm run bench:git, docs/benchmarks.md).
  *
  * The status changes nothing and runs nothing of the snapshot's: `GIT_OPTIONAL_LOCKS=0` (git
  * takes no `index.lock` and writes no refreshed index, as editors run it in the background),
