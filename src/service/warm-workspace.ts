@@ -13,8 +13,8 @@ export interface WarmWorkspaceResult extends WarmResult {
  * docs/explanation/git.md "Where the floor comes from"): first every path is looked up once
  * (warmDentries); then, where the root holds a `.git` directory (lstat, never followed), git
  * itself runs `status --porcelain` there once, so that what git's first status touches beyond
- * one lstat of each path (the index read, the `.gitignore` lookups of every directory, the
- * repository's own files) is warm too. Measured on a 100 000-file repository: after the
+ * one lstat of each path is warm too (not the `.gitignore` lookups nor the tree objects:
+ * warming those alone did not help; what it is was not found). Measured on a 100 000-file repository: after the
  * walk alone the agent's first `git status` was 1.3–1.6× a warm one in the base; after the
  * walk and git's status, 1.18× (npm run bench:git, docs/benchmarks.md).
  *
