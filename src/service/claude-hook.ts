@@ -8,6 +8,7 @@ import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
+import { withGitSandbox, type GitSandbox } from './git-sandbox.js';
 
 /** Who the hook runs git as (the calling user; absent: this process's user). */
 export interface RunAs {
@@ -103,11 +104,13 @@ export async function claudeWorktreeCreate(
     mounted = true;
     opts.onLog?.(`mounted ${ws!.id} at ${m.path} (${m.driver})`);
     let branch: string | null = null;
-    if (existsSync(join(target, '.git'))) {
-      await git(target, ['checkout', '-q', '-b', names.branch], opts.runAs);
+    const dotGit = await lstat(join(target, '.git')).catch(() => undefined);
+    if (dotGit?.isDirectory()) {
+      await branchIn(target, names.branch, opts.runAs);
       branch = names.branch;
       opts.onLog?.(`on new branch ${branch}`);
-    } else opts.onLog?.(`${project} is not a git checkout: no branch made`);
+    } else if (dotGit) opts.onLog?.(`${project}'s .git is not a directory (a linked worktree or submodule): no branch made`);
+    else opts.onLog?.(`${project} is not a git checkout: no branch made`);
     return { workspace: ws!.id, snapshot: snapshot.id, path: await realpath(target), branch, driver: m.driver };
   } catch (err) {
     // leave nothing: the workspace holds no work yet
@@ -158,17 +161,25 @@ async function workspaceAt(awc: ClaudeAwc, path: string): Promise<WorkspaceRow |
 }
 
 /**
- * Runs git in a workspace (as `runAs` when given), with git's own environment variables
- * from the hook's caller removed (GIT_DIR and co. would point it elsewhere) and the
- * workspace marked safe (its files keep their owner, which may not be the caller).
+ * Creates and checks out `branch` in the workspace at `cwd` (as `runAs` when given) with git
+ * in a sandbox (src/service/git-sandbox.ts): the workspace's HEAD, index, refs and objects
+ * are git's to read and the branch is written there, but the configuration and hooks git
+ * reads are AWC's, and none of the caller's GIT_* variables reach it. The caller makes sure
+ * `cwd/.git` is a directory (a `.git` file names a directory elsewhere: no branch is made).
  * @throws E_BRANCH_FAILED with git's message (or when git is not installed)
  */
-function git(cwd: string, args: string[], runAs?: RunAs): Promise<void> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GIT_')));
+async function branchIn(cwd: string, branch: string, runAs?: RunAs): Promise<void> {
+  const dir = join(cwd, '.git');
+  const args = ['checkout', '-q', '-b', branch];
+  await withGitSandbox({ gitDir: dir, commonDir: dir }, { workTree: cwd, owner: runAs }, (sandbox) => git(cwd, args, sandbox, runAs));
+}
+
+/** Runs git in a workspace (as `runAs` when given) in `sandbox`. @throws E_BRANCH_FAILED */
+function git(cwd: string, args: string[], sandbox: GitSandbox, runAs?: RunAs): Promise<void> {
   return new Promise((resolveRun, reject) => {
-    const child = spawn('git', ['-c', `safe.directory=${cwd}`, ...args], {
+    const child = spawn('git', [...sandbox.args, ...args], {
       cwd,
-      env,
+      env: sandbox.env,
       stdio: ['ignore', 'ignore', 'pipe'],
       ...(runAs ? { uid: runAs.uid, gid: runAs.gid } : {}),
     });

@@ -1,6 +1,8 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
+import { realpath } from 'node:fs/promises';
+import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { DirFd } from '../core/dir-fd.js';
 import { nameFromBytes } from '../core/raw-name.js';
@@ -125,8 +127,8 @@ export async function envKey(dir: string, opts: EnvKeyOptions = {}): Promise<Env
   }
   found.sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
   const runtimes: Record<string, string> = {};
-  for (const name of [...new Set(found.map((f) => f.eco.runtime))].sort())
-    runtimes[name] = await runtimeVersion(name, opts.env ?? process.env);
+  const env = await hostPathEnv(opts.env ?? process.env, dir);
+  for (const name of [...new Set(found.map((f) => f.eco.runtime))].sort()) runtimes[name] = await runtimeVersion(name, env);
   const recipe = [
     RECIPE,
     `platform ${process.platform} ${process.arch}`,
@@ -181,11 +183,30 @@ function findLockfiles(dir: DirFd, depth: number, out: { path: string; sha256: s
   }
 }
 
-/** The version of a runtime as RUNTIMES picks it, or `none` when it is not on PATH or does not answer. */
+/**
+ * `env` with a PATH of the host's only (issue 24 item 1): its absolute entries that are
+ * neither `dir` nor below it (nor below its real path), so that no runtime of the tree
+ * being keyed (a `node` in the workspace, a relative entry such as `.` or `node_modules/.bin`)
+ * ever runs.
+ */
+export async function hostPathEnv(env: NodeJS.ProcessEnv, dir: string): Promise<NodeJS.ProcessEnv> {
+  const roots = [...new Set([resolvePath(dir), await realpath(dir).catch(() => resolvePath(dir))])];
+  const inside = (p: string) => roots.some((r) => p === r || p.startsWith(r.endsWith('/') ? r : `${r}/`));
+  const keep: string[] = [];
+  for (const entry of (env.PATH ?? '').split(':')) {
+    if (!isAbsolute(entry)) continue;
+    const real = await realpath(entry).catch(() => undefined);
+    if (real === undefined || inside(resolvePath(entry)) || inside(real)) continue;
+    keep.push(entry);
+  }
+  return { ...env, PATH: keep.join(':') };
+}
+
+/** The version of a runtime as RUNTIMES picks it (run from `/`, on `env`'s PATH), or `none` when it is not on PATH or does not answer. */
 function runtimeVersion(name: keyof typeof RUNTIMES, env: NodeJS.ProcessEnv): Promise<string> {
   const r = RUNTIMES[name];
   return new Promise((resolve) => {
-    execFile(r.cmd, [...r.args], { env, timeout: 10_000 }, (err, stdout, stderr) => {
+    execFile(r.cmd, [...r.args], { env, cwd: '/', timeout: 10_000 }, (err, stdout, stderr) => {
       const m = r.pick.exec(`${stdout}`.trim()) ?? r.pick.exec(`${stderr}`.trim());
       resolve(err || !m ? 'none' : m[1]!);
     });

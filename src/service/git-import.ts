@@ -1,10 +1,12 @@
+import { readFile, realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { redactUrl } from '../config/backend-url.js';
 import type { Labels } from '../catalog/labels.js';
 import { withSourcePath } from './run-target.js';
 import type { ImportOptions, ImportResult } from './import-snapshot.js';
-import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp } from './git-run.js';
+import { GitFailure, isRemoteRepo, runGit, summarise, withPrivateTemp, type RunGitOptions } from './git-run.js';
+import { closeGitSandbox, findRepoDirs, openGitSandbox, type GitSandbox, type RepoDirs } from './git-sandbox.js';
 
 /** Snapshot label holding the repository a `--git` import came from (a real path, or a URL without its password). */
 export const GIT_ORIGIN_LABEL = 'awc.git.origin';
@@ -40,19 +42,54 @@ export interface GitImportDeps {
  * out R (a branch of the origin as that local branch, anything else detached), imports the
  * clone with its `.git` through the directory importer, and removes the clone. The snapshot
  * carries the labels `awc.git.origin` and `awc.git.commit` (docs/explanation/git.md).
+ *
+ * A local repository is read as a snapshot is (src/service/git-sandbox.ts): git never reads
+ * its configuration, hooks or attributes. Its git directory is found without git, and the
+ * clone (`--no-local`) is made from a bare view AWC writes (its HEAD, its refs and its objects
+ * as alternates, AWC's configuration); the clone and the checkout then run with AWC's
+ * configuration only (no system or global file, no remote, no filter). A missing object (a
+ * partial clone) fails the clone; it is never fetched. A URL is cloned as the user's own
+ * git would (their configuration: credentials, ssh).
  * @throws E_GIT_NOT_A_REPO (no such repository, or git cannot clone it), E_GIT_BAD_REV (no such revision),
  *   E_GIT_FAILED (another git failure, git's message summarised), and what importSnapshot throws
  */
 export async function importGit(deps: GitImportDeps, repo: string, opts: GitImportOptions = {}): Promise<GitImportResult> {
   const remote = isRemoteRepo(repo);
-  const source = remote ? repo : (await openLocalRepo(repo)).path;
+  const local = remote ? undefined : await openSource(repo);
+  const source = local?.path ?? repo;
   const origin = remote ? redactUrl(repo) : source;
   const rev = opts.rev ?? 'HEAD';
   if (rev.startsWith('-')) throw badRev(repo, rev, 'a revision may not start with "-"');
+  const view = local && (await openGitSandbox(local.dirs, { gitDir: 'common', head: local.head }));
+  try {
+    return await cloneAndImport(deps, view, source, origin, rev, opts);
+  } finally {
+    if (view) await closeGitSandbox(view);
+  }
+}
+
+/** importGit from a clone of `source` (a URL), or of the bare `view` of a local source. */
+async function cloneAndImport(
+  deps: GitImportDeps,
+  view: GitSandbox | undefined,
+  source: string,
+  origin: string,
+  rev: string,
+  opts: GitImportOptions,
+): Promise<GitImportResult> {
+  const remote = view === undefined;
+  // a local source: every run in the clone has AWC's configuration only (no system or global file)
+  const own = view && noRepo(view);
   return withPrivateTemp(join(deps.paths.hostDir, 'git-tmp'), async (tmp) => {
     const work = join(tmp, 'clone');
     try {
-      await runGit(['clone', '--quiet', '--no-hardlinks', '--no-checkout', '--', source, work], { safeDir: remote ? undefined : source });
+      if (own === undefined) await runGit(['clone', '--quiet', '--no-hardlinks', '--no-checkout', '--', source, work]);
+      else {
+        const from = view!.env.GIT_COMMON_DIR!;
+        await runGit(['-c', 'protocol.file.allow=always', 'clone', '--quiet', '--no-local', '--no-checkout', '--', from, work], {
+          sandbox: own,
+        });
+      }
     } catch (err) {
       if (err instanceof GitFailure)
         throw new AwcError('E_GIT_NOT_A_REPO', `cannot clone ${origin}: ${summarise(err.stderr)}`, {
@@ -61,7 +98,7 @@ export async function importGit(deps: GitImportDeps, repo: string, opts: GitImpo
         });
       throw err;
     }
-    const at = { cwd: work };
+    const at: RunGitOptions = { cwd: work, sandbox: own };
     const branchRef = `refs/remotes/origin/${rev}`;
     const isBranch = rev !== 'HEAD' && (await succeeds(['show-ref', '--verify', '--quiet', branchRef], at));
     let commit: string;
@@ -81,6 +118,7 @@ export async function importGit(deps: GitImportDeps, repo: string, opts: GitImpo
         await runGit(['checkout', '--quiet'], at);
         branch = (await runGit(['symbolic-ref', '--quiet', '--short', 'HEAD'], at).catch(() => ({ stdout: '' }))).stdout.trim() || null;
       } else await runGit(['checkout', '--quiet', '--detach', commit], at);
+      if (!remote) await runGit(['config', 'remote.origin.url', source], at);
     } catch (err) {
       if (err instanceof GitFailure) throw new AwcError('E_GIT_FAILED', `cannot check out ${rev} of ${origin}: ${summarise(err.stderr)}`);
       throw err;
@@ -100,7 +138,7 @@ export async function importGit(deps: GitImportDeps, repo: string, opts: GitImpo
 }
 
 /** Whether a git command exits 0 (a query such as `show-ref --verify --quiet`). */
-async function succeeds(args: string[], opts: { cwd: string }): Promise<boolean> {
+async function succeeds(args: string[], opts: RunGitOptions): Promise<boolean> {
   try {
     await runGit(args, opts);
     return true;
@@ -115,4 +153,40 @@ function badRev(repo: string, rev: string, why: string): AwcError {
     hint: 'Pass --rev with a branch, tag or commit id of that repository (`git -C <repo> log --oneline` lists them).',
     details: { repo, rev },
   });
+}
+
+/** A local source: its real path, where git keeps its objects and refs, and its HEAD (the text of the file). */
+interface LocalSource {
+  path: string;
+  dirs: RepoDirs;
+  head: string;
+}
+
+/**
+ * Finds a local repository without running git in it (src/service/git-sandbox.ts findRepoDirs).
+ * @throws E_USAGE (a name starting with "-"), E_GIT_NOT_A_REPO
+ */
+async function openSource(repo: string): Promise<LocalSource> {
+  if (repo.startsWith('-')) throw new AwcError('E_USAGE', `a repository path may not start with "-": ${JSON.stringify(repo)}`);
+  const notARepo = (why: string) =>
+    new AwcError('E_GIT_NOT_A_REPO', `${repo} is not a git repository (${why})`, {
+      hint: 'Pass the path of a git checkout or bare repository (its top level), or a URL git can clone.',
+      details: { repo },
+    });
+  const path = await realpath(repo).catch(() => undefined);
+  if (path === undefined) throw notARepo('no such file or directory');
+  const dirs = await findRepoDirs(path);
+  if (dirs === undefined) throw notARepo('no .git directory, and not a bare repository');
+  const head = await readFile(join(dirs.gitDir, 'HEAD'), 'utf8').catch(() => '');
+  if (!/^(ref: refs\/[^\n]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(head)) throw notARepo('its HEAD is not a ref or a commit id');
+  return { path, dirs, head };
+}
+
+/** The sandbox's settings without its repository: git finds the repository (AWC's clone) from its working directory. */
+function noRepo(s: GitSandbox): GitSandbox {
+  const env = { ...s.env };
+  delete env.GIT_DIR;
+  delete env.GIT_COMMON_DIR;
+  delete env.GIT_WORK_TREE;
+  return { ...s, env };
 }

@@ -2,6 +2,7 @@ import { execFile, spawn } from 'node:child_process';
 import { lstat, mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { AwcError } from '../core/errors.js';
+import type { GitSandbox } from './git-sandbox.js';
 
 /**
  * Git as a child process, for `--git` import and export (docs/explanation/git.md).
@@ -46,6 +47,10 @@ export function gitEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, LC_ALL: 'C', GIT_TERMINAL_PROMPT: '0', ...extra };
 }
 
+function envOf(opts: RunGitOptions): NodeJS.ProcessEnv {
+  return opts.sandbox ? { ...opts.sandbox.env, ...opts.env } : gitEnv(opts.env);
+}
+
 /** `-c` options of every run; `safeDirs` mark repositories another user owns as safe for this run only. */
 export function gitConfigArgs(...safeDirs: (string | undefined)[]): string[] {
   const args = ['-c', 'core.hooksPath=/dev/null', '-c', 'protocol.ext.allow=never', '-c', 'core.fsmonitor=false'];
@@ -54,6 +59,7 @@ export function gitConfigArgs(...safeDirs: (string | undefined)[]): string[] {
 }
 
 function fullArgs(args: readonly string[], opts: RunGitOptions): string[] {
+  if (opts.sandbox) return [...opts.sandbox.args, ...args];
   return [...gitConfigArgs(opts.gitDir, opts.safeDir), ...(opts.gitDir !== undefined ? [`--git-dir=${opts.gitDir}`] : []), ...args];
 }
 
@@ -69,6 +75,11 @@ export interface RunGitOptions {
   input?: string;
   /** A repository path (besides gitDir) marked `safe.directory` for this run: one another user owns. */
   safeDir?: string;
+  /**
+   * Run on a snapshot's repository (src/service/git-sandbox.ts): the sandbox's environment
+   * (whole, `env` added) and options; `gitDir` and `safeDir` are not used.
+   */
+  sandbox?: GitSandbox;
   /** How stdout is decoded: `utf8` (default), or `latin1`, one character per byte, for output that holds raw path bytes. */
   encoding?: 'utf8' | 'latin1';
 }
@@ -83,7 +94,7 @@ export function runGit(args: readonly string[], opts: RunGitOptions = {}): Promi
     const child = execFile(
       'git',
       full,
-      { cwd: opts.cwd, env: gitEnv(opts.env), maxBuffer: 256 * 1024 * 1024, encoding: opts.encoding ?? 'utf8' },
+      { cwd: opts.cwd, env: envOf(opts), maxBuffer: 256 * 1024 * 1024, encoding: opts.encoding ?? 'utf8' },
       (err, stdout, stderr) => {
         if (!err) return resolvePromise({ stdout, stderr });
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return reject(noGit());
@@ -108,7 +119,7 @@ export function noGit(): AwcError {
  */
 export function spawnGit(args: readonly string[], opts: RunGitOptions): { stdin: NodeJS.WritableStream; done: Promise<GitOutput> } {
   const full = fullArgs(args, opts);
-  const child = spawn('git', full, { cwd: opts.cwd, env: gitEnv(opts.env), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn('git', full, { cwd: opts.cwd, env: envOf(opts), stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
