@@ -29,6 +29,7 @@ import { loadConfig } from '../config/config.js';
 import { resolveUserRules } from './user-access.js';
 import { UserRpc } from './user-rpc.js';
 import { UserSockets } from './user-sockets.js';
+import { parseShape, RootBodies } from './user-schemas.js';
 import { readJson, sendJson as send } from './http-json.js';
 import { WarmCliPool } from './warm-pool.js';
 import { cliSocketOf, userCliSocketOf } from './warm-protocol.js';
@@ -405,32 +406,27 @@ export class HostDaemon extends EventEmitter {
         return;
       }
       const body = req.method === 'POST' ? await readJson(req) : {};
+      const route = `${req.method} ${req.url}`;
       let out: unknown;
-      switch (`${req.method} ${req.url}`) {
+      switch (route) {
         case 'GET /v1/status':
           out = this.status();
           break;
-        case 'POST /v1/mount':
-          out = await this.overlayHost().mount(
-            str(body, 'namespace'),
-            str(body, 'workspace'),
-            str(body, 'target'),
-            'mount',
-            body.steal === true,
-          );
+        case 'POST /v1/mount': {
+          const b = parseShape(RootBodies.mount, body, route);
+          out = await this.overlayHost().mount(b.namespace, b.workspace, b.target, 'mount', b.steal === true);
           break;
-        case 'POST /v1/unmount':
-          out = await this.overlayHost().unmount(str(body, 'namespace'), str(body, 'workspace'), body.force === true);
+        }
+        case 'POST /v1/unmount': {
+          const b = parseShape(RootBodies.unmount, body, route);
+          out = await this.overlayHost().unmount(b.namespace, b.workspace, b.force === true);
           break;
+        }
         case 'GET /v1/metrics.json':
           out = await this.metrics.json();
           break;
         case 'POST /v1/checkpoint-report':
-          this.metrics.recordCheckpoint({
-            driver: str(body, 'driver'),
-            durationMs: body.durationMs as number,
-            newBytes: body.newBytes as number,
-          });
+          this.metrics.recordCheckpoint(parseShape(RootBodies.checkpointReport, body, route));
           out = { ok: true };
           break;
         case 'POST /v1/reload':
@@ -438,10 +434,10 @@ export class HostDaemon extends EventEmitter {
           break;
         case 'POST /v1/sweep':
           if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
-          out = await this.sweeper.run({ dryRun: body.dryRun === true });
+          out = await this.sweeper.run({ dryRun: parseShape(RootBodies.flags, body, route).dryRun === true });
           break;
         case 'POST /v1/stop': {
-          const busy = await this.unmountAll(body.force === true);
+          const busy = await this.unmountAll(parseShape(RootBodies.flags, body, route).force === true);
           if (busy.length > 0) {
             throw new AwcError('E_TARGET_BUSY', `${busy.length} workspace mount(s) are in use: ${busy.map((b) => b.path).join(', ')}`, {
               hint: 'Close the shells and programs using them (the daemon keeps serving them), or pass --force to detach them lazily.',
@@ -475,12 +471,6 @@ function socketAnswers(path: string): Promise<boolean> {
     });
     c.once('error', () => resolve(false));
   });
-}
-
-function str(body: Record<string, unknown>, k: string): string {
-  const v = body[k];
-  if (typeof v !== 'string' || v === '') throw new AwcError('E_USAGE', `missing string field ${k}`);
-  return v;
 }
 
 /** [hex, size in bytes, sparse] of every content object of a layer. */

@@ -1,3 +1,4 @@
+import * as z from 'zod';
 import { AwcError } from '../core/errors.js';
 import type { AwcPaths } from '../config/config.js';
 import type { Awc } from '../service/awc.js';
@@ -5,24 +6,40 @@ import { listKept, oneSet, readKeptFile, removeKept, type KeptSet } from '../ser
 import type { RemoteMethod } from '../service/remote-methods.js';
 import { computeUsage } from '../service/usage.js';
 import type { AllowedUser } from './user-access.js';
-import type { EnvKeyResult } from '../service/env-key.js';
+import type { UserContent } from './user-content.js';
+import { ownsLiveState } from './mounter-rule.js';
+import {
+  AbsPath,
+  ContentArgs,
+  EnvKeyShape,
+  LabelPatchShape,
+  LabelsShape,
+  ListFilterShape,
+  Name,
+  parseShape,
+  RowRef,
+} from './user-schemas.js';
 
-/** An environment key from a user's CLI, checked for its shape (it only picks a snapshot). @throws E_USAGE */
-function checkKey(k: EnvKeyResult): EnvKeyResult {
-  const strings = (a: unknown) => Array.isArray(a) && a.every((x) => typeof x === 'string');
-  if (
-    typeof k.key !== 'string' ||
-    !Array.isArray(k.lockfiles) ||
-    !k.lockfiles.every((l) => typeof l?.path === 'string') ||
-    !strings(k.installs) ||
-    !strings(k.envDirs)
-  )
-    throw new AwcError('E_USAGE', 'attach: key is not an environment key');
-  return k;
+/** What a method of the table gets besides its arguments: the caller, the service of their namespace, the mounter rule. */
+export interface CallContext {
+  user: AllowedUser;
+  awc: Awc;
+  paths: AwcPaths;
+  content: UserContent;
+  /** The mounter rule (src/daemon/mounter-rule.ts checkMounter) for this caller. @throws E_PERMISSION, E_NOT_FOUND */
+  mounter(ref: string): Promise<void>;
 }
 
-/** The methods of REMOTE_METHODS the daemon answers itself: they are not Awc methods, or need the caller. */
-export const DAEMON_SIDE: ReadonlySet<RemoteMethod> = new Set(['usage', 'kept.ls', 'kept.rm', 'kept.read', 'attach', 'detach']);
+/** One method of `POST /v1/call`: the shape of its arguments (a tuple) and what answers it. */
+export interface UserMethod {
+  args: z.ZodType<unknown[]>;
+  run(c: CallContext, args: unknown[]): Promise<unknown>;
+}
+
+/** A table entry: `run` gets the arguments as `args` parsed them. */
+function method<S extends z.ZodType<unknown[]>>(args: S, run: (c: CallContext, a: z.output<S>) => unknown): UserMethod {
+  return { args, run: async (c, a) => run(c, a as z.output<S>) };
+}
 
 /** The most bytes `kept.read` sends in one answer (64 MiB): kept files are secrets (keys, `.env`), small. */
 const KEPT_READ_MAX_BYTES = 64 * 1024 * 1024;
@@ -33,47 +50,124 @@ export interface KeptSetBytes {
   contents: string[];
 }
 
+const ref = z.tuple([Name]);
+const asUser = (c: CallContext) => ({ uid: c.user.uid, gid: c.user.gid });
+const mine = (c: CallContext) => (s: KeptSet) => s.owner?.uid === c.user.uid;
+
 /**
- * Answers one of {@link DAEMON_SIDE} for `user` (docs/explanation/security.md#per-user-sockets):
+ * Every method of `POST /v1/call` (src/service/remote-methods.ts), with its arguments' shape
+ * (src/daemon/user-schemas.ts), checked before anything runs (a method not in this table has
+ * no way in; test/user-rpc-shapes.test.ts fails for one without a schema). JSON has no
+ * undefined: an argument left out arrives as null and is read as left out. Answers:
  *
- * - `usage()` → the UsageReport of the call's namespace (already checked against the user's rules)
- * - `kept.ls(ref?)` → `{sets}`: only the sets of workspaces this user mounted (`owner` = their uid)
- * - `kept.rm(ref)` → `{id, files}`: one of those, deleted
- * - `kept.read(ref)` → {@link KeptSetBytes}: one of those with its bytes, which the user's CLI
- *   writes as the user (`awc kept restore`); root never opens the directory the user names
+ * - Awc methods: as the service answers them, for the caller: `mount` is always theirs (their
+ *   uid and gid, at a directory they own); `mount`, `unmount`, `checkpoint`, `rm` and the reads
+ *   of live state, `diff` (either side) and `leases.show`, follow the mounter rule
+ *   (docs/explanation/security.md "Live state belongs to its mounter")
+ * - `leases.list(rows)`, `leases.show(row)`: only the rows' ids are read; the rows are the
+ *   catalog's (the caller's copies are never trusted)
+ * - `usage()` → the UsageReport of the namespace, the state on this host of workspaces the
+ *   caller did not mount withheld (`withheld: true`)
+ * - `kept.ls(ref?)` → `{sets}`: only the sets of workspaces this user mounted; `kept.rm(ref)`
+ *   → `{id, files}`: one of those, deleted; `kept.read(ref)` → {@link KeptSetBytes}: one of
+ *   those with its bytes, which the user's CLI writes as the user (E_USAGE over 64 MiB)
  * - `attach(dir, {snapshot?, key?})`, `detach(dir, {force?})` → as src/service/attach.ts with
- *   `asUser` the caller: `dir` (the real path their CLI found) and every directory down to the
- *   mount points must be theirs, walked without following symlinks; `key` is the environment key
- *   their CLI computed (it only picks a snapshot of the namespace)
- *
- * @throws E_NOT_FOUND (no such set of theirs), E_USAGE (a set over 64 MiB: root restores it), what computeUsage throws
+ *   `asUser` the caller
+ * - `content.readRoot|readTree(snapshots, digest)` → src/daemon/user-content.ts
  */
-export async function callDaemonSide(user: AllowedUser, awc: Awc, paths: AwcPaths, m: RemoteMethod, args: unknown[]): Promise<unknown> {
-  const mine = (s: KeptSet): boolean => s.owner?.uid === user.uid;
-  const ref = (i: number): string => {
-    if (typeof args[i] !== 'string') throw new AwcError('E_USAGE', `${m} needs a string argument`);
-    return args[i] as string;
-  };
-  if (m === 'usage') return computeUsage(awc);
-  const asUser = { uid: user.uid, gid: user.gid };
-  const opts = (typeof args[1] === 'object' && args[1] !== null ? args[1] : {}) as Record<string, unknown>;
-  if (m === 'attach') {
-    const { attach } = await import('../service/attach.js');
-    const snapshot = typeof opts.snapshot === 'string' ? opts.snapshot : undefined;
-    const key = typeof opts.key === 'object' && opts.key !== null ? (opts.key as EnvKeyResult) : undefined;
-    return attach(awc, ref(0), { snapshot, key: key && checkKey(key), asUser });
-  }
-  if (m === 'detach') return (await import('../service/attach.js')).detach(awc, ref(0), { force: opts.force === true, asUser });
-  if (m === 'kept.ls') return { sets: listKept(paths, args[0] === undefined ? undefined : ref(0)).filter(mine) };
-  if (m === 'kept.rm') return removeKept(paths, ref(0), mine);
-  if (m === 'kept.read') {
-    const set = oneSet(paths, ref(0), mine);
+export const USER_METHODS: Readonly<Record<RemoteMethod, UserMethod>> = {
+  listSnapshots: method(z.tuple([ListFilterShape.optional()]), (c, [f]) => c.awc.listSnapshots(f)),
+  listWorkspaces: method(z.tuple([ListFilterShape.optional()]), (c, [f]) => c.awc.listWorkspaces(f)),
+  getSnapshot: method(ref, (c, [r]) => c.awc.getSnapshot(r)),
+  getWorkspace: method(ref, (c, [r]) => c.awc.getWorkspace(r)),
+  resolve: method(ref, (c, [r]) => c.awc.resolve(r)),
+  fork: method(
+    z.tuple([Name, z.object({ name: z.string().optional(), count: z.int().optional(), labels: LabelsShape.optional() }).optional()]),
+    (c, [r, o]) => c.awc.fork(r, o),
+  ),
+  mount: method(z.tuple([Name, AbsPath, z.object({ steal: z.boolean().optional() }).optional()]), async (c, [r, dir, o]) => {
+    await c.mounter(r);
+    return c.awc.mount(r, dir, { steal: o?.steal === true, asUser: asUser(c) });
+  }),
+  unmount: method(
+    z.tuple([
+      Name,
+      z.object({ discard: z.boolean().optional(), force: z.boolean().optional(), keptOnly: z.boolean().optional() }).optional(),
+    ]),
+    async (c, [r, o]) => {
+      await c.mounter(r);
+      return c.awc.unmount(r, o);
+    },
+  ),
+  checkpoint: method(
+    z.tuple([Name, z.object({ message: z.string().optional(), allowChanging: z.boolean().optional() }).optional()]),
+    async (c, [r, o]) => {
+      await c.mounter(r);
+      return c.awc.checkpoint(r, o);
+    },
+  ),
+  diff: method(
+    z.tuple([
+      Name,
+      Name.optional(),
+      z.object({ patch: z.boolean().optional(), binary: z.boolean().optional(), metadata: z.boolean().optional() }).optional(),
+    ]),
+    async (c, [from, to, o]) => {
+      for (const r of to === undefined ? [from] : [from, to]) await c.mounter(r);
+      return c.awc.diff(from, to, o);
+    },
+  ),
+  rm: method(z.tuple([Name, z.object({ force: z.boolean().optional() }).optional()]), async (c, [r, o]) => {
+    await c.mounter(r);
+    return c.awc.rm(r, o);
+  }),
+  doctor: method(z.tuple([]), (c) => c.awc.doctor()),
+  'leases.list': method(z.tuple([z.array(RowRef)]), async (c, [rows]) => {
+    const all = new Map((await c.awc.listWorkspaces()).map((w) => [w.id, w]));
+    return c.awc.leases.list(rows.flatMap((r) => all.get(r.id) ?? []));
+  }),
+  'leases.show': method(z.tuple([RowRef]), async (c, [row]) => {
+    await c.mounter(row.id);
+    return c.awc.leases.show(await c.awc.getWorkspace(row.id));
+  }),
+  setLabels: method(z.tuple([Name, LabelPatchShape]), (c, [r, patch]) => c.awc.setLabels(r, patch)),
+  usage: method(z.tuple([]), (c) => computeUsage(c.awc, { measures: (state) => ownsLiveState(c.user, state) })),
+  'kept.ls': method(z.tuple([Name.optional()]), (c, [r]) => ({ sets: listKept(c.paths, r).filter(mine(c)) })),
+  'kept.rm': method(ref, (c, [r]) => removeKept(c.paths, r, mine(c))),
+  'kept.read': method(ref, (c, [r]) => {
+    const set = oneSet(c.paths, r, mine(c));
     const bytes = set.files.reduce((n, f) => n + f.size, 0);
     if (bytes > KEPT_READ_MAX_BYTES)
       throw new AwcError('E_USAGE', `kept set ${set.id} holds ${bytes} bytes: too large to restore through the daemon`, {
         hint: `Ask an administrator to run \`awc kept restore ${set.id} <dir>\` as root.`,
       });
-    return { set, contents: set.files.map((f) => readKeptFile(paths, set, f).toString('base64')) } satisfies KeptSetBytes;
-  }
-  throw new AwcError('E_INTERNAL', `${m} is not answered by the daemon itself`);
+    return { set, contents: set.files.map((f) => readKeptFile(c.paths, set, f).toString('base64')) } satisfies KeptSetBytes;
+  }),
+  attach: method(
+    z.tuple([AbsPath, z.object({ snapshot: z.string().optional(), key: EnvKeyShape.optional() }).optional()]),
+    async (c, [dir, o]) =>
+      (await import('../service/attach.js')).attach(c.awc, dir, { snapshot: o?.snapshot, key: o?.key, asUser: asUser(c) }),
+  ),
+  detach: method(z.tuple([AbsPath, z.object({ force: z.boolean().optional() }).optional()]), async (c, [dir, o]) =>
+    (await import('../service/attach.js')).detach(c.awc, dir, { force: o?.force === true, asUser: asUser(c) }),
+  ),
+  'content.readRoot': method(ContentArgs, (c, [snaps, d]) => c.content.readRoot(c.awc, snaps, d)),
+  'content.readTree': method(ContentArgs, (c, [snaps, d]) => c.content.readTree(c.awc, snaps, d)),
+};
+
+/**
+ * Calls `name` with the JSON arguments `raw` for the caller: the method must be in
+ * {@link USER_METHODS} and its arguments must fit its shape (nulls read as left out,
+ * trailing ones dropped), or nothing runs.
+ * @throws E_USAGE (no such method, arguments of the wrong shape), what the method throws
+ */
+export async function callUserMethod(c: CallContext, name: string, raw: unknown[]): Promise<unknown> {
+  const m = Object.hasOwn(USER_METHODS, name) ? USER_METHODS[name as RemoteMethod] : undefined;
+  if (!m)
+    throw new AwcError('E_USAGE', `no such method ${JSON.stringify(name)} through the daemon`, {
+      hint: `Callable: ${Object.keys(USER_METHODS).join(', ')}.`,
+    });
+  const args = raw.map((a) => (a === null ? undefined : a));
+  while (args.length > 0 && args[args.length - 1] === undefined) args.pop();
+  return m.run(c, parseShape(m.args, args, name));
 }

@@ -3,7 +3,8 @@ import { allocatedBytesOf } from '../core/allocated-bytes.js';
 import { join, relative } from 'node:path';
 import { digestHex } from '../core/digest.js';
 import type { MountDriverName } from '../core/mount-driver-name.js';
-import { readHostState, workspaceDirs } from '../drivers/workspace-state.js';
+import { readHostState, workspaceDirs, type WorkspaceHostState } from '../drivers/workspace-state.js';
+import type { WorkspaceRow } from '../catalog/catalog.js';
 import { formatBytes } from '../core/format-bytes.js';
 import type { Awc } from './awc.js';
 
@@ -57,7 +58,8 @@ import type { Awc } from './awc.js';
  *         logicalBytes: number,  // head snapshot's byteCount
  *         upperBytes: number,    // <home>/host/workspaces/<id> on this host
  *         copyBytes: number,     // copy driver: the materialised tree (bound at the target)
- *         hostBytes: number      // upperBytes + copyBytes
+ *         hostBytes: number,     // upperBytes + copyBytes
+ *         withheld?: true        // through the daemon: another user's (or root's) mount, not measured (0s)
  *       }]                       // oldest first
  *     }
  */
@@ -106,6 +108,22 @@ export interface WorkspaceUsage {
   upperBytes: number;
   copyBytes: number;
   hostBytes: number;
+  /**
+   * True when the report was made for a user who did not mount this workspace (through the
+   * root daemon: docs/explanation/security.md "Live state belongs to its mounter"): its state
+   * on this host was not measured, and its three host measures are 0 (also in the totals).
+   */
+  withheld?: true;
+}
+
+/** Options of {@link computeUsage}. */
+export interface UsageOptions {
+  /**
+   * Whether the caller may see the measures of a workspace's state on this host (`state`:
+   * its host state, undefined when it has none). Absent: every workspace is measured. A
+   * state that cannot be read is withheld whenever this is given.
+   */
+  measures?: (state: WorkspaceHostState | undefined) => boolean;
 }
 
 /**
@@ -115,7 +133,7 @@ export interface WorkspaceUsage {
  * Cost: O(snapshots + workspaces) catalog reads plus O(files) lstat calls on this host.
  * @throws E_INTERNAL / E_PERMISSION on unexpected file-system errors (ENOENT is never one)
  */
-export async function computeUsage(awc: Awc): Promise<UsageReport> {
+export async function computeUsage(awc: Awc, opts: UsageOptions = {}): Promise<UsageReport> {
   const [snapshots, workspaces, stored] = await Promise.all([
     awc.listSnapshots(),
     awc.listWorkspaces(),
@@ -140,19 +158,22 @@ export async function computeUsage(awc: Awc): Promise<UsageReport> {
     headOf.set(w.headSnapshotId, (headOf.get(w.headSnapshotId) ?? 0) + 1);
     const head = byId.get(w.headSnapshotId) ?? (await awc.getSnapshot(w.headSnapshotId));
     const dirs = workspaceDirs(awc.paths.workspaces, w.id);
-    const state = await readHostState(awc.paths.workspaces, w.id).catch(() => undefined);
+    const read = await readHostState(awc.paths.workspaces, w.id).then(
+      (state) => ({ state, ok: true }),
+      () => ({ state: undefined, ok: false }),
+    );
+    const state = read.state;
+    if (opts.measures && !(read.ok && opts.measures(state))) {
+      // another's live state: not walked, not counted (its size would say what they wrote)
+      wsRows.push({ ...rowOf(w, head.byteCount), upperBytes: 0, copyBytes: 0, hostBytes: 0, withheld: true });
+      continue;
+    }
     // the copy driver's private tree (bound at the target) is counted once, as copyBytes
     const upperBytes = await allocatedOf(dirs.dir, seen, { skip: dirs.tree });
     const tree = state && awc.materialised(state);
     const copyBytes = tree ? await allocatedOf(tree, seen) : 0;
     wsRows.push({
-      id: w.id,
-      name: w.name,
-      headSnapshotId: w.headSnapshotId,
-      mountState: w.mountState,
-      mountDriver: w.mountDriver,
-      mountPath: w.mountPath,
-      logicalBytes: head.byteCount,
+      ...rowOf(w, head.byteCount),
       upperBytes,
       copyBytes,
       hostBytes: upperBytes + copyBytes,
@@ -198,6 +219,22 @@ export async function computeUsage(awc: Awc): Promise<UsageReport> {
   };
 }
 
+/** The catalog's part of a workspace's usage row. */
+function rowOf(
+  w: WorkspaceRow,
+  logicalBytes: number,
+): Pick<WorkspaceUsage, 'id' | 'name' | 'headSnapshotId' | 'mountState' | 'mountDriver' | 'mountPath' | 'logicalBytes'> {
+  return {
+    id: w.id,
+    name: w.name,
+    headSnapshotId: w.headSnapshotId,
+    mountState: w.mountState,
+    mountDriver: w.mountDriver,
+    mountPath: w.mountPath,
+    logicalBytes,
+  };
+}
+
 /** Renders a report for people: a summary, then aligned snapshot and workspace tables (binary units). */
 export function formatUsage(u: UsageReport): string {
   const b = formatBytes;
@@ -240,9 +277,7 @@ export function formatUsage(u: UsageReport): string {
       w.headSnapshotId,
       w.mountState === 'mounted' ? (w.mountDriver ?? '?') : '-',
       b(w.logicalBytes),
-      b(w.upperBytes),
-      b(w.copyBytes),
-      b(w.hostBytes),
+      ...(w.withheld ? ['-', '-', '-'] : [b(w.upperBytes), b(w.copyBytes), b(w.hostBytes)]),
     ]),
     [false, false, false, false, true, true, true, true],
   );
