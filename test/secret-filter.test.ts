@@ -123,6 +123,70 @@ describe('capture classes and the secret filter', () => {
     for (const [p, v] of Object.entries(secrets)) assert.ok(!stored.includes(v.trim().split('=').pop()!), `${p} reached the store`);
   });
 
+  it('PEM files by content (issue 24 item 8): CA bundles and certificates are kept, any private key block is a secret, .p12/.pfx/.jks and a DER .key by name', () => {
+    const tls = join(work, 'pem-gen');
+    mkdirSync(tls);
+    const sh = (cmd: string): string =>
+      execFileSync('sh', ['-c', cmd], { cwd: tls, encoding: 'latin1', stdio: ['ignore', 'pipe', 'ignore'] });
+    sh('openssl req -x509 -newkey rsa:2048 -nodes -keyout pkcs8.pem -out cert.pem -subj /CN=awc-test -days 1');
+    const cert = readFileSync(join(tls, 'cert.pem'), 'latin1');
+    const bundle = readFileSync('/etc/ssl/certs/ca-certificates.crt', 'latin1'); // a real CA bundle, ~220 KB
+    assert.ok(bundle.length > 128 * 1024 && bundle.length < 1024 * 1024);
+    const keys: Record<string, string> = {
+      'tls/pkcs8.pem': readFileSync(join(tls, 'pkcs8.pem'), 'latin1'),
+      'tls/server.key': sh('openssl genrsa -traditional 2048'),
+      'tls/ec.pem': sh('openssl ecparam -genkey -name prime256v1'),
+      'tls/enc.key': sh('openssl pkcs8 -topk8 -in pkcs8.pem -v2 aes256 -passout pass:x'),
+      'tls/dsa.pem': `-----BEGIN DSA PRIVATE KEY-----\n${randomBytes(300).toString('base64')}\n-----END DSA PRIVATE KEY-----\n`,
+      'ssh/deploy.pem': (sh("ssh-keygen -q -t ed25519 -N '' -C t -f ed"), readFileSync(join(tls, 'ed'), 'latin1')),
+    };
+    const src = join(work, 'pem-src');
+    const kept: Record<string, Buffer> = {
+      'certifi/cacert.pem': Buffer.from(bundle, 'latin1'),
+      'gcloud/roots.pem': Buffer.from(`# roots\n${cert}\n# another\n${cert}`, 'latin1'),
+      'tls/server.crt': Buffer.from(cert, 'latin1'),
+      'tls/server.cer': execFileSync('openssl', ['x509', '-in', join(tls, 'cert.pem'), '-outform', 'DER']),
+      'tls/public.key': execFileSync('openssl', ['pkey', '-in', join(tls, 'pkcs8.pem'), '-pubout']),
+    };
+    for (const [p, b] of Object.entries(kept)) {
+      mkdirSync(dirname(join(src, p)), { recursive: true });
+      writeFileSync(join(src, p), b);
+    }
+    for (const [p, v] of Object.entries(keys)) put(src, p, v);
+    // a key after 200 KB of certificates, a key in a .crt, a DER key, stores by name, a PEM file past the 1 MiB the filter reads
+    put(src, 'tls/bundle-and-key.pem', bundle + keys['tls/pkcs8.pem']);
+    put(src, 'tls/cert-and-key.crt', cert + keys['tls/server.key']);
+    mkdirSync(join(src, 'bin'));
+    writeFileSync(join(src, 'bin/der.key'), execFileSync('openssl', ['pkey', '-in', join(tls, 'pkcs8.pem'), '-outform', 'DER']));
+    sh(`openssl pkcs12 -export -in cert.pem -inkey pkcs8.pem -passout pass:x -out ${join(src, 'bin/id.p12')}`);
+    writeFileSync(join(src, 'bin/id.pfx'), readFileSync(join(src, 'bin/id.p12')));
+    writeFileSync(join(src, 'bin/store.jks'), randomBytes(512));
+    put(src, 'big/huge-bundle.pem', bundle.repeat(5));
+    const secrets = [
+      ...Object.keys(keys),
+      'tls/bundle-and-key.pem',
+      'tls/cert-and-key.crt',
+      'bin/der.key',
+      'bin/id.p12',
+      'bin/id.pfx',
+      'bin/store.jks',
+      'big/huge-bundle.pem',
+    ].sort();
+    const tar = join(work, 'pem.tar');
+    execFileSync('tar', ['--format=pax', '-C', src, '-cf', tar, '.']);
+    for (const from of [src, tar]) {
+      const r = awcOk(home, ['snapshot', 'import', from], env);
+      assert.deepEqual(r.secrets.map((x: { path: string }) => x.path).sort(), secrets, from);
+      const out = join(work, `pem-out-${from === src ? 'dir' : 'tar'}`);
+      awcOk(home, ['export', r.id, '--dir', out], env);
+      for (const [p, b] of Object.entries(kept)) assert.ok(readFileSync(join(out, p)).equals(b), `${p} kept as it was (${from})`);
+      for (const p of secrets) assert.ok(!existsSync(join(out, p)), `${p} must not be in the snapshot (${from})`);
+    }
+    // no private key's bytes reached the store
+    const stored = allBytes(join(work, 'objects')).toString('latin1');
+    for (const [p, v] of Object.entries(keys)) assert.ok(!stored.includes(v.split('\n')[1]), `${p} reached the store`);
+  });
+
   for (const driver of ['overlay', 'copy'] as const) {
     it(`${driver}: a checkpoint stores only the opted-in secret, lists the others, keeps node_modules, drops tmp; rm keeps the secrets`, () => {
       const denv = { ...env, AWC_MOUNT_DRIVER: driver };

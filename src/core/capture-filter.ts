@@ -8,6 +8,9 @@ import type { FileEntry } from './tree.js';
  */
 export type CaptureVerdict = 'store' | 'secret' | 'scratch';
 
+/** The most a verdict's `peek` asks for: 1 MiB + 1 byte (a PEM file is read whole up to 1 MiB; one more byte says it is longer). */
+export const PEEK_MAX_BYTES = 1024 * 1024 + 1;
+
 /**
  * The capture filter as one directory of a walk sees it. Walkers (importDir, mergeUpper)
  * ask it about each regular file and directory they would store, top-down: a directory's
@@ -15,10 +18,11 @@ export type CaptureVerdict = 'store' | 'secret' | 'scratch';
  */
 export interface CaptureDirFilter {
   /**
-   * The verdict for child `name`. `peek` returns the first bytes (up to 64 KiB) of a regular
-   * file, for the secrets that depend on content (an `.npmrc` with a token); never called for a directory.
+   * The verdict for child `name`. `peek(max)` returns the first bytes (up to `max`, default
+   * 64 KiB, at most PEEK_MAX_BYTES) of a regular file, for the secrets that depend on content
+   * (an `.npmrc` with a token, a PEM file with a private key); never called for a directory.
    */
-  verdict(name: string, isDir: boolean, peek: () => Buffer): CaptureVerdict;
+  verdict(name: string, isDir: boolean, peek: (max?: number) => Buffer): CaptureVerdict;
   /** The filter of stored child directory `name`; `gitignore` reads that directory's `.gitignore` (undefined when none), called only when needed. */
   child(name: string, gitignore: () => Promise<string | undefined>): Promise<CaptureDirFilter>;
 }

@@ -237,7 +237,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
         }
         add(sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })));
       } else if (found.type === 'file') {
-        const verdict = f?.verdict(name, false, () => peekFd(found.fd)) ?? 'store';
+        const verdict = f?.verdict(name, false, (max) => peekFd(found.fd, max)) ?? 'store';
         if (verdict !== 'store') {
           try {
             if (verdict === 'secret') opts.filter?.secret(childRel, found.fd, Number(st.size));

@@ -43,8 +43,6 @@ export const SECRET_PRESET = [
   'id_ed25519',
   'id_ecdsa_sk',
   'id_ed25519_sk',
-  '*.pem',
-  '*.key',
   '*.p12',
   '*.pfx',
   '*.jks',
@@ -65,6 +63,39 @@ const SECRET_BY_CONTENT: Record<string, RegExp> = {
   '.yarnrc.yml': /npmAuthToken\s*:/,
   '.pypirc': /^\s*password\s*[=:]/m,
 };
+
+/**
+ * Extensions of files that may be PEM (docs/explanation/capture-classes.md#pem-files), decided
+ * by content (see {@link pemVerdict}): `.pem` and `.key` are secrets unless their content shows
+ * PEM blocks and none of them a private key (a CA bundle, a certificate); `.crt`, `.cer` and
+ * `.cert` are kept unless their content holds a private key block.
+ */
+const PEM_SECRET_UNLESS_PUBLIC = new Set(['pem', 'key']);
+const PEM_KEPT_UNLESS_KEY = new Set(['crt', 'cer', 'cert']);
+
+/**
+ * How much of a PEM file the filter reads (1 MiB: a CA bundle is about 220 KB). A file longer
+ * than that is not read to its end, so it is a secret: nothing proves the rest holds no key.
+ */
+export const PEM_SCAN_BYTES = 1024 * 1024;
+
+/** A PEM block's first line whose label names a private or secret key (`RSA PRIVATE KEY`, `OPENSSH PRIVATE KEY`, `ENCRYPTED PRIVATE KEY`, `PGP PRIVATE KEY BLOCK`, …). */
+const PRIVATE_PEM = /-----BEGIN [^\n-]*(PRIVATE|SECRET)[^\n-]*-----/;
+/** Any PEM block's first line. */
+const ANY_PEM = /-----BEGIN [A-Z0-9][A-Z0-9 ]*-----/;
+
+/**
+ * What a PEM file's content (its first up to PEM_SCAN_BYTES + 1 bytes) says: `key` when a
+ * private key block is in it or it is longer than PEM_SCAN_BYTES (not read whole: unsure),
+ * `public` when it holds PEM blocks and none of them a private key, `none` when it holds no
+ * PEM block (a DER file, say).
+ */
+export function pemVerdict(head: Buffer): 'key' | 'public' | 'none' {
+  if (head.length > PEM_SCAN_BYTES) return 'key';
+  const text = head.toString('latin1');
+  if (PRIVATE_PEM.test(text)) return 'key';
+  return ANY_PEM.test(text) ? 'public' : 'none';
+}
 
 /** Ignored directories that an install or a build recreates: kept (stored), never secret-filtered. */
 export const RECONSTRUCTIBLE_PRESET = [
@@ -146,11 +177,21 @@ export class CapturePolicy {
       .add(config.scratch);
   }
 
-  /** Whether the file at `path` is a secret (by name, or for a few credential files by content). */
-  isSecret(path: string, peek: () => Buffer): boolean {
+  /**
+   * Whether the file at `path` is a secret: by name, or for a few credential files and PEM
+   * files (`.pem`, `.key`, `.crt`, `.cer`, `.cert`: {@link pemVerdict}) by content. `peek(max)`
+   * gives the file's first up to `max` bytes (default 64 KiB).
+   */
+  isSecret(path: string, peek: (max?: number) => Buffer): boolean {
     if (this.secrets.ignores(path)) return true;
-    const re = SECRET_BY_CONTENT[path.slice(path.lastIndexOf('/') + 1)];
-    return re !== undefined && re.test(peek().toString('utf8'));
+    const name = path.slice(path.lastIndexOf('/') + 1);
+    const re = SECRET_BY_CONTENT[name];
+    if (re !== undefined) return re.test(peek().toString('utf8'));
+    const dot = name.lastIndexOf('.');
+    const ext = dot > 0 ? name.slice(dot + 1).toLowerCase() : '';
+    if (PEM_SECRET_UNLESS_PUBLIC.has(ext)) return pemVerdict(peek(PEM_SCAN_BYTES + 1)) !== 'public';
+    if (PEM_KEPT_UNLESS_KEY.has(ext)) return pemVerdict(peek(PEM_SCAN_BYTES + 1)) === 'key';
+    return false;
   }
 
   /** The root directory's filter, given the root's `.gitignore` text. */
@@ -196,7 +237,7 @@ export class PolicyDir implements CaptureDirFilter {
     return out;
   }
 
-  verdict(name: string, isDir: boolean, peek: () => Buffer): CaptureVerdict {
+  verdict(name: string, isDir: boolean, peek: (max?: number) => Buffer): CaptureVerdict {
     const path = this.pathOf(name);
     if (this.inReconstructible || this.fixed === 'reconstructible') return 'store';
     if (!isDir && this.p.isSecret(path, peek) && !this.p.allowed.ignores(path)) return 'secret';

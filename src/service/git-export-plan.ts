@@ -143,7 +143,7 @@ export async function planGitExport(
   const secret = async (path: string, e: Entry | undefined): Promise<boolean> => {
     if (policy.allowed.ignores(path)) return false;
     const peek = e?.type === 'file' ? await target.bytes(e) : Buffer.alloc(0);
-    return policy.isSecret(path, () => peek.subarray(0, 64 * 1024));
+    return policy.isSecret(path, (max = 64 * 1024) => peek.subarray(0, max));
   };
   const scratch = (path: string): boolean => {
     const parts = path.split('/');

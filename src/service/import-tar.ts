@@ -13,6 +13,7 @@ import { nameFromBytes } from '../core/raw-name.js';
 import { type ImportProgress, type ImportResult, type ImportWarning } from '../host/import-dir.js';
 import { classifyXattr } from '../host/xattrs.js';
 import type { TarCapture } from './tar-capture.js';
+import { PEEK_MAX_BYTES } from '../core/capture-filter.js';
 
 /** tar-stream, loaded when a tar is first read. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -243,7 +244,7 @@ export async function importTar(
         if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
         let data = entry as AsyncIterable<Buffer>;
         if (opts.capture) {
-          const head = await takeHead(data, sparse ? 0 : PEEK_BYTES);
+          const head = await takeHead(data, sparse ? 0 : PEEK_MAX_BYTES);
           const verdict = await opts.capture.verdict(parts, sparse ? () => Buffer.alloc(0) : head.peek); // a sparse body starts with its map
           if (verdict !== 'store') {
             if ((await drain(head.rest)) !== header.size)
@@ -432,11 +433,11 @@ async function drain(entry: AsyncIterable<unknown>): Promise<number> {
   return n;
 }
 
-/** How much of a file the capture filter may look at (CaptureDirFilter.verdict's `peek`). */
-const PEEK_BYTES = 64 * 1024;
-
-/** Reads the first `max` bytes of a stream (or all of a shorter one): `peek` gives them, `rest` the whole stream again from its start. */
-async function takeHead(src: AsyncIterable<Buffer>, max: number): Promise<{ peek: () => Buffer; rest: AsyncIterable<Buffer> }> {
+/**
+ * Reads the first `max` bytes of a stream (or all of a shorter one): `peek(n)` gives the first
+ * `n` of them (default 64 KiB), `rest` the whole stream again from its start.
+ */
+async function takeHead(src: AsyncIterable<Buffer>, max: number): Promise<{ peek: (n?: number) => Buffer; rest: AsyncIterable<Buffer> }> {
   const it = src[Symbol.asyncIterator]();
   const first: Buffer[] = [];
   let n = 0;
@@ -455,7 +456,9 @@ async function takeHead(src: AsyncIterable<Buffer>, max: number): Promise<{ peek
     if (done) return;
     for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
   }
-  return { peek: () => Buffer.concat(first).subarray(0, max), rest: rest() };
+  let head: Buffer | undefined;
+  const peek = (n = 64 * 1024): Buffer => (head ??= Buffer.concat(first)).subarray(0, Math.min(n, max));
+  return { peek, rest: rest() };
 }
 
 /** tar-stream and zlib report corrupt input as plain Errors: give them a code. */

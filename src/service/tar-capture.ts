@@ -78,7 +78,7 @@ export class TarCapture {
   ) {}
 
   /** The verdict for the regular file at `parts` (non-empty); `peek` gives its first bytes. @throws E_CONFIG (a bad `.awc.json`) */
-  async verdict(parts: readonly string[], peek: () => Buffer): Promise<CaptureVerdict> {
+  async verdict(parts: readonly string[], peek: (max?: number) => Buffer): Promise<CaptureVerdict> {
     const dir = await this.dirFilter(parts.slice(0, -1));
     return dir.verdict(parts[parts.length - 1], false, peek);
   }

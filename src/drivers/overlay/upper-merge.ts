@@ -242,7 +242,7 @@ class Merger {
       }
       if (found.type === 'file') {
         try {
-          const verdict = f && !overlayXattrs(fdPath(found.fd)).metacopy ? f.verdict(name, false, () => peekFd(found.fd)) : 'store';
+          const verdict = f && !overlayXattrs(fdPath(found.fd)).metacopy ? f.verdict(name, false, (max) => peekFd(found.fd, max)) : 'store';
           if (verdict !== 'store') {
             if (verdict === 'secret') this.filter?.secret(relPath, found.fd, Number(st.size));
             else this.filter?.scratch(relPath, { size: Number(st.size) });
