@@ -21,14 +21,16 @@ export interface McpSession {
 /**
  * Starts a server and connects to it (the client lists the tools first, so it caches their output validators).
  * `runAs`: the server runs as that user (`setpriv`), e.g. an ordinary user of the root daemon.
+ * `args`: more options of `awc mcp` (`--root DIR`, `--snapshot REF`, `--snapshot-label k=v`).
  */
 export async function mcpSession(
   home: string,
   scope: string | undefined,
   env: NodeJS.ProcessEnv = {},
   runAs?: { uid: number; gid: number },
+  args: readonly string[] = [],
 ): Promise<McpSession> {
-  const awcArgs = [CLI, '--home', home, 'mcp', ...(scope === undefined ? [] : ['--scope', scope])];
+  const awcArgs = [CLI, '--home', home, 'mcp', ...(scope === undefined ? [] : ['--scope', scope]), ...args];
   const setpriv = runAs ? ['--reuid', String(runAs.uid), '--regid', String(runAs.gid), '--clear-groups', '--', process.execPath] : [];
   const transport = new StdioClientTransport({
     command: runAs ? 'setpriv' : process.execPath,
