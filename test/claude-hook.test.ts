@@ -303,4 +303,56 @@ describe('Claude Code worktree hooks', () => {
     );
     assert.equal(rm.code, 0, rm.stderr);
   });
+
+  it("WorktreeRemove refuses a workspace its project's hooks did not make (awc fork, another project's hook): E_PERMISSION, nothing checkpointed, unmounted, removed or deleted", async () => {
+    // one made by `awc fork` and mounted by hand where a hook would put it
+    const direct = join(project, '.claude', 'worktrees', 'direct');
+    mkdirSync(direct, { recursive: true });
+    const forked = awcOk(home, ['fork', prepared, '--name', 'direct']);
+    const directId: string = (forked.workspaces ?? [forked])[0].id;
+    awcOk(home, ['mount', directId, direct]);
+    writeFileSync(join(direct, 'mine.txt'), "not the hook's\n");
+    // one made by the hooks of another project
+    const other = join(work, 'proj2');
+    mkdirSync(other);
+    writeFileSync(join(other, 'f.txt'), 'other project\n');
+    awcOk(home, ['init', 'claude', other]);
+    const made = runHook(payload('create-2.1.50.json', { PROJECT: other, TRANSCRIPT: transcript('proj2') }, { name: 'theirs' }), other);
+    assert.equal(made.code, 0, made.stderr);
+    const theirs = made.stdout.trimEnd();
+    assert.ok(theirs.startsWith(join(other, '.claude', 'worktrees')), theirs);
+    writeFileSync(join(theirs, 'work.txt'), 'their work\n');
+
+    const s = await svc();
+    const snapshotsBefore = (await s.listSnapshots()).map((x) => x.id).sort();
+    const rowsBefore = (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]);
+    for (const path of [direct, theirs]) {
+      // run from this project (cwd and CLAUDE_PROJECT_DIR), as this project's Claude Code would
+      const r = runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('intruder'), WORKTREE: path }));
+      assert.equal(r.code, 6, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /E_PERMISSION: workspace \S+ at /);
+      assert.match(r.stderr, /hint: A hook removes only the workspaces its own project's hooks made/);
+      assert.ok(isMounted(path), `${path} is still mounted`);
+    }
+    assert.match(
+      runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('intruder'), WORKTREE: theirs })).stderr,
+      new RegExp(`made by the hooks of project ${other}, not of ${project}`),
+    );
+    assert.deepEqual((await s.listSnapshots()).map((x) => x.id).sort(), snapshotsBefore, 'nothing checkpointed');
+    assert.deepEqual(
+      (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]),
+      rowsBefore,
+      'nothing unmounted or removed',
+    );
+    assert.equal(readFileSync(join(direct, 'mine.txt'), 'utf8'), "not the hook's\n");
+    assert.equal(readFileSync(join(theirs, 'work.txt'), 'utf8'), 'their work\n');
+
+    // the other project's own hook removes its workspace; the forked one goes by hand
+    const own = runHook(payload('remove-2.1.50.json', { PROJECT: other, TRANSCRIPT: transcript('proj2'), WORKTREE: theirs }), other);
+    assert.equal(own.code, 0, own.stderr);
+    assert.equal(existsSync(theirs), false);
+    awcOk(home, ['rm', directId, '--force']);
+    rmdirSync(direct);
+  });
 });

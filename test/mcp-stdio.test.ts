@@ -25,7 +25,9 @@ describe('awc mcp over raw stdio', () => {
     mkdirSync(src);
     writeFileSync(join(src, 'f.txt'), 'x\n');
     awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
-    const child = spawn(process.execPath, [CLI, '--home', home, 'mcp', '--scope', 'raw'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, '--home', home, 'mcp', '--scope', 'raw', '--root', work, '--snapshot', 'base'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));

@@ -38,7 +38,7 @@ describe('awc mcp: every tool through the SDK client', () => {
     writeFileSync(join(src, 'README.md'), 'hello\n');
     writeFileSync(join(src, 'lib', 'a.js'), 'export const a = 1;\n');
     awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
-    s = await mcpSession(home, 'agent-a');
+    s = await mcpSession(home, 'agent-a', {}, undefined, { args: ['--root', work, '--snapshot', 'base', '--snapshot', 'g'] });
   });
   after(async () => {
     await s?.close();
@@ -210,7 +210,7 @@ describe('awc mcp: scope', () => {
   const src = join(work, 'src');
   const open: McpSession[] = [];
   const session = async (scope: string | undefined, h = home) => {
-    const s = await mcpSession(h, scope);
+    const s = await mcpSession(h, scope, {}, undefined, { args: ['--root', work, '--snapshot', 'base'] });
     open.push(s);
     return s;
   };

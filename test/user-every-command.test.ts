@@ -231,7 +231,9 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
 
     // MCP: the tools go through the daemon; the scope's markers are U's own
     covered.add('mcp');
-    const m = await mcpSession(home, 'u-scope', { PATH: process.env.PATH, HOME: uhome }, u);
+    const m = await mcpSession(home, 'u-scope', { PATH: process.env.PATH, HOME: uhome }, u, {
+      args: ['--root', uhome, '--snapshot', 'base'],
+    });
     try {
       const forked = await m.ok('workspace_fork', { snapshot: 'base', count: 1 });
       const listedWs = await m.ok('workspace_list');

@@ -442,12 +442,23 @@ program
   .description('serve the workspace primitives as MCP tools over stdio (docs/reference/mcp.md); stdout carries MCP frames only')
   .option(
     '--scope <id>',
-    'act only on workspaces forked under this id (kept across restarts); "all": every workspace (default: a fresh id)',
+    'act only on workspaces forked under this id (kept across restarts); "all": every workspace and snapshot (default: a fresh id)',
   )
-  .action(async (opts: { scope?: string }) => {
+  .option('--root <dir>', 'read, write, mount and export only under this directory (default: the current directory)')
+  .option('--snapshot <ref>', 'a snapshot the server sees (repeatable; besides its own checkpoints)', collectLabel, [])
+  .option('--snapshot-label <k=v>', 'the server sees the snapshots carrying every such label (repeatable)', collectLabel, [])
+  .action(async (opts: { scope?: string; root?: string; snapshot: string[]; snapshotLabel: string[] }) => {
     // the SDK is loaded only here: other commands never pay for it
     const { runMcpServer } = await import('./mcp/server.js');
-    await runMcpServer({ home: globals().home, namespace: globals().namespace, scope: opts.scope, version: packageVersion() });
+    await runMcpServer({
+      home: globals().home,
+      namespace: globals().namespace,
+      scope: opts.scope,
+      root: opts.root,
+      snapshots: opts.snapshot,
+      snapshotLabels: opts.snapshotLabel.length > 0 ? labelsOf(opts.snapshotLabel) : undefined,
+      version: packageVersion(),
+    });
     process.exit(0);
   });
 

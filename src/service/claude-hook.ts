@@ -7,6 +7,7 @@ import { mkdirPrivate } from '../core/private-fs.js';
 import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
+import { checkHookOwns } from './claude-owner.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
 import { withGitSandbox, type GitSandbox } from './git-sandbox.js';
 
@@ -128,10 +129,17 @@ export type ClaudeRemoveResult = (ReleaseResult & { removed: true }) | { workspa
  * Claude Code's WorktreeRemove: finds the workspace mounted at the payload's path (or
  * labelled with it) and releases it (see releaseClaudeWorkspace: checkpoint, unmount,
  * remove the directory, rm); returns only once the directory is gone and no mount is left.
- * A path that is gone and names no workspace is done already.
- * @throws E_NOT_FOUND (the path exists but is no AWC workspace), what releaseClaudeWorkspace throws
+ * A path that is gone and names no workspace is done already. Only a workspace this project's
+ * hooks made is released (checkHookOwns; `projectDir`: Claude Code's `CLAUDE_PROJECT_DIR`,
+ * default the payload's `cwd`); any other is refused before anything is done to it.
+ * @throws E_NOT_FOUND (the path exists but is no AWC workspace), E_PERMISSION (a workspace
+ *   another project's hooks, another user's or `awc fork` made), what releaseClaudeWorkspace throws
  */
-export async function claudeWorktreeRemove(awc: ClaudeAwc, p: WorktreeRemovePayload): Promise<ClaudeRemoveResult> {
+export async function claudeWorktreeRemove(
+  awc: ClaudeAwc,
+  p: WorktreeRemovePayload,
+  opts: { projectDir?: string } = {},
+): Promise<ClaudeRemoveResult> {
   const ws = await workspaceAt(awc, p.path);
   if (!ws) {
     if (!existsSync(p.path)) return { workspace: null, path: p.path, removed: true };
@@ -140,6 +148,7 @@ export async function claudeWorktreeRemove(awc: ClaudeAwc, p: WorktreeRemovePayl
       details: { path: p.path },
     });
   }
+  await checkHookOwns(awc, ws, p.path, opts.projectDir ?? p.cwd);
   const name = ws.labels[CLAUDE_LABELS.name] ?? ws.id;
   return { ...(await releaseClaudeWorkspace(awc, ws, { message: `claude worktree ${name}: removed` })), removed: true };
 }

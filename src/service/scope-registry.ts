@@ -11,6 +11,8 @@ export const SCOPE_ALL = 'all';
 const SCOPE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** A workspace id as the catalog makes them (`ws_` + a time-sortable random suffix). */
 const WORKSPACE_ID = /^ws_[A-Za-z0-9]+$/;
+/** A snapshot id as the catalog makes them (`sn_` + a time-sortable random suffix). */
+const SNAPSHOT_ID = /^sn_[A-Za-z0-9]+$/;
 
 /**
  * Which workspaces an `awc mcp` server may act on (docs/reference/mcp.md#scope). A scope is
@@ -39,7 +41,10 @@ export class ScopeRegistry {
     return this.scope === SCOPE_ALL;
   }
 
-  /** Records workspaces as this scope's (nothing for `all`). An existing marker is kept. @throws the fs error as an AwcError */
+  /**
+   * Records workspaces (or the snapshots they checkpointed: `sn_…` ids) as this scope's
+   * (nothing for `all`). An existing marker is kept. @throws the fs error as an AwcError
+   */
   async claim(workspaceIds: readonly string[]): Promise<void> {
     if (this.unrestricted) return;
     await mkdirPrivate(this.dir).catch((err: unknown) => Promise.reject(toAwcError(err)));
@@ -64,6 +69,17 @@ export class ScopeRegistry {
     if (this.unrestricted) return undefined;
     const names = await readdir(this.dir).catch(() => [] as string[]);
     return new Set(names.filter((n) => WORKSPACE_ID.test(n)));
+  }
+
+  /**
+   * The snapshots this scope's workspaces made, recorded by {@link claim} with their ids
+   * (`sn_…` markers beside the workspaces'): they stay the scope's after the workspace is removed.
+   * Empty for `all` (which sees every snapshot).
+   */
+  async ownedSnapshots(): Promise<Set<string>> {
+    if (this.unrestricted) return new Set();
+    const names = await readdir(this.dir).catch(() => [] as string[]);
+    return new Set(names.filter((n) => SNAPSHOT_ID.test(n)));
   }
 
   /**

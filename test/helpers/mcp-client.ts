@@ -21,20 +21,24 @@ export interface McpSession {
 /**
  * Starts a server and connects to it (the client lists the tools first, so it caches their output validators).
  * `runAs`: the server runs as that user (`setpriv`), e.g. an ordinary user of the root daemon.
+ * `opts.args`: more options of `awc mcp` (`--root DIR`, `--snapshot REF`, `--snapshot-label k=v`);
+ * `opts.cwd`: the directory the server starts in (default this process's).
  */
 export async function mcpSession(
   home: string,
   scope: string | undefined,
   env: NodeJS.ProcessEnv = {},
   runAs?: { uid: number; gid: number },
+  opts: { args?: readonly string[]; cwd?: string } = {},
 ): Promise<McpSession> {
-  const awcArgs = [CLI, '--home', home, 'mcp', ...(scope === undefined ? [] : ['--scope', scope])];
+  const awcArgs = [CLI, '--home', home, 'mcp', ...(scope === undefined ? [] : ['--scope', scope]), ...(opts.args ?? [])];
   const setpriv = runAs ? ['--reuid', String(runAs.uid), '--regid', String(runAs.gid), '--clear-groups', '--', process.execPath] : [];
   const transport = new StdioClientTransport({
     command: runAs ? 'setpriv' : process.execPath,
     args: [...setpriv, ...awcArgs],
     env: Object.fromEntries(Object.entries({ ...process.env, ...env }).filter((e): e is [string, string] => e[1] !== undefined)),
     stderr: 'pipe',
+    ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }),
   });
   let err = '';
   transport.stderr?.on('data', (d: Buffer) => (err += d.toString()));

@@ -73,7 +73,7 @@ export function registerHookCommands(program: Command, withAwc: WithAwc): void {
             return;
           }
           const { claudeWorktreeRemove } = await import('../../service/claude-hook.js');
-          const r = await claudeWorktreeRemove(awc, p);
+          const r = await claudeWorktreeRemove(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR });
           log(
             r.workspace === null
               ? `${r.path}: no workspace there and the directory is gone; nothing to do`

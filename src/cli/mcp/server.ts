@@ -7,6 +7,9 @@ import { remoteAwc } from '../remote-awc.js';
 import { userSocketFor } from '../user-socket.js';
 import { ScopeRegistry } from '../../service/scope-registry.js';
 import { openAwc } from '../open-awc.js';
+import type { Labels } from '../../catalog/labels.js';
+import { McpRoot } from './path-root.js';
+import { SnapshotScope } from './snapshot-scope.js';
 import { registerTools } from './tools.js';
 
 /** Options of {@link runMcpServer}. */
@@ -15,6 +18,12 @@ export interface McpServerOptions {
   namespace?: string;
   /** Scope id (`all` lifts scoping); default: a fresh `mcp-<12 hex>` for this run only. */
   scope?: string;
+  /** The directory every path of a tool must be under (`--root`); default the current directory (refused when it is `/`). */
+  root?: string;
+  /** Snapshots the server sees, by ref (`--snapshot`, resolved at each call). */
+  snapshots?: readonly string[];
+  /** A label selector of snapshots the server sees (`--snapshot-label k=v`, all must match); none: no snapshot by label. */
+  snapshotLabels?: Labels;
   /** The package version, reported as the server's version. */
   version: string;
 }
@@ -27,8 +36,10 @@ export interface McpServerOptions {
  * created after the server started is found; a missing one is the tool error E_NO_HOME).
  * Resolves when the client closes stdin (the transport closes). For an ordinary user allowed
  * to use the root daemon, each tool is a call through their socket (src/cli/remote-awc.ts) and
- * the scope's markers are kept in their own default home (`~/.local/share/awc`).
- * @throws E_USAGE (a bad scope id), E_CONFIG (bad configuration), before anything is served
+ * the scope's markers are kept in their own default home (`~/.local/share/awc`). Every path a
+ * tool is given must be under the root (McpRoot), and the scope sees only the snapshots it was
+ * started with and its own workspaces' (SnapshotScope).
+ * @throws E_USAGE (a bad scope id, a root that is not a directory or the default `/`), E_CONFIG (bad configuration), before anything is served
  */
 export async function runMcpServer(opts: McpServerOptions): Promise<void> {
   const log = (line: Record<string, unknown>) =>
@@ -41,9 +52,13 @@ export async function runMcpServer(opts: McpServerOptions): Promise<void> {
   const namespace = opts.namespace ?? process.env.AWC_NAMESPACE ?? 'default';
   const config = socket === undefined ? loadConfig({ home: opts.home, namespace: opts.namespace }) : { home: defaultHome(), namespace };
   const scope = new ScopeRegistry(config.home, opts.scope ?? `mcp-${randomBytes(6).toString('hex')}`);
+  const root = await McpRoot.open(opts.root, config.home);
+  const snapshots = new SnapshotScope(scope, { refs: opts.snapshots ?? [], labels: opts.snapshotLabels });
   const server = new McpServer({ name: 'awc', version: opts.version }, { capabilities: { tools: {} } });
   registerTools(server, {
     scope,
+    snapshots,
+    root,
     log,
     withAwc: async (fn) => {
       if (socket !== undefined) return fn(remoteAwc(socket, namespace) as unknown as Awc);
@@ -60,6 +75,6 @@ export async function runMcpServer(opts: McpServerOptions): Promise<void> {
   await server.connect(transport);
   // the SDK's transport stops reading at close, but never notices the end of stdin by itself
   process.stdin.once('end', () => void server.close());
-  log({ level: 'info', msg: 'serving', home: config.home, namespace: config.namespace, scope: scope.scope });
+  log({ level: 'info', msg: 'serving', home: config.home, namespace: config.namespace, scope: scope.scope, root: root.dir });
   await closed;
 }

@@ -1,32 +1,30 @@
-import { isAbsolute, join } from 'node:path';
+import { join } from 'node:path';
 import * as z from 'zod';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import type { WorkspaceRow } from '../../catalog/catalog.js';
+import type { SnapshotRow, WorkspaceRow } from '../../catalog/catalog.js';
 import type { Awc } from '../../service/awc.js';
 import type { ScopeRegistry } from '../../service/scope-registry.js';
 import { computeUsage } from '../../service/usage.js';
 import { throughDaemon } from '../through-daemon.js';
+import type { McpRoot } from './path-root.js';
 import { absPathInput, OUTPUT, refInput } from './schemas.js';
+import type { SnapshotScope } from './snapshot-scope.js';
 import { toolError, toolOk } from './tool-result.js';
 
-/** What the tools need: the service for one call (opened and closed around it), the scope, and a stderr logger. */
+/** What the tools need: the service for one call (opened and closed around it), the scope, the snapshots it sees, its root, and a stderr logger. */
 export interface ToolContext {
   withAwc<T>(fn: (awc: Awc) => Promise<T>): Promise<T>;
   scope: ScopeRegistry;
+  snapshots: SnapshotScope;
+  root: McpRoot;
   log(line: Record<string, unknown>): void;
 }
 
 /** Annotations: every AWC tool works on this host's home and catalog only (`openWorldHint: false`). */
 function hints(readOnly: boolean, destructive: boolean, idempotent: boolean): ToolAnnotations {
   return { readOnlyHint: readOnly, destructiveHint: destructive, idempotentHint: idempotent, openWorldHint: false };
-}
-
-/** @throws E_USAGE for a path that is not absolute (the server's working directory is the client's business, not the agent's) */
-function absolute(path: string, what: string): string {
-  if (!isAbsolute(path)) throw new AwcError('E_USAGE', `${what} must be an absolute path, got ${JSON.stringify(path)}`);
-  return path;
 }
 
 /** A workspace by ref that this server's scope owns. @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE */
@@ -36,12 +34,36 @@ async function owned(awc: Awc, scope: ScopeRegistry, ref: string): Promise<Works
   return ws;
 }
 
-/** A snapshot or workspace ref, checked against the scope when it names a workspace. @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE */
-async function checkedRef(awc: Awc, scope: ScopeRegistry, ref: string): Promise<string> {
-  const r = await awc.resolve(ref);
-  if (r.kind === 'snapshot') return r.snapshot.id;
-  await scope.check(r.workspace);
-  return r.workspace.id;
+/** A snapshot ref the server sees (SnapshotScope.find). @throws E_NOT_FOUND (hidden or missing alike) */
+async function snapshotRef(awc: Awc, snapshots: SnapshotScope, ref: string): Promise<SnapshotRow> {
+  const candidate = await awc.getSnapshot(ref).catch((err: unknown) => {
+    if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS')) return undefined;
+    throw err;
+  });
+  return snapshots.find(awc, ref, candidate);
+}
+
+/**
+ * A snapshot or workspace ref: a workspace must be the scope's, a snapshot one the server
+ * sees (SnapshotScope; a hidden one is E_NOT_FOUND, as a missing one).
+ * @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE
+ */
+async function checkedRef(
+  awc: Awc,
+  ctx: Pick<ToolContext, 'scope' | 'snapshots'>,
+  ref: string,
+): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; id: string }> {
+  const r = await awc.resolve(ref).catch((err: unknown) => {
+    // missing or ambiguous in the namespace: it may still be one visible snapshot (a hidden one shares its name or prefix)
+    if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS') && !/^(ws_|workspace:)/i.test(ref))
+      return undefined;
+    throw err;
+  });
+  if (r?.kind === 'workspace') {
+    await ctx.scope.check(r.workspace);
+    return { kind: 'workspace', id: r.workspace.id };
+  }
+  return { kind: 'snapshot', snapshot: await ctx.snapshots.find(awc, ref, r?.snapshot) };
 }
 
 /** JSON-clean copy (drops undefined, turns class instances into plain data) of a service result. */
@@ -51,10 +73,11 @@ const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
  * Registers the AWC tools on an MCP server (docs/reference/mcp.md): each with an input
  * schema, an output schema (results as `structuredContent`) and annotations; failures come
  * back as tool errors carrying AWC's code, message and hint (see toolError). Workspaces are
- * checked against `ctx.scope` before anything is done to them (E_OUT_OF_SCOPE).
+ * checked against `ctx.scope` before anything is done to them (E_OUT_OF_SCOPE), snapshots
+ * against `ctx.snapshots` (E_NOT_FOUND), and every path against `ctx.root` (E_OUT_OF_SCOPE).
  */
 export function registerTools(server: McpServer, ctx: ToolContext): void {
-  const { scope } = ctx;
+  const { scope, snapshots, root } = ctx;
   const tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
     name: string,
     cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
@@ -85,12 +108,13 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     'snapshot_list',
     {
       title: 'List snapshots',
-      description: "The snapshots of the server's namespace, newest first (ids, names, sizes in bytes).",
+      description:
+        'The snapshots this server sees, newest first (ids, names, sizes in bytes): those it was started with and the checkpoints of its own workspaces.',
       input: {},
       output: OUTPUT.snapshot_list,
       annotations: hints(true, false, true),
     },
-    async (_args, awc) => ({ snapshots: await awc.listSnapshots() }),
+    async (_args, awc) => ({ snapshots: await snapshots.list(awc) }),
   );
 
   tool(
@@ -98,7 +122,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     {
       title: 'Fork workspaces',
       description:
-        'Create `count` workspaces from a snapshot (constant time; names <name>-1 … <name>-K when count > 1). With mountPath, each is mounted too: at mountPath for one workspace, at mountPath/<name or id> for several. The server owns what it forks (its scope).',
+        "Create `count` workspaces from a snapshot (constant time; names <name>-1 … <name>-K when count > 1). With mountPath (under the server's root), each is mounted too: at mountPath for one workspace, at mountPath/<name or id> for several. The server owns what it forks (its scope).",
       input: {
         snapshot: refInput.describe('snapshot id, id prefix or name'),
         count: z.number().int().min(1).max(1000).default(1),
@@ -109,13 +133,13 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       annotations: hints(false, false, false),
     },
     async ({ snapshot, count, name, mountPath }, awc) => {
-      if (mountPath !== undefined) absolute(mountPath, 'mountPath');
-      const rows = await awc.fork(snapshot, { name, count });
+      const at = mountPath === undefined ? undefined : await root.path(mountPath, 'mountPath');
+      const rows = await awc.fork((await snapshotRef(awc, snapshots, snapshot)).id, { name, count });
       await scope.claim(rows.map((w) => w.id));
       const out = [];
       for (const w of rows) {
         try {
-          const target = mountPath === undefined ? undefined : count === 1 ? mountPath : join(mountPath, w.name ?? w.id);
+          const target = at === undefined ? undefined : count === 1 ? at : await root.path(join(at, w.name ?? w.id), 'mountPath');
           out.push({ id: w.id, name: w.name, mount: target === undefined ? null : await awc.mount(w.id, target) });
         } catch (err) {
           const e = toAwcError(err);
@@ -166,7 +190,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     {
       title: 'Mount a workspace',
       description:
-        'Mount a workspace at an absolute path (missing or empty, outside the AWC home). With warm, then look up every path once, so that the first walk of the tree (git status) finds it warm; it costs about one cold walk.',
+        "Mount a workspace at an absolute path under the server's root (missing or empty, outside the AWC home). With warm, then look up every path once, so that the first walk of the tree (git status) finds it warm; it costs about one cold walk.",
       input: {
         workspace: refInput,
         path: absPathInput,
@@ -176,7 +200,8 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       annotations: hints(false, false, false),
     },
     async ({ workspace, path, warm }, awc) => {
-      const mount = await awc.mount((await owned(awc, scope, workspace)).id, absolute(path, 'path'));
+      const target = await root.path(path, 'path');
+      const mount = await awc.mount((await owned(awc, scope, workspace)).id, target);
       return warm ? { mount, warmed: await (await import('../../service/warm-workspace.js')).warmWorkspace(mount.path) } : { mount };
     },
   );
@@ -210,7 +235,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       output: OUTPUT.workspace_checkpoint,
       annotations: hints(false, false, true),
     },
-    async ({ workspace, message }, awc) => awc.checkpoint((await owned(awc, scope, workspace)).id, { message }),
+    async ({ workspace, message }, awc) => {
+      const r = await awc.checkpoint((await owned(awc, scope, workspace)).id, { message });
+      await snapshots.record(r.id);
+      return r;
+    },
   );
 
   tool(
@@ -230,9 +259,17 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       annotations: hints(true, false, true),
     },
     async ({ from, to, format, binary, metadata }, awc) => {
-      const a = await checkedRef(awc, scope, from);
-      const b = to === undefined ? undefined : await checkedRef(awc, scope, to);
-      const r = await awc.diff(a, b, { patch: format === 'patch', binary, metadata });
+      const a = await checkedRef(awc, ctx, from);
+      const b = to === undefined ? undefined : await checkedRef(awc, ctx, to);
+      // one snapshot alone is compared with its parent: that parent must be one this server sees
+      const alone = b === undefined && a.kind === 'snapshot' ? a.snapshot : undefined;
+      if (alone?.parentId && !(await snapshots.sees(awc, alone.parentId)))
+        throw new AwcError('E_OUT_OF_SCOPE', `snapshot ${alone.id} alone is compared with its parent, which this MCP server does not see`, {
+          hint: 'Pass `to` as well: compare two snapshots (or workspaces) this server sees.',
+          details: { snapshot: alone.id },
+        });
+      const id = (x: typeof a) => (x.kind === 'snapshot' ? x.snapshot.id : x.id);
+      const r = await awc.diff(id(a), b === undefined ? undefined : id(b), { patch: format === 'patch', binary, metadata });
       const left = r.secrets ? { secrets: r.secrets, dropped: r.dropped } : {};
       return { from: r.from, to: r.to, changes: r.changes, ...left, ...(format === 'patch' ? { patch: r.patch ?? '' } : {}) };
     },
@@ -243,7 +280,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     {
       title: 'Export',
       description:
-        "Write a snapshot (or one of this server's workspaces' head) out: as a tar file (must not exist), into a directory (missing or empty; overwrite replaces one), or (format git) as one commit on branch `branch` of the local git repository at path, parented on the commit the snapshot was imported at (only paths git would track there, never a secret; an existing branch is moved only when it fast-forwards, or with overwrite). The user's index and work tree are never touched.",
+        "Write a snapshot (or one of this server's workspaces' head) out, under the server's root: as a tar file (must not exist), into a directory (missing or empty; overwrite replaces one), or (format git) as one commit on branch `branch` of the local git repository at path, parented on the commit the snapshot was imported at (only paths git would track there, never a secret; an existing branch is moved only when it fast-forwards, or with overwrite). The user's index and work tree are never touched.",
       input: {
         ref: refInput,
         format: z.enum(['tar', 'dir', 'git']),
@@ -256,10 +293,12 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       annotations: hints(false, true, false),
     },
     async ({ ref, format, path, overwrite, branch, message }, awc) => {
-      const id = await checkedRef(awc, scope, ref);
-      const target = absolute(path, 'path');
-      if (format === 'git') {
-        if (branch === undefined) throw new AwcError('E_USAGE', 'format git needs a branch', { hint: 'Pass branch, e.g. "agent/fix-1".' });
+      if (format === 'git' && branch === undefined)
+        throw new AwcError('E_USAGE', 'format git needs a branch', { hint: 'Pass branch, e.g. "agent/fix-1".' });
+      const target = format === 'git' ? await root.gitRepo(path) : await root.path(path, 'path');
+      const r0 = await checkedRef(awc, ctx, ref);
+      const id = r0.kind === 'snapshot' ? r0.snapshot.id : r0.id;
+      if (format === 'git' && branch !== undefined) {
         const g = await awc.exportGit(id, { repo: target, branch, message, force: overwrite });
         const snap = await awc.getSnapshot(g.snapshot);
         return { id: snap.id, root: snap.root, files: snap.fileCount, bytes: snap.byteCount, path: target, git: g };

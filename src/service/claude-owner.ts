@@ -1,0 +1,60 @@
+import { realpath } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { AwcError } from '../core/errors.js';
+import type { WorkspaceRow } from '../catalog/catalog.js';
+import type { ClaudeAwc } from './claude-port.js';
+import { CLAUDE_LABELS } from './claude-release.js';
+
+/**
+ * The project a hook runs for: the nearest of `dir` (its real path) and the directories above
+ * it that is a known project (`known`: the `awc.claude.project` labels of prepared snapshots
+ * and of the workspace at hand), or null when none is.
+ */
+async function hookProject(dir: string, known: ReadonlySet<string>): Promise<string | null> {
+  for (let d = await realpath(dir).catch(() => resolve(dir)); ; d = dirname(d)) {
+    if (known.has(d)) return d;
+    if (dirname(d) === d) return null;
+  }
+}
+
+/**
+ * Refuses a workspace that the hooks of this project did not make (docs/reference/claude-code.md,
+ * docs/explanation/security.md "Hooks act on their own workspaces"): WorktreeRemove acts only on a
+ * workspace labelled `awc.claude.project=<P>` where P is the project the hook runs for (the
+ * nearest directory at or above `projectDir`, Claude Code's `CLAUDE_PROJECT_DIR` or the payload's
+ * `cwd`, that is a project: a nested project with its own prepared snapshot is another project),
+ * and, for a caller other than root, labelled `awc.claude.uid=<uid>`. A workspace made by
+ * `awc fork`, by another project's hooks or by another user's is refused before anything is done
+ * to it. Reads the snapshot list only; changes nothing.
+ * @throws E_PERMISSION (details: path, workspace, project: the workspace's label or null, hookProject)
+ */
+export async function checkHookOwns(
+  awc: Pick<ClaudeAwc, 'listSnapshots'>,
+  ws: WorkspaceRow,
+  path: string,
+  projectDir: string,
+  uid: number = process.getuid?.() ?? 0,
+): Promise<void> {
+  const label = ws.labels[CLAUDE_LABELS.project];
+  const known = new Set<string>();
+  for (const s of await awc.listSnapshots()) {
+    const p = s.labels[CLAUDE_LABELS.project];
+    if (p !== undefined) known.add(p);
+  }
+  if (label !== undefined) known.add(label);
+  const mine = await hookProject(projectDir, known);
+  const sameProject = label !== undefined && mine === label;
+  const sameUser = uid === 0 || ws.labels[CLAUDE_LABELS.uid] === String(uid);
+  if (sameProject && sameUser) return;
+  const name = ws.name ?? ws.id;
+  const why =
+    label === undefined
+      ? 'was not made by `awc hook claude`'
+      : !sameProject
+        ? `was made by the hooks of project ${label}, not of ${mine ?? projectDir}`
+        : `was made by the hook of uid ${ws.labels[CLAUDE_LABELS.uid] ?? '(unknown)'}, not of uid ${uid}`;
+  throw new AwcError('E_PERMISSION', `workspace ${name} at ${path} ${why}; WorktreeRemove left it alone`, {
+    hint: `A hook removes only the workspaces its own project's hooks made. Release this one where it was made, or by hand: \`awc unmount ${ws.id}\` and \`awc rm ${ws.id}\` (checkpoint first to keep its work).`,
+    details: { path, workspace: ws.id, project: label ?? null, hookProject: mine },
+  });
+}
