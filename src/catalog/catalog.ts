@@ -2,6 +2,7 @@ import type { Digest } from '../core/digest.js';
 import type { MountDriverName } from '../core/mount-driver-name.js';
 import type { BlobIndex, WrittenPack } from '../store/pack-types.js';
 import type { GcCatalog } from './gc-catalog.js';
+import type { CatalogIdentityPort } from './identity.js';
 import type { LabelPatch, Labels } from './labels.js';
 
 /**
@@ -220,6 +221,8 @@ export interface Catalog {
   removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }>;
   /** The gc lock, listings and guarded transitions. */
   gc(): GcCatalog;
+  /** The catalog's identity and the store it is bound to (src/catalog/store-binding.ts). */
+  identity(): CatalogIdentityPort;
 }
 
 /** Input of `Catalog.commitCheckpoint`. */

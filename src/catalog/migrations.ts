@@ -224,12 +224,39 @@ const m0004Labels: Migration = {
   },
 };
 
+/**
+ * 0005: the catalog's identity and the object store it is bound to (`catalog_identity`, at
+ * most one row, key `name` = 'home'): `catalog_id` and `store_id` (random, `cat_…` / `st_…`),
+ * `state` pending (the row is agreed, the store's `meta/identity.json` not yet confirmed) |
+ * bound, `created_at` / `bound_at` ISO-8601 UTC. src/catalog/store-binding.ts writes it on the
+ * first open of a home (new or upgraded); docs/reference/formats.md#catalog-and-store-identity.
+ */
+const m0005Identity: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('catalog_identity')
+      .addColumn('name', 'text', (c) => c.primaryKey().notNull())
+      .addColumn('catalog_id', 'text', (c) => c.notNull())
+      .addColumn('store_id', 'text', (c) => c.notNull())
+      .addColumn('state', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'text', (c) => c.notNull())
+      .addColumn('bound_at', 'text')
+      .execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropTable('catalog_identity').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
   '0002_hosts_leases': m0002HostsLeases,
   '0003_gc': m0003Gc,
   '0004_labels': m0004Labels,
+  '0005_identity': m0005Identity,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

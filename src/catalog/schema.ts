@@ -150,6 +150,17 @@ export interface LeasesTable {
   taken_at_ms: NullableBigIntColumn;
 }
 
+/** Table `catalog_identity` (0005): this catalog's id and the store it is bound to (src/catalog/store-identity.ts); one row, `name` 'home'. */
+export interface CatalogIdentityTable {
+  name: string;
+  catalog_id: string;
+  store_id: string;
+  /** `pending` (agreed in the catalog, not yet confirmed in the store) or `bound`. */
+  state: string;
+  created_at: string;
+  bound_at: string | null;
+}
+
 /**
  * The catalog database. Reserved for a later migration (not created yet): `audit_events`
  * (id, namespace, at, actor, action, subject, details JSON as text).
@@ -163,6 +174,7 @@ export interface Database {
   gc_lock: GcLockTable;
   hosts: HostsTable;
   leases: LeasesTable;
+  catalog_identity: CatalogIdentityTable;
 }
 
 /** A selected `snapshots` row. */

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { AwcError } from '../core/errors.js';
+import type { AdoptReport } from '../service/adopt-store.js';
 import type { FsckReport } from '../service/fsck.js';
 import { parsePercent, type WithAwc } from './gc-commands.js';
 import { formatBytes } from './output.js';
@@ -9,10 +10,12 @@ export const FSCK_PROBLEM_EXIT = 5;
 
 /**
  * Registers `awc fsck [--read-data [--subset P%]] [--repair [--force]]` (docs/reference/fsck.md) on
- * `program`. The report goes to stdout (`--json`: FsckReport); the exit status is 0 when
- * nothing is wrong, {@link FSCK_PROBLEM_EXIT} when a problem remains.
+ * `program`, and `awc fsck --adopt-store` (docs/how-to/recover-a-catalog.md: rebuild an empty
+ * catalog from the store's packs and bind it to the store; run through `adopting`, which opens the
+ * home without the catalog–store check). The report goes to stdout (`--json`: FsckReport, or
+ * AdoptReport); the exit status is 0 when nothing is wrong, {@link FSCK_PROBLEM_EXIT} when a problem remains.
  */
-export function registerFsckCommand(program: Command, withAwc: WithAwc): void {
+export function registerFsckCommand(program: Command, withAwc: WithAwc, adopting: WithAwc = withAwc): void {
   program
     .command('fsck')
     .description('check that every snapshot can be read whole: catalog rows, packs, trees and blobs (every namespace)')
@@ -20,16 +23,39 @@ export function registerFsckCommand(program: Command, withAwc: WithAwc): void {
     .option('--subset <pct>', 'with --read-data: read this percentage of the packs, chosen at random')
     .option('--repair', 're-index packs from their own indexes and drop chunk cache files that fail (takes the gc lock)')
     .option('--force', "with --repair: drop lost packs even when most of the catalog's packs are missing from the store")
-    .action((opts: { readData?: boolean; subset?: string; repair?: boolean; force?: boolean }) =>
-      withAwc(async (awc, o) => {
+    .option('--adopt-store', "rebuild an EMPTY catalog from the object store's packs (one snapshot per root found) and bind the two")
+    .action((opts: { readData?: boolean; subset?: string; repair?: boolean; force?: boolean; adoptStore?: boolean }) => {
+      if (opts.adoptStore) {
+        if (opts.readData || opts.subset !== undefined || opts.repair || opts.force)
+          throw new AwcError('E_USAGE', '--adopt-store takes no other fsck option', {
+            hint: 'Run `awc fsck --adopt-store`, then `awc fsck`.',
+          });
+        return adopting(async (awc, o) => {
+          const { adoptStore } = await import('../service/adopt-store.js');
+          const r = await adoptStore({ catalog: awc.catalog, store: awc.store, namespace: awc.namespace });
+          o.result(r, () => adoptText(r));
+        });
+      }
+      return withAwc(async (awc, o) => {
         const subset = opts.subset === undefined ? undefined : parseSubset(opts.subset);
         if (opts.force && !opts.repair)
           throw new AwcError('E_USAGE', '--force needs --repair', { hint: 'Run `awc fsck --repair --force`.' });
         const r = await awc.fsck({ readData: opts.readData, subset, repair: opts.repair, force: opts.force });
         o.result(r, () => fsckText(r));
         if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
-      }),
-    );
+      });
+    });
+}
+
+/** The text report of `awc fsck --adopt-store`. */
+function adoptText(r: AdoptReport): string {
+  const lines = [
+    `catalog ${r.catalogId} bound to object store ${r.storeId}${r.previousCatalogId ? ` (it belonged to catalog ${r.previousCatalogId})` : ''}`,
+    `re-indexed ${r.packs} pack(s), ${r.blobs} blob(s); rebuilt ${r.snapshots.length} snapshot(s)`,
+    ...r.snapshots.map((s) => `${s.id}  ${s.name}  ${s.files} files  ${formatBytes(s.bytes)}`),
+    ...r.skipped.map((s) => `skipped ${s.what}: ${s.code} ${s.message}`),
+  ];
+  return lines.join('\n');
 }
 
 /** The text report: what was checked, then one line per problem and warning. */

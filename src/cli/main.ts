@@ -52,17 +52,18 @@ function out(): Output {
  * Runs `fn` with an open service, closing it afterwards. Only `create` (snapshot import)
  * makes a missing home; every other command answers E_NO_HOME there.
  */
-async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { create?: boolean } = {}): Promise<T> {
+async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { create?: boolean; adopting?: boolean } = {}): Promise<T> {
   const g = globals();
   // an ordinary user allowed to use root's daemon: every command goes through their socket (docs/how-to/ordinary-users.md)
   const { userSocketFor } = await import('./user-socket.js');
   const socket = userSocketFor(g.home);
+  if (socket !== undefined && opts.adopting) throw new AwcError('E_PERMISSION', "`awc fsck --adopt-store` is for the home's owner");
   if (socket !== undefined) {
     const { remoteAwc } = await import('./remote-awc.js');
     return fn(remoteAwc(socket, g.namespace ?? process.env.AWC_NAMESPACE ?? 'default') as unknown as Awc, out());
   }
   const { openAwc } = await import('./open-awc.js');
-  const awc = await openAwc({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false });
+  const awc = await openAwc({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false, adopting: opts.adopting });
   try {
     return await fn(awc, out());
   } finally {
@@ -427,7 +428,11 @@ demo
 registerKeptCommands(program, (fn) => withAwc(fn));
 registerUserGuards(program, globals);
 registerGcCommands(program, (fn) => withAwc(fn));
-registerFsckCommand(program, (fn) => withAwc(fn));
+registerFsckCommand(
+  program,
+  (fn) => withAwc(fn),
+  (fn) => withAwc(fn, { create: true, adopting: true }),
+);
 registerLabelCommands(program, (fn) => withAwc(fn));
 registerAttachCommands(program, withAwc, out);
 registerRunCommand(program, withAwc, globals);

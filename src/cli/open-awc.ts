@@ -7,6 +7,6 @@ import { Awc } from '../service/awc.js';
  * overlay mounts run in the host daemon, started on demand). See Awc.open.
  * @throws what Awc.open throws
  */
-export function openAwc(overrides: Partial<AwcConfig> = {}, opts: { create?: boolean } = {}): Promise<Awc> {
+export function openAwc(overrides: Partial<AwcConfig> = {}, opts: { create?: boolean; adopting?: boolean } = {}): Promise<Awc> {
   return Awc.open(overrides, { ...opts, daemon: (config) => new DaemonClient(config) });
 }

@@ -78,6 +78,18 @@ export const ERROR_CODES = {
     hint: "This host's lease on the workspace expired or was taken over, so it may not commit; its uncheckpointed changes here are stale: drop them with `awc unmount <workspace> --discard` (see `awc show <workspace>`).",
   },
   E_INTEGRITY: { exit: 5, retryable: false, hint: 'Stored bytes do not match their digest; restore the object store from another copy.' },
+  // A catalog and its object store know each other (docs/explanation/integrity.md#a-catalog-and-its-store-know-each-other):
+  // exit 5 like E_OBJECT_NOT_FOUND, what export, fsck and gc exited with when the pair did not match.
+  E_STORE_MISMATCH: {
+    exit: 5,
+    retryable: false,
+    hint: 'The catalog and the object store belong to different homes; point AWC_CATALOG and AWC_OBJECT_STORE at the pair that belong together (the message names both identities). Nothing was written.',
+  },
+  E_CATALOG_EMPTY: {
+    exit: 5,
+    retryable: false,
+    hint: 'The catalog is empty or missing but the object store holds packs: restore the catalog from a copy or fix AWC_CATALOG; to rebuild a catalog from the store instead, run `awc fsck --adopt-store` (docs/how-to/recover-a-catalog.md). Nothing was created.',
+  },
   E_FORMAT: { exit: 5, retryable: false, hint: 'The object is not in a format this version reads; upgrade awc.' },
   E_PATH_TRAVERSAL: { exit: 5, retryable: false, hint: 'The archive or tree names a path outside its root; it was refused.' },
   E_UNSUPPORTED: { exit: 7, retryable: false, hint: 'This kind of entry is not supported yet; see docs/reference/formats.md.' },

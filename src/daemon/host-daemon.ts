@@ -5,7 +5,7 @@ import { rm } from 'node:fs/promises';
 import * as fs from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import type { Catalog } from '../catalog/catalog.js';
-import { openCatalog } from '../catalog/open-catalog.js';
+import { openBoundCatalog } from '../catalog/open-catalog.js';
 import { TEMP_GRACE_MS } from '../store/fs-object-store.js';
 import { openObjectStore } from '../store/open-object-store.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -150,7 +150,7 @@ export class HostDaemon extends EventEmitter {
    * their overlay still sits on the live connection, else remounted once the old overlay has
    * no users (see remountAll).
    * @throws E_FUSE (with `resume`: no live connection to take over), E_MOUNT_FAILED,
-   *   E_DAEMON_UNAVAILABLE (another daemon answers on the socket)
+   *   E_DAEMON_UNAVAILABLE (another daemon answers on the socket), E_STORE_MISMATCH / E_CATALOG_EMPTY (store-binding.ts)
    */
   async start(): Promise<void> {
     const gid = this.config.socketGroup === undefined ? undefined : resolveGroup(this.config.socketGroup);
@@ -168,8 +168,8 @@ export class HostDaemon extends EventEmitter {
         hint: 'Wait for it to exit, then start again.',
       });
     }
-    this.catalog = await openCatalog(this.config.catalog);
     this.store = await openObjectStore(this.config.objectStore);
+    this.catalog = await openBoundCatalog(this.config.catalog, this.store, this.config.objectStore);
     // the host's session first: remounts take their leases under it
     this.heartbeat = new HostHeartbeat(this.catalog, {
       host: this.config.host,

@@ -1,4 +1,4 @@
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, rmSync, statSync } from 'node:fs';
 import { openCatalog } from '../catalog/open-catalog.js';
 import { parseCatalogUrl } from '../config/backend-url.js';
 import { cleanLeftovers, findLeftovers, type CleanedMount } from '../drivers/overlay/leftovers.js';
@@ -89,8 +89,8 @@ export async function cleanDeadDaemon(config: AwcConfig): Promise<CleanedMount[]
   if (livePid(paths.pidFile) !== undefined || livePid(paths.supervisorPidFile) !== undefined || (await new DaemonClient(config).running()))
     return [];
   const cleaned = await cleanLeftovers(findLeftovers(paths));
-  // an embedded catalog that was never created has no mount records to clear
-  if (parseCatalogUrl(config.catalog).kind !== 'sqlite' || existsSync(paths.catalog)) {
+  // an embedded catalog that was never created (or is empty: lost, never to be re-created) has no mount records to clear
+  if (parseCatalogUrl(config.catalog).kind !== 'sqlite' || (existsSync(paths.catalog) && statSync(paths.catalog).size > 0)) {
     const catalog = await openCatalog(config.catalog);
     try {
       for (const ws of await catalog.listMountedOnHost(config.host)) if (ws.mountDriver === 'overlay') await catalog.setMount(ws.id, null);

@@ -5,7 +5,7 @@ import type { Digest } from '../core/digest.js';
 import type { Catalog, ListFilter, SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { LabelPatch, Labels } from '../catalog/labels.js';
 import { resolveRef, type ResolvedRef } from './resolve-ref.js';
-import { openCatalog } from '../catalog/open-catalog.js';
+import { openBoundCatalog, openCatalog, refuseLostCatalog } from '../catalog/open-catalog.js';
 import { openObjectStore } from '../store/open-object-store.js';
 import { ContentReader } from '../store/content-reader.js';
 import { ContentWriter } from '../store/content-writer.js';
@@ -105,18 +105,23 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
    * pass): then nothing is created and a home without its catalog is E_NO_HOME. `daemon`
    * makes the port to the host daemon (the CLI passes the daemon client); without it,
    * overlay mounts and unmounts fail with E_INTERNAL and checkpoints report no metrics.
-   * @throws E_NO_HOME, E_CONFIG, E_READ_ONLY / E_NO_SPACE / E_PERMISSION (the home's file system)
+   * The catalog and the store must belong together (src/catalog/store-binding.ts): a new
+   * home records their identity, an upgraded one on its first open; `adopting` (only `awc fsck
+   * --adopt-store`, which binds them itself: adopt-store.ts) opens the catalog without that check.
+   * @throws E_NO_HOME, E_CONFIG, E_STORE_MISMATCH, E_CATALOG_EMPTY, E_READ_ONLY / E_NO_SPACE / E_PERMISSION (the home's file system)
    */
   static async open(
     overrides: Partial<AwcConfig> = {},
-    opts: { create?: boolean; daemon?: (config: AwcConfig) => HostDaemonPort } = {},
+    opts: { create?: boolean; adopting?: boolean; daemon?: (config: AwcConfig) => HostDaemonPort } = {},
   ): Promise<Awc> {
     const config = loadConfig(overrides);
     const paths = pathsOf(config);
+    const store = await openObjectStore(config.objectStore);
+    // a lost catalog is refused before anything is created (not E_NO_HOME: its store holds data)
+    if (!opts.adopting) await refuseLostCatalog(config.catalog, store, config.objectStore);
     if (opts.create === false) await assertHome(config);
     await prepareHome(paths);
-    const store = await openObjectStore(config.objectStore);
-    const catalog = await openCatalog(config.catalog);
+    const catalog = await (opts.adopting ? openCatalog(config.catalog) : openBoundCatalog(config.catalog, store, config.objectStore));
     return new Awc(config, catalog, store, opts.daemon?.(config) ?? NO_DAEMON);
   }
 

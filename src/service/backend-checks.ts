@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { parseCatalogUrl, parseObjectStoreUrl, redactUrl } from '../config/backend-url.js';
 import type { AwcConfig } from '../config/config.js';
@@ -42,6 +42,9 @@ async function checkCatalog(url: string): Promise<BackendCheck> {
   const where = parseCatalogUrl(url);
   if (where.kind === 'sqlite' && !existsSync(where.path))
     return { name, ok: false, detail: `${url}: not created yet (\`awc snapshot import <dir>\` creates it)` };
+  // an empty file is a lost catalog, never one to create here (opening it would migrate it: store-binding.ts)
+  if (where.kind === 'sqlite' && statSync(where.path).size === 0)
+    return failed(name, url, new AwcError('E_CATALOG_EMPTY', `the catalog file ${where.path} is empty (0 bytes)`));
   try {
     const cat = await openCatalog(url);
     try {

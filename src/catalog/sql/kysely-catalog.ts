@@ -20,6 +20,8 @@ import type { Database } from '../schema.js';
 import type { GcCatalog } from '../gc-catalog.js';
 import { BlobQueries } from './blob-queries.js';
 import { GcQueries } from './gc-queries.js';
+import { IdentityQueries } from './identity-queries.js';
+import type { CatalogIdentityPort } from '../identity.js';
 import { LeaseQueries } from './lease-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
@@ -52,6 +54,7 @@ export class KyselyCatalog implements Catalog {
   readonly #workspaces: WorkspaceQueries;
   readonly #gc: GcQueries;
   readonly #leases: LeaseQueries;
+  readonly #identity: IdentityQueries;
 
   /**
    * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
@@ -63,6 +66,7 @@ export class KyselyCatalog implements Catalog {
     this.#blobs = new BlobQueries(this.#ctx);
     this.#workspaces = new WorkspaceQueries(this.#ctx);
     this.#gc = new GcQueries(this.#ctx);
+    this.#identity = new IdentityQueries(this.#ctx);
     this.#leases = new LeaseQueries(this.#ctx, this.#workspaces);
     this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs, this.#leases);
   }
@@ -196,6 +200,11 @@ export class KyselyCatalog implements Catalog {
   /** The gc lock, listings and guarded transitions (`GcQueries`). */
   gc(): GcCatalog {
     return this.#gc;
+  }
+
+  /** The identity row and what the catalog holds (`IdentityQueries`). */
+  identity(): CatalogIdentityPort {
+    return this.#identity;
   }
 
   /** See `LeaseQueries.registerHost`. @throws E_USAGE (bad TTL) */
