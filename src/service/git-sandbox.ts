@@ -1,6 +1,7 @@
 import { lchown, lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
+import { AwcError } from '../core/errors.js';
 
 /**
  * Git on a snapshot's repository without the snapshot's configuration (issue 24 item 1,
@@ -124,10 +125,15 @@ async function usesSha256(commonDir: string): Promise<boolean> {
 
 /**
  * Makes a sandbox for git on the repository `repo` (see the module comment).
- * @throws the fs error when the temporary directory cannot be made
+ * @throws E_GIT_FAILED (a path that cannot be an alternate), the fs error when the temporary directory cannot be made
  */
 export async function openGitSandbox(repo: RepoDirs, opts: GitSandboxOptions = {}): Promise<GitSandbox> {
   if (!isAbsolute(repo.gitDir) || !isAbsolute(repo.commonDir)) throw new Error('git sandbox: absolute paths only');
+  // one line of objects/info/alternates names the objects (a line starting with `"` is C-quoted: never, as the path is absolute)
+  if (repo.commonDir.includes('\n'))
+    throw new AwcError('E_GIT_FAILED', `git cannot read the objects of ${JSON.stringify(repo.commonDir)}: its path holds a newline`, {
+      hint: 'Move or rename the repository to a path without a newline.',
+    });
   const dir = await mkdtemp(join(tmpdir(), 'awc-git-'));
   try {
     const home = join(dir, 'home');

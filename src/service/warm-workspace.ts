@@ -38,7 +38,9 @@ export async function warmWorkspace(root: string): Promise<WarmWorkspaceResult> 
   let git = false;
   let isRepo = false;
   try {
-    isRepo = fs.lstatSync(`${root}/.git`).isDirectory();
+    // HEAD and index regular files (a fifo there would block git's read forever)
+    isRepo = fs.lstatSync(`${root}/.git`).isDirectory() && fs.lstatSync(`${root}/.git/HEAD`).isFile();
+    isRepo &&= fs.lstatSync(`${root}/.git/index`, { throwIfNoEntry: false })?.isFile() ?? true;
   } catch {
     // no repository at the root
   }
