@@ -28,36 +28,43 @@ export class UserContent {
   private readonly reaches = new Map<string, Reach>();
 
   /** The root object of one of `snapshots`. @throws E_PERMISSION (not one of their roots), E_NOT_FOUND */
-  async readRoot(awc: Awc, snapshots: unknown, digest: unknown): Promise<RootObject> {
-    await this.find(awc, snapshots, digest, (r, d) => r.root === d);
-    return awc.reader().readRoot(digest as Digest);
+  async readRoot(awc: Awc, snapshots: readonly string[], digest: string): Promise<RootObject> {
+    const d = await this.find(awc, snapshots, digest, (r, d) => r.root === d);
+    return awc.reader().readRoot(d.digest);
   }
 
   /** A tree object below one of `snapshots`. @throws E_PERMISSION, E_NOT_FOUND */
-  async readTree(awc: Awc, snapshots: unknown, digest: unknown): Promise<TreeObject> {
-    await this.find(awc, snapshots, digest, (r, d) => r.trees.has(d));
-    return awc.reader().readTree(digest as Digest);
+  async readTree(awc: Awc, snapshots: readonly string[], digest: string): Promise<TreeObject> {
+    const d = await this.find(awc, snapshots, digest, (r, d) => r.trees.has(d));
+    return awc.reader().readTree(d.digest);
   }
 
   /** Streams the content of a file (by content digest) of one of `snapshots` as the response body. @throws E_PERMISSION, E_NOT_FOUND */
-  async streamFile(awc: Awc, snapshots: unknown, digest: unknown, res: ServerResponse): Promise<void> {
-    const reach = await this.find(awc, snapshots, digest, (r, d) => r.files.has(d));
-    const chunks = reach.files.get(digest as Digest)!;
+  async streamFile(awc: Awc, snapshots: readonly string[], digest: string, res: ServerResponse): Promise<void> {
+    const { reach, digest: d } = await this.find(awc, snapshots, digest, (r, d) => r.files.has(d));
+    const chunks = reach.files.get(d)!;
     res.writeHead(200, { 'content-type': 'application/octet-stream' });
     for await (const b of awc.reader().readData({ chunks })) if (!res.write(b)) await new Promise((r) => res.once('drain', r));
     res.end();
   }
 
-  /** The reach of the first of `snapshots` (in the namespace) that `has` the digest. */
-  private async find(awc: Awc, snapshots: unknown, digest: unknown, has: (r: Reach, d: Digest) => boolean): Promise<Reach> {
-    if (!Array.isArray(snapshots) || snapshots.length > 64 || !snapshots.every((s) => typeof s === 'string'))
-      throw new AwcError('E_USAGE', 'snapshots must be a list of at most 64 snapshot ids');
-    if (typeof digest !== 'string') throw new AwcError('E_USAGE', 'digest must be a string');
-    for (const id of snapshots as string[]) {
+  /**
+   * The reach of the first of `snapshots` (in the namespace) that `has` the digest, and the
+   * digest (the shapes were checked by the caller: src/daemon/user-schemas.ts ContentArgs).
+   */
+  private async find(
+    awc: Awc,
+    snapshots: readonly string[],
+    digest: string,
+    has: (r: Reach, d: Digest) => boolean,
+  ): Promise<{ reach: Reach; digest: Digest }> {
+    if (snapshots.length > 64) throw new AwcError('E_USAGE', 'snapshots must be a list of at most 64 snapshot ids');
+    const d = digest as Digest; // compared with the reach's digests only: one that is no digest is in none
+    for (const id of snapshots) {
       const reach = await this.reach(awc, (await awc.getSnapshot(id)).root);
-      if (has(reach, digest as Digest)) return reach;
+      if (has(reach, d)) return { reach, digest: d };
     }
-    throw new AwcError('E_PERMISSION', `${digest} is not part of the snapshots named (${(snapshots as string[]).join(', ')})`, {
+    throw new AwcError('E_PERMISSION', `${digest} is not part of the snapshots named (${snapshots.join(', ')})`, {
       hint: 'A user reads only the contents of snapshots of their namespaces.',
     });
   }

@@ -22,7 +22,7 @@ import { callUserMethod, type CallContext } from './user-methods.js';
 import { checkMounter } from './mounter-rule.js';
 import { ImportArgs, parseShape, USER_ENDPOINTS, type UserRoute } from './user-schemas.js';
 import { UserContent } from './user-content.js';
-import { UserRun, type RunRequest } from './user-run.js';
+import { UserRun } from './user-run.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -58,7 +58,7 @@ type Handler<R extends UserRoute> = (
  *   as a pax tar, the result `{id, root, files, bytes}` in the trailer `x-awc-result`
  * - `POST /v1/read-file {namespace, snapshots, digest}` → the bytes of a file of one of those
  *   snapshots (a user's git export; src/daemon/user-content.ts, as `content.readRoot|readTree`)
- * - `POST /v1/run` ({@link RunRequest}) → `{status}` once the command ended: `awc run` for the
+ * - `POST /v1/run` (RunRequest of src/daemon/user-run.ts) → `{status}` once the command ended: `awc run` for the
  *   calling process (src/daemon/user-run.ts); `POST /v1/run-signal {namespace, id, signal}` passes a signal on
  *
  * Every body (and the import's header) is parsed by its schema (src/daemon/user-schemas.ts)
@@ -90,7 +90,7 @@ export class UserRpc {
       send(res, 200, (await callUserMethod(this.context(user, b.namespace), b.method, b.args)) ?? null),
     'POST /v1/run': async ({ user, req, res }, b) => {
       const c = this.context(user, b.namespace);
-      send(res, 200, await this.runs.run(user, c.awc, this.deps.config.host, b as RunRequest, req, (ref) => c.mounter(ref)));
+      send(res, 200, await this.runs.run(user, c.awc, this.deps.config.host, b, req, (ref) => c.mounter(ref)));
     },
     'POST /v1/run-signal': ({ user, res }, b) => {
       this.awcFor(user, b.namespace);

@@ -16,7 +16,8 @@ export interface RunRequest {
   /** The caller's id for this run (for `POST /v1/run-signal`): 8 to 64 of [A-Za-z0-9]. */
   id: string;
   ref: string;
-  at?: string;
+  /** A checkpoint to run at (`awc run --at`); null or absent: the live workspace. */
+  at?: string | null;
   /** The caller's working directory (absolute). */
   cwd: string;
   command: string;

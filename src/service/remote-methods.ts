@@ -3,8 +3,10 @@
  * (`POST /v1/call`, src/daemon/user-rpc.ts; docs/explanation/security.md "Per-user sockets").
  * Everything else is refused. `importSnapshot` and `export` are not here: their files cross
  * the boundary as tar streams (`/v1/import`, `/v1/export-tar`) so that root never opens a
- * path the user names. A new Awc method that is safe for users is added here, and the
- * client (src/cli/remote-awc.ts) forwards it with no other change.
+ * path the user names. A new Awc method that is safe for users is added here and to the
+ * daemon's method table with the schema of its arguments (src/daemon/user-methods.ts
+ * USER_METHODS: a name here without an entry there does not compile); the client
+ * (src/cli/remote-awc.ts) forwards it with no other change.
  */
 export const REMOTE_METHODS = [
   'listSnapshots',
