@@ -181,6 +181,13 @@ describe('awc mcp: confined to its root and to its snapshots', () => {
       false,
     );
 
+    // a workspace of B's named as a snapshot B does not see: the name is B's workspace, never "ambiguous" (which would name the snapshot)
+    const dup = (await b.ok('workspace_fork', { snapshot: 'base', name: 'other' })).workspaces[0];
+    assert.deepEqual((await b.ok('workspace_diff', { from: 'other' })).changes, []);
+    const dupHead = (await b.ok('workspace_show', { workspace: 'other' })).workspace.headSnapshotId;
+    assert.equal((await b.ok('workspace_export', { ref: 'other', format: 'tar', path: join(root, 'dup.tar') })).id, dupHead);
+    await b.ok('workspace_remove', { workspace: dup.id });
+
     // B's own workspace: a checkpoint made outside the server (the CLI) is B's too, and A does not see it
     await b.ok('workspace_fork', { snapshot: 'base', name: 'b-work', mountPath: join(root, 'b') });
     writeFileSync(join(root, 'b', 'b.txt'), 'b\n');

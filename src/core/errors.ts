@@ -168,7 +168,7 @@ export const ERROR_CODES = {
   E_OUT_OF_SCOPE: {
     exit: 4,
     retryable: false,
-    hint: 'This MCP server acts only on workspaces it created (its --scope); use one it forked, or run a server with --scope all.',
+    hint: 'This MCP server acts only on workspaces it created (its --scope) and on paths under its root (--root); use one it forked and a path under its root, or run a server with --scope all.',
   },
   // `awc attach` / `awc init <tool>` (docs/reference/attach.md)
   E_NO_ENV: {

@@ -53,10 +53,16 @@ async function checkedRef(
   ctx: Pick<ToolContext, 'scope' | 'snapshots'>,
   ref: string,
 ): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; id: string }> {
-  const r = await awc.resolve(ref).catch((err: unknown) => {
-    // missing or ambiguous in the namespace: it may still be one visible snapshot (a hidden one shares its name or prefix)
-    if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS') && !/^(ws_|workspace:)/i.test(ref))
-      return undefined;
+  const r = await awc.resolve(ref).catch(async (err: unknown) => {
+    if (ctx.scope.unrestricted || !(err instanceof AwcError)) throw err;
+    const d = err.details as { snapshot?: unknown; workspace?: unknown } | undefined;
+    if (err.code === 'E_AMBIGUOUS' && typeof d?.snapshot === 'string' && typeof d.workspace === 'string') {
+      // a name of a snapshot and of a workspace: ambiguous only when the server sees that snapshot
+      if (await ctx.snapshots.sees(awc, d.snapshot)) throw err;
+      return { kind: 'workspace' as const, workspace: await awc.getWorkspace(d.workspace) };
+    }
+    // missing or ambiguous in the namespace: it may still be one visible snapshot (a hidden one shares its prefix)
+    if ((err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS') && !/^(ws_|workspace:)/i.test(ref)) return undefined;
     throw err;
   });
   if (r?.kind === 'workspace') {
@@ -237,7 +243,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     },
     async ({ workspace, message }, awc) => {
       const r = await awc.checkpoint((await owned(awc, scope, workspace)).id, { message });
-      await snapshots.record(r.id);
+      if (r.changed) await snapshots.record(r.id);
       return r;
     },
   );
