@@ -1,11 +1,8 @@
-import { createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join, resolve } from 'node:path';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { mkdirPrivate } from '../core/private-fs.js';
 import type { Catalog, WorkspaceRow } from '../catalog/catalog.js';
 import type { Labels } from '../catalog/labels.js';
 import type { ObjectStore } from '../store/object-store.js';
@@ -23,6 +20,7 @@ import type { UserStatus } from './user-client.js';
 import { callDaemonSide, DAEMON_SIDE } from './user-methods.js';
 import { UserContent } from './user-content.js';
 import { UserRun, type RunRequest } from './user-run.js';
+import { receiveUpload } from './user-upload.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -100,6 +98,8 @@ export class UserRpc {
       throw new AwcError('E_USAGE', `no such endpoint ${route}`);
     } catch (err) {
       const e = toAwcError(err);
+      // a body not read to its end (an upload over its cap): answer, then close rather than read the rest
+      if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
       if (res.headersSent) res.destroy(e);
       else send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
     }
@@ -174,11 +174,9 @@ export class UserRpc {
       throw new AwcError('E_USAGE', 'x-awc-args is not JSON');
     }
     const awc = this.awcFor(user, args.namespace);
-    const dir = join(this.deps.paths.hostDir, 'uploads');
-    await mkdirPrivate(dir);
-    const tmp = join(dir, `${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.tar`);
+    // counted as it arrives, refused over uploadMaxBytes (src/daemon/user-upload.ts)
+    const tmp = await receiveUpload(req, join(this.deps.paths.hostDir, 'uploads'), this.deps.config.uploadMaxBytes);
     try {
-      await pipeline(req, createWriteStream(tmp, { mode: 0o600, flags: 'wx' }));
       return await awc.importSnapshot(tmp, {
         name: typeof args.name === 'string' ? args.name : undefined,
         message: typeof args.message === 'string' ? args.message : undefined,

@@ -1,10 +1,11 @@
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { redactUrl } from '../config/backend-url.js';
 import type { Labels } from '../catalog/labels.js';
 import { withSourcePath } from './run-target.js';
 import type { ImportOptions, ImportResult } from './import-snapshot.js';
-import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp } from './git-run.js';
+import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp, type LocalRepo } from './git-run.js';
 
 /** Snapshot label holding the repository a `--git` import came from (a real path, or a URL without its password). */
 export const GIT_ORIGIN_LABEL = 'awc.git.origin';
@@ -45,14 +46,18 @@ export interface GitImportDeps {
  */
 export async function importGit(deps: GitImportDeps, repo: string, opts: GitImportOptions = {}): Promise<GitImportResult> {
   const remote = isRemoteRepo(repo);
-  const source = remote ? repo : (await openLocalRepo(repo)).path;
+  const local = remote ? undefined : await openLocalRepo(repo);
+  const source = local ? local.path : repo;
   const origin = remote ? redactUrl(repo) : source;
   const rev = opts.rev ?? 'HEAD';
   if (rev.startsWith('-')) throw badRev(repo, rev, 'a revision may not start with "-"');
   return withPrivateTemp(join(deps.paths.hostDir, 'git-tmp'), async (tmp) => {
     const work = join(tmp, 'clone');
     try {
-      await runGit(['clone', '--quiet', '--no-hardlinks', '--no-checkout', '--', source, work], { safeDir: remote ? undefined : source });
+      await runGit(['clone', '--quiet', '--no-hardlinks', '--no-checkout', '--', source, work], {
+        safeDir: local?.path,
+        env: local ? await safeForUploadPack(tmp, local) : undefined,
+      });
     } catch (err) {
       if (err instanceof GitFailure)
         throw new AwcError('E_GIT_NOT_A_REPO', `cannot clone ${origin}: ${summarise(err.stderr)}`, {
@@ -97,6 +102,20 @@ export async function importGit(deps: GitImportDeps, repo: string, opts: GitImpo
     });
     return { ...r, git: { origin, commit, branch } };
   });
+}
+
+/**
+ * The environment that marks a local repository (one another user may own) safe for a clone
+ * of it: a private global configuration file in `tmp` naming its work tree and git directory
+ * as `safe.directory`. A `-c safe.directory` does not reach the `git upload-pack` a local
+ * clone runs (git clears `GIT_CONFIG_PARAMETERS` for a local transport), and that process
+ * checks the git directory's owner: "dubious ownership" otherwise. That clone reads no other global configuration.
+ */
+async function safeForUploadPack(tmp: string, repo: LocalRepo): Promise<Record<string, string>> {
+  const quote = (p: string): string => `"${p.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+  const file = join(tmp, 'safe.gitconfig');
+  await writeFile(file, `[safe]\n\tdirectory = ${quote(repo.path)}\n\tdirectory = ${quote(repo.gitDir)}\n`, { mode: 0o600, flag: 'wx' });
+  return { GIT_CONFIG_GLOBAL: file };
 }
 
 /** Whether a git command exits 0 (a query such as `show-ref --verify --quiet`). */
