@@ -98,8 +98,13 @@ export class UserRpc {
       throw new AwcError('E_USAGE', `no such endpoint ${route}`);
     } catch (err) {
       const e = toAwcError(err);
-      // a body not read to its end (an upload over its cap): answer, then close rather than read the rest
-      if (!req.complete && !res.headersSent) res.setHeader('connection', 'close');
+      // a body not read to its end (an upload over its cap): answer, discard what still comes
+      // (the client stops sending once it reads the error) and close after 5 s at most
+      if (!req.complete) {
+        req.resume();
+        const t = setTimeout(() => req.socket.destroy(), 5000).unref();
+        req.socket.once('close', () => clearTimeout(t));
+      }
       if (res.headersSent) res.destroy(e);
       else send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
     }

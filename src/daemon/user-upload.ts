@@ -2,8 +2,6 @@ import { createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import { join } from 'node:path';
-import { Transform, type TransformCallback } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { formatBytes } from '../core/format-bytes.js';
 import { mkdirPrivate } from '../core/private-fs.js';
@@ -34,17 +32,31 @@ export async function receiveUpload(req: IncomingMessage, dir: string, maxBytes:
   await mkdirPrivate(dir);
   const tmp = join(dir, `${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.tar`);
   let received = 0;
-  const cap = new Transform({
-    transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
-      received += chunk.length;
-      if (received > maxBytes) return done(tooLarge(maxBytes));
-      done(null, chunk);
-    },
-  });
+  const out = createWriteStream(tmp, { mode: 0o600, flags: 'wx' });
   try {
-    await pipeline(req, cap, createWriteStream(tmp, { mode: 0o600, flags: 'wx' }));
+    // not stream.pipeline: it would destroy the request (and its socket) on the cap, and the
+    // caller could not answer; the rest of an over-cap body is left to the caller (see UserRpc.handle)
+    await new Promise<void>((resolve, reject) => {
+      let failed = false;
+      const fail = (err: unknown): void => {
+        if (failed) return;
+        failed = true;
+        req.unpipe(out);
+        out.destroy();
+        reject(err);
+      };
+      req.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > maxBytes && !failed) fail(tooLarge(maxBytes));
+      });
+      req.once('error', fail).once('aborted', () => fail(new AwcError('E_IO', 'the upload was cut off by the client')));
+      out.once('error', fail).once('finish', resolve);
+      req.pipe(out);
+    });
     return tmp;
   } catch (err) {
+    // closed first: a file still being opened would appear after the rm
+    if (!out.closed) await new Promise<void>((r) => out.once('close', () => r()));
     await rm(tmp, { force: true });
     throw toAwcError(err);
   }
