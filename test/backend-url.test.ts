@@ -16,6 +16,22 @@ describe('backend URLs (catalog, objectStore)', () => {
     for (const bad of ['sqlite:relative.sqlite', 'mysql://db/awc', '', 'sqlite:/a%zz']) configError(() => parseCatalogUrl(bad), 'catalog');
   });
 
+  test('issue 24 item 9: a relative file: URL is called a relative file URL (not an unknown scheme) and the message says how to write it', () => {
+    for (const url of ['file:objects', 'file:./objects', 'file://objects/x']) {
+      for (const fn of [() => parseObjectStoreUrl(url), () => loadConfig({ home: '/tmp/awc-no-such-home' }, { AWC_OBJECT_STORE: url })])
+        assert.throws(fn, (e: unknown) => {
+          assert.ok(e instanceof AwcError && e.code === 'E_CONFIG', String(e));
+          assert.match(e.message, /objectStore/);
+          assert.match(e.message, /a relative file URL/);
+          assert.match(e.message, /file:\/absolute\/dir or file:\/\/\/absolute\/dir/);
+          assert.doesNotMatch(e.message, /unknown scheme/);
+          return true;
+        });
+    }
+    assert.throws(() => parseObjectStoreUrl('file:/a%zz'), /bad %-escape/);
+    assert.throws(() => parseObjectStoreUrl('ftp://x/y'), /unknown scheme/);
+  });
+
   test('object store: file paths; s3 bucket, prefix, endpoint, region, path style', () => {
     assert.deepEqual(parseObjectStoreUrl('file:///srv/awc/objects'), { kind: 'file', path: '/srv/awc/objects' });
     assert.deepEqual(parseObjectStoreUrl('s3://my-bucket/fleet/a?endpoint=http://127.0.0.1:9000&region=eu-west-1'), {

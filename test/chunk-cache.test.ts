@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256, type Digest } from '../src/core/digest.js';
 import { CachedContentSource } from '../src/host/cached-content-source.js';
@@ -287,4 +287,17 @@ test('ChunkCache.markUsed: a use served elsewhere moves a memory-tier chunk to d
   // unknown: nothing recorded
   assert.equal(cache.markUsed(sha256(Buffer.from('nobody'))), false);
   assert.equal(hits.length, 2);
+});
+
+test('issue 24 item 9: the cache directory itself is made 0700, also a configured cacheDir that existed 0755', async (t) => {
+  const parent = await tmp(t);
+  const existing = join(parent, 'existing');
+  mkdirSync(existing, { mode: 0o755 });
+  chmodSync(existing, 0o755);
+  const made = join(parent, 'new', 'cache');
+  for (const dir of [existing, made]) {
+    const cache = new ChunkCache({ dir, budgetBytes: 1 << 20 });
+    await cache.open();
+    assert.equal(statSync(dir).mode & 0o7777, 0o700, dir);
+  }
 });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { awc, awcOk, errorOf } from './helpers/cli.js';
 
 /** Bad input gets a clear error with a stable code, a hint and exit status, and nothing is half-written. */
@@ -106,6 +107,24 @@ describe('CLI errors', () => {
     expectError(['snapshot'], 'E_USAGE', 2);
     // a workspace id resolves as the workspace even if snapshots exist
     assert.equal(awcOk(home, ['show', ws], env).kind, 'workspace');
+  });
+
+  test('issue 24 item 9: a malformed tar is E_FORMAT (5) with a hint about the archive, not "upgrade awc"', () => {
+    const count = (): number => awcOk(home, ['snapshot', 'ls'], env).snapshots.length;
+    const was = count();
+    const good = awc(home, ['export', 'base', '--tar', join(work, 'good.tar')], env);
+    assert.equal(good.code, 0, good.stderr);
+    const whole = readFileSync(join(work, 'good.tar'));
+    writeFileSync(join(work, 'cut.tar'), whole.subarray(0, 700)); // cut short inside the first member
+    const gz = gzipSync(whole);
+    writeFileSync(join(work, 'cut.tar.gz'), gz.subarray(0, gz.length - 20)); // a corrupt gzip stream
+    for (const bad of ['cut.tar', 'cut.tar.gz']) {
+      const e = expectError(['snapshot', 'import', join(work, bad)], 'E_FORMAT', 5);
+      assert.doesNotMatch(e.hint, /upgrade/i, bad);
+      assert.match(e.hint, /archive is damaged or incomplete/, bad);
+      assert.match(e.hint, /tar -tvf/, bad);
+    }
+    assert.equal(count(), was, 'no snapshot added');
   });
 
   test('human errors name the code and the hint', () => {

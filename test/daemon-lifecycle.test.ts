@@ -2,12 +2,14 @@ import { test, describe, after } from 'node:test';
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { awc, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { isMounted, readMountInfo } from '../src/host/mount-table.js';
+import { loadConfig, pathsOf } from '../src/config/config.js';
+import { cliSocketOf } from '../src/daemon/warm-protocol.js';
 
 /**
  * Issue 7 items 5 and 10: never two overlays on one upper (a mount that is still alive, even
@@ -458,3 +460,42 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     assert.deepEqual(ok(home, ['daemon', 'stop']).cleaned, []);
   });
 });
+
+describe(
+  'daemon stop cleans the sockets a killed daemon left (issue 24 item 9)',
+  { skip: process.getuid?.() !== 0 ? 'needs root' : skip },
+  () => {
+    const work = mkdtempSync(join(tmpdir(), 'awc-sockets-'));
+    const home = join(work, 'home');
+    after(() => {
+      cleanupMounts(home, work);
+      rmSync(work, { recursive: true, force: true });
+    });
+
+    test('after kill -9 of the daemon and its supervisor, daemon stop removes its socket, warm CLI socket, the per-user sockets and their .users directory', async () => {
+      mkdirSync(home, { mode: 0o700 });
+      // an allowed user (nobody, always there) gives the daemon a per-user socket directory
+      writeFileSync(join(home, 'config.json'), JSON.stringify({ users: [{ user: 'nobody', namespaces: ['default'] }] }));
+      const paths = pathsOf(loadConfig({ home }, {}));
+      for (const round of ['killed', 'stopped'] as const) {
+        ok(home, ['daemon', 'start']);
+        const s = ok(home, ['daemon', 'status']);
+        await waitUntil(
+          'the per-user socket',
+          () => lstatSync(join(paths.userSockets, '65534.sock'), { throwIfNoEntry: false })?.isSocket() === true,
+          10_000,
+        );
+        assert.ok(lstatSync(paths.socket).isSocket());
+        if (round === 'killed') {
+          const pids = [s.supervisor, s.pid].filter((p) => typeof p === 'number');
+          for (const p of pids) process.kill(p, 'SIGKILL');
+          await waitUntil('the daemon processes to die', () => pids.every((p) => !alive(p)), 10_000);
+          assert.ok(existsSync(paths.socket) && existsSync(paths.userSockets), 'the killed daemon left its sockets');
+        }
+        assert.equal(ok(home, ['daemon', 'stop']).running, false);
+        for (const p of [paths.socket, cliSocketOf(paths.socket), paths.userSockets])
+          assert.equal(existsSync(p), false, `${round}: ${p} is left in ${dirname(p)}`);
+      }
+    });
+  },
+);

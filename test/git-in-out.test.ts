@@ -74,6 +74,24 @@ describe('awc snapshot import --git', () => {
     assert.equal(git(repo, 'status', '--porcelain'), '');
   });
 
+  it(
+    'issue 24 item 9: root imports a repository another user owns (a checkout and a bare one), as the code marks it safe: no "dubious ownership"',
+    { skip: process.getuid?.() !== 0 ? 'needs root (chown)' : false },
+    () => {
+      const theirs = join(tmp, 'theirs');
+      execFileSync('cp', ['-a', repo, theirs]);
+      const bare = join(tmp, 'theirs-bare.git');
+      execFileSync('git', ['clone', '-q', '--bare', repo, bare]);
+      for (const r of [theirs, bare]) execFileSync('chown', ['-R', '54321:54321', r]);
+      for (const r of [theirs, bare]) {
+        const res = awc(home, ['snapshot', 'import', '--git', r], ENV);
+        assert.equal(res.code, 0, `${r}: ${res.stderr}`);
+        assert.doesNotMatch(res.stderr, /dubious ownership/);
+        assert.deepEqual(res.json.git, { origin: r, commit: second, branch: 'main' });
+      }
+    },
+  );
+
   it('a missing repository, a bad revision, a source with --git: clear errors', () => {
     const missing = awc(home, ['snapshot', 'import', '--git', join(tmp, 'nope')], ENV);
     assert.equal(missing.code, 3);

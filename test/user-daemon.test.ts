@@ -17,11 +17,12 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
-import { canCreateUsers, createTestUser, type TestUser } from './helpers/unprivileged.js';
+import { awc, awcOk, CLI, cleanupMounts, errorOf } from './helpers/cli.js';
+import { asUserArgv, canCreateUsers, createTestUser, type TestUser } from './helpers/unprivileged.js';
 import { detectDriver } from '../src/drivers/detect-driver.js';
 import { userSocketsDirOf } from '../src/config/config.js';
 
@@ -32,6 +33,31 @@ const req = http.request({ socketPath: process.argv[1], path: '/v1/status' }, (r
 req.on('error', (e) => console.log(JSON.stringify({ code: e.code })));
 req.end();
 `;
+
+/** The uploadMaxBytes of the test home: 64 MiB. */
+const UPLOAD_CAP = 64 * 1024 * 1024;
+
+/** Runs `argv` as `who` without waiting; resolves with its exit status and output once it ended. */
+function spawnAs(
+  who: TestUser,
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn('setpriv', asUserArgv(who, argv), { cwd: '/', env: { PATH: process.env.PATH, ...env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('close', (status) => done({ status, stdout, stderr }));
+  });
+}
+
+/** The allocated bytes (st_blocks × 512) of each file in `dir` (none when it is missing). */
+function allocatedIn(dir: string): number[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).map((n) => Number(lstatSync(join(dir, n), { bigint: true }).blocks) * 512);
+}
 
 /**
  * Issue 10 item 1: an ordinary user allowed by the root home's `users` works through their
@@ -78,6 +104,7 @@ describe(
             { group: u.name, namespaces: ['default', 'team-*'] },
             { user: u3.name, namespaces: ['default'] },
           ],
+          uploadMaxBytes: UPLOAD_CAP,
         }),
       );
       awcOk(home, ['daemon', 'start']);
@@ -255,6 +282,86 @@ describe(
       readSync(fd, b, 0, 18, 32 * 1024 ** 3);
       closeSync(fd);
       assert.equal(b.toString(), 'data in the middle');
+    });
+
+    test("issue 24 item 9: an ordinary user's import is recorded with the message root's import records, `import <the user's path>`", () => {
+      const src = mine('src');
+      ok(u, ['snapshot', 'import', src, '--name', 'with-message']);
+      assert.equal(ok(u, ['show', 'with-message']).message, `import ${src}`);
+      awcOk(home, ['snapshot', 'import', src, '--name', 'with-message-root']);
+      assert.equal(ok(u, ['show', 'with-message-root']).message, `import ${src}`, "root's, the same words");
+      ok(u, ['snapshot', 'import', src, '--name', 'with-own-message', '-m', 'mine']);
+      assert.equal(ok(u, ['show', 'with-own-message']).message, 'mine');
+    });
+
+    test('issue 24 item 9: export --tar into a missing directory is E_USAGE for an ordinary user as for root, with the same words', () => {
+      const rootErr = errorOf(awc(home, ['export', 'rootbase', '--tar', '/missing/dir/x.tar']));
+      const userErr = as(u, ['export', 'rootbase', '--tar', '/missing/dir/x.tar']).err as { code: string; message: string; hint: string };
+      assert.equal(rootErr.code, 'E_USAGE');
+      assert.deepEqual(userErr, rootErr);
+      assert.match(userErr.message, /the directory \/missing\/dir does not exist/);
+      assert.match(userErr.hint, /existing directory/);
+      // and a file that exists already: E_TARGET_EXISTS up front, for both
+      const there = join(mine('out'), 'there.tar');
+      writeFileSync(there, 'x');
+      chownSync(there, u.uid, u.gid);
+      assert.equal(as(u, ['export', 'rootbase', '--tar', there]).err?.code, 'E_TARGET_EXISTS');
+      assert.equal(errorOf(awc(home, ['export', 'rootbase', '--tar', there])).code, 'E_TARGET_EXISTS');
+    });
+
+    test('issue 24 item 4: a 1 TiB sparse file of the user imports as its data: the uploads directory stays small, the snapshot reads back right', async () => {
+      const src = mine('big-sparse');
+      mkdirSync(src);
+      chownSync(src, u.uid, u.gid);
+      const TiB = 1024 ** 4;
+      const sh = u.run('sh', [
+        '-c',
+        'truncate -s 1T "$0/disk.img" && printf head | dd of="$0/disk.img" bs=1 conv=notrunc status=none && printf "half way" | dd of="$0/disk.img" bs=1 seek=549755813888 conv=notrunc status=none',
+        src,
+      ]);
+      assert.equal(sh.status, 0, sh.stderr);
+      const uploads = join(home, 'host', 'uploads');
+      let most = 0;
+      const poll = setInterval(() => (most = Math.max(most, ...allocatedIn(uploads))), 2);
+      const r = await spawnAs(u, [process.execPath, CLI, '--home', home, '--json', 'snapshot', 'import', src, '--name', 'bigsparse'], {
+        HOME: work,
+      }).finally(() => clearInterval(poll));
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(JSON.parse(r.stdout).bytes, TiB);
+      assert.ok(most <= 1024 * 1024, `the upload of 1 TiB with 12 bytes of data allocated ${most} bytes in ${uploads}`);
+      assert.deepEqual(allocatedIn(uploads), [], 'the upload is removed once imported');
+      const out = join(mine('out'), 'big-sparse');
+      ok(u, ['export', 'bigsparse', '--dir', out]);
+      const st = statSync(join(out, 'disk.img'));
+      assert.equal(st.size, TiB);
+      assert.ok(st.blocks * 512 <= 1024 * 1024, `1 TiB with 12 bytes of data allocates ${st.blocks * 512} bytes`);
+      const b = Buffer.alloc(8);
+      const fd = openSync(join(out, 'disk.img'), 'r');
+      readSync(fd, b, 0, 4, 0);
+      assert.equal(b.subarray(0, 4).toString(), 'head');
+      readSync(fd, b, 0, 8, TiB / 2);
+      assert.equal(b.toString(), 'half way');
+      readSync(fd, b, 0, 8, TiB / 4);
+      assert.ok(b.equals(Buffer.alloc(8)), 'a hole reads as zeros');
+      closeSync(fd);
+    });
+
+    test('issue 24 item 4: an upload over uploadMaxBytes is refused with E_UPLOAD_TOO_LARGE, and nothing of it stays in the uploads directory', () => {
+      const src = mine('too-big');
+      mkdirSync(src);
+      writeFileSync(join(src, 'random.bin'), randomBytes(UPLOAD_CAP + 16 * 1024 * 1024)); // dense and incompressible
+      for (const p of [src, join(src, 'random.bin')]) chownSync(p, u.uid, u.gid);
+      for (const from of [src, join(src, 'random.bin')]) {
+        // a directory (tar made by the user's process) and a file the user passes as a tar: both counted as they arrive
+        const r = as(u, ['snapshot', 'import', from, '--name', 'too-big']);
+        assert.equal(r.err?.code, 'E_UPLOAD_TOO_LARGE', r.stderr);
+        assert.match(r.err?.hint ?? '', /uploadMaxBytes/);
+        assert.deepEqual(readdirSync(join(home, 'host', 'uploads')), [], 'nothing half-written left in uploads');
+      }
+      assert.equal(
+        ok(u, ['snapshot', 'ls']).snapshots.some((s: { name: string }) => s.name === 'too-big'),
+        false,
+      );
     });
   },
 );

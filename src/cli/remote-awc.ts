@@ -12,6 +12,7 @@ import { checkpointGitAsUser, exportGitAsUser, importGitAsUser, type GitCalls } 
 import type { RemoteMethod } from '../service/remote-methods.js';
 import { extractTarToDir } from '../service/extract-tar-dir.js';
 import { PendingFile } from '../service/pending-file.js';
+import { checkTarTarget } from '../service/export-tar.js';
 import { withSourcePath } from '../service/run-target.js';
 import { restoreKeptSet } from '../service/kept-files.js';
 import type { UsageReport } from '../service/usage.js';
@@ -194,7 +195,8 @@ async function importAsUser(client: UserClient, namespace: string, source: strin
   const st = fs.statSync(path, { throwIfNoEntry: false });
   if (!st) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory or tar file: ${source}`);
   const labels = withSourcePath(opts.labels, st.isDirectory() && opts.recordPath !== false ? path : undefined);
-  const args = { namespace, name: opts.name, message: opts.message, labels };
+  // the message root's import records (`import <path>`), with this user's path, never the daemon's temporary file
+  const args = { namespace, name: opts.name, message: opts.message ?? `import ${path}`, labels };
   if (!st.isDirectory()) {
     const input = fs.createReadStream(path);
     const done = new Promise<void>((ok, fail) => input.once('end', ok).once('error', (e) => fail(toAwcError(e))));
@@ -215,7 +217,11 @@ async function importAsUser(client: UserClient, namespace: string, source: strin
         opts.onProgress!(progress);
       }
     : undefined;
-  const tar = runTar(['--format=pax', '--numeric-owner', ...verbose, ...exclude, '-C', path, '-cf', '-', '.'], onMember);
+  // --sparse: a sparse file goes as its data only (GNU sparse 1.0 members; tar finds the holes with SEEK_DATA)
+  const tar = runTar(
+    ['--format=pax', '--sparse', '--sparse-version=1.0', '--numeric-owner', ...verbose, ...exclude, '-C', path, '-cf', '-', '.'],
+    onMember,
+  );
   if (opts.onProgress) tar.child.stdout!.on('data', (b: Buffer) => (progress.bytes += b.length));
   return (await client.upload(args, tar.child.stdout!, tar.done)) as ImportResult;
 }
@@ -235,6 +241,7 @@ async function exportAsUser(client: UserClient, namespace: string, ref: string, 
     return result(res);
   }
   if (opts.tar !== undefined) {
+    await checkTarTarget(resolve(opts.tar)); // as root's export does: E_USAGE for a missing directory, E_TARGET_EXISTS
     const file = await PendingFile.create(resolve(opts.tar));
     try {
       const res = await client.exportTar(namespace, ref);

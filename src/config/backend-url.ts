@@ -45,6 +45,19 @@ function pathOf(url: string, scheme: string): string | undefined {
   return normalize(p);
 }
 
+/** Why `url` (starting `file:`) is no `file:` URL pathOf takes: a relative path, a bad %-escape, a NUL byte. */
+function fileUrlProblem(url: string): string {
+  const p = url.slice('file:'.length).replace(/^\/\//, '');
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(p);
+  } catch {
+    return 'a bad %-escape in the path (write a literal % as %25)';
+  }
+  if (decoded.includes('\0')) return 'a NUL byte in the path';
+  return `a relative file URL (${JSON.stringify(decoded)} is not an absolute path): write the directory's absolute path, file:/absolute/dir or file:///absolute/dir`;
+}
+
 /**
  * Parses a catalog URL (see module doc).
  * @throws E_CONFIG naming `key` and the accepted forms
@@ -85,6 +98,7 @@ export function parseObjectStoreUrl(url: string, key = 'objectStore'): ObjectSto
   if (typeof url !== 'string') throw bad('not a string');
   const path = pathOf(url, 'file');
   if (path !== undefined) return { kind: 'file', path };
+  if (url.startsWith('file:')) throw bad(fileUrlProblem(url));
   if (!url.startsWith('s3://')) throw bad('unknown scheme');
   // (URL parsing would quietly resolve `.` and `..` away: a prefix is taken as written)
   if (/\/\.{1,2}(\/|\?|$)/.test(url.slice(5))) throw bad('bad key prefix');

@@ -67,6 +67,13 @@ export interface AwcConfig {
    * or `off`): docs/explanation/cli-latency.md "Warm workers".
    */
   warmCli: 'on' | 'off';
+  /**
+   * The most bytes an ordinary user's `snapshot import` may upload to the root daemon
+   * (`uploadMaxBytes`, `AWC_UPLOAD_MAX_BYTES`; default 32 GiB): the tar the user's process
+   * makes, with sparse files as their data only (docs/explanation/security.md "Uploads").
+   * Over it: E_UPLOAD_TOO_LARGE, nothing left in `<home>/host/uploads`.
+   */
+  uploadMaxBytes: number;
 }
 
 /** Paths derived from the home directory. */
@@ -94,6 +101,9 @@ export interface AwcPaths {
   userLayers: string;
 }
 
+/** The default of `uploadMaxBytes`: 32 GiB. */
+export const DEFAULT_UPLOAD_MAX_BYTES = 32 * 2 ** 30;
+
 /** The default home: `/var/lib/awc` for root, else `~/.local/share/awc`. */
 export function defaultHome(): string {
   return process.getuid?.() === 0 ? '/var/lib/awc' : join(homedir(), '.local', 'share', 'awc');
@@ -119,6 +129,7 @@ export const CONFIG_KEYS = {
   heartbeatMs: { env: 'AWC_HEARTBEAT_MS', type: 'number' },
   sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
   warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
+  uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
 /**
@@ -197,6 +208,11 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const warmCli = merged.warmCli ?? 'on';
   if (warmCli !== 'on' && warmCli !== 'off')
     throw new AwcError('E_CONFIG', `invalid warmCli ${JSON.stringify(merged.warmCli)}`, { hint: 'Use "on" (the default) or "off".' });
+  const uploadMaxBytes = merged.uploadMaxBytes ?? DEFAULT_UPLOAD_MAX_BYTES;
+  if (typeof uploadMaxBytes !== 'number' || !Number.isSafeInteger(uploadMaxBytes) || uploadMaxBytes < 1024 * 1024)
+    throw new AwcError('E_CONFIG', `invalid uploadMaxBytes ${JSON.stringify(merged.uploadMaxBytes)}`, {
+      hint: `Use a whole number of bytes, at least 1048576 (1 MiB; default ${DEFAULT_UPLOAD_MAX_BYTES}, 32 GiB).`,
+    });
   return {
     home,
     namespace: ns,
@@ -213,6 +229,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     heartbeatMs,
     sweepIntervalMs,
     warmCli,
+    uploadMaxBytes,
     ...(users ? { users } : {}),
   };
 }

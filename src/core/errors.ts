@@ -186,6 +186,12 @@ export const ERROR_CODES = {
     retryable: false,
     hint: "The tool's configuration file is malformed or has a shape AWC cannot merge into; it was left as it is: fix it, then run `awc init` again.",
   },
+  // an ordinary user's upload to the root daemon (docs/explanation/security.md "Uploads")
+  E_UPLOAD_TOO_LARGE: {
+    exit: 4,
+    retryable: false,
+    hint: "The import is larger than the root daemon takes from a user (uploadMaxBytes in the root home's config.json); import a smaller tree or leave large files out (a sparse file's holes cost nothing), or ask root to raise uploadMaxBytes.",
+  },
   // Claude Code worktree hooks (docs/how-to/claude-code.md)
   E_HOOK_INPUT: {
     exit: 2,

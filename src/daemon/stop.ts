@@ -1,10 +1,12 @@
-import { existsSync, rmSync, statSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync, rmdirSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { openCatalog } from '../catalog/open-catalog.js';
 import { parseCatalogUrl } from '../config/backend-url.js';
 import { cleanLeftovers, findLeftovers, type CleanedMount } from '../drivers/overlay/leftovers.js';
-import { pathsOf, type AwcConfig } from '../config/config.js';
+import { pathsOf, type AwcConfig, type AwcPaths } from '../config/config.js';
 import { DaemonClient } from './client.js';
 import { livePid } from './pid-file.js';
+import { cliSocketOf } from './warm-protocol.js';
 
 /** Result of {@link stopDaemon}. */
 export interface StopResult {
@@ -56,7 +58,8 @@ async function terminate(pidFile: string, ms: number): Promise<void> {
  * - then, with no daemon left, the mounts it left ({@link findLeftovers}: overlays on this
  *   home's uppers, the dead content FUSE) are unmounted (lazily when busy, and said so), the
  *   catalog's overlay mount records of this host are cleared (the uppers stay: the next mount
- *   resumes them), and the content connection's session file is removed.
+ *   resumes them), and the content connection's session file and the daemon's sockets (API,
+ *   warm CLI, the per-user ones and their directory) are removed.
  * @throws E_TARGET_BUSY (a mount in use, without force), E_DAEMON_UNAVAILABLE
  */
 export async function stopDaemon(config: AwcConfig, force: boolean): Promise<StopResult> {
@@ -99,5 +102,29 @@ export async function cleanDeadDaemon(config: AwcConfig): Promise<CleanedMount[]
     }
   }
   rmSync(paths.fuseSession, { force: true });
+  removeSockets(paths);
   return cleaned;
+}
+
+/**
+ * Removes the socket files a daemon of this home left (a killed one cannot): its API socket,
+ * its warm CLI socket, and in its per-user socket directory every socket (`<uid>.sock`,
+ * `<uid>.cli.sock`), then that directory once empty. Only sockets are removed, never through a
+ * symlink (lstat), and the directory only when it is a real one owned by this process's user.
+ * Never throws (what cannot be removed stays; the next daemon replaces a stale socket).
+ */
+function removeSockets(paths: AwcPaths): void {
+  const isSocket = (p: string): boolean => lstatSync(p, { throwIfNoEntry: false })?.isSocket() === true;
+  try {
+    for (const p of [paths.socket, cliSocketOf(paths.socket)]) if (isSocket(p)) rmSync(p, { force: true });
+    const dir = lstatSync(paths.userSockets, { throwIfNoEntry: false });
+    if (!dir?.isDirectory() || dir.uid !== process.getuid?.()) return;
+    for (const name of readdirSync(paths.userSockets)) {
+      const p = join(paths.userSockets, name);
+      if (/^\d+(\.cli)?\.sock$/.test(name) && isSocket(p)) rmSync(p, { force: true });
+    }
+    rmdirSync(paths.userSockets);
+  } catch {
+    // not empty, or not ours to remove: left as it is
+  }
 }

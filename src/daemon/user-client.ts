@@ -74,6 +74,7 @@ export class UserClient {
       const req = request({ socketPath: this.socket, method, path, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
         if ((res.statusCode ?? 500) < 400) return resolve(res);
         readAll(res).then((b) => {
+          req.destroy(); // an error answered before the body was all sent (an upload over its cap): stop sending
           try {
             reject(AwcError.fromJSON((JSON.parse(b.toString('utf8')) as { error?: ErrorJson }).error ?? {}));
           } catch {

@@ -1,13 +1,12 @@
-import { createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import { pipeline } from 'node:stream/promises';
 import { PassThrough } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type * as z from 'zod';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { mkdirPrivate } from '../core/private-fs.js';
-import type { Catalog } from '../catalog/catalog.js';
+import type { Catalog, WorkspaceRow } from '../catalog/catalog.js';
+import type { Labels } from '../catalog/labels.js';
 import type { ObjectStore } from '../store/object-store.js';
 import type { AwcConfig, AwcPaths } from '../config/config.js';
 import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
@@ -22,7 +21,8 @@ import { callUserMethod, type CallContext } from './user-methods.js';
 import { checkMounter } from './mounter-rule.js';
 import { ImportArgs, parseShape, USER_ENDPOINTS, type UserRoute } from './user-schemas.js';
 import { UserContent } from './user-content.js';
-import { UserRun } from './user-run.js';
+import { UserRun, type RunRequest } from './user-run.js';
+import { receiveUpload } from './user-upload.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -114,6 +114,13 @@ export class UserRpc {
       await (this.endpoints[route as UserRoute] as Handler<UserRoute>)({ user, req, res }, body as never);
     } catch (err) {
       const e = toAwcError(err);
+      // a body not read to its end (an upload over its cap): answer, discard what still comes
+      // (the client stops sending once it reads the error) and close after 5 s at most
+      if (!req.complete) {
+        req.resume();
+        const t = setTimeout(() => req.socket.destroy(), 5000).unref();
+        req.socket.once('close', () => clearTimeout(t));
+      }
       if (res.headersSent) res.destroy(e);
       else send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
     }
@@ -151,11 +158,9 @@ export class UserRpc {
     }
     const args = parseShape(ImportArgs, raw, 'POST /v1/import x-awc-args');
     const awc = this.awcFor(user, args.namespace);
-    const dir = join(this.deps.paths.hostDir, 'uploads');
-    await mkdirPrivate(dir);
-    const tmp = join(dir, `${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}.tar`);
+    // counted as it arrives, refused over uploadMaxBytes (src/daemon/user-upload.ts)
+    const tmp = await receiveUpload(req, join(this.deps.paths.hostDir, 'uploads'), this.deps.config.uploadMaxBytes);
     try {
-      await pipeline(req, createWriteStream(tmp, { mode: 0o600, flags: 'wx' }));
       return await awc.importSnapshot(tmp, {
         name: args.name ?? undefined,
         message: args.message ?? undefined,

@@ -1,9 +1,9 @@
 import { closeSync, openSync, readSync, utimes } from 'node:fs';
-import { readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { chmod, lstat, readdir, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Digest } from '../core/digest.js';
 import { toAwcError } from '../core/errors.js';
-import { mkdirPrivate } from '../core/private-fs.js';
+import { mkdirPrivate, PRIVATE_DIR_MODE } from '../core/private-fs.js';
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const HEX2 = /^[0-9a-f]{2}$/;
@@ -35,7 +35,7 @@ export class ChunkFiles {
   }
 
   /**
-   * Creates the directory if needed, removes temporary leftovers, and lists the chunk files
+   * Creates the directory if needed (0700; an existing one is made 0700 too), removes temporary leftovers, and lists the chunk files
    * there (in no particular order).
    * @throws E_PERMISSION / E_INTERNAL when the directory cannot be created or read.
    */
@@ -43,6 +43,9 @@ export class ChunkFiles {
     const found: FoundChunkFile[] = [];
     try {
       await mkdirPrivate(this.dir);
+      // the directory itself too (a configured cacheDir that existed, made 0755): 0700, never through a symlink
+      const st = await lstat(this.dir);
+      if (st.isDirectory() && (st.mode & 0o7777) !== PRIVATE_DIR_MODE) await chmod(this.dir, PRIVATE_DIR_MODE);
       for (const aa of await readdir(this.dir)) {
         if (!HEX2.test(aa)) continue;
         const sub = join(this.dir, aa);

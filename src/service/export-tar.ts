@@ -60,7 +60,10 @@ export async function checkTarTarget(path: string): Promise<void> {
     if (missing(err) || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return undefined;
     throw toAwcError(err);
   });
-  if (!dir?.isDirectory()) throw new AwcError('E_USAGE', `the directory ${parent} does not exist`);
+  if (!dir?.isDirectory())
+    throw new AwcError('E_USAGE', `the directory ${parent} does not exist`, {
+      hint: 'Export into an existing directory: create it first (mkdir -p), or name a file in one.',
+    });
 }
 
 const S_IF: Record<Exclude<Entry['type'], 'hardlink'>, number> = {

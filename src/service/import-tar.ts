@@ -6,7 +6,7 @@ import { createGunzip } from 'node:zlib';
 import type * as TarStream from 'tar-stream';
 import { lazyRequire } from '../core/lazy-require.js';
 import type { Digest } from '../core/digest.js';
-import { AwcError, toAwcError } from '../core/errors.js';
+import { AwcError, ERROR_CODES, toAwcError } from '../core/errors.js';
 import { checkName, compareNames, type Entry, type EntryAttrs } from '../core/tree.js';
 import type { ContentWriter, FileContent } from '../store/content-writer.js';
 import { nameFromBytes } from '../core/raw-name.js';
@@ -461,13 +461,20 @@ async function takeHead(src: AsyncIterable<Buffer>, max: number): Promise<{ peek
   return { peek, rest: rest() };
 }
 
-/** tar-stream and zlib report corrupt input as plain Errors: give them a code. */
+/** The hint of a malformed archive's E_FORMAT (the registry's default, "upgrade awc", fits objects of the store, not a user's tar). */
+const TAR_FORMAT_HINT =
+  'The archive is damaged or incomplete (cut short, not tar, a corrupt gzip stream); check it with `tar -tvf <file>`, then make it again.';
+
+/** tar-stream and zlib report corrupt input as plain Errors: give them a code (E_FORMAT of the archive gets TAR_FORMAT_HINT). */
 export function tarError(err: unknown): AwcError {
-  if (err instanceof AwcError) return err;
+  const format = (message: string, cause: unknown, details?: Record<string, unknown>): AwcError =>
+    new AwcError('E_FORMAT', message, { cause, hint: TAR_FORMAT_HINT, details });
+  if (err instanceof AwcError)
+    return err.code === 'E_FORMAT' && err.hint === ERROR_CODES.E_FORMAT.hint ? format(err.message, err, err.details) : err;
   const e = err as NodeJS.ErrnoException;
   if (e && !e.code && typeof e.message === 'string' && /tar|header|unexpected end|size mismatch/i.test(e.message))
-    return new AwcError('E_FORMAT', `not a readable tar archive: ${e.message}`, { cause: err });
-  if (e?.code?.startsWith('Z_')) return new AwcError('E_FORMAT', `corrupt gzip stream: ${e.message}`, { cause: err });
+    return format(`not a readable tar archive: ${e.message}`, err);
+  if (e?.code?.startsWith('Z_')) return format(`corrupt gzip stream: ${e.message}`, err);
   return toAwcError(err);
 }
 
