@@ -223,6 +223,9 @@ describe('per-user resource caps of the root daemon (issue 24 item 3)', { skip: 
     assert.ok(r.codes.length > 0, 'some were answered');
     for (const c of r.codes) assert.match(c, /^(400|429) E_TOO_MANY$/);
     assert.ok(r.codes.filter((c: string) => c === '400 E_TOO_MANY').length >= CAP - 1, `all admitted but one refused: ${r.codes}`);
+    // its connections gone, its share of the budget is back: the user is served again
+    await new Promise((res) => setTimeout(res, 300));
+    ok(flood, ['ls']);
   });
 
   test('the (userMaxMounts+1)th mount of a user is E_TOO_MANY naming the cap; an unmount frees a place', () => {

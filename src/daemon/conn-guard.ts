@@ -92,7 +92,9 @@ export function warmLimits(config: Partial<DaemonLimits>): { maxWaiting: number;
  *   connections are closed at once, so the content FUSE server and mounts always have some;
  * - a connection with no request in progress is closed after `userIdleTimeoutMs`, headers must
  *   arrive within it, and a request whole within `userRequestTimeoutMs` (Node's
- *   headersTimeout / requestTimeout / keepAliveTimeout, checked every second at most).
+ *   headersTimeout / requestTimeout / keepAliveTimeout, checked every second at most);
+ * - a request answered before its body ended (refused over the body budget, or too large) has
+ *   its connection closed once the answer is written, never left waiting for the rest.
  *
  * Emits 'log' (`{level, msg, uid, cap}` once per refusal streak of a user).
  */
@@ -117,6 +119,10 @@ export class ConnectionGuard extends EventEmitter {
       if (this.refused.has(req.socket)) return this.answerRefused(uid, req, res);
       // a request in progress is never idle: the timeout comes back with keep-alive (keepAliveTimeout)
       req.socket.setTimeout(0);
+      // answered before its body ended (refused: over the budget, too large): closed, never left waiting for the rest
+      res.once('finish', () => {
+        if (!req.complete) req.socket.destroySoon();
+      });
       handler(req, res);
     });
     server.headersTimeout = Math.min(idle, whole);
