@@ -1,7 +1,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
@@ -246,3 +246,109 @@ describe('per-user resource caps of the root daemon (issue 24 item 3)', { skip: 
     otherWorks();
   });
 });
+
+/** Opens argv[2] connections to the socket argv[1] that send nothing; after argv[3] ms prints `{open, closed}`; then stays alive. */
+const IDLE_MANY = `
+const net = require('net');
+const [sock, n, wait] = [process.argv[1], Number(process.argv[2]), Number(process.argv[3])];
+const held = [];
+for (let i = 0; i < n; i++) {
+  const c = net.connect(sock);
+  c.on('error', () => undefined);
+  held.push(c);
+}
+setTimeout(() => console.log(JSON.stringify({ open: held.filter((c) => !c.destroyed).length, closed: held.filter((c) => c.destroyed).length })), wait);
+`;
+
+/**
+ * The descriptor reserve (fdReserve): a daemon whose limit less the reserve leaves room for
+ * ~150 descriptors closes a user's connections past that, while another user's reads in its
+ * mount (the content FUSE server opening packs and cache files) and root's commands go on.
+ */
+describe('descriptors held in reserve for the content FUSE server (issue 24 item 3)', { skip: usersAndOverlaySkip() }, () => {
+  const work = mkdtempSync(join(tmpdir(), 'awc-fdres-'));
+  const home = join(work, 'home');
+  let flood: TestUser;
+  let other: TestUser;
+  let holder: ChildProcess | undefined;
+  const mnt = join(work, 'mnt');
+  const limit = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))![1]);
+  const ROOM = 150;
+  const asOther = (args: string[]) =>
+    other.run(process.execPath, [CLI, '--home', home, '--json', ...args], { HOME: work, AWC_NO_WARM: '1' });
+
+  before(() => {
+    chmodSync(work, 0o755);
+    flood = createTestUser();
+    other = createTestUser();
+    mkdirSync(home, { mode: 0o700 });
+    writeFileSync(
+      join(home, 'config.json'),
+      JSON.stringify({
+        users: [
+          { user: flood.name, namespaces: ['default'] },
+          { user: other.name, namespaces: ['default'] },
+        ],
+        warmCli: 'off',
+        userMaxConnections: 5000,
+        userIdleTimeoutMs: 60_000,
+        fdReserve: limit - ROOM,
+      }),
+    );
+    const src = join(work, 'src');
+    mkdirSync(src);
+    for (let i = 0; i < 50; i++) writeFileSync(join(src, `f${i}.txt`), `file ${i}\n`.repeat(100 + i));
+    awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
+    awcOk(home, ['daemon', 'start']);
+    mkdirSync(mnt);
+    chownSync(mnt, other.uid, other.gid);
+    for (const args of [
+      ['fork', 'base', '--name', 'o1'],
+      ['mount', 'o1', mnt],
+    ]) {
+      const r = asOther(args);
+      assert.equal(r.status, 0, r.stderr);
+    }
+  });
+
+  after(() => {
+    holder?.kill('SIGKILL');
+    cleanupMounts(home, work);
+    for (const x of [flood, other]) x?.remove();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test('connections past the reserve are closed; the other user reads its mount, root works on', async () => {
+    const pid = awcOk(home, ['daemon', 'status']).pid as number;
+    assert.ok(readdirSync(`/proc/${pid}/fd`).length < ROOM - 20, 'the idle daemon is well under the room');
+    holder = spawn('setpriv', asUserArgv(flood, [process.execPath, '-e', IDLE_MANY, socketPath(home, flood), '600', '1500']), {
+      cwd: '/',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const r = await new Promise<any>((resolve) => {
+      let out = '';
+      holder!.stdout!.on('data', (d) => {
+        out += d;
+        if (out.includes('\n')) resolve(JSON.parse(out));
+      });
+    });
+    try {
+      assert.ok(r.closed > 0, `some connections were closed: ${JSON.stringify(r)}`);
+      assert.ok(r.open < ROOM, `the daemon kept fewer than the room: ${JSON.stringify(r)}`);
+      assert.ok(readdirSync(`/proc/${pid}/fd`).length <= ROOM + 10, 'the daemon stays near the room');
+      // every file of the other user's mount reads (cold: the content FUSE server opens what it needs)
+      const cat = other.run('sh', ['-c', 'cat "$0"/f*.txt | wc -c', mnt]);
+      assert.equal(cat.status, 0, cat.stderr);
+      assert.ok(Number(cat.stdout.trim()) > 0);
+      assert.equal(awcOk(home, ['daemon', 'status']).pid, pid, 'root sees the daemon running');
+    } finally {
+      holder.kill('SIGKILL');
+    }
+    await new Promise((res) => setTimeout(res, 500));
+    assert.equal(asOther(['ls']).status, 0, 'the other user is served again');
+  });
+});
+
+function socketPath(home: string, who: TestUser): string {
+  return join(userSocketsDirOf({ home }), `${who.uid}.sock`);
+}

@@ -72,9 +72,10 @@ export function readJson(req: IncomingMessage): Promise<Record<string, unknown>>
     if (Number.isSafeInteger(declared) && declared > MAX_JSON_BODY)
       return settle(new AwcError('E_USAGE', `request body over ${MAX_JSON_BODY} bytes`));
     req.on('error', (err) => settle(err));
-    // a caller gone before its body ended: its bytes go back
+    // a caller gone before its body arrived whole: its bytes go back (a body that arrived whole but is
+    // not read yet, paused for the budget, still ends: 'end' follows once it is resumed)
     req.on('close', () => {
-      if (!ended) settle(new AwcError('E_USAGE', 'the request body ended early'));
+      if (!req.complete) settle(new AwcError('E_USAGE', 'the request body ended early'));
     });
     req.on('end', () => {
       ended = true;

@@ -145,8 +145,11 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       try {
         const upper = workspaceDirs(this.paths.workspaces, ws.id).upper;
         const here = mountsAt(ws.mountPath, 'overlay').at(-1);
-        const state = here && (await readHostState(this.paths.workspaces, ws.id));
-        if (this.content.resumedConnection() && here && overlayUpper(here) === upper && state) {
+        const state =
+          this.content.resumedConnection() && here && overlayUpper(here) === upper
+            ? await readHostState(this.paths.workspaces, ws.id)
+            : undefined;
+        if (state) {
           this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath, uid: state.owner?.uid });
           this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
           continue;
