@@ -7,12 +7,17 @@ import { AwcError, toAwcError } from '../core/errors.js';
 import { MOUNT_DRIVER_NAMES, type MountDriverName } from '../core/mount-driver-name.js';
 import { fileUrl, parseCatalogUrl, parseObjectStoreUrl, sqliteUrl } from './backend-url.js';
 import { parseUserRules, type UserRule } from './users-config.js';
+import { DAEMON_LIMIT_KEYS, parseDaemonLimits, type DaemonLimits } from './daemon-limits.js';
 
 /** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
 export type MountDriverChoice = 'auto' | MountDriverName;
 
-/** Validated configuration (from `<home>/config.json`, then `AWC_*` variables, then flags). */
-export interface AwcConfig {
+/**
+ * Validated configuration (from `<home>/config.json`, then `AWC_*` variables, then flags). The
+ * daemon's per-user caps (DaemonLimits, src/config/daemon-limits.ts) are optional here: loadConfig
+ * fills them, a configuration made in code may leave them out (limitsOf gives the defaults).
+ */
+export interface AwcConfig extends Partial<DaemonLimits> {
   /** Data directory: catalog, object store, host state. */
   home: string;
   /** Tenant namespace used by commands. */
@@ -130,6 +135,7 @@ export const CONFIG_KEYS = {
   sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
   warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
   uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
+  ...DAEMON_LIMIT_KEYS,
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
 /**
@@ -230,6 +236,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     sweepIntervalMs,
     warmCli,
     uploadMaxBytes,
+    ...parseDaemonLimits(merged),
     ...(users ? { users } : {}),
   };
 }

@@ -33,6 +33,7 @@ import { parseShape, RootBodies } from './user-schemas.js';
 import { readJson, sendJson as send } from './http-json.js';
 import { WarmCliPool } from './warm-pool.js';
 import { cliSocketOf, userCliSocketOf } from './warm-protocol.js';
+import { configureDaemonLimits, warmLimits } from './conn-guard.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -238,6 +239,7 @@ export class HostDaemon extends EventEmitter {
 
   /** Serves the API socket and writes the pid file; starts the periodic host sweep. */
   private async listen(gid: number | undefined): Promise<void> {
+    configureDaemonLimits(this.config);
     this.sweeper = new HostSweeper(
       { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays },
       this.metrics,
@@ -259,7 +261,7 @@ export class HostDaemon extends EventEmitter {
    * CLI then runs commands in its own process, as without warm workers.
    */
   private async serveWarmCli(): Promise<void> {
-    this.warm = new WarmCliPool();
+    this.warm = new WarmCliPool(warmLimits(this.config));
     this.warm.on('log', (l) => this.emit('log', l));
     this.warm.on('handed', (e) => this.metrics.warmCommands.inc({ uid: String(e.uid) }));
     const warm = { kind: 'local' as const, home: this.config.home, catalog: this.config.catalog, objectStore: this.config.objectStore };
@@ -281,7 +283,7 @@ export class HostDaemon extends EventEmitter {
         overlays: () => this.overlayHost(),
         metrics: this.metrics,
       });
-      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res));
+      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res), this.config);
       this.userSockets.on('log', (l) => this.emit('log', l));
     }
     await this.userSockets.sync(users);

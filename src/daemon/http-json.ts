@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AwcError } from '../core/errors.js';
+import { bodyBudget, bodyOwnerOf } from './body-budget.js';
 
 /** Answers `body` as JSON with HTTP `status`. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -11,25 +12,78 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 /** The most a JSON request body may be (bytes): a run request's environment and arguments fit well under it. */
 export const MAX_JSON_BODY = 8 * 1024 * 1024;
 
-/** The request body as a JSON object (`{}` when empty). @throws E_USAGE when it is not JSON, or over MAX_JSON_BODY bytes */
+/**
+ * The request body as a JSON object (`{}` when empty). Its bytes count against the daemon's
+ * one body budget (src/daemon/body-budget.ts) while they are read, under the owner the socket
+ * tagged the request with: a declared `content-length` up front, chunked bodies as they come;
+ * given back once parsed, refused or abandoned.
+ * @throws E_USAGE when it is not JSON, or over MAX_JSON_BODY bytes; E_TOO_MANY when it does not fit the budget
+ */
 export function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
+  const owner = bodyOwnerOf(req);
+  const declared = Number(req.headers['content-length'] ?? 0);
+  let held = 0;
+  let settled = false;
+  return new Promise<Record<string, unknown>>((resolve, reject) => {
     const parts: Buffer[] = [];
     let n = 0;
-    req.on('data', (d: Buffer) => {
-      n += d.length;
-      if (n <= MAX_JSON_BODY) return void parts.push(d);
-      req.pause();
-      reject(new AwcError('E_USAGE', `request body over ${MAX_JSON_BODY} bytes`));
-    });
-    req.on('error', reject);
-    req.on('end', () => {
+    let taking = false;
+    let ended = false;
+    const settle = (err: unknown, value?: Record<string, unknown>): void => {
+      if (settled) return;
+      settled = true;
+      req.off('data', onData);
+      parts.length = 0;
+      bodyBudget.give(owner, held);
+      held = 0;
+      if (err) {
+        req.pause();
+        reject(err);
+      } else resolve(value!);
+    };
+    const finish = (): void => {
       try {
         const t = Buffer.concat(parts).toString('utf8');
-        resolve(t === '' ? {} : JSON.parse(t));
+        settle(undefined, t === '' ? {} : JSON.parse(t));
       } catch {
-        reject(new AwcError('E_USAGE', 'request body is not JSON'));
+        settle(new AwcError('E_USAGE', 'request body is not JSON'));
       }
+    };
+    const take = (want: number): void => {
+      taking = true;
+      req.pause();
+      bodyBudget.take(owner, want).then(
+        () => {
+          taking = false;
+          if (settled) return bodyBudget.give(owner, want);
+          held += want;
+          if (ended) finish();
+          else req.resume();
+        },
+        (err: unknown) => settle(err),
+      );
+    };
+    const onData = (d: Buffer): void => {
+      n += d.length;
+      if (n > MAX_JSON_BODY) return settle(new AwcError('E_USAGE', `request body over ${MAX_JSON_BODY} bytes`));
+      parts.push(d);
+      if (n > held) take(n - held);
+    };
+    if (Number.isSafeInteger(declared) && declared > MAX_JSON_BODY)
+      return settle(new AwcError('E_USAGE', `request body over ${MAX_JSON_BODY} bytes`));
+    req.on('error', (err) => settle(err));
+    // a caller gone before its body arrived whole: its bytes go back (a body that arrived whole but is
+    // not read yet, paused for the budget, still ends: 'end' follows once it is resumed)
+    req.on('close', () => {
+      if (!req.complete) settle(new AwcError('E_USAGE', 'the request body ended early'));
     });
+    req.on('end', () => {
+      ended = true;
+      if (!taking) finish();
+    });
+    req.on('data', onData);
+    req.pause();
+    if (Number.isSafeInteger(declared) && declared > 0) take(declared);
+    else req.resume();
   });
 }

@@ -4,9 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type * as z from 'zod';
 import { AwcError, toAwcError } from '../core/errors.js';
-import { mkdirPrivate } from '../core/private-fs.js';
-import type { Catalog, WorkspaceRow } from '../catalog/catalog.js';
-import type { Labels } from '../catalog/labels.js';
+import type { Catalog } from '../catalog/catalog.js';
 import type { ObjectStore } from '../store/object-store.js';
 import type { AwcConfig, AwcPaths } from '../config/config.js';
 import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
@@ -21,7 +19,7 @@ import { callUserMethod, type CallContext } from './user-methods.js';
 import { checkMounter } from './mounter-rule.js';
 import { ImportArgs, parseShape, USER_ENDPOINTS, type UserRoute } from './user-schemas.js';
 import { UserContent } from './user-content.js';
-import { UserRun, type RunRequest } from './user-run.js';
+import { UserRun } from './user-run.js';
 import { receiveUpload } from './user-upload.js';
 
 /** What the per-user API needs of the daemon. */

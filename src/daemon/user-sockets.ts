@@ -1,6 +1,9 @@
 import { EventEmitter } from 'node:events';
 import * as fs from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { tagBodyOwner } from './body-budget.js';
+import { ConnectionGuard } from './conn-guard.js';
+import { limitsOf, type DaemonLimits } from '../config/daemon-limits.js';
 import { join } from 'node:path';
 import { listenOnSocket, prepareSocketDir } from './socket-file.js';
 import type { AllowedUser } from './user-access.js';
@@ -15,16 +18,24 @@ export type UserHandler = (user: AllowedUser, req: IncomingMessage, res: ServerR
  * the daemon knows the caller by the socket a request came in on (Node has no
  * SO_PEERCRED). {@link sync} makes the set match the configuration (start, SIGHUP):
  * sockets of users no longer allowed are closed and removed, and so are stray ones a
- * crashed daemon left. Emits 'log'.
+ * crashed daemon left. With `limits` (the daemon's configuration), each socket's connections are capped and timed out
+ * (ConnectionGuard: docs/explanation/security.md "Per-user resource caps"), and its request
+ * bodies count against the user's share of the daemon's body budget (body-budget.ts). Emits 'log'.
  */
 export class UserSockets extends EventEmitter {
   private readonly served = new Map<number, { server: Server; user: AllowedUser; ino: number }>();
+  private readonly guard?: ConnectionGuard;
 
   constructor(
     readonly dir: string,
     private readonly handler: UserHandler,
+    limits?: Partial<DaemonLimits>,
   ) {
     super();
+    if (limits) {
+      this.guard = new ConnectionGuard(limitsOf(limits));
+      this.guard.on('log', (l) => this.emit('log', l));
+    }
   }
 
   /** The socket path of `uid`. */
@@ -51,11 +62,13 @@ export class UserSockets extends EventEmitter {
     for (const [uid, u] of users) {
       if (this.served.has(uid)) continue;
       const path = this.socketOf(uid);
-      const server = createServer((req, res) => {
+      const serve = (req: IncomingMessage, res: ServerResponse): void => {
         const s = this.served.get(uid);
+        tagBodyOwner(req, `uid:${uid}`);
         if (s) this.handler(s.user, req, res);
         else res.writeHead(403).end();
-      });
+      };
+      const server = this.guard ? this.guard.server(uid, serve) : createServer(serve);
       // 0600 root first (listenOnSocket), then given to the user: at no moment may anybody else connect
       const ino = await listenOnSocket(server, path);
       fs.chownSync(path, uid, u.gid);

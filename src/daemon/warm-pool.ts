@@ -111,7 +111,12 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
   private readonly served = new Map<string, Served>();
   private readonly workerFile: string;
 
-  constructor(opts: { workerFile?: string } = {}) {
+  /**
+   * `maxWaiting`: connections of one socket waiting for a worker at most (more are closed: their
+   * CLI runs the command itself); `admit`: asked for each connection, false closes it (the
+   * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts).
+   */
+  constructor(private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean } = {}) {
     super();
     // (bundled, import.meta.url is this file's tsc output, dist/src/daemon/warm-pool.js)
     this.workerFile = opts.workerFile ?? fileURLToPath(new URL('../../cli/warm-worker.js', import.meta.url));
@@ -170,6 +175,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
 
   private connection(s: Served, conn: Socket): void {
     if (s.failedAt !== undefined && Date.now() - s.failedAt < RETRY_MS) return void conn.destroy();
+    if (s.waiting.length >= (this.opts.maxWaiting ?? Infinity) || this.opts.admit?.() === false) return void conn.destroy();
     s.waiting.push(conn);
     conn.once('close', () => (s.waiting = s.waiting.filter((c) => c !== conn)));
     this.handOff(s);

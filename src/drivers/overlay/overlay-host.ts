@@ -8,6 +8,7 @@ import { mkdirPrivate } from '../../core/private-fs.js';
 import { utimesNsAt } from '../../host/utimens.js';
 import type { Catalog } from '../../catalog/catalog.js';
 import type { AwcConfig, AwcPaths } from '../../config/config.js';
+import { limitsOf } from '../../config/daemon-limits.js';
 import type { TreeSource } from '../../store/tree-source.js';
 import { checkMountTarget, unmount } from '../../host/mount-commands.js';
 import { mountsAt, readMountInfo } from '../../host/mount-table.js';
@@ -71,7 +72,9 @@ export interface OverlayStatus {
 export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
   private layers = new Map<string, Promise<Layer>>();
-  private mounts = new Map<string, { namespace: string; path: string }>();
+  private mounts = new Map<string, { namespace: string; path: string; uid?: number }>();
+  /** Mounts of each ordinary user under way (see userMountSlot). */
+  private readonly userMountsStarting = new Map<number, number>();
   /** The layers mounts in progress hold (the host sweep never drops them). */
   private readonly layerUse = new LayerUse();
   /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
@@ -142,13 +145,12 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       try {
         const upper = workspaceDirs(this.paths.workspaces, ws.id).upper;
         const here = mountsAt(ws.mountPath, 'overlay').at(-1);
-        if (
-          this.content.resumedConnection() &&
-          here &&
-          overlayUpper(here) === upper &&
-          (await readHostState(this.paths.workspaces, ws.id))
-        ) {
-          this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath });
+        const state =
+          this.content.resumedConnection() && here && overlayUpper(here) === upper
+            ? await readHostState(this.paths.workspaces, ws.id)
+            : undefined;
+        if (state) {
+          this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath, uid: state.owner?.uid });
           this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
           continue;
         }
@@ -178,7 +180,8 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
    * following symlinks and mounted through its descriptor (openOwnedTarget), the layer is
    * the user's (owners mapped to them) and the upper's root is theirs.
    * @throws E_LEASED, E_LEASE_LOST, E_ALREADY_MOUNTED, E_MOUNT_FAILED, E_NOT_FOUND, E_USAGE / E_TARGET_BUSY (see checkMountTarget),
-   *   E_STILL_MOUNTED (an earlier overlay on the upper is alive), E_PERMISSION (owner: a target not theirs, or a symlink)
+   *   E_STILL_MOUNTED (an earlier overlay on the upper is alive), E_PERMISSION (owner: a target not theirs, or a symlink),
+   *   E_TOO_MANY (owner: `userMaxMounts` of theirs mounted or being mounted already; details `{cap, value}`)
    */
   async mount(
     ns: string,
@@ -186,6 +189,43 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     target: string,
     op: 'mount' | 'remount' = 'mount',
     steal = false,
+    asUser?: MountOwner,
+  ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
+    const done = op === 'mount' && asUser ? this.userMountSlot(asUser.uid) : undefined;
+    try {
+      return await this.mountNow(ns, wsId, target, op, steal, asUser);
+    } finally {
+      done?.();
+    }
+  }
+
+  /**
+   * Counts a mount of `uid` under way until the returned function is called (docs/explanation/security.md
+   * "Per-user resource caps"). @throws E_TOO_MANY when `userMaxMounts` of theirs are mounted or under way
+   */
+  private userMountSlot(uid: number): () => void {
+    const cap = limitsOf(this.config).userMaxMounts;
+    const starting = this.userMountsStarting.get(uid) ?? 0;
+    const mounted = [...this.mounts.values()].filter((m) => m.uid === uid).length;
+    if (mounted + starting >= cap)
+      throw new AwcError('E_TOO_MANY', `uid ${uid} has ${cap} workspaces mounted through the daemon already (userMaxMounts: ${cap})`, {
+        hint: 'Unmount a workspace you no longer use (`awc unmount <workspace>`), then mount again.',
+        details: { cap: 'userMaxMounts', value: cap },
+      });
+    this.userMountsStarting.set(uid, starting + 1);
+    return () => {
+      const n = (this.userMountsStarting.get(uid) ?? 1) - 1;
+      if (n > 0) this.userMountsStarting.set(uid, n);
+      else this.userMountsStarting.delete(uid);
+    };
+  }
+
+  private async mountNow(
+    ns: string,
+    wsId: string,
+    target: string,
+    op: 'mount' | 'remount',
+    steal: boolean,
     asUser?: MountOwner,
   ): Promise<{ workspace: string; path: string; driver: 'overlay'; resumed: boolean }> {
     // whoever may use the socket (socketGroup) never gets a mount over a non-empty directory
@@ -274,7 +314,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         await undoMountRecord(this.catalog, ws.id, this.config.host, taken);
         throw err;
       }
-      this.mounts.set(ws.id, { namespace: ns, path: target });
+      this.mounts.set(ws.id, { namespace: ns, path: target, uid: owner?.uid });
       this.emit('op', { op });
       return { workspace: ws.id, path: target, driver: 'overlay', resumed: pending !== undefined };
     } finally {
