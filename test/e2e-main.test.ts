@@ -152,10 +152,12 @@ for (const { driver, catalog, store, tree } of runs) {
         test('the packs are in the bucket under the prefix; the home holds none', async () => {
           const r = await bucket!.client.send(new ListObjectsV2Command({ Bucket: bucket!.name }));
           const keys = (r.Contents ?? []).map((o) => o.Key!);
-          // packs, and the git proof records of imported checkouts (docs/reference/formats.md), all under the prefix
+          // packs, the git proof records of imported checkouts and the store's identity (docs/reference/formats.md), all under the prefix
           const pack = /^awc\/packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
           const proof = /^awc\/gitproof\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
-          assert.ok(keys.some((k) => pack.test(k)) && keys.every((k) => pack.test(k) || proof.test(k)), keys.join(', '));
+          const identity = 'awc/meta/identity.json';
+          assert.ok(keys.includes(identity), keys.join(', '));
+          assert.ok(keys.some((k) => pack.test(k)) && keys.every((k) => pack.test(k) || proof.test(k) || k === identity), keys.join(', '));
           const objects = join(home, 'objects');
           assert.ok(!existsSync(objects) || readdirSync(objects).length === 0, "nothing in the home's objects directory");
         });

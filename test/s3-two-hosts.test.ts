@@ -104,11 +104,13 @@ test(`a snapshot checkpointed on host A exports byte-identical on host B with an
   const tarA = join(work, 'a.tar');
   awcOk(homeA, ['export', cp.id, '--tar', tarA], envA);
 
-  const packs = (await bucket.client.send(new ListObjectsV2Command({ Bucket: bucket.name }))).Contents ?? [];
+  const objects = (await bucket.client.send(new ListObjectsV2Command({ Bucket: bucket.name }))).Contents ?? [];
+  const packs = objects.filter((o) => o.Key!.startsWith('fleet/awc/packs/'));
   assert.ok(packs.length >= 3, `several packs in the bucket (${packs.length})`);
-  assert.ok(
-    packs.every((o) => o.Key!.startsWith('fleet/awc/packs/')),
-    'every object under the prefix',
+  assert.deepEqual(
+    objects.filter((o) => !o.Key!.startsWith('fleet/awc/packs/')).map((o) => o.Key),
+    ['fleet/awc/meta/identity.json'],
+    'every object under the prefix: the packs and the store identity (src/catalog/store-binding.ts)',
   );
   assert.ok(empty(join(homeA, 'objects')), 'host A keeps no object of its own');
 

@@ -11,7 +11,7 @@ import { freshBucket } from './helpers/s3.js';
 import { tempDirFor } from './helpers/temp-dir.js';
 import { openCatalog } from '../src/catalog/open-catalog.js';
 import type { KyselyCatalog } from '../src/catalog/sql/kysely-catalog.js';
-import { STORE_IDENTITY_KEY } from '../src/catalog/store-binding.js';
+import { newIdentityId, STORE_IDENTITY_KEY } from '../src/catalog/store-binding.js';
 
 /**
  * A catalog and its object store know each other (docs/explanation/integrity.md#a-catalog-and-its-store-know-each-other):
@@ -117,7 +117,7 @@ describe('a catalog and its store know each other', () => {
     assert.equal(awc(homeA, ['fsck'], envA).code, 0, 'the first home is untouched');
   });
 
-  it('a store of another catalog is refused even when the catalog has no pack yet, and the message names both identities', async (t) => {
+  it("a catalog in front of another home's store is refused with E_STORE_MISMATCH naming both identities, and nothing is written", async (t) => {
     const dir = await tempDirFor(t, 'awc-ident-');
     makeSource(join(dir, 'src'), 'z');
     const homeA = join(dir, 'a');
@@ -134,6 +134,22 @@ describe('a catalog and its store know each other', () => {
     refused(awc(homeA, ['gc', '--grace', '0s'], { AWC_OBJECT_STORE: `file:${join(homeB, 'objects')}` }), 'E_STORE_MISMATCH');
     assert.deepEqual(packFiles(join(homeB, 'objects')), packsB, "home B's store is untouched");
     assert.deepEqual(identityOf(join(homeB, 'objects')), b);
+  });
+
+  it("the host daemon refuses to start on a catalog in front of another home's store (E_STORE_MISMATCH in its log)", async (t) => {
+    const dir = await tempDirFor(t, 'awc-ident-');
+    makeSource(join(dir, 'src'), 'd');
+    const homeA = join(dir, 'a');
+    const homeB = join(dir, 'b');
+    awcOk(homeA, ['snapshot', 'import', join(dir, 'src')]);
+    awcOk(homeB, ['snapshot', 'import', join(dir, 'src')]);
+    const env = { AWC_OBJECT_STORE: `file:${join(homeB, 'objects')}` };
+    t.after(() => void awc(homeA, ['daemon', 'stop'], env));
+    const r = awc(homeA, ['daemon', 'start'], env, { timeoutMs: 60_000 });
+    assert.notEqual(r.code, 0, 'the daemon did not start');
+    const log = readFileSync(join(homeA, 'host', 'awcd.log'), 'utf8');
+    assert.match(log, /"msg":"start failed","code":"E_STORE_MISMATCH"/);
+    assert.match(awc(homeA, ['daemon', 'status'], env, { json: false }).stdout, /not running/);
   });
 
   for (const how of ['truncated to 0 bytes', 'deleted'] as const) {
@@ -184,6 +200,8 @@ describe('a catalog and its store know each other', () => {
     const url = `sqlite:${join(home, 'catalog.sqlite')}`;
     awcOk(home, ['snapshot', 'import', join(dir, 'src'), '--name', 'one']);
     await downgradeTo0004(url);
+    // a catalog restored from a copy made before the upgrade, in front of the upgraded store: refused until the operator removes the store's identity
+    refused(awc(home, ['snapshot', 'ls']), 'E_STORE_MISMATCH');
     rmSync(join(home, 'objects', STORE_IDENTITY_KEY));
     awcOk(home, ['snapshot', 'ls']);
     const obj = identityOf(join(home, 'objects'));
@@ -228,6 +246,22 @@ describe('a catalog and its store know each other', () => {
     const obj = identityOf(objects);
     assert.equal(row?.state, 'bound');
     assert.deepEqual([obj.catalogId, obj.storeId], [row?.catalogId, row?.storeId]);
+  });
+
+  it('a pending row left by a host that died between its two steps is completed by the next open', async (t) => {
+    const dir = await tempDirFor(t, 'awc-ident-');
+    const db = await freshDatabaseFor(t);
+    makeSource(join(dir, 'src'), 'q');
+    const objects = join(dir, 'objects');
+    const proposed = await withCatalog(db.url, (c) =>
+      c.identity().propose({ catalogId: newIdentityId('cat'), storeId: newIdentityId('st') }),
+    );
+    assert.equal(proposed.state, 'pending');
+    awcOk(join(dir, 'home'), ['snapshot', 'import', join(dir, 'src')], { AWC_CATALOG: db.url, AWC_OBJECT_STORE: `file:${objects}` });
+    const row = await withCatalog(db.url, (c) => c.identity().read());
+    assert.deepEqual([row?.catalogId, row?.storeId, row?.state], [proposed.catalogId, proposed.storeId, 'bound']);
+    const obj = identityOf(objects);
+    assert.deepEqual([obj.catalogId, obj.storeId], [proposed.catalogId, proposed.storeId]);
   });
 
   it("a store missing the catalog's packs is refused at the upgrade, and no identity is recorded", async (t) => {

@@ -232,7 +232,11 @@ async function bindOnce(catalog: Catalog, store: ObjectStore, where: BindingPlac
     return { identity: await port.confirm(row.catalogId), outcome };
   }
   content ??= await port.content();
-  if (outcome === 'checked' && !isEmpty(content)) await checkCatalogPacksInStore(catalog, store, where);
+  if (outcome === 'checked') {
+    // a row another host proposed and never confirmed: judged as that host would have judged it
+    if (!isEmpty(content)) await checkCatalogPacksInStore(catalog, store, where);
+    else if (await storeHoldsPacks(store)) throw catalogEmpty('the catalog is empty, and the object store holds packs', where, {});
+  }
   await store.put(STORE_IDENTITY_KEY, encodeStoreIdentity(row));
   const back = await readStoreIdentity(store);
   if (!back || back.storeId !== row.storeId || back.catalogId !== row.catalogId)

@@ -10,6 +10,7 @@ import { MIGRATIONS } from '../../src/catalog/migrations.js';
 import { catalogConcurrencyContract } from './catalog-concurrency.contract.js';
 import { catalogLeaseContract } from './catalog-leases.contract.js';
 import { catalogLabelContract } from './catalog-labels.contract.js';
+import { catalogIdentityContract } from './catalog-identity.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -410,4 +411,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
   if (factory.connect) catalogConcurrencyContract(name, factory as Required<CatalogFactory>);
   catalogLeaseContract(name, factory);
   catalogLabelContract(name, factory);
+  catalogIdentityContract(name, factory);
 }

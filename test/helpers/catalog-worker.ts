@@ -27,6 +27,12 @@ async function serve(port: MessagePort, url: string): Promise<void> {
   port.on('message', (m: Call) => {
     const run = async () => {
       if (m.method === 'blobIndex.lookup') return cat.blobIndex(m.args[0] as string).lookup(m.args[1] as never);
+      if (m.method.startsWith('identity.')) {
+        const port = cat.identity() as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+        const fn = port[m.method.slice('identity.'.length)];
+        if (typeof fn !== 'function') throw new Error(`no catalog method ${m.method}`);
+        return fn.apply(port, m.args);
+      }
       const fn = (cat as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[m.method];
       if (typeof fn !== 'function') throw new Error(`no catalog method ${m.method}`);
       return fn.apply(cat, m.args);

@@ -41,6 +41,9 @@ export async function openRemoteCatalog(url: string): Promise<Catalog> {
     get(_t, prop) {
       if (prop === 'then' || typeof prop !== 'string') return undefined; // not a thenable
       if (prop === 'blobIndex') return (ns: string) => ({ lookup: (digests: unknown) => call('blobIndex.lookup', [ns, digests]) });
+      if (prop === 'identity')
+        return () =>
+          new Proxy({}, { get: (_i, m) => (typeof m === 'string' ? (...args: unknown[]) => call(`identity.${m}`, args) : undefined) });
       if (prop === 'close')
         return async () => {
           if (closed) return;
