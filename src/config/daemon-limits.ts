@@ -39,7 +39,7 @@ export const DAEMON_LIMIT_KEYS = {
   userRequestTimeoutMs: { env: 'AWC_USER_REQUEST_TIMEOUT_MS', type: 'number', min: 1000, max: 86_400_000, unit: 'ms' },
   // one user may hold a quarter: at least one largest JSON body (8 MiB) each
   requestBodyBudgetBytes: { env: 'AWC_REQUEST_BODY_BUDGET_BYTES', type: 'number', min: 32 * 1024 * 1024, max: 2 ** 40, unit: 'bytes' },
-  fdReserve: { env: 'AWC_FD_RESERVE', type: 'number', min: 0, max: 1_000_000, unit: 'descriptors' },
+  fdReserve: { env: 'AWC_FD_RESERVE', type: 'number', min: 0, max: 2_147_483_647, unit: 'descriptors' },
   userMaxMounts: { env: 'AWC_USER_MAX_MOUNTS', type: 'number', min: 1, max: 100_000, unit: 'mounts' },
 } as const;
 
