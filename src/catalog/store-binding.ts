@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { AwcError } from '../core/errors.js';
 import type { ObjectStore } from '../store/object-store.js';
+import { packKeyHex } from '../store/pack.js';
 import type { Catalog } from './catalog.js';
 import type { CatalogContent, CatalogIdentity } from './identity.js';
 
@@ -19,8 +20,6 @@ import type { CatalogContent, CatalogIdentity } from './identity.js';
 
 /** Key of the store's identity object. */
 export const STORE_IDENTITY_KEY = 'meta/identity.json';
-
-const PACK_KEY = /^packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
 
 /** The store's identity object (`meta/identity.json`, version 1). */
 export interface StoreIdentity {
@@ -93,7 +92,7 @@ export async function readStoreIdentity(store: ObjectStore): Promise<StoreIdenti
 
 /** True when the store holds at least one pack object (`packs/<aa>/<64 hex>`); stops at the first. */
 export async function storeHoldsPacks(store: ObjectStore): Promise<boolean> {
-  for await (const o of store.list('packs/')) if (PACK_KEY.test(o.key)) return true;
+  for await (const o of store.list('packs/')) if (packKeyHex(o.key) !== undefined) return true;
   return false;
 }
 

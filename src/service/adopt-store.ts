@@ -5,11 +5,9 @@ import { adoptStoreIdentity, readStoreIdentity } from '../catalog/store-binding.
 import { ContentReader } from '../store/content-reader.js';
 import { MemoryBlobIndex } from '../store/memory-blob-index.js';
 import type { ObjectStore } from '../store/object-store.js';
-import { PACK_FOOTER_SIZE, parsePackFooter, parsePackIndex } from '../store/pack.js';
+import { PACK_FOOTER_SIZE, packKeyHex, parsePackFooter, parsePackIndex } from '../store/pack.js';
 import type { WrittenPack } from '../store/pack-types.js';
 import { countRoot } from './tree-stats.js';
-
-const PACK_KEY = /^packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
 
 /** A snapshot `awc fsck --adopt-store` rebuilt: one per root blob found in the store's packs. */
 export interface AdoptedSnapshot {
@@ -71,7 +69,7 @@ export async function adoptStore(input: { catalog: Catalog; store: ObjectStore; 
   const skipped: AdoptReport['skipped'] = [];
   const packs: WrittenPack[] = [];
   for await (const o of store.list('packs/')) {
-    if (!PACK_KEY.test(o.key)) continue;
+    if (packKeyHex(o.key) === undefined) continue;
     try {
       packs.push(await readPack(store, o.key, o.size));
     } catch (err) {

@@ -4,7 +4,7 @@ import type { Digest } from '../core/digest.js';
 import { AwcError, toAwcError } from '../core/errors.js';
 import { Semaphore } from '../core/semaphore.js';
 import type { ObjectStore } from '../store/object-store.js';
-import { decodeBlob, PACK_FOOTER_SIZE, parsePackFooter, parsePackIndex } from '../store/pack.js';
+import { decodeBlob, PACK_FOOTER_SIZE, packKeyHex, parsePackFooter, parsePackIndex } from '../store/pack.js';
 import type { BlobLocation, PackIndexEntry } from '../store/pack-types.js';
 import type { FsckProblem } from './fsck-types.js';
 
@@ -42,12 +42,6 @@ export interface CheckPacksInput {
 
 const same = (a: PackIndexEntry, b: BlobLocation): boolean =>
   a.kind === b.kind && a.codec === b.codec && a.offset === b.offset && a.storedLength === b.storedLength && a.rawLength === b.rawLength;
-
-/** The SHA-256 hex a pack key names (`packs/<aa>/<64 hex>`), or undefined for another key. */
-export function packKeyHex(key: string): string | undefined {
-  const m = /^packs\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key);
-  return m && m[2]!.startsWith(m[1]!) ? m[2] : undefined;
-}
 
 /**
  * `entries`, when no digest appears twice (docs/reference/formats.md: a digest appears at most

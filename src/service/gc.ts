@@ -7,7 +7,7 @@ import { AwcError } from '../core/errors.js';
 import { gitProofRoot } from '../store/git-proof-record.js';
 import { markLive } from './gc-mark.js';
 import { countRepack, DEFAULT_REPACK_BELOW, planRepack, repack, type RepackCount } from './gc-repack.js';
-import { packKeyHex } from './fsck-packs.js';
+import { packKeyHex } from '../store/pack.js';
 
 /** Default grace period between condemning a pack and deleting it: 24 h. */
 export const DEFAULT_GRACE_MS = 24 * 3_600_000;

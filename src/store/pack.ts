@@ -60,6 +60,12 @@ export function packKey(hex: string): string {
   return `packs/${hex.slice(0, 2)}/${hex}`;
 }
 
+/** The SHA-256 hex a pack key names (`packs/<aa>/<64 hex>`), or undefined for another key. */
+export function packKeyHex(key: string): string | undefined {
+  const m = /^packs\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key);
+  return m && m[2]!.startsWith(m[1]!) ? m[2] : undefined;
+}
+
 /** A finished pack: its object key, its bytes, and its index entries (offsets/lengths in bytes). */
 export interface FinishedPack {
   key: string;
