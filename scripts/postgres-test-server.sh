@@ -40,6 +40,8 @@ DO $$ BEGIN
     ALTER ROLE awc_test LOGIN CREATEDB PASSWORD 'awc_test';
   END IF;
 END $$;
+-- DROP DATABASE ... WITH (FORCE) ends the test database's sessions, which needs this role
+GRANT pg_signal_backend TO awc_test;
 SQL
 else
   log "not root: assuming the role awc_test exists"

@@ -69,6 +69,26 @@ async function dropLeftovers(c: pg.Client): Promise<void> {
   }
 }
 
+/** SQLSTATEs of a forced drop that met a session it may not end yet (a backend still starting, autovacuum). */
+const DROP_RETRY = new Set(['42501', '55006']);
+
+/**
+ * `DROP DATABASE … WITH (FORCE)`, retried for up to 5 s while PostgreSQL refuses to end a
+ * session it sees in that database (42501: a backend whose role is not yet set; 55006: in use).
+ */
+async function dropForce(name: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await withAdmin((c) => c.query(`drop database if exists "${name}" with (force)`));
+      return;
+    } catch (e) {
+      const code = (e as { code?: string }).code;
+      if (!code || !DROP_RETRY.has(code) || attempt >= 25) throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
 /** A database made for one test. */
 export interface FreshDatabase {
   /** Its name. */
@@ -98,7 +118,7 @@ export async function freshDatabase(): Promise<FreshDatabase> {
     async drop() {
       if (dropped) return;
       dropped = true;
-      await withAdmin((c) => c.query(`drop database if exists "${name}" with (force)`));
+      await dropForce(name);
     },
   };
 }
