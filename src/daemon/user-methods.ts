@@ -130,7 +130,10 @@ export const USER_METHODS: Readonly<Record<RemoteMethod, UserMethod>> = {
     await c.mounter(row.id);
     return c.awc.leases.show(await c.awc.getWorkspace(row.id));
   }),
-  setLabels: method(z.tuple([Name, LabelPatchShape]), (c, [r, patch]) => c.awc.setLabels(r, patch)),
+  setLabels: method(z.tuple([Name, LabelPatchShape]), (c, [r, patch]) => {
+    refuseReservedLabels(patch);
+    return c.awc.setLabels(r, patch);
+  }),
   usage: method(z.tuple([]), (c) => computeUsage(c.awc, { measures: (state) => ownsLiveState(c.user, state) })),
   'kept.ls': method(z.tuple([Name.optional()]), (c, [r]) => ({ sets: listKept(c.paths, r).filter(mine(c)) })),
   'kept.rm': method(ref, (c, [r]) => removeKept(c.paths, r, mine(c))),
@@ -170,4 +173,41 @@ export async function callUserMethod(c: CallContext, name: string, raw: unknown[
   const args = raw.map((a) => (a === null ? undefined : a));
   while (args.length > 0 && args[args.length - 1] === undefined) args.pop();
   return m.run(c, parseShape(m.args, args, name));
+}
+
+/**
+ * Labels under `awc.` an ordinary user may change through setLabels: the ones the Claude hook
+ * run as that user writes (`set`) or removes (`remove`), and `awc.git.commit` (the hint of
+ * E_GIT_NO_BASE; it names a commit only looked up in a repository the exporter owns).
+ * Every other `awc.` key (`awc.git.origin`, `awc.path`, `awc.env-key`, `awc.claude.uid`, …)
+ * is set only by AWC itself, when it makes the object.
+ */
+const USER_SETTABLE_AWC_LABELS: Readonly<Record<string, 'set' | 'remove' | 'both'>> = {
+  'awc.git.commit': 'both',
+  'awc.claude.session': 'set',
+  'awc.claude.name': 'set',
+  'awc.claude.checkpoint-of': 'set',
+  'awc.claude.project': 'remove',
+};
+
+/**
+ * Refuses a label patch from an ordinary user that sets or removes a reserved `awc.` label
+ * (docs/reference/labels.md): another member of the namespace could otherwise point
+ * `awc.git.origin` of a shared snapshot at a repository they control.
+ * @throws E_PERMISSION
+ */
+export function refuseReservedLabels(patch: Readonly<Record<string, string | null>>): void {
+  for (const [key, value] of Object.entries(patch)) {
+    if (!key.startsWith('awc.')) continue;
+    const allowed = USER_SETTABLE_AWC_LABELS[key];
+    if (allowed === 'both' || allowed === (value === null ? 'remove' : 'set')) continue;
+    throw new AwcError(
+      'E_PERMISSION',
+      `label ${JSON.stringify(key)} is reserved for AWC: an ordinary user may not ${value === null ? 'remove' : 'set'} it`,
+      {
+        hint: 'Labels under "awc." are written by AWC itself (docs/reference/labels.md); use a key of your own, e.g. team/origin.',
+        details: { label: key },
+      },
+    );
+  }
 }

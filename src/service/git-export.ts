@@ -1,9 +1,10 @@
-import { join } from 'node:path';
+import { lstat, realpath } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import { diffSnapshots } from './diff.js';
 import { GIT_COMMIT_LABEL, GIT_ORIGIN_LABEL } from './git-import.js';
-import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp } from './git-run.js';
+import { GitFailure, isRemoteRepo, openLocalRepo, runGit, summarise, withPrivateTemp, type LocalRepo } from './git-run.js';
 import { TreeLookup, planGitExport, type GitExportReader, type LeftOut, type TrackedEntry } from './git-export-plan.js';
 import { gitIgnored } from './git-ignore-check.js';
 import { fastImportCommit, identities } from './git-fast-import.js';
@@ -262,8 +263,10 @@ export interface CheckpointGitOptions {
 /**
  * `awc checkpoint <ws> --git-branch B [--git <repo>]`: checks the branch and the repository
  * first, then checkpoints the workspace and exports its new head (exportGit). The repository
- * defaults to the `awc.git.origin` label of the base snapshot when that is a local path.
- * @throws E_USAGE (no repository to default to: the origin is a URL or not recorded), what checkpoint and exportGit throw
+ * defaults to the `awc.git.origin` label of the base snapshot when that is a local path owned
+ * by the caller (ownRepo): a label is data, and git runs with the target repository's configuration.
+ * @throws E_USAGE (no repository to default to: the origin is a URL or not recorded), E_PERMISSION (the
+ *   origin is not the caller's own repository), what checkpoint and exportGit throw
  */
 export async function checkpointGit<C>(
   deps: GitExportDeps & {
@@ -288,12 +291,41 @@ export async function checkpointGit<C>(
           details: { workspace: ws.id },
         },
       );
-    repo = origin;
-  }
-  await localRepo(repo);
+    repo = (await ownRepo(origin, ws.id)).path;
+  } else await localRepo(repo);
   const checkpoint = await deps.checkpoint(ws.id, { message: opts.message, allowChanging: opts.allowChanging });
   const git = await exportGit(deps, ws.id, { repo, branch: opts.branch, message: opts.message, force: opts.force });
   return { checkpoint, git };
+}
+
+/**
+ * The repository a label names, opened only when it is the caller's own: its real path and every
+ * directory above it owned by the caller or root (checked before git runs there), and its git
+ * directory owned by the caller. git then runs in it with the caller's trust, never forced safe.
+ * @throws E_PERMISSION (owned by another user), E_GIT_NOT_A_REPO
+ */
+async function ownRepo(origin: string, ws: string): Promise<LocalRepo> {
+  const me = process.geteuid?.() ?? 0;
+  const refuse = (what: string, uid: number) =>
+    new AwcError('E_PERMISSION', `workspace ${ws}: the recorded origin ${origin} is not your repository (${what} is owned by uid ${uid})`, {
+      hint: 'Name the repository yourself: awc checkpoint <workspace> --git-branch <B> --git <repo> (a clone you own).',
+      details: { workspace: ws, repo: origin },
+    });
+  let real: string;
+  try {
+    real = await realpath(origin);
+  } catch {
+    return localRepo(origin); // E_GIT_NOT_A_REPO, as for --git
+  }
+  for (let d = real; ; d = dirname(d)) {
+    const { uid } = await lstat(d);
+    if (d === real ? uid !== me : uid !== me && uid !== 0) throw refuse(d, uid);
+    if (dirname(d) === d) break;
+  }
+  const repo = await localRepo(real);
+  const { uid } = await lstat(repo.gitDir);
+  if (uid !== me) throw refuse(repo.gitDir, uid);
+  return repo;
 }
 
 /** A git failure as E_GIT_FAILED (git's message summarised); anything else unchanged. */
