@@ -355,4 +355,48 @@ describe('Claude Code worktree hooks', () => {
     awcOk(home, ['rm', directId, '--force']);
     rmdirSync(direct);
   });
+  it("WorktreeRemove trusts CLAUDE_PROJECT_DIR, never the payload's cwd: a payload naming another project's cwd and workspace is refused, unset or set to the caller's project, and nothing changes", async () => {
+    const victim = join(work, 'proj3');
+    mkdirSync(victim);
+    writeFileSync(join(victim, 'f.txt'), 'victim project\n');
+    awcOk(home, ['init', 'claude', victim]);
+    const made = runHook(payload('create-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('proj3') }, { name: 'victims' }), victim);
+    assert.equal(made.code, 0, made.stderr);
+    const theirs = made.stdout.trimEnd();
+    writeFileSync(join(theirs, 'work.txt'), 'victim work\n');
+
+    const s = await svc();
+    const snapshotsBefore = (await s.listSnapshots()).map((x) => x.id).sort();
+    const rowsBefore = (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]);
+    // the payload names the victim's project as its cwd; the hook runs in the attacker's project
+    const input = payload('remove-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('attacker'), WORKTREE: theirs });
+    const { CLAUDE_PROJECT_DIR: _unset, ...env } = process.env;
+    for (const [what, extra] of [
+      ['CLAUDE_PROJECT_DIR unset', {}],
+      ["CLAUDE_PROJECT_DIR the attacker's project", { CLAUDE_PROJECT_DIR: project }],
+    ] as const) {
+      const r = spawnSync(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+        input,
+        cwd: project,
+        encoding: 'utf8',
+        env: { ...env, ...extra },
+        timeout: 60_000,
+      });
+      assert.equal(r.status, 6, `${what}: ${r.stderr}`);
+      assert.equal(r.stdout, '', what);
+      assert.match(r.stderr, /E_PERMISSION: workspace \S+ at /, what);
+      assert.ok(isMounted(theirs), `${what}: ${theirs} is still mounted`);
+    }
+    assert.deepEqual((await s.listSnapshots()).map((x) => x.id).sort(), snapshotsBefore, 'nothing checkpointed');
+    assert.deepEqual(
+      (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]),
+      rowsBefore,
+      'nothing unmounted or removed',
+    );
+    assert.equal(readFileSync(join(theirs, 'work.txt'), 'utf8'), 'victim work\n');
+
+    const own = runHook(payload('remove-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('proj3'), WORKTREE: theirs }), victim);
+    assert.equal(own.code, 0, own.stderr);
+    assert.equal(existsSync(theirs), false);
+  });
 });

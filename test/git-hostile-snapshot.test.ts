@@ -296,6 +296,38 @@ describe('git never reads a snapshot configuration', () => {
     });
   });
 
+  it('a repository whose .git/config (or HEAD) is a FIFO: mount --warm returns promptly with warmed.git false, snapshot import --git never blocks', () => {
+    const dir = join(work, 'fifo');
+    const repo = join(dir, 'repo');
+    mkdirSync(repo, { recursive: true });
+    execFileSync('git', ['init', '-q', '-b', 'main', repo]);
+    writeFileSync(join(repo, 'a.txt'), 'one\n');
+    G(repo, 'add', '-A');
+    G(repo, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'base');
+    rmSync(join(repo, '.git', 'config'));
+    execFileSync('mkfifo', ['-m', '644', join(repo, '.git', 'config')]);
+    awcOk(home, ['snapshot', 'import', repo, '--name', 'fifo-config']);
+    for (const driver of DRIVERS) {
+      const ws = awcOk(home, ['fork', 'fifo-config']).workspaces[0].id;
+      const mnt = join(dir, `mnt-${driver}`);
+      const t0 = Date.now();
+      const r = awc(home, ['mount', ws, mnt, '--warm'], { AWC_MOUNT_DRIVER: driver }, { timeoutMs: 45_000 });
+      assert.equal(r.code, 0, `mount --warm (${driver}) returned (${Date.now() - t0} ms): ${r.stderr}`);
+      assert.ok(Date.now() - t0 < 45_000, `promptly (${driver})`);
+      assert.ok(r.json.warmed.entries > 0, 'the walk ran');
+      assert.equal(r.json.warmed.git, false, `a FIFO config: no status (${driver})`);
+      awcOk(home, ['unmount', ws, '--discard']);
+    }
+    // snapshot import --git of that repository, and of one whose HEAD is a FIFO: an answer, never a hang
+    const imp = awc(home, ['snapshot', 'import', '--git', repo, '--name', 'fifo-config-git'], {}, { timeoutMs: 45_000 });
+    assert.ok(imp.code === 0 || /^E_GIT_/.test(errorOf(imp).code), `import --git answered: ${imp.code} ${imp.stderr}`);
+    rmSync(join(repo, '.git', 'HEAD'));
+    execFileSync('mkfifo', ['-m', '644', join(repo, '.git', 'HEAD')]);
+    const head = awc(home, ['snapshot', 'import', '--git', repo, '--name', 'fifo-head-git'], {}, { timeoutMs: 45_000 });
+    assert.notEqual(head.code, 0, head.stderr);
+    assert.equal(errorOf(head).code, 'E_GIT_NOT_A_REPO', head.stderr);
+  });
+
   it('the environment key runs runtimes from the host PATH only, never the tree', () => {
     const tree = join(work, 'envkey');
     const marker = join(work, 'envkey-ran');

@@ -130,8 +130,9 @@ export type ClaudeRemoveResult = (ReleaseResult & { removed: true }) | { workspa
  * labelled with it) and releases it (see releaseClaudeWorkspace: checkpoint, unmount,
  * remove the directory, rm); returns only once the directory is gone and no mount is left.
  * A path that is gone and names no workspace is done already. Only a workspace this project's
- * hooks made is released (checkHookOwns; `projectDir`: Claude Code's `CLAUDE_PROJECT_DIR`,
- * default the payload's `cwd`); any other is refused before anything is done to it.
+ * hooks made is released (checkHookOwns; `projectDir`: Claude Code's `CLAUDE_PROJECT_DIR`; the
+ * payload's `cwd` is never trusted, so without it every workspace is refused); any other is
+ * refused before anything is done to it.
  * @throws E_NOT_FOUND (the path exists but is no AWC workspace), E_PERMISSION (a workspace
  *   another project's hooks, another user's or `awc fork` made), what releaseClaudeWorkspace throws
  */
@@ -148,7 +149,7 @@ export async function claudeWorktreeRemove(
       details: { path: p.path },
     });
   }
-  await checkHookOwns(awc, ws, p.path, opts.projectDir ?? p.cwd);
+  await checkHookOwns(awc, ws, p.path, opts.projectDir);
   const name = ws.labels[CLAUDE_LABELS.name] ?? ws.id;
   return { ...(await releaseClaudeWorkspace(awc, ws, { message: `claude worktree ${name}: removed` })), removed: true };
 }

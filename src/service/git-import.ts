@@ -1,4 +1,4 @@
-import { readFile, realpath } from 'node:fs/promises';
+import { realpath } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { redactUrl } from '../config/backend-url.js';
@@ -6,7 +6,7 @@ import type { Labels } from '../catalog/labels.js';
 import { withSourcePath } from './run-target.js';
 import type { ImportOptions, ImportResult } from './import-snapshot.js';
 import { GitFailure, isRemoteRepo, runGit, summarise, withPrivateTemp, type RunGitOptions } from './git-run.js';
-import { closeGitSandbox, findRepoDirs, openGitSandbox, type GitSandbox, type RepoDirs } from './git-sandbox.js';
+import { closeGitSandbox, findRepoDirs, openGitSandbox, readSmallFile, type GitSandbox, type RepoDirs } from './git-sandbox.js';
 
 /** Snapshot label holding the repository a `--git` import came from (a real path, or a URL without its password). */
 export const GIT_ORIGIN_LABEL = 'awc.git.origin';
@@ -177,7 +177,7 @@ async function openSource(repo: string): Promise<LocalSource> {
   if (path === undefined) throw notARepo('no such file or directory');
   const dirs = await findRepoDirs(path);
   if (dirs === undefined) throw notARepo('no .git directory, and not a bare repository');
-  const head = await readFile(join(dirs.gitDir, 'HEAD'), 'utf8').catch(() => '');
+  const head = await readSmallFile(join(dirs.gitDir, 'HEAD'));
   if (!/^(ref: refs\/[^\n]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(head)) throw notARepo('its HEAD is not a ref or a commit id');
   return { path, dirs, head };
 }

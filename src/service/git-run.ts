@@ -82,27 +82,48 @@ export interface RunGitOptions {
   sandbox?: GitSandbox;
   /** How stdout is decoded: `utf8` (default), or `latin1`, one character per byte, for output that holds raw path bytes. */
   encoding?: 'utf8' | 'latin1';
+  /**
+   * Milliseconds after which git is killed (SIGKILL) and the run fails with E_GIT_FAILED
+   * (details.timeoutMs). Default: none, or {@link SANDBOX_GIT_TIMEOUT_MS} with `sandbox` (a
+   * snapshot's repository may hold a FIFO where git expects a file: a read that never ends).
+   */
+  timeoutMs?: number;
 }
+
+/** The default time limit of a sandboxed git run (a snapshot's repository), in milliseconds: 10 minutes. */
+export const SANDBOX_GIT_TIMEOUT_MS = 600_000;
 
 /**
  * Runs `git <args>` and resolves with its output.
- * @throws GitFailure (the caller maps it to an AwcError), E_GIT_FAILED (git is not installed)
+ * @throws GitFailure (the caller maps it to an AwcError), E_GIT_FAILED (git is not installed, or
+ *   it ran longer than `timeoutMs` and was killed)
  */
 export function runGit(args: readonly string[], opts: RunGitOptions = {}): Promise<GitOutput> {
   const full = fullArgs(args, opts);
+  const timeout = opts.timeoutMs ?? (opts.sandbox ? SANDBOX_GIT_TIMEOUT_MS : 0);
   return new Promise((resolvePromise, reject) => {
     const child = execFile(
       'git',
       full,
-      { cwd: opts.cwd, env: envOf(opts), maxBuffer: 256 * 1024 * 1024, encoding: opts.encoding ?? 'utf8' },
+      { cwd: opts.cwd, env: envOf(opts), maxBuffer: 256 * 1024 * 1024, encoding: opts.encoding ?? 'utf8', timeout, killSignal: 'SIGKILL' },
       (err, stdout, stderr) => {
         if (!err) return resolvePromise({ stdout, stderr });
         if ((err as NodeJS.ErrnoException).code === 'ENOENT') return reject(noGit());
+        if (timeout > 0 && err.killed) return reject(timedOut(args, timeout));
         reject(new GitFailure(args, typeof err.code === 'number' ? err.code : null, stderr));
       },
     );
     if (opts.input !== undefined) child.stdin?.end(opts.input);
     else child.stdin?.end();
+  });
+}
+
+/** E_GIT_FAILED for a git run killed after `ms` milliseconds. */
+function timedOut(args: readonly string[], ms: number): AwcError {
+  const cmd = args.find((a) => !a.startsWith('-') && !a.includes('=')) ?? '';
+  return new AwcError('E_GIT_FAILED', `git ${cmd} did not finish within ${Math.round(ms / 1000)} s and was stopped`, {
+    hint: 'A file of the repository may never end (a FIFO where git expects a file), or it is very large: check the repository.',
+    details: { git: cmd, timeoutMs: ms },
   });
 }
 

@@ -1,4 +1,5 @@
-import { lchown, lstat, mkdir, mkdtemp, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { lchown, lstat, mkdir, mkdtemp, open, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
@@ -67,12 +68,39 @@ export async function findRepoDirs(top: string): Promise<RepoDirs | undefined> {
   const st = await lstat(dot).catch(() => undefined);
   if (st?.isDirectory()) gitDir = dot;
   else if (st?.isFile()) {
-    const m = /^gitdir: (.+)$/m.exec(await readFile(dot, 'utf8').catch(() => ''));
+    const m = /^gitdir: (.+)$/m.exec(await readSmallFile(dot));
     if (m) gitDir = resolve(top, m[1]!.trim());
   } else if (await isGitDir(top)) gitDir = top;
   if (gitDir === undefined || !(await isGitDir(gitDir))) return undefined;
-  const common = (await readFile(join(gitDir, 'commondir'), 'utf8').catch(() => '')).trim();
+  const common = (await readSmallFile(join(gitDir, 'commondir'))).trim();
   return { gitDir, commonDir: common === '' ? gitDir : resolve(gitDir, common) };
+}
+
+/** The largest snapshot file {@link readSmallFile} reads (1 MiB). */
+export const SMALL_FILE_MAX = 1024 * 1024;
+
+/**
+ * The text (utf8) of a snapshot's file that AWC reads itself (`.git`, `commondir`, `config`,
+ * `HEAD`): only a regular file of at most {@link SMALL_FILE_MAX} bytes, opened without following
+ * a symlink and without blocking; anything else (missing, a FIFO, a device, a directory, a
+ * symlink, a larger file, unreadable) reads as '' (absent). Never throws.
+ */
+export async function readSmallFile(path: string): Promise<string> {
+  const st = await lstat(path).catch(() => undefined);
+  if (!st?.isFile() || st.size > SMALL_FILE_MAX) return '';
+  const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => undefined);
+  if (!fh) return '';
+  try {
+    const again = await fh.stat();
+    if (!again.isFile() || again.size > SMALL_FILE_MAX) return '';
+    const buf = Buffer.alloc(SMALL_FILE_MAX + 1);
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+    return bytesRead > SMALL_FILE_MAX ? '' : buf.subarray(0, bytesRead).toString('utf8');
+  } catch {
+    return '';
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
 }
 
 async function isGitDir(dir: string): Promise<boolean> {
@@ -119,7 +147,7 @@ function sandboxArgs(hooks: string, workTree: string | undefined): string[] {
  * configuration, read as text here (git never reads that file in a sandbox).
  */
 async function usesSha256(commonDir: string): Promise<boolean> {
-  const text = await readFile(join(commonDir, 'config'), 'utf8').catch(() => '');
+  const text = await readSmallFile(join(commonDir, 'config'));
   return /^\s*objectformat\s*=\s*sha256\s*$/im.test(text);
 }
 

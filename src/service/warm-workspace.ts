@@ -3,6 +3,9 @@ import { warmDentries, type WarmResult } from '../host/warm-dentries.js';
 import { runGit } from './git-run.js';
 import { withGitSandbox } from './git-sandbox.js';
 
+/** How long the warming `git status` may run (ms) before it is killed and skipped (`git: false`): 60 s. */
+export const WARM_GIT_TIMEOUT_MS = 60_000;
+
 /** What `warmWorkspace` did: the walk's figures (src/host/warm-dentries.ts), whether git's status warmed it too, and the whole time in ms. */
 export interface WarmWorkspaceResult extends WarmResult {
   /** A `git status` ran at the root (it has a `.git` directory) and succeeded. */
@@ -27,7 +30,8 @@ export interface WarmWorkspaceResult extends WarmResult {
  * `GIT_OPTIONAL_LOCKS=0` (git takes no `index.lock` and writes no refreshed index) and
  * `--ignore-submodules=all` (no git runs in a submodule). It runs as the calling process
  * (the user who mounted). A status that fails (not a repository after all, a missing
- * object) leaves the mount as it is and gives `git: false`.
+ * object) or runs longer than {@link WARM_GIT_TIMEOUT_MS} (a FIFO in the repository) leaves
+ * the mount as it is and gives `git: false`.
  *
  * @param root the mount's directory (absolute)
  * @throws what warmDentries throws (E_NOT_MOUNTED, E_UNSUPPORTED without find…)
@@ -38,9 +42,10 @@ export async function warmWorkspace(root: string): Promise<WarmWorkspaceResult> 
   let git = false;
   let isRepo = false;
   try {
-    // HEAD and index regular files (a fifo there would block git's read forever)
+    // HEAD, index and config regular files (a fifo there would block a read forever)
     isRepo = fs.lstatSync(`${root}/.git`).isDirectory() && fs.lstatSync(`${root}/.git/HEAD`).isFile();
     isRepo &&= fs.lstatSync(`${root}/.git/index`, { throwIfNoEntry: false })?.isFile() ?? true;
+    isRepo &&= fs.lstatSync(`${root}/.git/config`, { throwIfNoEntry: false })?.isFile() ?? true;
   } catch {
     // no repository at the root
   }
@@ -48,7 +53,12 @@ export async function warmWorkspace(root: string): Promise<WarmWorkspaceResult> 
     const dir = `${root}/.git`;
     try {
       await withGitSandbox({ gitDir: dir, commonDir: dir }, { workTree: root }, (sandbox) =>
-        runGit(['status', '--porcelain', '--ignore-submodules=all'], { cwd: root, sandbox, env: { GIT_OPTIONAL_LOCKS: '0' } }),
+        runGit(['status', '--porcelain', '--ignore-submodules=all'], {
+          cwd: root,
+          sandbox,
+          env: { GIT_OPTIONAL_LOCKS: '0' },
+          timeoutMs: WARM_GIT_TIMEOUT_MS,
+        }),
       );
       git = true;
     } catch {
