@@ -69,6 +69,12 @@ export interface Plan {
   fanoutWorkspaces: number;
   fanoutFiles: number | undefined;
   testFiles: string[];
+  /**
+   * The tsconfig the build figure compiles (`tsc -p <it>`): `.` (the whole project) in a full run;
+   * `--quick` compiles only what its test subset imports (bench/tsconfig.quick.json), since the
+   * quick run proves the suite runs, not the figure.
+   */
+  buildProject: string;
   /** Fill the local npm cache (network) before the timed `npm ci --offline` runs. */
   primeNpmCache: boolean;
 }

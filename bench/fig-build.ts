@@ -16,7 +16,7 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
   const dir = join(ctx.scratch, 'build');
   const [ws] = await ctx.awc.fork(ctx.snapshotId);
   await ctx.awc.mount(ws.id, dir);
-  const tsc = [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'];
+  const tsc = [join('node_modules', 'typescript', 'bin', 'tsc'), '-p', ctx.plan.buildProject];
   // wall time is the figure; CPU time (user + sys of the process tree, from /usr/bin/time) is kept
   // as a cross-check, since other work on a shared machine inflates wall time but hardly CPU time
   const cpu: Record<string, number[]> = { 'build awc': [], 'build native': [], 'test awc': [], 'test native': [] };
@@ -55,7 +55,7 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
       n.push(r.value[1]);
       discarded += r.discarded;
     }
-    log(`  tsc -p .: workspace ${a.map(fmtMs).join(', ')}; native ${n.map(fmtMs).join(', ')}`);
+    log(`  tsc -p ${ctx.plan.buildProject}: workspace ${a.map(fmtMs).join(', ')}; native ${n.map(fmtMs).join(', ')}`);
     const ta: number[] = [];
     const tn: number[] = [];
     for (let i = 0; i < ctx.plan.buildIters; i++) {
@@ -78,7 +78,7 @@ export async function figBuild(ctx: TreeCtx, log: (s: string) => void): Promise<
       {
         id: 'build',
         tree: ctx.label,
-        name: "this project's own build (`tsc -p .`) in a mounted workspace",
+        name: `this project's own build (\`tsc -p ${ctx.plan.buildProject}\`) in a mounted workspace`,
         awc: ma,
         unit: 'ms',
         baseline: mn,

@@ -110,6 +110,7 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
       fanoutWorkspaces: 10,
       fanoutFiles: 1000,
       testFiles: ['dist/test/fastcdc.test.js'],
+      buildProject: 'bench/tsconfig.quick.json',
       primeNpmCache: false,
     };
   }
@@ -125,6 +126,7 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
     // tree (b): 100 × all 100k+ files would be ~10^7 opens; the first 10 000 files show the same economics
     fanoutFiles: tree === 'a' ? undefined : 10_000,
     testFiles: ['dist/test/fastcdc.test.js', 'dist/test/tree.test.js', 'dist/test/pack.test.js', 'dist/test/diff.test.js'],
+    buildProject: '.',
     primeNpmCache: true,
   };
 }
