@@ -32,17 +32,8 @@ describe("awc.git.origin is AWC's: a user cannot set it, a foreign origin is nev
     });
     return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
   };
-  const bobSh = (script: string, ...args: string[]): string => {
-    const r = bob.run('sh', ['-c', script, 'sh', ...args], { HOME: join(work, 'bobhome') });
-    assert.equal(r.status, 0, `${script}: ${r.stderr}`);
-    return r.stdout.trim();
-  };
-  const bobDir = (name: string): string => {
-    const p = join(work, name);
-    mkdirSync(p, { recursive: true });
-    chownSync(p, bob.uid, bob.gid);
-    return p;
-  };
+  const bobSh = (script: string, ...args: string[]): string => bob.sh(script, { HOME: join(work, 'bobhome') }, ...args);
+  const bobDir = (name: string): string => bob.dir(join(work, name));
 
   before(async () => {
     work = realpathSync(await makeTempDir('awc-origin-label-'));

@@ -42,11 +42,7 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
   const errorOf = (r: { stderr: string }) =>
     JSON.parse(r.stderr.trim().split('\n').pop()!) as { code: string; message: string; hint?: string };
   /** A directory of U's. */
-  const mine = (p: string): string => {
-    mkdirSync(p, { recursive: true });
-    chownSync(p, u.uid, u.gid);
-    return p;
-  };
+  const mine = (p: string): string => u.dir(p);
 
   before(async () => {
     work = realpathSync(await makeTempDir('awc-run-user-'));

@@ -81,18 +81,9 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
     assert.match(e.hint, new RegExp(`runs \`awc ${command}\` as root`));
   };
   /** A shell command as U; its stdout, trimmed. */
-  const sh = (script: string, ...args: string[]): string => {
-    const r = u.run('sh', ['-c', script, 'sh', ...args], { HOME: uhome });
-    assert.equal(r.status, 0, `${script}: ${r.stderr}`);
-    return r.stdout.trim();
-  };
+  const sh = (script: string, ...args: string[]): string => u.sh(script, { HOME: uhome }, ...args);
   /** A directory of U's. */
-  const mine = (name: string): string => {
-    const p = join(work, name);
-    mkdirSync(p, { recursive: true });
-    chownSync(p, u.uid, u.gid);
-    return p;
-  };
+  const mine = (name: string): string => u.dir(join(work, name));
   const chownTree = (p: string): void => {
     chownSync(p, u.uid, u.gid);
     if (lstatSync(p).isDirectory()) for (const e of readdirSync(p)) chownTree(join(p, e));

@@ -1,5 +1,6 @@
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { chownSync, mkdirSync } from 'node:fs';
 import { detectDriver } from '../../src/drivers/detect-driver.js';
 
 /** A throw-away system user for tests that check what another local user can do. */
@@ -9,6 +10,10 @@ export interface TestUser {
   gid: number;
   /** Runs a command as this user (`setpriv --reuid --regid --clear-groups`, cwd `/`). */
   run(cmd: string, args: string[], env?: NodeJS.ProcessEnv): SpawnSyncReturns<string>;
+  /** Runs `sh -c script sh ...args` as this user; its stdout, trimmed. @throws Error when it exits non-zero */
+  sh(script: string, env?: NodeJS.ProcessEnv, ...args: string[]): string;
+  /** Makes directory `path` (and its missing parents) and gives it to this user; returns `path`. */
+  dir(path: string): string;
   /** Runs a Node script (CommonJS, argv[1] = `arg`) as this user and parses its stdout as JSON. */
   node(script: string, arg?: string): any;
   /** Removes the user (and its group). Never throws. */
@@ -46,6 +51,16 @@ export function createTestUser(): TestUser {
     uid,
     gid,
     run,
+    sh(script: string, env: NodeJS.ProcessEnv = {}, ...args: string[]): string {
+      const r = run('sh', ['-c', script, 'sh', ...args], env);
+      if (r.status !== 0) throw new Error(`${script} as ${name} exited ${r.status}: ${r.stderr}`);
+      return r.stdout.trim();
+    },
+    dir(path: string): string {
+      mkdirSync(path, { recursive: true });
+      chownSync(path, uid, gid);
+      return path;
+    },
     node(script: string, arg = ''): any {
       const r = run(process.execPath, ['-e', script, arg]);
       if (r.status !== 0) throw new Error(`node as ${name} exited ${r.status}: ${r.stderr}`);
