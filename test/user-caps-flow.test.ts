@@ -266,5 +266,26 @@ describe(
       assert.ok(Date.now() - t0 < 10_000, `refused after ${Date.now() - t0} ms`);
       assert.equal(awcOk(home, ['daemon', 'status']).running, false);
     });
+
+    test("a catalog in front of another home's store: `daemon start` reports E_STORE_MISMATCH with its hint", () => {
+      const src = join(home, 'src');
+      mkdirSync(src);
+      writeFileSync(join(src, 'a.txt'), 'a\n');
+      const [a, b] = [join(home, 'a'), join(home, 'b')];
+      awcOk(a, ['snapshot', 'import', src]);
+      awcOk(b, ['snapshot', 'import', src]);
+      const env = { AWC_OBJECT_STORE: `file:${join(b, 'objects')}` };
+      try {
+        const t0 = Date.now();
+        const r = awc(a, ['daemon', 'start'], env, { timeoutMs: 60_000 });
+        const e = errorOf(r);
+        assert.equal(e.code, 'E_STORE_MISMATCH', r.stderr);
+        assert.match(e.message, /^the host daemon did not start: .* \(see .*awcd\.log\)$/s);
+        assert.match(e.hint, /AWC_CATALOG/);
+        assert.ok(Date.now() - t0 < 10_000, `refused after ${Date.now() - t0} ms (the supervisor gave up at once)`);
+      } finally {
+        cleanupMounts(a, a, env);
+      }
+    });
   },
 );
