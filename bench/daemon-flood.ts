@@ -18,15 +18,16 @@
  * Needs root, useradd, setpriv and /dev/fuse (overlay). Writes bench/DAEMON-FLOOD.md and
  * its section of docs/benchmarks.md (unless --no-write).
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { CLI } from './common.js';
 import { emitDocSection } from './doc-section.js';
-import { fmtBytes, fmtMs, lazyUnmountUnder, median, percentile } from './util.js';
-import { asUserArgv, createTestUser, type TestUser } from '../test/helpers/unprivileged.js';
-import { userSocketsDirOf } from '../src/config/config.js';
+import { fmtBytes, fmtMs, median, percentile } from './util.js';
+import { awcOk } from '../test/helpers/cli.js';
+import { daemonWithUsers } from '../test/helpers/daemon-users.js';
+import { asUserArgv, type TestUser } from '../test/helpers/unprivileged.js';
 
 const BEGIN = '<!-- daemon-flood:begin (bench/daemon-flood.ts writes this section; bench/DAEMON-FLOOD.md keeps it) -->';
 const END = '<!-- daemon-flood:end -->';
@@ -181,34 +182,12 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const durationS = args.includes('--duration') ? Number(args[args.indexOf('--duration') + 1]) : 60;
   const write = !args.includes('--no-write');
-  const work = mkdtempSync(join(tmpdir(), 'awc-bench-flood-'));
-  chmodSync(work, 0o755);
-  const home = join(work, 'home');
-  const worker = createTestUser();
-  const flooder = createTestUser();
-  const awc = (a: string[], who?: TestUser) => {
-    const argv = [process.execPath, CLI, '--home', home, '--json', ...a];
-    const r = who
-      ? spawnSync('setpriv', asUserArgv(who, argv), {
-          encoding: 'utf8',
-          cwd: '/',
-          env: { PATH: process.env.PATH, HOME: work, AWC_NO_WARM: '1' },
-        })
-      : spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`awc ${a.join(' ')} exited ${r.status}: ${r.stderr}`);
-    return JSON.parse(r.stdout);
-  };
+  // the set-up of the tests of the daemon's per-user caps (test/helpers/daemon-users.ts): a root home allowing two new users, its daemon started
+  const d = daemonWithUsers({ prefix: 'awc-bench-flood-', userEnv: { AWC_NO_WARM: '1' } });
+  const { work, home } = d;
+  const [worker, flooder] = d.users as [TestUser, TestUser];
+  const awc = (a: string[], who?: TestUser) => (who ? d.ok(who, a) : awcOk(home, a));
   try {
-    mkdirSync(home, { mode: 0o700 });
-    writeFileSync(
-      join(home, 'config.json'),
-      JSON.stringify({
-        users: [
-          { user: worker.name, namespaces: ['default'] },
-          { user: flooder.name, namespaces: ['default'] },
-        ],
-      }),
-    );
     // enough files that neither run reads one twice (each read cold): ~1 read per 10 ms at most
     const perRun = Math.max(1000, Math.ceil((durationS * 1000) / 4));
     const src = join(work, 'src');
@@ -220,11 +199,8 @@ async function main(): Promise<void> {
       files.push(rel);
     }
     awc(['snapshot', 'import', src, '--name', 'base']);
-    awc(['daemon', 'start']);
     const pid = awc(['daemon', 'status']).pid as number;
-    const mnt = join(work, 'mnt');
-    mkdirSync(mnt);
-    chownSync(mnt, worker.uid, worker.gid);
+    const mnt = d.dirOf(worker, 'mnt', true);
     awc(['fork', 'base', '--name', 'w'], worker);
     awc(['mount', 'w', mnt], worker);
     const settings = (half: number) =>
@@ -245,7 +221,7 @@ async function main(): Promise<void> {
     const alonePeak = s.stop();
     // flooded: both at once for the same duration
     s = sampler(pid);
-    const sock = join(userSocketsDirOf({ home }), `${flooder.uid}.sock`);
+    const sock = d.socketOf(flooder);
     const [flooded, flood] = await Promise.all([
       runAs(worker, WORKER, [settings(1)]) as Promise<WorkerResult>,
       runAs(flooder, FLOOD, [sock, String(durationS * 1000), '5000']),
@@ -274,11 +250,7 @@ async function main(): Promise<void> {
     ].join('\n');
     emitDocSection(text, write, 'DAEMON-FLOOD.md', BEGIN, END);
   } finally {
-    spawnSync(process.execPath, [CLI, '--home', home, 'daemon', 'stop', '--force'], { stdio: 'ignore', timeout: 60_000 });
-    lazyUnmountUnder(work);
-    worker.remove();
-    flooder.remove();
-    rmSync(work, { recursive: true, force: true });
+    await d.close();
   }
 }
 

@@ -1,10 +1,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
-import { createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
+import { awcOk } from './helpers/cli.js';
+import { daemonWithUsers, type DaemonUsers } from './helpers/daemon-users.js';
+import { usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
 
 /** What only the mounter wrote (in a 0600 file of the workspace): never in another user's output. */
 const SECRET = 'alice-live-secret-7f3a';
@@ -16,16 +16,13 @@ const SECRET = 'alice-live-secret-7f3a';
  * mounter (an ordinary user, or root with either driver) and root still read it.
  */
 describe('live state belongs to its mounter (issue 24 item 2)', { skip: usersAndOverlaySkip() }, () => {
-  const work = mkdtempSync(join(tmpdir(), 'awc-mounter-'));
-  const home = join(work, 'home');
+  let d: DaemonUsers;
+  let work: string;
+  let home: string;
   let alice: TestUser;
   let bob: TestUser;
-  const dirOf = (u: TestUser, name: string): string => join(work, `${u.name}-${name}`);
-  const as = (who: TestUser, args: string[]) => {
-    const r = who.run(process.execPath, [CLI, '--home', home, '--json', ...args], { HOME: work });
-    const err = r.status === 0 ? undefined : (JSON.parse(r.stderr.trim().split('\n').pop()!) as { code: string; message: string });
-    return { status: r.status, stdout: r.stdout, stderr: r.stderr, err };
-  };
+  const dirOf = (u: TestUser, name: string): string => d.dirOf(u, name);
+  const as = (who: TestUser, args: string[]) => d.as(who, args);
   const ok = (who: TestUser, args: string[]) => {
     const r = as(who, args);
     assert.equal(r.status, 0, `${args.join(' ')}: ${r.stderr}`);
@@ -61,32 +58,19 @@ describe('live state belongs to its mounter (issue 24 item 2)', { skip: usersAnd
   };
 
   before(() => {
-    chmodSync(work, 0o755);
-    alice = createTestUser();
-    bob = createTestUser();
-    mkdirSync(home, { mode: 0o700 });
-    writeFileSync(
-      join(home, 'config.json'),
-      JSON.stringify({ users: [alice, bob].map((u) => ({ user: u.name, namespaces: ['default'] })) }),
-    );
-    awcOk(home, ['daemon', 'start']);
+    d = daemonWithUsers({ prefix: 'awc-mounter-' });
+    ({ work, home } = d);
+    [alice, bob] = d.users as [TestUser, TestUser];
     const src = join(work, 'src');
     mkdirSync(src);
     writeFileSync(join(src, 'readme.txt'), 'shared\n');
     awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
-    for (const [u, d] of [
-      [alice, 'mnt'],
-      [bob, 'out'],
-    ] as const) {
-      mkdirSync(dirOf(u, d));
-      chownSync(dirOf(u, d), u.uid, u.gid);
-    }
+    d.dirOf(alice, 'mnt', true);
+    d.dirOf(bob, 'out', true);
   });
 
-  after(() => {
-    cleanupMounts(home, work);
-    for (const u of [alice, bob]) u?.remove();
-    rmSync(work, { recursive: true, force: true });
+  after(async () => {
+    await d?.close();
   });
 
   test("an ordinary user's mount (overlay): another user is refused every read of it, mounted and after an unmount that kept its changes", () => {

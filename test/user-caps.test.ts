@@ -1,12 +1,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { awcOk, CLI, cleanupMounts } from './helpers/cli.js';
-import { asUserArgv, createTestUser, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
-import { userSocketsDirOf } from '../src/config/config.js';
+import { awcOk } from './helpers/cli.js';
+import { daemonWithUsers, type DaemonUsers } from './helpers/daemon-users.js';
+import { asUserArgv, usersAndOverlaySkip, type TestUser } from './helpers/unprivileged.js';
 
 /**
  * Holds argv[2] connections to the socket argv[1], each a request whose body never ends
@@ -70,54 +69,24 @@ function rssOf(pid: number): number {
  * mount still succeed. Real daemon, real users, real sockets.
  */
 describe('per-user resource caps of the root daemon (issue 24 item 3)', { skip: usersAndOverlaySkip() }, () => {
-  const work = mkdtempSync(join(tmpdir(), 'awc-caps-'));
-  const home = join(work, 'home');
   const CAP = 8;
   const IDLE_MS = 1500;
   const BUDGET = 32 * 1024 * 1024;
+  let d: DaemonUsers;
+  let home: string;
   let flood: TestUser; // opens connections and bodies
   let other: TestUser; // works in its own workspace meanwhile
-  const holders: ChildProcess[] = [];
-  const mine = (who: TestUser, name: string): string => join(work, `${who.name}-${name}`);
-  const as = (who: TestUser, args: string[]) => {
-    const r = who.run(process.execPath, [CLI, '--home', home, '--json', ...args], { HOME: work, AWC_NO_WARM: '1' });
-    const err =
-      r.status === 0
-        ? undefined
-        : (JSON.parse(r.stderr.trim().split('\n').pop()!) as { code: string; message: string; retryable?: boolean; details?: unknown });
-    return { status: r.status, json: r.status === 0 && r.stdout.trim() ? JSON.parse(r.stdout) : undefined, err, stderr: r.stderr };
-  };
+  const mine = (who: TestUser, name: string): string => d.dirOf(who, name);
+  const as = (who: TestUser, args: string[]) => d.as(who, args);
   const ok = (who: TestUser, args: string[]) => {
     const r = as(who, args);
     assert.equal(r.status, 0, `${args.join(' ')}: ${r.stderr}`);
     return r.json;
   };
-  const socketOf = (who: TestUser): string => join(userSocketsDirOf({ home }), `${who.uid}.sock`);
+  const socketOf = (who: TestUser): string => d.socketOf(who);
   /** Runs `script` as `who` in the background; resolves with its first line of output (JSON). */
-  const background = (who: TestUser, script: string, args: (string | number)[]): Promise<any> => {
-    const child = spawn('setpriv', asUserArgv(who, [process.execPath, '-e', script, ...args.map(String)]), {
-      cwd: '/',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    holders.push(child);
-    return new Promise((resolve, reject) => {
-      let out = '';
-      child.stdout!.on('data', (d) => {
-        out += d;
-        const nl = out.indexOf('\n');
-        if (nl >= 0) resolve(JSON.parse(out.slice(0, nl)));
-      });
-      child.on('exit', (code) => reject(new Error(`script as ${who.name} exited ${code} before it answered`)));
-    });
-  };
-  const stopHolders = async () => {
-    for (const c of holders.splice(0)) {
-      if (c.exitCode !== null) continue;
-      const gone = new Promise((r) => c.once('exit', r));
-      c.kill('SIGKILL');
-      await gone;
-    }
-  };
+  const background = (who: TestUser, script: string, args: (string | number)[]): Promise<any> => d.background(who, script, args);
+  const stopHolders = () => d.stopBackground();
   /** The other user's work: a command, and a read of a file in its own mount (FUSE underneath). */
   const otherWorks = () => {
     assert.equal(ok(other, ['ls']).workspaces.length >= 1, true);
@@ -128,43 +97,31 @@ describe('per-user resource caps of the root daemon (issue 24 item 3)', { skip: 
   };
 
   before(() => {
-    chmodSync(work, 0o755);
-    flood = createTestUser();
-    other = createTestUser();
-    mkdirSync(home, { mode: 0o700 });
-    writeFileSync(
-      join(home, 'config.json'),
-      JSON.stringify({
-        users: [
-          { user: flood.name, namespaces: ['default'] },
-          { user: other.name, namespaces: ['default'] },
-        ],
+    d = daemonWithUsers({
+      prefix: 'awc-caps-',
+      config: {
         warmCli: 'off',
         userMaxConnections: CAP,
         userIdleTimeoutMs: IDLE_MS,
         userRequestTimeoutMs: 120_000,
         requestBodyBudgetBytes: BUDGET,
         userMaxMounts: 2,
-      }),
-    );
-    const src = join(work, 'src');
+      },
+      userEnv: { AWC_NO_WARM: '1' },
+    });
+    home = d.home;
+    [flood, other] = d.users as [TestUser, TestUser];
+    const src = join(d.work, 'src');
     mkdirSync(src);
     writeFileSync(join(src, 'a.txt'), 'alpha\n');
     awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
-    awcOk(home, ['daemon', 'start']);
-    for (const d of ['mnt', 'mnt2', 'mnt3']) {
-      mkdirSync(mine(other, d));
-      chownSync(mine(other, d), other.uid, other.gid);
-    }
+    for (const dir of ['mnt', 'mnt2', 'mnt3']) d.dirOf(other, dir, true);
     ok(other, ['fork', 'base', '--name', 'o1']);
     ok(other, ['mount', 'o1', mine(other, 'mnt')]);
   });
 
   after(async () => {
-    await stopHolders();
-    cleanupMounts(home, work);
-    for (const x of [flood, other]) x?.remove();
-    rmSync(work, { recursive: true, force: true });
+    await d?.close();
   });
 
   test('a user over userMaxConnections gets E_TOO_MANY naming the cap; another user works on', async () => {
@@ -191,6 +148,7 @@ describe('per-user resource caps of the root daemon (issue 24 item 3)', { skip: 
     assert.equal(r.extra.body.error.retryable, true);
     assert.deepEqual(r.extra.body.error.details, { cap: 'userMaxConnections', value: CAP });
     assert.match(r.extra.body.error.message, /userMaxConnections: 8/);
+    assert.match(r.extra.body.error.hint, /userMaxConnections \(8\)/, 'the hint names the limit that was hit');
     // the user's own commands are refused with the same retryable error
     const mineNow = as(flood, ['ls']);
     assert.equal(mineNow.err?.code, 'E_TOO_MANY', mineNow.stderr);
@@ -236,9 +194,9 @@ describe('per-user resource caps of the root daemon (issue 24 item 3)', { skip: 
     assert.equal(third.err?.code, 'E_TOO_MANY', third.stderr);
     assert.equal(third.err?.retryable, true);
     assert.match(third.err!.message, /userMaxMounts: 2/);
+    assert.match(third.err!.hint, /userMaxMounts \(2\)/, 'the hint names the limit that was hit');
     // another user's mounts do not count against it
-    mkdirSync(mine(flood, 'mnt'));
-    chownSync(mine(flood, 'mnt'), flood.uid, flood.gid);
+    d.dirOf(flood, 'mnt', true);
     ok(flood, ['fork', 'base', '--name', 'f1']);
     ok(flood, ['mount', 'f1', mine(flood, 'mnt')]);
     ok(other, ['unmount', 'o2']);
@@ -266,42 +224,29 @@ setTimeout(() => console.log(JSON.stringify({ open: held.filter((c) => !c.destro
  * mount (the content FUSE server opening packs and cache files) and root's commands go on.
  */
 describe('descriptors held in reserve for the content FUSE server (issue 24 item 3)', { skip: usersAndOverlaySkip() }, () => {
-  const work = mkdtempSync(join(tmpdir(), 'awc-fdres-'));
-  const home = join(work, 'home');
+  let d: DaemonUsers;
+  let home: string;
   let flood: TestUser;
   let other: TestUser;
   let holder: ChildProcess | undefined;
-  const mnt = join(work, 'mnt');
+  let mnt: string;
   const limit = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'utf8'))![1]);
   const ROOM = 150;
-  const asOther = (args: string[]) =>
-    other.run(process.execPath, [CLI, '--home', home, '--json', ...args], { HOME: work, AWC_NO_WARM: '1' });
+  const asOther = (args: string[]) => d.as(other, args);
 
   before(() => {
-    chmodSync(work, 0o755);
-    flood = createTestUser();
-    other = createTestUser();
-    mkdirSync(home, { mode: 0o700 });
-    writeFileSync(
-      join(home, 'config.json'),
-      JSON.stringify({
-        users: [
-          { user: flood.name, namespaces: ['default'] },
-          { user: other.name, namespaces: ['default'] },
-        ],
-        warmCli: 'off',
-        userMaxConnections: 5000,
-        userIdleTimeoutMs: 60_000,
-        fdReserve: limit - ROOM,
-      }),
-    );
-    const src = join(work, 'src');
+    d = daemonWithUsers({
+      prefix: 'awc-fdres-',
+      config: { userMaxConnections: 5000, userIdleTimeoutMs: 60_000, fdReserve: limit - ROOM },
+      userEnv: { AWC_NO_WARM: '1' },
+    });
+    home = d.home;
+    [flood, other] = d.users as [TestUser, TestUser];
+    const src = join(d.work, 'src');
     mkdirSync(src);
     for (let i = 0; i < 50; i++) writeFileSync(join(src, `f${i}.txt`), `file ${i}\n`.repeat(100 + i));
     awcOk(home, ['snapshot', 'import', src, '--name', 'base']);
-    awcOk(home, ['daemon', 'start']);
-    mkdirSync(mnt);
-    chownSync(mnt, other.uid, other.gid);
+    mnt = d.dirOf(other, 'mnt', true);
     for (const args of [
       ['fork', 'base', '--name', 'o1'],
       ['mount', 'o1', mnt],
@@ -311,17 +256,15 @@ describe('descriptors held in reserve for the content FUSE server (issue 24 item
     }
   });
 
-  after(() => {
+  after(async () => {
     holder?.kill('SIGKILL');
-    cleanupMounts(home, work);
-    for (const x of [flood, other]) x?.remove();
-    rmSync(work, { recursive: true, force: true });
+    await d?.close();
   });
 
   test('connections past the reserve are closed; the other user reads its mount, root works on', async () => {
     const pid = awcOk(home, ['daemon', 'status']).pid as number;
     assert.ok(readdirSync(`/proc/${pid}/fd`).length < ROOM - 20, 'the idle daemon is well under the room');
-    holder = spawn('setpriv', asUserArgv(flood, [process.execPath, '-e', IDLE_MANY, socketPath(home, flood), '600', '1500']), {
+    holder = spawn('setpriv', asUserArgv(flood, [process.execPath, '-e', IDLE_MANY, d.socketOf(flood), '600', '1500']), {
       cwd: '/',
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -348,7 +291,3 @@ describe('descriptors held in reserve for the content FUSE server (issue 24 item
     assert.equal(asOther(['ls']).status, 0, 'the other user is served again');
   });
 });
-
-function socketPath(home: string, who: TestUser): string {
-  return join(userSocketsDirOf({ home }), `${who.uid}.sock`);
-}

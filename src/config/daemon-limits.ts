@@ -12,7 +12,11 @@ export interface DaemonLimits {
    * headers must arrive within it (`userIdleTimeoutMs`; default 30000).
    */
   userIdleTimeoutMs: number;
-  /** A user's request (headers and body) must arrive whole within this many ms (`userRequestTimeoutMs`; default 300000). */
+  /**
+   * A user's request body that sends nothing for this many ms is ended (E_REQUEST_STALLED;
+   * `userRequestTimeoutMs`; default 60000). Inactivity only: a body that keeps sending (an
+   * import's tar of hours) is never cut off, and the answer may take as long as it needs.
+   */
   userRequestTimeoutMs: number;
   /** Bytes of request bodies the daemon holds in memory at once, all users together (`requestBodyBudgetBytes`; default 128 MiB); one user at most a quarter of it. */
   requestBodyBudgetBytes: number;
@@ -26,7 +30,7 @@ export interface DaemonLimits {
 export const DEFAULT_DAEMON_LIMITS: DaemonLimits = {
   userMaxConnections: 64,
   userIdleTimeoutMs: 30_000,
-  userRequestTimeoutMs: 300_000,
+  userRequestTimeoutMs: 60_000,
   requestBodyBudgetBytes: 128 * 1024 * 1024,
   fdReserve: 1024,
   userMaxMounts: 64,

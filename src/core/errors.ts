@@ -56,7 +56,11 @@ export const ERROR_CODES = {
   },
   E_IN_USE: { exit: 4, retryable: false, hint: 'Remove or unmount what refers to it first.' },
   E_CATALOG_BUSY: { exit: 4, retryable: true, hint: 'Another awc process holds the catalog lock; run the command again.' },
-  E_TOO_MANY: { exit: 4, retryable: true, hint: 'Too many of yours run at once; wait for some to finish, then try again.' },
+  E_TOO_MANY: {
+    exit: 4,
+    retryable: true,
+    hint: "A per-user limit of the daemon was reached; the message and details.cap name it (a key of the root home's config.json, such as userMaxConnections or userMaxMounts); wait for some of yours to finish, then try again, or ask root to raise that key.",
+  },
   E_CHANGED_DURING_READ: {
     exit: 4,
     retryable: true,
@@ -191,6 +195,12 @@ export const ERROR_CODES = {
     exit: 4,
     retryable: false,
     hint: "The import is larger than the root daemon takes from a user (uploadMaxBytes in the root home's config.json); import a smaller tree or leave large files out (a sparse file's holes cost nothing), or ask root to raise uploadMaxBytes.",
+  },
+  // a user's request body that stopped sending (docs/explanation/security.md "Per-user resource caps")
+  E_REQUEST_STALLED: {
+    exit: 4,
+    retryable: true,
+    hint: "Your request's body (an import's tar) sent nothing for userRequestTimeoutMs of the root home's config.json, so the daemon ended it; check that what sends it (tar, a pipe) is not stuck, then run the command again, or ask root to raise userRequestTimeoutMs.",
   },
   // Claude Code worktree hooks (docs/how-to/claude-code.md)
   E_HOOK_INPUT: {

@@ -76,8 +76,8 @@ export class BodyBudget {
     const [cap, value] = mine ? ['requestBodyBudgetBytes / 4', this.share] : ['requestBodyBudgetBytes', this.total];
     return new AwcError('E_TOO_MANY', `request bodies in flight over the daemon's budget (${cap}: ${value} bytes)`, {
       hint: mine
-        ? 'Too many of your requests are sending bodies at once; wait for some to finish, then try again.'
-        : 'The daemon holds as many request bodies as it may; try again in a moment.',
+        ? `Too many of your requests are sending bodies at once; wait for some to finish, then try again; the limit is a quarter of requestBodyBudgetBytes (${value} bytes) in the root home's config.json.`
+        : `The daemon holds as many request bodies as it may (requestBodyBudgetBytes, ${value} bytes, in the root home's config.json); try again in a moment.`,
       details: { cap, value },
     });
   }

@@ -9,6 +9,7 @@ import { pathsOf, type AwcConfig } from '../config/config.js';
 import type { HostDaemonPort } from '../drivers/host-daemon-port.js';
 import type { MountDriverName, MountResult } from '../drivers/mount-driver.js';
 import { livePid } from './pid-file.js';
+import { clearStartError, readStartError } from './start-error.js';
 
 /**
  * Client of the host daemon's HTTP API on its Unix socket (JSON bodies; errors as
@@ -96,6 +97,8 @@ export class DaemonClient implements HostDaemonPort {
   /**
    * Starts the daemon under its supervisor (supervisor-main.js, what `awc daemon run` runs),
    * detached (log in `<home>/host/awcd.log`, 0600), and waits until it answers.
+   * @throws the error the daemon's start failed with, when it recorded one (src/daemon/start-error.ts: e.g.
+   *   E_CONFIG naming `fdReserve`, E_STORE_MISMATCH), else E_DAEMON_UNAVAILABLE
    */
   async start(): Promise<void> {
     const paths = pathsOf(this.config);
@@ -112,6 +115,7 @@ export class DaemonClient implements HostDaemonPort {
     } catch (err) {
       throw toAwcError(err);
     }
+    clearStartError(paths.hostDir);
     const main = fileURLToPath(new URL('./supervisor-main.js', import.meta.url));
     const child = spawn(process.execPath, [main, '--home', this.config.home], {
       detached: true,
@@ -128,7 +132,11 @@ export class DaemonClient implements HostDaemonPort {
       if (exited !== null && livePid(paths.supervisorPidFile) === undefined) break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    throw new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not start (see ${paths.logFile})`);
+    // a start that failed for a known reason (a bad configuration, a catalog and store that do not match): that error
+    throw (
+      readStartError(paths.hostDir, paths.logFile) ??
+      new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not start (see ${paths.logFile})`)
+    );
   }
 
   private raw(method: string, path: string, body: unknown, timeoutMs = 600_000): Promise<unknown> {

@@ -62,6 +62,27 @@ export class FdReserve {
   }
 }
 
+/** Descriptors that must be left for users' connections above the reserve, or the daemon refuses to start. */
+export const MIN_FD_ROOM = 64;
+
+/**
+ * Checks at daemon start that `fdReserve` leaves room below the daemon's RLIMIT_NOFILE (at
+ * least {@link MIN_FD_ROOM} descriptors for connections), else no user could ever connect.
+ * @throws E_CONFIG naming `fdReserve`, the limit and the room left
+ */
+export function checkFdReserve(config: Partial<DaemonLimits>, limit: number = openFileLimit()): void {
+  const { fdReserve: reserve } = limitsOf(config);
+  if (limit === Infinity || limit - reserve >= MIN_FD_ROOM) return;
+  throw new AwcError(
+    'E_CONFIG',
+    `fdReserve ${reserve} leaves ${Math.max(0, limit - reserve)} of the daemon's ${limit} descriptors (RLIMIT_NOFILE) for connections (at least ${MIN_FD_ROOM} needed)`,
+    {
+      hint: `Lower fdReserve in the home's config.json (or AWC_FD_RESERVE) to at most ${Math.max(0, limit - MIN_FD_ROOM)}, or raise the daemon's open-file limit (ulimit -n, systemd LimitNOFILE), then start the daemon again.`,
+      details: { cap: 'fdReserve', value: reserve, limit },
+    },
+  );
+}
+
 /** The daemon's one descriptor reserve (configured at start: {@link configureDaemonLimits}). */
 export const fdReserve = new FdReserve();
 
@@ -91,8 +112,10 @@ export function warmLimits(config: Partial<DaemonLimits>): { maxWaiting: number;
  *   from /proc/self/fd at most every 250 ms, accepted connections added in between), new
  *   connections are closed at once, so the content FUSE server and mounts always have some;
  * - a connection with no request in progress is closed after `userIdleTimeoutMs`, headers must
- *   arrive within it, and a request whole within `userRequestTimeoutMs` (Node's
- *   headersTimeout / requestTimeout / keepAliveTimeout, checked every second at most);
+ *   arrive within it (Node's headersTimeout / keepAliveTimeout, checked every second at most);
+ * - a request's body that sends nothing for `userRequestTimeoutMs` is ended with
+ *   `E_REQUEST_STALLED`; one that keeps sending never is, however long it takes (no
+ *   whole-request limit: Node's requestTimeout is 0);
  * - a request answered before its body ended (refused over the body budget, or too large) has
  *   its connection closed once the answer is written, never left waiting for the rest.
  *
@@ -114,19 +137,22 @@ export class ConnectionGuard extends EventEmitter {
 
   /** An HTTP server for `uid`'s socket with the timeouts and caps applied; `handler` sees only admitted requests. */
   server(uid: number, handler: RequestListener): Server {
-    const { userIdleTimeoutMs: idle, userRequestTimeoutMs: whole } = this.limits;
+    const { userIdleTimeoutMs: idle } = this.limits;
     const server = createServer({ connectionsCheckingInterval: Math.min(1000, idle) }, (req, res) => {
       if (this.refused.has(req.socket)) return this.answerRefused(uid, req, res);
       // a request in progress is never idle: the timeout comes back with keep-alive (keepAliveTimeout)
       req.socket.setTimeout(0);
+      // its body is timed by what it sends, never by how long it takes (an upload of hours flows on)
+      this.watchBody(uid, req, res);
       // answered before its body ended (refused: over the budget, too large): closed, never left waiting for the rest
       res.once('finish', () => {
         if (!req.complete) req.socket.destroySoon();
       });
       handler(req, res);
     });
-    server.headersTimeout = Math.min(idle, whole);
-    server.requestTimeout = whole;
+    server.headersTimeout = idle;
+    // no limit on a whole request: a body is ended only when it stalls (watchBody)
+    server.requestTimeout = 0;
     server.keepAliveTimeout = idle;
     server.timeout = 0;
     server.on('connection', (socket: Socket) => this.admit(uid, socket));
@@ -156,10 +182,52 @@ export class ConnectionGuard extends EventEmitter {
     socket.setTimeout(Math.min(REFUSED_GRACE_MS, this.limits.userIdleTimeoutMs));
   }
 
+  /**
+   * Ends `req` once its body has sent nothing for `userRequestTimeoutMs` while the daemon was
+   * reading it (time the daemon itself holds the body paused, waiting for the body budget or
+   * the disk, does not count): answered `408 E_REQUEST_STALLED` naming the key, then closed.
+   * A body that keeps sending is never cut off, however long it takes.
+   */
+  private watchBody(uid: number, req: IncomingMessage, res: ServerResponse): void {
+    if (req.complete) return;
+    const stall = this.limits.userRequestTimeoutMs;
+    let seen = req.socket.bytesRead;
+    let since = Date.now();
+    const t = setInterval(
+      () => {
+        if (req.complete || req.destroyed || res.writableEnded) return clearInterval(t);
+        const now = Date.now();
+        if (req.socket.bytesRead !== seen || req.readableFlowing !== true) {
+          seen = req.socket.bytesRead;
+          since = now;
+        } else if (now - since >= stall) {
+          clearInterval(t);
+          this.answerStalled(uid, req, res);
+        }
+      },
+      Math.max(25, Math.min(1000, Math.floor(stall / 4))),
+    ).unref();
+    req.socket.once('close', () => clearInterval(t));
+  }
+
+  private answerStalled(uid: number, req: IncomingMessage, res: ServerResponse): void {
+    const stall = this.limits.userRequestTimeoutMs;
+    this.emit('log', { level: 'warn', msg: 'request ended: its body stalled', uid, cap: 'userRequestTimeoutMs' });
+    const e = new AwcError('E_REQUEST_STALLED', `the request's body sent nothing for ${stall} ms (userRequestTimeoutMs: ${stall})`, {
+      details: { cap: 'userRequestTimeoutMs', value: stall },
+    });
+    if (res.headersSent) return void req.socket.destroy();
+    res.shouldKeepAlive = false;
+    // once the answer is written, the request is ended for whoever still reads its body (it fails with
+    // this error: an upload removes its partial file); a request already answered is never aborted by Node
+    res.once('finish', () => req.destroy(e));
+    sendJson(res, 408, { error: e.toJSON() });
+  }
+
   private answerRefused(uid: number, req: IncomingMessage, res: ServerResponse): void {
     const cap = this.limits.userMaxConnections;
     const e = new AwcError('E_TOO_MANY', `uid ${uid} has ${cap} connections open to the daemon already (userMaxConnections: ${cap})`, {
-      hint: 'Close some of your connections to the daemon (or wait for commands to finish), then try again.',
+      hint: `Close some of your connections to the daemon (or wait for commands to finish), then try again; the limit is userMaxConnections (${cap}) in the root home's config.json.`,
       details: { cap: 'userMaxConnections', value: cap },
     });
     res.shouldKeepAlive = false;

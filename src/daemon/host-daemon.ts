@@ -33,7 +33,7 @@ import { parseShape, RootBodies } from './user-schemas.js';
 import { readJson, sendJson as send } from './http-json.js';
 import { WarmCliPool } from './warm-pool.js';
 import { cliSocketOf, userCliSocketOf } from './warm-protocol.js';
-import { configureDaemonLimits, warmLimits } from './conn-guard.js';
+import { checkFdReserve, configureDaemonLimits, warmLimits } from './conn-guard.js';
 
 /**
  * Size of the content FUSE server's hot arena (bytes). Measured on this checkout's tree, cold,
@@ -151,9 +151,12 @@ export class HostDaemon extends EventEmitter {
    * their overlay still sits on the live connection, else remounted once the old overlay has
    * no users (see remountAll).
    * @throws E_FUSE (with `resume`: no live connection to take over), E_MOUNT_FAILED,
-   *   E_DAEMON_UNAVAILABLE (another daemon answers on the socket), E_STORE_MISMATCH / E_CATALOG_EMPTY (store-binding.ts)
+   *   E_DAEMON_UNAVAILABLE (another daemon answers on the socket), E_STORE_MISMATCH / E_CATALOG_EMPTY (store-binding.ts),
+   *   E_CONFIG (`fdReserve` leaves too few descriptors: checkFdReserve)
    */
   async start(): Promise<void> {
+    // a reserve that leaves no descriptors for connections: refused before anything is opened (E_CONFIG)
+    checkFdReserve(this.config);
     const gid = this.config.socketGroup === undefined ? undefined : resolveGroup(this.config.socketGroup);
     await prepareHome(this.paths);
     await mkdirPrivate(this.paths.hostDir);

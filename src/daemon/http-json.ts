@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { AwcError } from '../core/errors.js';
-import { bodyBudget, bodyOwnerOf } from './body-budget.js';
+import { BODY_WAIT_MS, bodyBudget, bodyOwnerOf } from './body-budget.js';
 
 /** Answers `body` as JSON with HTTP `status`. */
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -15,8 +15,9 @@ export const MAX_JSON_BODY = 8 * 1024 * 1024;
 /**
  * The request body as a JSON object (`{}` when empty). Its bytes count against the daemon's
  * one body budget (src/daemon/body-budget.ts) while they are read, under the owner the socket
- * tagged the request with: a declared `content-length` up front, chunked bodies as they come;
- * given back once parsed, refused or abandoned.
+ * tagged the request with: as they arrive, never by a declared `content-length` (a caller that
+ * declares a large body and sends nothing holds nothing); given back once parsed, refused or
+ * abandoned. A body waits for room BODY_WAIT_MS (1 s) at most in all, then is refused.
  * @throws E_USAGE when it is not JSON, or over MAX_JSON_BODY bytes; E_TOO_MANY when it does not fit the budget
  */
 export function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
@@ -49,11 +50,15 @@ export function readJson(req: IncomingMessage): Promise<Record<string, unknown>>
         settle(new AwcError('E_USAGE', 'request body is not JSON'));
       }
     };
+    // a body waits for room BODY_WAIT_MS at most in all (not per chunk): one that keeps waiting is refused
+    let waited = 0;
     const take = (want: number): void => {
       taking = true;
       req.pause();
-      bodyBudget.take(owner, want).then(
+      const t0 = Date.now();
+      bodyBudget.take(owner, want, Math.max(0, BODY_WAIT_MS - waited)).then(
         () => {
+          waited += Date.now() - t0;
           taking = false;
           if (settled) return bodyBudget.give(owner, want);
           held += want;
@@ -82,8 +87,6 @@ export function readJson(req: IncomingMessage): Promise<Record<string, unknown>>
       if (!taking) finish();
     });
     req.on('data', onData);
-    req.pause();
-    if (Number.isSafeInteger(declared) && declared > 0) take(declared);
-    else req.resume();
+    req.resume();
   });
 }

@@ -20,7 +20,7 @@ import { checkMounter } from './mounter-rule.js';
 import { ImportArgs, parseShape, USER_ENDPOINTS, type UserRoute } from './user-schemas.js';
 import { UserContent } from './user-content.js';
 import { UserRun } from './user-run.js';
-import { receiveUpload } from './user-upload.js';
+import { receiveUpload, UploadLedger } from './user-upload.js';
 
 /** What the per-user API needs of the daemon. */
 export interface UserRpcDeps {
@@ -64,6 +64,8 @@ type Handler<R extends UserRoute> = (
  */
 export class UserRpc {
   private readonly content = new UserContent();
+  /** Each user's upload bytes in flight (all of a uid's imports together within uploadMaxBytes). */
+  private readonly uploads = new UploadLedger();
   private readonly runs: UserRun;
 
   constructor(private readonly deps: UserRpcDeps) {
@@ -119,8 +121,10 @@ export class UserRpc {
         const t = setTimeout(() => req.socket.destroy(), 5000).unref();
         req.socket.once('close', () => clearTimeout(t));
       }
-      if (res.headersSent) res.destroy(e);
-      else send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
+      if (res.headersSent) {
+        // answered already (a stalled body: ConnectionGuard): nothing more to say
+        if (!res.writableEnded) res.destroy(e);
+      } else send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });
     }
   }
 
@@ -156,8 +160,14 @@ export class UserRpc {
     }
     const args = parseShape(ImportArgs, raw, 'POST /v1/import x-awc-args');
     const awc = this.awcFor(user, args.namespace);
-    // counted as it arrives, refused over uploadMaxBytes (src/daemon/user-upload.ts)
-    const tmp = await receiveUpload(req, join(this.deps.paths.hostDir, 'uploads'), this.deps.config.uploadMaxBytes);
+    // counted as it arrives, refused over uploadMaxBytes: this one, and all of the user's in flight (src/daemon/user-upload.ts)
+    const account = { uid: user.uid, ledger: this.uploads };
+    const { path: tmp, bytes } = await receiveUpload(
+      req,
+      join(this.deps.paths.hostDir, 'uploads'),
+      this.deps.config.uploadMaxBytes,
+      account,
+    );
     try {
       return await awc.importSnapshot(tmp, {
         name: args.name ?? undefined,
@@ -167,6 +177,7 @@ export class UserRpc {
       });
     } finally {
       await rm(tmp, { force: true });
+      this.uploads.add(user.uid, -bytes);
     }
   }
 

@@ -110,7 +110,10 @@ export class UserRun {
     const key = `${user.uid}:${body.id}`;
     if (this.running.has(key)) throw new AwcError('E_USAGE', `run ${body.id} is running already`);
     if ([...this.running.keys()].filter((k) => k.startsWith(`${user.uid}:`)).length >= MAX_RUNS_PER_USER)
-      throw new AwcError('E_TOO_MANY', `${user.name} has ${MAX_RUNS_PER_USER} runs going already`);
+      throw new AwcError('E_TOO_MANY', `${user.name} has ${MAX_RUNS_PER_USER} runs going already`, {
+        hint: `Wait for some of your \`awc run\` commands to end, then try again; a user runs at most ${MAX_RUNS_PER_USER} through the daemon at once (a fixed limit, not configurable).`,
+        details: { cap: 'runsPerUser', value: MAX_RUNS_PER_USER },
+      });
     const entry: Entry = {};
     this.running.set(key, entry); // reserved before the first await
     // the caller going away, at any point from now on: no command, or a hung-up one

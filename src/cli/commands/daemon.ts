@@ -107,8 +107,14 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
       } catch (err) {
         const e = err instanceof AwcError ? err : undefined;
         logLine('daemon')({ level: 'error', msg: 'start failed', code: e?.code, err: String(err) });
-        const { EXIT_REFUSED, EXIT_SESSION_LOST } = await import('../../daemon/supervisor.js');
-        process.exit(e?.code === 'E_DAEMON_UNAVAILABLE' ? EXIT_REFUSED : resume && e?.code === 'E_FUSE' ? EXIT_SESSION_LOST : 1);
+        const [{ EXIT_REFUSED, EXIT_SESSION_LOST }, { recordStartError, REFUSED_START_CODES }, { pathsOf }] = await Promise.all([
+          import('../../daemon/supervisor.js'),
+          import('../../daemon/start-error.js'),
+          import('../../config/config.js'),
+        ]);
+        // `awc daemon start` reports it with its own code and hint (src/daemon/start-error.ts)
+        recordStartError(pathsOf(config).hostDir, err);
+        process.exit(REFUSED_START_CODES.has(e?.code ?? '') ? EXIT_REFUSED : resume && e?.code === 'E_FUSE' ? EXIT_SESSION_LOST : 1);
       }
       await new Promise(() => undefined);
     });

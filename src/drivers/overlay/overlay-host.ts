@@ -209,7 +209,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     const mounted = [...this.mounts.values()].filter((m) => m.uid === uid).length;
     if (mounted + starting >= cap)
       throw new AwcError('E_TOO_MANY', `uid ${uid} has ${cap} workspaces mounted through the daemon already (userMaxMounts: ${cap})`, {
-        hint: 'Unmount a workspace you no longer use (`awc unmount <workspace>`), then mount again.',
+        hint: `Unmount a workspace you no longer use (\`awc unmount <workspace>\`), then mount again; the limit is userMaxMounts (${cap}) in the root home's config.json.`,
         details: { cap: 'userMaxMounts', value: cap },
       });
     this.userMountsStarting.set(uid, starting + 1);
