@@ -185,6 +185,12 @@ export interface BindOptions {
    * [`refuse`]; `report` is `awc fsck`'s open: it returns outcome `unbound` and records nothing.
    */
   lostPacks?: 'refuse' | 'report';
+  /**
+   * Record an identity where none is yet (propose, take over, confirm) [true]; false (the
+   * open of `awc fsck`, which records it after its check): an unbound catalog is judged and
+   * returned `unbound`, a mismatch still refused.
+   */
+  record?: boolean;
   /** How long another host's pending row may stay unchanged before this host takes it over, in ms [10 000]. */
   pendingWaitMs?: number;
   /** A pending row whose `createdAt` is older than this (ms, this host's clock) is taken over at once [60 000]. */
@@ -270,6 +276,15 @@ async function bindOnce(catalog: Catalog, store: ObjectStore, where: BindingPlac
   const row = await port.read();
   const obj = await readStoreIdentity(store);
   if (row?.state === 'bound') return judgeBound(row, obj, where);
+  if (row && opts.record === false) {
+    if (obj && !sameIds(obj, row))
+      throw mismatch(
+        `the catalog's pending identity names object store ${row.storeId}, but this object store is ${obj.storeId} of catalog ${obj.catalogId}`,
+        where,
+        { catalog: pair(row), store: pair(obj) },
+      );
+    return { identity: row, outcome: 'unbound' };
+  }
   if (row) return follow(catalog, store, where, opts, row);
   if (obj) {
     // the object is written only after its row is committed: no row here means another catalog's store
@@ -282,7 +297,7 @@ async function bindOnce(catalog: Catalog, store: ObjectStore, where: BindingPlac
     });
   }
   const judged = await judgeContent(catalog, store, where, opts);
-  if (judged.lost) return { outcome: 'unbound', lost: judged.lost };
+  if (judged.lost || opts.record === false) return { outcome: 'unbound', lost: judged.lost };
   const mine = freshIds();
   const won = await port.propose(mine);
   if (sameIds(won, mine)) return claim(catalog, store, where, won, judged.outcome);
