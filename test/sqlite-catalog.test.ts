@@ -343,6 +343,33 @@ describe('SqliteCatalog', () => {
     }
   });
 
+  it('a new catalog file opened by 4 processes at once: all open it, every migration applied once (they run in one IMMEDIATE transaction)', async () => {
+    const moduleUrl = pathToFileURL(join(fileURLToPath(new URL('.', import.meta.url)), '../src/catalog/sqlite/sqlite-catalog.js')).href;
+    const script = `import { SqliteCatalog } from ${JSON.stringify(moduleUrl)};
+const cat = await SqliteCatalog.open(process.argv[1]);
+await cat.close();
+`;
+    const run = (path: string) =>
+      new Promise<{ code: number; err: string }>((res) => {
+        const child = spawn(process.execPath, ['--input-type=module', '-e', script, path], { stdio: ['ignore', 'ignore', 'pipe'] });
+        let err = '';
+        child.stderr.on('data', (d) => (err += d));
+        child.on('exit', (code) => res({ code: code ?? -1, err }));
+      });
+    for (let round = 0; round < 3; round++) {
+      const path = join(dir, `db${dbCounter++}`, 'catalog.db');
+      const results = await Promise.all([0, 1, 2, 3].map(() => run(path)));
+      for (const r of results) assert.equal(r.code, 0, r.err);
+      const db = new BetterSqlite3(path, { readonly: true });
+      try {
+        const names = (db.prepare('select name from awc_migration order by name').all() as { name: string }[]).map((r) => r.name);
+        assert.deepEqual(names, Object.keys(MIGRATIONS));
+      } finally {
+        db.close();
+      }
+    }
+  });
+
   it('another process writing the same file concurrently (busy timeout + BEGIN IMMEDIATE)', async () => {
     const { cat, path } = await openFresh();
     try {

@@ -248,21 +248,55 @@ describe('a catalog and its store know each other', () => {
     assert.deepEqual([obj.catalogId, obj.storeId], [row?.catalogId, row?.storeId]);
   });
 
-  it('a pending row left by a host that died between its two steps is completed by the next open', async (t) => {
+  it('a pending row left by a host that died between its two steps is taken over by the next open (new ids: the dead host never binds)', async (t) => {
     const dir = await tempDirFor(t, 'awc-ident-');
     const db = await freshDatabaseFor(t);
     makeSource(join(dir, 'src'), 'q');
     const objects = join(dir, 'objects');
-    const proposed = await withCatalog(db.url, (c) =>
-      c.identity().propose({ catalogId: newIdentityId('cat'), storeId: newIdentityId('st') }),
-    );
+    const proposed = await withCatalog(db.url, async (c) => {
+      const p = await c.identity().propose({ catalogId: newIdentityId('cat'), storeId: newIdentityId('st') });
+      // the host died a while ago (the row is older than the 60 s after which it is taken over at once)
+      await sql`update catalog_identity set created_at = ${new Date(Date.now() - 5 * 60_000).toISOString()}`.execute(c.db);
+      return p;
+    });
     assert.equal(proposed.state, 'pending');
+    const started = Date.now();
     awcOk(join(dir, 'home'), ['snapshot', 'import', join(dir, 'src')], { AWC_CATALOG: db.url, AWC_OBJECT_STORE: `file:${objects}` });
+    assert.ok(Date.now() - started < 8_000, 'taken over at once, not after the 10 s wait');
     const row = await withCatalog(db.url, (c) => c.identity().read());
-    assert.deepEqual([row?.catalogId, row?.storeId, row?.state], [proposed.catalogId, proposed.storeId, 'bound']);
+    assert.equal(row?.state, 'bound');
+    assert.notEqual(row?.catalogId, proposed.catalogId, "the dead host's ids are never bound: it may still write them into its own store");
+    assert.notEqual(row?.storeId, proposed.storeId);
     const obj = identityOf(objects);
-    assert.deepEqual([obj.catalogId, obj.storeId], [proposed.catalogId, proposed.storeId]);
+    assert.deepEqual([obj.catalogId, obj.storeId], [row?.catalogId, row?.storeId]);
   });
+
+  for (const backend of ['sqlite', 'postgres'] as const)
+    it(`two processes with different stores open one new ${backend} catalog at once: exactly one binds it, the other gets E_STORE_MISMATCH`, async (t) => {
+      const dir = await tempDirFor(t, 'awc-ident-');
+      const url = backend === 'sqlite' ? `sqlite:${join(dir, 'shared.sqlite')}` : (await freshDatabaseFor(t)).url;
+      const stores = [join(dir, 'objects-a'), join(dir, 'objects-b')];
+      makeSource(join(dir, 'src'), 'r');
+      const results = await Promise.all(
+        stores.map((s, i) =>
+          spawnAwc(join(dir, `h${i}`), ['snapshot', 'import', join(dir, 'src')], {
+            AWC_CATALOG: url,
+            AWC_OBJECT_STORE: `file:${s}`,
+            AWC_HOST: `h${i}`,
+          }),
+        ),
+      );
+      const won = results.flatMap((r, i) => (r.code === 0 ? [i] : []));
+      assert.equal(won.length, 1, results.map((r) => `${r.code} ${r.stderr}`).join('\n'));
+      const lost = results[1 - won[0]!]!;
+      const e = refused(lost, 'E_STORE_MISMATCH');
+      assert.match(e.hint, /AWC_OBJECT_STORE/);
+      const row = await withCatalog(url, (c) => c.identity().read());
+      assert.equal(row?.state, 'bound');
+      const obj = identityOf(stores[won[0]!]!);
+      assert.deepEqual([obj.catalogId, obj.storeId], [row?.catalogId, row?.storeId]);
+      assert.equal(existsSync(join(stores[1 - won[0]!]!, STORE_IDENTITY_KEY)), false, 'the losing store holds no identity');
+    });
 
   it("a store missing the catalog's packs is refused at the upgrade, and no identity is recorded", async (t) => {
     const dir = await tempDirFor(t, 'awc-ident-');

@@ -31,6 +31,12 @@ export interface CatalogIdentityPort {
    * race here, one wins), then returns the row as stored, the winner's.
    */
   propose(proposed: { catalogId: string; storeId: string }): Promise<CatalogIdentity>;
+  /**
+   * Replaces a `pending` row that still names `stale`'s ids with a new `pending` row naming
+   * `next` (compare-and-swap: of many hosts taking over the same row, one wins); returns the
+   * row as stored, the winner's (a host whose proposer died takes its row over this way).
+   */
+  takeOver(stale: { catalogId: string; storeId: string }, next: { catalogId: string; storeId: string }): Promise<CatalogIdentity>;
   /** pending → bound (idempotent) for the row naming `catalogId`; returns the row as stored. */
   confirm(catalogId: string): Promise<CatalogIdentity>;
   /** Replaces the row with a `bound` one (the operator's `awc fsck --adopt-store` on an empty catalog). */

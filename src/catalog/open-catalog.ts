@@ -3,7 +3,7 @@ import { AwcError } from '../core/errors.js';
 import { parseCatalogUrl, redactUrl } from '../config/backend-url.js';
 import type { ObjectStore } from '../store/object-store.js';
 import type { Catalog } from './catalog.js';
-import { bindCatalogToStore, readStoreIdentity, storeHoldsPacks } from './store-binding.js';
+import { bindCatalogToStore, readStoreIdentity, storeHoldsPacks, type BindOptions } from './store-binding.js';
 
 /**
  * Opens the catalog a configuration names (`config.catalog`, see src/config/backend-url.ts):
@@ -58,15 +58,16 @@ export async function refuseLostCatalog(url: string, store: ObjectStore, storeUr
 /**
  * Opens the catalog `url` names in front of `store` and checks that the two belong together
  * (src/catalog/store-binding.ts), recording their identity on a new home or the first open
- * after the upgrade (`storeUrl`: the store's URL, for messages, redacted). What `Awc.open` and the host daemon use.
+ * after the upgrade (`storeUrl`: the store's URL, for messages, redacted). What `Awc.open` and the host daemon use;
+ * `opts` as bindCatalogToStore takes them (`awc fsck` opens with `lostPacks: 'report'`).
  * @throws E_CATALOG_EMPTY, E_STORE_MISMATCH, E_FORMAT, and what `openCatalog` throws
  */
-export async function openBoundCatalog(url: string, store: ObjectStore, storeUrl: string): Promise<Catalog> {
+export async function openBoundCatalog(url: string, store: ObjectStore, storeUrl: string, opts: BindOptions = {}): Promise<Catalog> {
   const where = { catalog: redactUrl(url), store: redactUrl(storeUrl) };
   await refuseLostCatalog(url, store, storeUrl);
   const catalog = await openCatalog(url);
   try {
-    await bindCatalogToStore(catalog, store, where);
+    await bindCatalogToStore(catalog, store, where, opts);
   } catch (err) {
     await catalog.close().catch(() => undefined);
     throw err;

@@ -12,8 +12,9 @@ import type { CatalogContent, CatalogIdentity } from './identity.js';
  * The catalog holds one `catalog_identity` row (its own id, the id of the store it is bound
  * to, pending | bound); the store holds `meta/identity.json` naming the same two ids. The row
  * is always agreed first (insert-if-absent, read back: many hosts may race, one wins), and the
- * store object is written only after, with bytes that depend on the row alone, so every
- * racing host writes the same object. Hence: a store object with no row in the catalog means
+ * store object is written only after, and only by the host whose proposed ids won (fresh
+ * random ids are each proposer's claimant token): two hosts with different stores racing on
+ * one new catalog never both bind it. Hence: a store object with no row in the catalog means
  * the store belongs to another catalog (or this one was emptied); a bound row with no store
  * object, or a different one, means the store is not this catalog's.
  */
@@ -112,18 +113,25 @@ function catalogEmpty(message: string, where: BindingPlaces, details: Record<str
 
 const isEmpty = (c: CatalogContent): boolean => c.packs === 0 && c.snapshots === 0;
 
+/** Packs the catalog counts on that its store lacks: how many, of how many rows, the first keys (sorted). */
+export interface LostPacks {
+  missing: number;
+  packs: number;
+  /** Up to 10 keys of missing packs. */
+  examples: string[];
+}
+
 /**
- * Checks that every pack the catalog counts on (rows `live` or `condemned`) is in the store:
- * one listing of the store's `packs/` (one LIST per 1000 packs on S3), and every key it lacks
+ * The packs the catalog counts on (rows `live` or `condemned`) that the store lacks: one
+ * listing of the store's `packs/` (one LIST per 1000 packs on S3), and every key it lacks
  * checked again on its own (`has`) against the rows read again (a pack gc deleted meanwhile
- * is no longer counted on). Bound: every row, once, at a home's first open after the upgrade.
- * @throws E_STORE_MISMATCH naming how many packs are missing and a few of them
+ * is no longer counted on). Undefined when none is missing.
  */
-export async function checkCatalogPacksInStore(catalog: Catalog, store: ObjectStore, where: BindingPlaces): Promise<{ checked: number }> {
+export async function findLostPacks(catalog: Catalog, store: ObjectStore): Promise<LostPacks | undefined> {
   const counted = async () =>
     new Set((await catalog.gc().listPacks()).filter((p) => p.state === 'live' || p.state === 'condemned').map((p) => p.key));
   const rows = await counted();
-  if (rows.size === 0) return { checked: 0 };
+  if (rows.size === 0) return undefined;
   const stored = new Set<string>();
   for await (const o of store.list('packs/')) stored.add(o.key);
   let missing = [...rows].filter((k) => !stored.has(k));
@@ -131,123 +139,268 @@ export async function checkCatalogPacksInStore(catalog: Catalog, store: ObjectSt
     const again = await counted();
     const still: string[] = [];
     for (const k of missing) if (again.has(k) && !(await store.has(k))) still.push(k);
-    missing = still;
+    missing = still.sort();
   }
-  if (missing.length > 0)
-    throw mismatch(
-      `the object store lacks ${missing.length} of the catalog's ${rows.size} packs (${missing.slice(0, 3).join(', ')}…)`,
-      where,
-      {
-        missing: missing.length,
-        packs: rows.size,
-        examples: missing.slice(0, 10),
-      },
-    );
-  return { checked: rows.size };
+  return missing.length > 0 ? { missing: missing.length, packs: rows.size, examples: missing.slice(0, 10) } : undefined;
 }
 
-/** What `bindCatalogToStore` did: `created` (a new identity was recorded), `upgraded` (on a catalog that had data), or `checked`. */
+function lostPacksError(lost: LostPacks, where: BindingPlaces): AwcError {
+  return new AwcError(
+    'E_STORE_MISMATCH',
+    `the object store lacks ${lost.missing} of the catalog's ${lost.packs} packs (${lost.examples.slice(0, 3).join(', ')}…) (catalog ${where.catalog}, object store ${where.store})`,
+    {
+      hint: 'Point AWC_OBJECT_STORE at the store the catalog was written with; if the packs are really lost, `awc fsck` lists them and the snapshots they break, and `awc fsck --repair` drops them (docs/how-to/recover-a-catalog.md). Nothing was written.',
+      details: { ...lost },
+    },
+  );
+}
+
+/**
+ * Checks that every pack the catalog counts on is in the store (see {@link findLostPacks}).
+ * Bound: every row, once, at a home's first open after the upgrade.
+ * @throws E_STORE_MISMATCH naming how many packs are missing and a few of them
+ */
+export async function checkCatalogPacksInStore(catalog: Catalog, store: ObjectStore, where: BindingPlaces): Promise<{ checked: number }> {
+  const lost = await findLostPacks(catalog, store);
+  if (lost) throw lostPacksError(lost, where);
+  return { checked: (await catalog.gc().listPacks()).filter((p) => p.state === 'live' || p.state === 'condemned').length };
+}
+
+/**
+ * What `bindCatalogToStore` did: `created` (a new identity was recorded), `upgraded` (on a
+ * catalog that had data), `checked`, or `unbound` (only with `lostPacks: 'report'`: the
+ * catalog has no identity and the store lacks some of its packs, `lost`; nothing was recorded).
+ */
 export interface Binding {
-  identity: CatalogIdentity;
-  outcome: 'checked' | 'created' | 'upgraded';
+  /** The identity row (undefined when `unbound` and no row exists). */
+  identity?: CatalogIdentity;
+  outcome: 'checked' | 'created' | 'upgraded' | 'unbound';
+  lost?: LostPacks;
+}
+
+/** How `bindCatalogToStore` treats what it finds (defaults in brackets). */
+export interface BindOptions {
+  /**
+   * `refuse` (E_STORE_MISMATCH) or `report` an unbound catalog whose packs the store lacks
+   * [`refuse`]; `report` is `awc fsck`'s open: it returns outcome `unbound` and records nothing.
+   */
+  lostPacks?: 'refuse' | 'report';
+  /**
+   * Record an identity where none is yet (propose, take over, confirm) [true]; false (the
+   * open of `awc fsck`, which records it after its check): an unbound catalog is judged and
+   * returned `unbound`, a mismatch still refused.
+   */
+  record?: boolean;
+  /** How long another host's pending row may stay unchanged before this host takes it over, in ms [10 000]. */
+  pendingWaitMs?: number;
+  /** A pending row whose `createdAt` is older than this (ms, this host's clock) is taken over at once [60 000]. */
+  pendingAgeMs?: number;
+  /** Interval between looks at another host's pending row, in ms [50]. */
+  pollMs?: number;
 }
 
 /**
  * Checks that `catalog` and `store` belong together, and records their identity when neither
  * has one yet (a new home, or the first open of a home after the upgrade to 0005: then every
  * pack row of the catalog must be in the store first). Race-free among many hosts opening the
- * same pair (module doc). A refusal is judged twice (a host that read between another host's
- * steps sees them done the second time). Costs one catalog read and one store GET once bound.
- * @throws E_STORE_MISMATCH (the store is another catalog's, or lacks this catalog's packs),
- *   E_CATALOG_EMPTY (an empty catalog in front of a store that holds packs or another catalog's identity),
- *   E_FORMAT (a damaged identity object), what the backends throw
+ * same catalog, with the same store or different ones: each proposes a row with fresh random
+ * ids (its claimant token); only the host whose row won writes the store's identity object and
+ * confirms; the others wait until the row is bound (their store must then hold the winner's
+ * object: the same store) or, when it stays pending past `pendingWaitMs` (its proposer died),
+ * take it over with ids of their own (compare-and-swap on the ids). A host that lost the
+ * catalog to another store gets E_STORE_MISMATCH. A refusal is judged twice (a host that read
+ * between another host's steps sees them done the second time). Costs one catalog read and one
+ * store GET once bound.
+ * @throws E_STORE_MISMATCH (the store is another catalog's, lacks this catalog's packs, or
+ *   another host bound the catalog to its store first), E_CATALOG_EMPTY (an empty catalog in
+ *   front of a store that holds packs or another catalog's identity), E_FORMAT (a damaged
+ *   identity object), what the backends throw
  */
-export async function bindCatalogToStore(catalog: Catalog, store: ObjectStore, where: BindingPlaces): Promise<Binding> {
+export async function bindCatalogToStore(
+  catalog: Catalog,
+  store: ObjectStore,
+  where: BindingPlaces,
+  opts: BindOptions = {},
+): Promise<Binding> {
   try {
-    return await bindOnce(catalog, store, where);
+    return await bindOnce(catalog, store, where, opts);
   } catch (err) {
     if (err instanceof AwcError && (err.code === 'E_STORE_MISMATCH' || err.code === 'E_CATALOG_EMPTY'))
-      return bindOnce(catalog, store, where);
+      return bindOnce(catalog, store, where, opts);
     throw err;
   }
 }
 
-async function bindOnce(catalog: Catalog, store: ObjectStore, where: BindingPlaces): Promise<Binding> {
-  const port = catalog.identity();
-  let row = await port.read();
-  const obj = await readStoreIdentity(store);
-  const pair = (r: { catalogId: string; storeId: string }) => ({ catalogId: r.catalogId, storeId: r.storeId });
-  if (row?.state === 'bound') {
-    if (!obj)
-      throw mismatch(
-        `the catalog ${row.catalogId} is bound to object store ${row.storeId}, and this object store has no AWC identity`,
-        where,
-        {
-          catalog: pair(row),
-        },
-      );
-    if (obj.storeId !== row.storeId || obj.catalogId !== row.catalogId)
-      throw mismatch(
-        `the catalog ${row.catalogId} is bound to object store ${row.storeId}, but this object store is ${obj.storeId} of catalog ${obj.catalogId}`,
-        where,
-        { catalog: pair(row), store: pair(obj) },
-      );
-    return { identity: row, outcome: 'checked' };
-  }
-  let content: CatalogContent | undefined;
-  let outcome: Binding['outcome'] = 'checked';
-  if (!row) {
-    content = await port.content();
-    if (obj) {
-      // the object is written only after its row is committed: no row here means another catalog's store
-      if (isEmpty(content))
-        throw catalogEmpty(`the catalog is empty, and the object store ${obj.storeId} belongs to catalog ${obj.catalogId}`, where, {
-          store: pair(obj),
-        });
-      throw mismatch(`this catalog has no identity yet, and the object store ${obj.storeId} belongs to catalog ${obj.catalogId}`, where, {
-        store: pair(obj),
-      });
-    }
-    if (isEmpty(content)) {
-      if (await storeHoldsPacks(store)) throw catalogEmpty('the catalog is empty, and the object store holds packs', where, {});
-      outcome = 'created';
-    } else {
-      await checkCatalogPacksInStore(catalog, store, where);
-      outcome = 'upgraded';
-    }
-    row = await port.propose({ catalogId: newIdentityId('cat'), storeId: newIdentityId('st') });
-  }
-  // pending: the row is agreed; the store object may be there (another host's) or not yet
-  if (obj) {
-    if (obj.storeId !== row.storeId || obj.catalogId !== row.catalogId)
-      throw mismatch(
-        `the catalog ${row.catalogId} names object store ${row.storeId}, but this object store is ${obj.storeId} of catalog ${obj.catalogId}`,
-        where,
-        {
-          catalog: pair(row),
-          store: pair(obj),
-        },
-      );
-    return { identity: await port.confirm(row.catalogId), outcome };
-  }
-  content ??= await port.content();
-  if (outcome === 'checked') {
-    // a row another host proposed and never confirmed: judged as that host would have judged it
-    if (!isEmpty(content)) await checkCatalogPacksInStore(catalog, store, where);
-    else if (await storeHoldsPacks(store)) throw catalogEmpty('the catalog is empty, and the object store holds packs', where, {});
-  }
-  await store.put(STORE_IDENTITY_KEY, encodeStoreIdentity(row));
-  const back = await readStoreIdentity(store);
-  if (!back || back.storeId !== row.storeId || back.catalogId !== row.catalogId)
+type Ids = { catalogId: string; storeId: string };
+const pair = (r: Ids): Ids => ({ catalogId: r.catalogId, storeId: r.storeId });
+const sameIds = (a: Ids, b: Ids): boolean => a.catalogId === b.catalogId && a.storeId === b.storeId;
+const freshIds = (): Ids => ({ catalogId: newIdentityId('cat'), storeId: newIdentityId('st') });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function judgeBound(row: CatalogIdentity, obj: StoreIdentity | undefined, where: BindingPlaces): Binding {
+  if (!obj)
     throw mismatch(
-      `the object store's identity is ${back ? `${back.storeId} of catalog ${back.catalogId}` : 'missing'} after writing ${row.storeId} of catalog ${row.catalogId}`,
+      `the catalog ${row.catalogId} is bound to object store ${row.storeId}, and this object store has no AWC identity`,
       where,
       {
         catalog: pair(row),
-        store: back && pair(back),
       },
     );
-  return { identity: await port.confirm(row.catalogId), outcome };
+  if (!sameIds(obj, row))
+    throw mismatch(
+      `the catalog ${row.catalogId} is bound to object store ${row.storeId}, but this object store is ${obj.storeId} of catalog ${obj.catalogId}`,
+      where,
+      { catalog: pair(row), store: pair(obj) },
+    );
+  return { identity: row, outcome: 'checked' };
+}
+
+/** What the catalog holds, judged against the store before a row is proposed or taken over. */
+async function judgeContent(
+  catalog: Catalog,
+  store: ObjectStore,
+  where: BindingPlaces,
+  opts: BindOptions,
+): Promise<{ outcome: 'created' | 'upgraded'; lost?: LostPacks }> {
+  if (isEmpty(await catalog.identity().content())) {
+    if (await storeHoldsPacks(store)) throw catalogEmpty('the catalog is empty, and the object store holds packs', where, {});
+    return { outcome: 'created' };
+  }
+  const lost = await findLostPacks(catalog, store);
+  if (lost && opts.lostPacks !== 'report') throw lostPacksError(lost, where);
+  return { outcome: 'upgraded', lost };
+}
+
+async function bindOnce(catalog: Catalog, store: ObjectStore, where: BindingPlaces, opts: BindOptions): Promise<Binding> {
+  const port = catalog.identity();
+  const row = await port.read();
+  const obj = await readStoreIdentity(store);
+  if (row?.state === 'bound') return judgeBound(row, obj, where);
+  if (row && opts.record === false) {
+    if (obj && !sameIds(obj, row))
+      throw mismatch(
+        `the catalog's pending identity names object store ${row.storeId}, but this object store is ${obj.storeId} of catalog ${obj.catalogId}`,
+        where,
+        { catalog: pair(row), store: pair(obj) },
+      );
+    return { identity: row, outcome: 'unbound' };
+  }
+  if (row) return follow(catalog, store, where, opts, row);
+  if (obj) {
+    // the object is written only after its row is committed: no row here means another catalog's store
+    if (isEmpty(await port.content()))
+      throw catalogEmpty(`the catalog is empty, and the object store ${obj.storeId} belongs to catalog ${obj.catalogId}`, where, {
+        store: pair(obj),
+      });
+    throw mismatch(`this catalog has no identity yet, and the object store ${obj.storeId} belongs to catalog ${obj.catalogId}`, where, {
+      store: pair(obj),
+    });
+  }
+  const judged = await judgeContent(catalog, store, where, opts);
+  if (judged.lost || opts.record === false) return { outcome: 'unbound', lost: judged.lost };
+  const mine = freshIds();
+  const won = await port.propose(mine);
+  if (sameIds(won, mine)) return claim(catalog, store, where, won, judged.outcome);
+  return follow(catalog, store, where, opts, won);
+}
+
+/**
+ * This host's row won (its ids are its claimant token): it alone writes the store's identity
+ * object, reads it back, and confirms the row, if the row still names its ids.
+ */
+async function claim(
+  catalog: Catalog,
+  store: ObjectStore,
+  where: BindingPlaces,
+  row: CatalogIdentity,
+  outcome: 'created' | 'upgraded',
+): Promise<Binding> {
+  const obj = await readStoreIdentity(store);
+  if (obj)
+    throw mismatch(`the object store ${obj.storeId} belongs to catalog ${obj.catalogId}, not to catalog ${row.catalogId}`, where, {
+      catalog: pair(row),
+      store: pair(obj),
+    });
+  await store.put(STORE_IDENTITY_KEY, encodeStoreIdentity(row));
+  const back = await readStoreIdentity(store);
+  if (!back || !sameIds(back, row))
+    throw mismatch(
+      `the object store's identity is ${back ? `${back.storeId} of catalog ${back.catalogId}` : 'missing'} after writing ${row.storeId} of catalog ${row.catalogId}`,
+      where,
+      { catalog: pair(row), store: back && pair(back) },
+    );
+  const done = await catalog.identity().confirm(row.catalogId);
+  if (done.state !== 'bound' || !sameIds(done, row))
+    throw mismatch(`another host took over the catalog's pending identity ${row.catalogId} before this host confirmed it`, where, {
+      catalog: pair(done),
+      proposed: pair(row),
+    });
+  return { identity: done, outcome };
+}
+
+/**
+ * Another host's pending row: only its proposer writes the store object. This host waits
+ * until its own store holds that object (the same store: done; confirmed here too, should
+ * the proposer have died after writing it), the row is bound without it (another store won:
+ * E_STORE_MISMATCH), the row changes (taken over: followed anew), or the row stays unchanged
+ * too long: then this host judges the catalog itself and takes the row over with its own ids.
+ */
+async function follow(
+  catalog: Catalog,
+  store: ObjectStore,
+  where: BindingPlaces,
+  opts: BindOptions,
+  first: CatalogIdentity,
+): Promise<Binding> {
+  const port = catalog.identity();
+  const waitMs = opts.pendingWaitMs ?? 10_000;
+  const ageMs = opts.pendingAgeMs ?? 60_000;
+  let row = first;
+  let seen = Date.now();
+  for (;;) {
+    const obj = await readStoreIdentity(store);
+    if (obj && sameIds(obj, row)) {
+      // the proposer wrote this object into this very store: the same store (confirmed here too, should it have died since)
+      const done = row.state === 'bound' ? row : await port.confirm(row.catalogId);
+      if (done.state === 'bound' && sameIds(done, row)) return { identity: done, outcome: 'checked' };
+      row = done;
+      seen = Date.now();
+      continue;
+    }
+    const now = await port.read();
+    if (!now) return bindOnce(catalog, store, where, opts);
+    if (!sameIds(now, row)) {
+      row = now;
+      seen = Date.now();
+      continue;
+    }
+    if (now.state === 'bound') {
+      if (obj) return judgeBound(now, obj, where);
+      throw mismatch(
+        `another host bound the catalog ${now.catalogId} to its object store ${now.storeId} first, and this object store has no AWC identity`,
+        where,
+        { catalog: pair(now), lostRace: true },
+      );
+    }
+    const stale = Date.now() - seen > waitMs || Date.now() - Date.parse(now.createdAt) > ageMs;
+    if (stale) {
+      if (obj)
+        throw mismatch(
+          `the catalog's pending identity names object store ${now.storeId}, but this object store is ${obj.storeId} of catalog ${obj.catalogId}`,
+          where,
+          { catalog: pair(now), store: pair(obj) },
+        );
+      const judged = await judgeContent(catalog, store, where, opts);
+      if (judged.lost) return { identity: now, outcome: 'unbound', lost: judged.lost };
+      const mine = freshIds();
+      const got = await port.takeOver(pair(now), mine);
+      if (sameIds(got, mine) && got.state === 'pending') return claim(catalog, store, where, got, judged.outcome);
+      row = got;
+      seen = Date.now();
+      continue;
+    }
+    await sleep(opts.pollMs ?? 50);
+  }
 }
 
 /**

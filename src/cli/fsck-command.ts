@@ -10,7 +10,8 @@ export const FSCK_PROBLEM_EXIT = 5;
 
 /**
  * Registers `awc fsck [--read-data [--subset P%]] [--repair [--force]]` (docs/reference/fsck.md) on
- * `program`, and `awc fsck --adopt-store` (docs/how-to/recover-a-catalog.md: rebuild an empty
+ * `program` (run through `withAwc` opened `checking`: an unbound home whose store lacks packs is
+ * checked and reported, src/service/fsck-binding.ts), and `awc fsck --adopt-store` (docs/how-to/recover-a-catalog.md: rebuild an empty
  * catalog from the store's packs and bind it to the store; run through `adopting`, which opens the
  * home without the catalog–store check). The report goes to stdout (`--json`: FsckReport, or
  * AdoptReport); the exit status is 0 when nothing is wrong, {@link FSCK_PROBLEM_EXIT} when a problem remains.
@@ -40,7 +41,8 @@ export function registerFsckCommand(program: Command, withAwc: WithAwc, adopting
         const subset = opts.subset === undefined ? undefined : parseSubset(opts.subset);
         if (opts.force && !opts.repair)
           throw new AwcError('E_USAGE', '--force needs --repair', { hint: 'Run `awc fsck --repair --force`.' });
-        const r = await awc.fsck({ readData: opts.readData, subset, repair: opts.repair, force: opts.force });
+        const { fsckAndBind } = await import('../service/fsck-binding.js');
+        const r = await fsckAndBind(awc, { readData: opts.readData, subset, repair: opts.repair, force: opts.force });
         o.result(r, () => fsckText(r));
         if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
       });
@@ -81,6 +83,9 @@ export function fsckText(r: FsckReport): string {
     lines.push(`${p.code} ${p.kind}: ${p.message}${where}`);
   }
   for (const w of r.warnings) lines.push(`warning ${w.kind}: ${w.message}`);
+  const b = r.binding;
+  if (b && (b.outcome === 'created' || b.outcome === 'upgraded'))
+    lines.push(`recorded the identity: catalog ${b.catalogId} bound to object store ${b.storeId}`);
   lines.push(r.ok ? 'no problem found' : `${r.problems.length} problem(s) found`);
   return lines.join('\n');
 }

@@ -3,6 +3,7 @@ import { constants as osConstants } from 'node:os';
 import { Command, CommanderError } from 'commander';
 import { AwcError, ERROR_CODES } from '../core/errors.js';
 import type { Awc } from '../service/awc.js';
+import type { OpenMode } from './open-awc.js';
 import { Output, formatBytes } from './output.js';
 import { registerKeptCommands } from './commands/kept.js';
 import type { LeaseView } from '../service/lease-guard.js';
@@ -52,7 +53,7 @@ function out(): Output {
  * Runs `fn` with an open service, closing it afterwards. Only `create` (snapshot import)
  * makes a missing home; every other command answers E_NO_HOME there.
  */
-async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { create?: boolean; adopting?: boolean } = {}): Promise<T> {
+async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: OpenMode = {}): Promise<T> {
   const g = globals();
   // an ordinary user allowed to use root's daemon: every command goes through their socket (docs/how-to/ordinary-users.md)
   const { userSocketFor } = await import('./user-socket.js');
@@ -63,7 +64,7 @@ async function withAwc<T>(fn: (awc: Awc, o: Output) => Promise<T>, opts: { creat
     return fn(remoteAwc(socket, g.namespace ?? process.env.AWC_NAMESPACE ?? 'default') as unknown as Awc, out());
   }
   const { openAwc } = await import('./open-awc.js');
-  const awc = await openAwc({ home: g.home, namespace: g.namespace }, { create: opts.create ?? false, adopting: opts.adopting });
+  const awc = await openAwc({ home: g.home, namespace: g.namespace }, { ...opts, create: opts.create ?? false });
   try {
     return await fn(awc, out());
   } finally {
@@ -430,7 +431,7 @@ registerUserGuards(program, globals);
 registerGcCommands(program, (fn) => withAwc(fn));
 registerFsckCommand(
   program,
-  (fn) => withAwc(fn),
+  (fn) => withAwc(fn, { checking: true }),
   (fn) => withAwc(fn, { create: true, adopting: true }),
 );
 registerLabelCommands(program, (fn) => withAwc(fn));

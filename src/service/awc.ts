@@ -107,12 +107,13 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
    * overlay mounts and unmounts fail with E_INTERNAL and checkpoints report no metrics.
    * The catalog and the store must belong together (src/catalog/store-binding.ts): a new
    * home records their identity, an upgraded one on its first open; `adopting` (only `awc fsck
-   * --adopt-store`, which binds them itself: adopt-store.ts) opens the catalog without that check.
+   * --adopt-store`, which binds them itself: adopt-store.ts) opens the catalog without that check; `checking` (only
+   * `awc fsck`) records nothing and opens an unbound catalog whose packs the store lacks, to report them (fsck-binding.ts).
    * @throws E_NO_HOME, E_CONFIG, E_STORE_MISMATCH, E_CATALOG_EMPTY, E_READ_ONLY / E_NO_SPACE / E_PERMISSION (the home's file system)
    */
   static async open(
     overrides: Partial<AwcConfig> = {},
-    opts: { create?: boolean; adopting?: boolean; daemon?: (config: AwcConfig) => HostDaemonPort } = {},
+    opts: { create?: boolean; adopting?: boolean; checking?: boolean; daemon?: (config: AwcConfig) => HostDaemonPort } = {},
   ): Promise<Awc> {
     const config = loadConfig(overrides);
     const paths = pathsOf(config);
@@ -121,7 +122,8 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     if (!opts.adopting) await refuseLostCatalog(config.catalog, store, config.objectStore);
     if (opts.create === false) await assertHome(config);
     await prepareHome(paths);
-    const catalog = await (opts.adopting ? openCatalog(config.catalog) : openBoundCatalog(config.catalog, store, config.objectStore));
+    const bind = opts.checking ? { lostPacks: 'report' as const, record: false } : {};
+    const catalog = await (opts.adopting ? openCatalog(config.catalog) : openBoundCatalog(config.catalog, store, config.objectStore, bind));
     return new Awc(config, catalog, store, opts.daemon?.(config) ?? NO_DAEMON);
   }
 

@@ -18,6 +18,8 @@ import type { ErrorCode } from '../core/errors.js';
  * - `gitproof-invalid`: a snapshot's git-index proof record is malformed or claims what
  *   the snapshot's contents do not show.
  * - `cache-corrupt`: a file of this host's chunk cache does not hold its chunk (`--read-data`).
+ * - `store-unbound`: the catalog has no identity yet (a home upgraded to 0005) and the store
+ *   lacks some of its packs (each a `pack-missing`): every other command refuses to open it.
  */
 export type FsckKind =
   | 'pack-missing'
@@ -31,7 +33,8 @@ export type FsckKind =
   | 'blob-lost'
   | 'tree-unreadable'
   | 'gitproof-invalid'
-  | 'cache-corrupt';
+  | 'cache-corrupt'
+  | 'store-unbound';
 
 /** One thing found: its kind, the error code a read of it gives, and what it touches. */
 export interface FsckProblem {
@@ -79,4 +82,10 @@ export interface FsckReport {
    * found lost (object gone: now `deleted`), chunk cache files dropped, and the problems left.
    */
   repaired: { blobRows: number; droppedRows: number; lostPacks: number; cacheFiles: number; remaining: number } | null;
+  /**
+   * The catalog–store binding after the check (src/service/fsck-binding.ts): `checked` (bound
+   * before), `created` / `upgraded` (recorded now, e.g. once `--repair` dropped the lost packs
+   * that kept an upgraded home unbound), `unbound` (a `store-unbound` problem says why).
+   */
+  binding?: { outcome: 'checked' | 'created' | 'upgraded' | 'unbound'; catalogId?: string; storeId?: string };
 }

@@ -39,6 +39,21 @@ export class IdentityQueries implements CatalogIdentityPort {
     return this.mustRead();
   }
 
+  /** See CatalogIdentityPort.takeOver: one `UPDATE … WHERE` the row still names the stale ids and is pending. */
+  async takeOver(stale: { catalogId: string; storeId: string }, next: { catalogId: string; storeId: string }): Promise<CatalogIdentity> {
+    await this.ctx.tx((trx) =>
+      trx
+        .updateTable('catalog_identity')
+        .set({ catalog_id: next.catalogId, store_id: next.storeId, created_at: nowIso(), bound_at: null })
+        .where('name', '=', ROW)
+        .where('catalog_id', '=', stale.catalogId)
+        .where('store_id', '=', stale.storeId)
+        .where('state', '=', 'pending')
+        .execute(),
+    );
+    return this.mustRead();
+  }
+
   /** See CatalogIdentityPort.confirm. */
   async confirm(catalogId: string): Promise<CatalogIdentity> {
     await this.ctx.tx((trx) =>

@@ -1,4 +1,13 @@
-import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDialectConfig } from 'kysely';
+import {
+  CompiledQuery,
+  SqliteAdapter,
+  SqliteDialect,
+  SqliteDriver,
+  type DatabaseConnection,
+  type DialectAdapter,
+  type Driver,
+  type SqliteDialectConfig,
+} from 'kysely';
 
 /**
  * SQLite driver whose transactions start with `BEGIN IMMEDIATE` (take the write lock up
@@ -23,6 +32,19 @@ class ImmediateSqliteDriver extends SqliteDriver {
   }
 }
 
+/**
+ * SQLite runs DDL in transactions: Kysely's migrator then runs every pending migration in one
+ * transaction (BEGIN IMMEDIATE, above), after reading which ones are applied inside it, so two
+ * processes opening a new catalog file at once migrate it one after the other (Kysely's own
+ * SQLite migration lock does nothing: "SQLite only has one connection"), instead of the
+ * second failing with `table … already exists`.
+ */
+class TransactionalDdlSqliteAdapter extends SqliteAdapter {
+  override get supportsTransactionalDdl(): boolean {
+    return true;
+  }
+}
+
 /** Kysely's `SqliteDialect` over better-sqlite3, with `ImmediateSqliteDriver` (transactions begin IMMEDIATE). */
 export class ImmediateSqliteDialect extends SqliteDialect {
   readonly #cfg: SqliteDialectConfig;
@@ -32,5 +54,8 @@ export class ImmediateSqliteDialect extends SqliteDialect {
   }
   override createDriver(): Driver {
     return new ImmediateSqliteDriver(this.#cfg);
+  }
+  override createAdapter(): DialectAdapter {
+    return new TransactionalDdlSqliteAdapter();
   }
 }
