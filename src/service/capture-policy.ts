@@ -124,6 +124,32 @@ export function judgedByContent(head: Buffer): boolean {
   return CONTENT_MARKS.some((m) => head.includes(m));
 }
 
+/** How many bytes of heads a {@link LinkHeads} keeps (64 MiB; past it a hardlink is judged as an empty file, so a PEM name is a secret). */
+const LINK_HEADS_BUDGET = 64 * 1024 * 1024;
+
+/**
+ * The first bytes of a tar's stored files that a verdict by content could look at
+ * ({@link judgedByContent}), kept by file (`K`) to judge a later hardlink to it by the file's
+ * content, as a directory import reads the file itself (src/service/import-tar.ts).
+ */
+export class LinkHeads<K extends object> {
+  private readonly heads = new Map<K, Buffer>();
+  private bytes = 0;
+
+  /** Keeps (a copy of) `head`, a file's first bytes, when a verdict could see anything in it and the budget allows. */
+  keep(file: K, head: Buffer | undefined): void {
+    if (!head || this.bytes + head.length > LINK_HEADS_BUDGET || !judgedByContent(head)) return;
+    this.heads.set(file, Buffer.from(head));
+    this.bytes += head.length;
+  }
+
+  /** A verdict's `peek` of `file`'s kept head (no bytes when none was kept). */
+  peek(file: K): (max?: number) => Buffer {
+    const head = this.heads.get(file) ?? Buffer.alloc(0);
+    return (max = 64 * 1024) => head.subarray(0, max);
+  }
+}
+
 /** Ignored directories that an install or a build recreates: kept (stored), never secret-filtered. */
 export const RECONSTRUCTIBLE_PRESET = [
   'node_modules/',

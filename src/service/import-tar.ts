@@ -14,7 +14,7 @@ import { type ImportProgress, type ImportResult, type ImportWarning } from '../h
 import { classifyXattr } from '../host/xattrs.js';
 import type { TarCapture } from './tar-capture.js';
 import { PEEK_MAX_BYTES } from '../core/capture-filter.js';
-import { judgedByContent } from './capture-policy.js';
+import { LinkHeads } from './capture-policy.js';
 
 /** tar-stream, loaded when a tar is first read. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -49,9 +49,8 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  *   (src/service/tar-sparse.ts); formats 0.0/0.1, old GNU sparse (`S`), multi-volume and
  *   other vendor types are unsupported (E_UNSUPPORTED).
  * - With a capture filter, a regular file it calls secret is read past (its bytes never
- *   reach the writer), and so is a hardlink to one or a hardlink with a secret's name. A
- *   hardlink whose name is judged by content (a `.pem`, an `.npmrc`) is judged by its file's
- *   content: a CA bundle's second name `roots.pem` is kept.
+ *   reach the writer), and so is a hardlink to one or a hardlink with a secret's name (one
+ *   judged by content, as `*.pem`, by its file's content: a CA bundle's `roots.pem` is kept).
  */
 
 /** Options of `importTar`. */
@@ -75,8 +74,6 @@ type Node =
 type DirNode = Extract<Node, { kind: 'dir' }>;
 
 const DEFAULT_DIR_ATTRS: EntryAttrs = { mode: 0o755, uid: 0, gid: 0, mtimeNs: '0' };
-/** How many bytes of stored files' heads an import keeps to judge their hardlinks by content (64 MiB; past it a hardlink is judged as an empty file, so a PEM name is a secret). */
-const HEADS_BUDGET = 64 * 1024 * 1024;
 
 /** Parses raw pax extended-header records (`<len> <key>=<value>\n`): key → raw value bytes. @throws E_FORMAT when malformed. */
 export function parsePaxRecords(buf: Buffer): Map<string, Buffer> {
@@ -229,9 +226,7 @@ export async function importTar(
     opts.capture!.leftOut(parts.join('/'), verdict, size);
   };
 
-  // the first bytes of stored files a verdict by content could look at, for their hardlinks (capture only)
-  const heads = new Map<Inode, Buffer>();
-  let headBytes = 0;
+  const heads = new LinkHeads<Inode>(); // stored files' first bytes, to judge their hardlinks by content
   try {
     for await (const entry of ex) {
       const header = entry.header as TarHeader;
@@ -262,8 +257,7 @@ export async function importTar(
             continue;
           }
           data = head.rest;
-          const h = sparse ? undefined : head.peek(PEEK_MAX_BYTES);
-          if (h && headBytes + h.length <= HEADS_BUDGET && judgedByContent(h)) judged = Buffer.from(h);
+          judged = sparse ? undefined : head.peek(PEEK_MAX_BYTES);
         }
         const content = sparse
           ? await readSparseMember(writer, data, header.size ?? 0, sparse.size, rawName)
@@ -271,10 +265,7 @@ export async function importTar(
         if (content.size !== (sparse ? sparse.size : header.size))
           throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
         const inode = { attrs, content };
-        if (judged) {
-          heads.set(inode, judged);
-          headBytes += judged.length;
-        }
+        heads.keep(inode, judged);
         place(parts, rawName, { kind: 'file', inode });
         progress.files++;
         progress.bytes += content.size;
@@ -305,9 +296,7 @@ export async function importTar(
           continue;
         }
         // a second name judged by the file's content (a CA bundle's hardlink named *.pem is kept)
-        const targetHead = target?.kind === 'file' ? (heads.get(target.inode) ?? Buffer.alloc(0)) : Buffer.alloc(0);
-        const peekTarget = (max = 64 * 1024): Buffer => targetHead.subarray(0, max);
-        if (target?.kind === 'file' && (await opts.capture?.verdict(parts, peekTarget)) === 'secret') {
+        if (target?.kind === 'file' && (await opts.capture?.verdict(parts, heads.peek(target.inode))) === 'secret') {
           leaveOut(parts, rawName, 'secret', target.inode.content.size);
           continue;
         }
