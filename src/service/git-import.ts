@@ -1,11 +1,11 @@
-import { realpath, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { redactUrl } from '../config/backend-url.js';
 import type { Labels } from '../catalog/labels.js';
 import { withSourcePath } from './run-target.js';
 import type { ImportOptions, ImportResult } from './import-snapshot.js';
-import { GitFailure, isRemoteRepo, runGit, summarise, withPrivateTemp, type RunGitOptions } from './git-run.js';
+import { GitFailure, isRemoteRepo, notARepo, realRepoPath, runGit, summarise, withPrivateTemp, type RunGitOptions } from './git-run.js';
 import {
   closeGitSandbox,
   confineToRepository,
@@ -180,21 +180,14 @@ interface LocalSource {
  * @throws E_USAGE (a name starting with "-"), E_GIT_NOT_A_REPO, E_PERMISSION (another user's, with git data outside it)
  */
 async function openSource(repo: string): Promise<LocalSource> {
-  if (repo.startsWith('-')) throw new AwcError('E_USAGE', `a repository path may not start with "-": ${JSON.stringify(repo)}`);
-  const notARepo = (why: string) =>
-    new AwcError('E_GIT_NOT_A_REPO', `${repo} is not a git repository (${why})`, {
-      hint: 'Pass the path of a git checkout or bare repository (its top level), or a URL git can clone.',
-      details: { repo },
-    });
-  const path = await realpath(repo).catch(() => undefined);
-  if (path === undefined) throw notARepo('no such file or directory');
+  const path = await realRepoPath(repo);
   const dirs = await findRepoDirs(path);
-  if (dirs === undefined) throw notARepo('no .git directory, and not a bare repository');
+  if (dirs === undefined) throw notARepo(repo, 'no .git directory, and not a bare repository');
   // another user's repository (root importing it): git reads nothing of it outside it
   const owner = (await stat(path)).uid;
   if (process.getuid !== undefined && owner !== process.getuid()) await confineToRepository(path, dirs, repo);
   const head = await readSmallFile(join(dirs.gitDir, 'HEAD'));
-  if (!/^(ref: refs\/[^\n]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(head)) throw notARepo('its HEAD is not a ref or a commit id');
+  if (!/^(ref: refs\/[^\n]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(head)) throw notARepo(repo, 'its HEAD is not a ref or a commit id');
   return { path, dirs, head };
 }
 

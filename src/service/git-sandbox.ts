@@ -3,6 +3,7 @@ import { lchown, lstat, mkdir, mkdtemp, open, readdir, realpath, rm, symlink, wr
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
+import { within } from '../core/path-within.js';
 
 /**
  * Git on a snapshot's repository without the snapshot's configuration (issue 24 item 1,
@@ -92,7 +93,6 @@ const ALTERNATES_DEPTH = 5;
  * @throws E_PERMISSION (details: repo, path: the real path outside, what)
  */
 export async function confineToRepository(top: string, dirs: RepoDirs, shown = top): Promise<void> {
-  const inside = (p: string) => p === top || p.startsWith(top === '/' ? '/' : `${top}/`);
   const refuse = (what: string, real: string) =>
     new AwcError('E_PERMISSION', `${shown} is not yours and ${what} is outside it (${real}): it is not read for you`, {
       hint: 'Import it as its owner (they run `awc snapshot import --git`), or a repository whose git directory, common directory and alternates all lie inside it (`git repack -a -d` then removing objects/info/alternates makes a clone self-contained).',
@@ -100,7 +100,7 @@ export async function confineToRepository(top: string, dirs: RepoDirs, shown = t
     });
   const outside = async (path: string, what: string): Promise<string | undefined> => {
     const real = await realpath(path).catch(() => undefined);
-    if (real !== undefined && !inside(real)) throw refuse(what, real);
+    if (real !== undefined && !within(top, real)) throw refuse(what, real);
     return real;
   };
   await outside(dirs.gitDir, 'its git directory');

@@ -2,13 +2,9 @@ import { readlinkSync } from 'node:fs';
 import { lstat, readFile, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, normalize, relative, resolve } from 'node:path';
 import { DirFd } from '../../core/dir-fd.js';
+import { within } from '../../core/path-within.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { openLocalRepo } from '../../service/git-run.js';
-
-/** True when `path` is `dir` or below it (both absolute, normalised). */
-function within(dir: string, path: string): boolean {
-  return path === dir || path.startsWith(dir === '/' ? '/' : `${dir}/`);
-}
 
 /**
  * The directory an `awc mcp` server reads, writes, mounts and exports under

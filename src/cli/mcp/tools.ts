@@ -10,7 +10,7 @@ import { computeUsage } from '../../service/usage.js';
 import { throughDaemon } from '../through-daemon.js';
 import type { McpRoot } from './path-root.js';
 import { absPathInput, OUTPUT, refInput } from './schemas.js';
-import type { SnapshotScope } from './snapshot-scope.js';
+import { snapshotOrNone, type SnapshotScope } from './snapshot-scope.js';
 import { toolError, toolOk } from './tool-result.js';
 
 /** What the tools need: the service for one call (opened and closed around it), the scope, the snapshots it sees, its root, and a stderr logger. */
@@ -36,11 +36,7 @@ async function owned(awc: Awc, scope: ScopeRegistry, ref: string): Promise<Works
 
 /** A snapshot ref the server sees (SnapshotScope.find). @throws E_NOT_FOUND (hidden or missing alike) */
 async function snapshotRef(awc: Awc, snapshots: SnapshotScope, ref: string): Promise<SnapshotRow> {
-  const candidate = await awc.getSnapshot(ref).catch((err: unknown) => {
-    if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS')) return undefined;
-    throw err;
-  });
-  return snapshots.find(awc, ref, candidate);
+  return snapshots.find(awc, ref, await snapshotOrNone(awc, ref));
 }
 
 /** The id of a snapshot or workspace ref (checkedRef). @throws as checkedRef */
