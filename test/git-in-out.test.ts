@@ -92,6 +92,57 @@ describe('awc snapshot import --git', () => {
     },
   );
 
+  it(
+    "issue 24 review: root never follows another user's alternates, commondir, gitdir or a symlinked objects directory out of their repository",
+    { skip: process.getuid?.() !== 0 ? 'needs root (chown)' : false },
+    () => {
+      // root's private repository: a file the other user cannot read
+      const vault = join(tmp, 'vault');
+      mkdirSync(vault, { mode: 0o700 });
+      const secretRepo = join(vault, 'repo');
+      mkdirSync(secretRepo);
+      git(secretRepo, 'init', '-q', '-b', 'main');
+      writeFileSync(join(secretRepo, 'secret.txt'), 'ROOT-ONLY-SECRET\n');
+      git(secretRepo, 'add', '.');
+      git(secretRepo, 'commit', '-q', '-m', 'secret');
+      const theirs = (name: string): string => join(tmp, `their-${name}`);
+      // alternates naming root's objects: the user's repository has no objects of its own
+      git(tmp, 'clone', '-q', '--shared', secretRepo, theirs('alt'));
+      // a linked worktree whose .git file (gitdir, then commondir) names root's repository
+      git(secretRepo, 'worktree', 'add', '-q', theirs('wt'));
+      // objects a symbolic link to root's
+      git(tmp, 'clone', '-q', '--no-hardlinks', secretRepo, theirs('link'));
+      rmSync(join(theirs('link'), '.git', 'objects'), { recursive: true });
+      symlinkSync(join(secretRepo, '.git', 'objects'), join(theirs('link'), '.git', 'objects'));
+      // alternates one step removed: a relative alternate inside the repository whose own alternates leave it
+      git(tmp, 'clone', '-q', '--bare', '--no-hardlinks', repo, theirs('chain'));
+      git(tmp, 'clone', '-q', '--bare', '--shared', secretRepo, join(theirs('chain'), 'vendor', 'inner.git'));
+      writeFileSync(join(theirs('chain'), 'objects', 'info', 'alternates'), '../vendor/inner.git/objects\n');
+      for (const name of ['alt', 'wt', 'link', 'chain']) execFileSync('chown', ['-R', '54321:54321', theirs(name)]);
+      const cases: [string, string][] = [
+        [theirs('alt'), 'alternate'],
+        [theirs('wt'), 'git directory'],
+        [theirs('link'), 'objects'],
+        [theirs('chain'), 'alternate'],
+      ];
+      for (const [r, what] of cases) {
+        const res = awc(home, ['snapshot', 'import', '--git', r, '--name', `their-${what}`], ENV);
+        assert.notEqual(res.code, 0, `${r}: imported`);
+        const err = errorOf(res) as ReturnType<typeof errorOf> & { details: { path: string } };
+        assert.equal(err.code, 'E_PERMISSION', `${r}: ${res.stderr}`);
+        assert.ok(err.message.includes(what), `${r}: ${err.message}`);
+        assert.ok(err.details.path.startsWith(vault), `${r}: names the path outside`);
+        assert.match(err.hint ?? '', /owner/);
+      }
+      const names = awcOk(home, ['snapshot', 'ls'], ENV).snapshots.map((x: { name: string | null }) => x.name);
+      assert.ok(!names.some((n: string | null) => n?.startsWith('their-')), 'nothing imported');
+      // the same repositories of root's own: git follows them, as it would for root
+      execFileSync('chown', ['-R', '0:0', theirs('alt')]);
+      const own = awcOk(home, ['snapshot', 'import', '--git', theirs('alt'), '--name', 'own-alt'], ENV);
+      assert.equal(own.git.branch, 'main');
+    },
+  );
+
   it('a missing repository, a bad revision, a source with --git: clear errors', () => {
     const missing = awc(home, ['snapshot', 'import', '--git', join(tmp, 'nope')], ENV);
     assert.equal(missing.code, 3);

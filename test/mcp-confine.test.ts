@@ -1,7 +1,18 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isMounted } from '../src/host/mount-table.js';
@@ -116,6 +127,45 @@ describe('awc mcp: confined to its root and to its snapshots', () => {
     const g = await s.fails('workspace_export', { ref: 'base', format: 'git', path: repo, branch: 'agent/x' }, 'E_OUT_OF_SCOPE');
     assert.match(g.message, /the git directory of path/);
     assert.deepEqual(readdirSync(join(outside, 'sep.git', 'refs', 'heads')), []);
+  });
+
+  test('a directory swapped for a symbolic link after the check is never written through: exports go through the descriptor the check opened', async () => {
+    const s = await session('confine-swap', ['--root', root, '--snapshot', 'base']);
+    const away = join(work, 'away');
+    mkdirSync(away);
+    mkdirSync(join(root, 'flip-dir'));
+    symlinkSync(away, join(root, 'flip-link'));
+    // another process flips root/flip between a directory and a symbolic link to `away`, as fast as it can
+    const flipper = spawn(
+      process.execPath,
+      [
+        '-e',
+        `const fs = require('fs'); const [d, l, f] = process.argv.slice(1);
+         for (;;) { for (const x of [d, l]) { try { fs.renameSync(x, f); fs.renameSync(f, x); } catch {} } }`,
+        join(root, 'flip-dir'),
+        join(root, 'flip-link'),
+        join(root, 'flip'),
+      ],
+      { stdio: 'ignore' },
+    );
+    let written = 0;
+    try {
+      const until = Date.now() + 4000;
+      for (let i = 0; Date.now() < until; i++) {
+        const r = await s.client.callTool({
+          name: 'workspace_export',
+          arguments: { ref: 'base', format: 'tar', path: join(root, 'flip', `x${i}.tar`) },
+        });
+        if (!r.isError) written++;
+      }
+    } finally {
+      flipper.kill('SIGKILL');
+    }
+    assert.deepEqual(readdirSync(away), [], 'nothing was written outside the root');
+    assert.ok(written > 0, 'some exports landed in the directory (the test raced)');
+    // the directory is named flip-dir or flip when the flipper was stopped
+    const dir = ['flip-dir', 'flip'].map((n) => join(root, n)).find((d) => lstatSync(d, { throwIfNoEntry: false })?.isDirectory());
+    assert.equal(readdirSync(dir!).filter((n) => n.endsWith('.tar')).length, written, 'every export that succeeded is in the directory');
   });
 
   test('the AWC home is never a target; the default root is the start directory, and a start in / without --root is refused', async () => {

@@ -187,6 +187,65 @@ describe('capture classes and the secret filter', () => {
     for (const [p, v] of Object.entries(keys)) assert.ok(!stored.includes(v.split('\n')[1]), `${p} reached the store`);
   });
 
+  it('PEM labels with hyphens are private keys, and a tar hardlink named *.pem is judged by its content (issue 24 review)', () => {
+    const cert = execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        '/dev/null',
+        '-subj',
+        '/CN=awc-hyphen',
+        '-days',
+        '1',
+      ],
+      { encoding: 'latin1', stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    const block = (label: string): string => `-----BEGIN ${label}-----\n${randomBytes(120).toString('base64')}\n-----END ${label}-----\n`;
+    const bundle = readFileSync('/etc/ssl/certs/ca-certificates.crt');
+    const src = join(work, 'hyphen-src');
+    const keys: Record<string, string> = {
+      'a/openssh.crt': cert + block('OPENSSH-PRIVATE KEY'),
+      'a/vendor.pem': cert + block('X-VENDOR PRIVATE KEY'),
+      'a/pgp.cer': cert + block('PGP PRIVATE KEY BLOCK'),
+      'a/sm2.crt': cert + block('SM2-PRIVATE-KEY'),
+    };
+    for (const [p, v] of Object.entries(keys)) put(src, p, v);
+    put(src, 'a/plain.crt', cert);
+    mkdirSync(join(src, 'certs'));
+    writeFileSync(join(src, 'certs/ca.pem'), bundle);
+    linkSync(join(src, 'certs/ca.pem'), join(src, 'certs/roots.pem')); // a second name of a CA bundle
+    writeFileSync(join(src, 'certs/bundle'), bundle);
+    linkSync(join(src, 'certs/bundle'), join(src, 'certs/cacert.pem'));
+    put(src, 'certs/keyfile', keys['a/openssh.crt']);
+    linkSync(join(src, 'certs/keyfile'), join(src, 'certs/key-link.pem')); // a second name of a key (stored under its first)
+    const tar = join(work, 'hyphen.tar');
+    // the first name of each file first, so that the others are tar hardlinks
+    const order = ['a', 'certs/ca.pem', 'certs/bundle', 'certs/keyfile', 'certs/roots.pem', 'certs/cacert.pem', 'certs/key-link.pem'];
+    execFileSync('tar', ['--format=pax', '--no-recursion', '-C', src, '-cf', tar, ...order, ...Object.keys(keys), 'a/plain.crt']);
+    const listed = execFileSync('tar', ['-tvf', tar], { encoding: 'utf8' });
+    assert.match(listed, /^h.* certs\/roots\.pem link to certs\/ca\.pem$/m);
+    assert.match(listed, /^h.* certs\/cacert\.pem link to certs\/bundle$/m);
+    const secrets = [...Object.keys(keys), 'certs/key-link.pem'].sort();
+    for (const from of [tar, src]) {
+      const r = awcOk(home, ['snapshot', 'import', from], env);
+      assert.deepEqual(r.secrets.map((x: { path: string }) => x.path).sort(), secrets, from);
+      const out = join(work, `hyphen-out-${from === src ? 'dir' : 'tar'}`);
+      awcOk(home, ['export', r.id, '--dir', out], env);
+      for (const p of ['certs/ca.pem', 'certs/roots.pem', 'certs/bundle', 'certs/cacert.pem'])
+        assert.ok(readFileSync(join(out, p)).equals(bundle), `${p} kept (${from})`);
+      assert.equal(statSync(join(out, 'certs/roots.pem')).ino, statSync(join(out, 'certs/ca.pem')).ino, 'still one file');
+      assert.equal(readFileSync(join(out, 'a/plain.crt'), 'latin1'), cert);
+      for (const p of secrets) assert.ok(!existsSync(join(out, p)), `${p} must not be in the snapshot (${from})`);
+    }
+  });
+
   for (const driver of ['overlay', 'copy'] as const) {
     it(`${driver}: a checkpoint stores only the opted-in secret, lists the others, keeps node_modules, drops tmp; rm keeps the secrets`, () => {
       const denv = { ...env, AWC_MOUNT_DRIVER: driver };

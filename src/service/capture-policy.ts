@@ -79,10 +79,20 @@ const PEM_KEPT_UNLESS_KEY = new Set(['crt', 'cer', 'cert']);
  */
 export const PEM_SCAN_BYTES = 1024 * 1024;
 
-/** A PEM block's first line whose label names a private or secret key (`RSA PRIVATE KEY`, `OPENSSH PRIVATE KEY`, `ENCRYPTED PRIVATE KEY`, `PGP PRIVATE KEY BLOCK`, …). */
-const PRIVATE_PEM = /-----BEGIN [^\n-]*(PRIVATE|SECRET)[^\n-]*-----/;
-/** Any PEM block's first line. */
-const ANY_PEM = /-----BEGIN [A-Z0-9][A-Z0-9 ]*-----/;
+/**
+ * A PEM block's first line and its label (RFC 7468: `-----BEGIN <label>-----`; a label may hold
+ * hyphens and spaces between its characters, as `OPENSSH-PRIVATE KEY`-style labels do).
+ */
+const PEM_BEGIN = /-----BEGIN ([^\r\n]*?)-----/g;
+/**
+ * A label that names a private or secret key: any label with PRIVATE or SECRET in it, in any
+ * case (`RSA PRIVATE KEY`, `OPENSSH PRIVATE KEY`, `ENCRYPTED PRIVATE KEY`, `EC PRIVATE KEY`,
+ * `DSA PRIVATE KEY`, `PGP PRIVATE KEY BLOCK`, and so every label ending in PRIVATE KEY or
+ * PRIVATE KEY BLOCK, hyphenated or not).
+ */
+const PRIVATE_LABEL = /PRIVATE|SECRET/i;
+/** A label of a public PEM block (`CERTIFICATE`, `X509 CRL`, `PUBLIC KEY`, …): RFC 7468 label characters, upper case. */
+const PUBLIC_LABEL = /^[A-Z0-9](?:[- ]?[A-Z0-9])*$/;
 
 /**
  * What a PEM file's content (its first up to PEM_SCAN_BYTES + 1 bytes) says: `key` when a
@@ -92,9 +102,52 @@ const ANY_PEM = /-----BEGIN [A-Z0-9][A-Z0-9 ]*-----/;
  */
 export function pemVerdict(head: Buffer): 'key' | 'public' | 'none' {
   if (head.length > PEM_SCAN_BYTES) return 'key';
-  const text = head.toString('latin1');
-  if (PRIVATE_PEM.test(text)) return 'key';
-  return ANY_PEM.test(text) ? 'public' : 'none';
+  let blocks = 0;
+  for (const m of head.toString('latin1').matchAll(PEM_BEGIN)) {
+    const label = m[1]!;
+    if (PRIVATE_LABEL.test(label)) return 'key';
+    if (PUBLIC_LABEL.test(label)) blocks++;
+  }
+  return blocks > 0 ? 'public' : 'none';
+}
+
+/** What in a file's first bytes a content rule can look at: a PEM block, or a word of SECRET_BY_CONTENT's credentials. */
+const CONTENT_MARKS = ['-----BEGIN', '_auth', 'npmAuthToken', 'password'];
+
+/**
+ * Whether a verdict by content could see anything in `head` (a file's first bytes): a PEM
+ * block's first line or a credential's key word. A tar import keeps such heads to judge a
+ * later hardlink to the file by the file's content (src/service/import-tar.ts); any other
+ * head judges as no bytes at all.
+ */
+export function judgedByContent(head: Buffer): boolean {
+  return CONTENT_MARKS.some((m) => head.includes(m));
+}
+
+/** How many bytes of heads a {@link LinkHeads} keeps (64 MiB; past it a hardlink is judged as an empty file, so a PEM name is a secret). */
+const LINK_HEADS_BUDGET = 64 * 1024 * 1024;
+
+/**
+ * The first bytes of a tar's stored files that a verdict by content could look at
+ * ({@link judgedByContent}), kept by file (`K`) to judge a later hardlink to it by the file's
+ * content, as a directory import reads the file itself (src/service/import-tar.ts).
+ */
+export class LinkHeads<K extends object> {
+  private readonly heads = new Map<K, Buffer>();
+  private bytes = 0;
+
+  /** Keeps (a copy of) `head`, a file's first bytes, when a verdict could see anything in it and the budget allows. */
+  keep(file: K, head: Buffer | undefined): void {
+    if (!head || this.bytes + head.length > LINK_HEADS_BUDGET || !judgedByContent(head)) return;
+    this.heads.set(file, Buffer.from(head));
+    this.bytes += head.length;
+  }
+
+  /** A verdict's `peek` of `file`'s kept head (no bytes when none was kept). */
+  peek(file: K): (max?: number) => Buffer {
+    const head = this.heads.get(file) ?? Buffer.alloc(0);
+    return (max = 64 * 1024) => head.subarray(0, max);
+  }
 }
 
 /** Ignored directories that an install or a build recreates: kept (stored), never secret-filtered. */

@@ -7,7 +7,7 @@ import { mkdirPrivate } from '../core/private-fs.js';
 import type { SnapshotRow, WorkspaceRow } from '../catalog/catalog.js';
 import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
-import { checkHookOwns } from './claude-owner.js';
+import { checkHookOwns, nearestProject } from './claude-owner.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
 import { withGitSandbox, type GitSandbox } from './git-sandbox.js';
 
@@ -43,18 +43,14 @@ export interface ClaudeCreateOptions {
  * @throws E_NOT_PREPARED (with the hint to run `awc init claude`)
  */
 export async function findPreparedSnapshot(awc: ClaudeAwc, dir: string): Promise<{ project: string; snapshot: SnapshotRow }> {
-  const start = await realpath(dir).catch(() => resolve(dir));
   const byProject = new Map<string, SnapshotRow>();
   // newest first: the first one seen for a project is its current prepared snapshot
   for (const s of await awc.listSnapshots()) {
     const p = s.labels[CLAUDE_LABELS.project];
     if (p !== undefined && !byProject.has(p)) byProject.set(p, s);
   }
-  for (let d = start; ; d = dirname(d)) {
-    const snapshot = byProject.get(d);
-    if (snapshot) return { project: d, snapshot };
-    if (dirname(d) === d) break;
-  }
+  const { start, project } = await nearestProject(dir, (d) => byProject.has(d));
+  if (project !== null) return { project, snapshot: byProject.get(project)! };
   throw new AwcError('E_NOT_PREPARED', `no prepared snapshot for ${start} (nor any directory above it)`, {
     hint: `Run \`awc init claude ${start}\` once (outside Claude Code): it imports the project with its dependencies.`,
     details: { project: start },

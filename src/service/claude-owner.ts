@@ -6,15 +6,22 @@ import type { ClaudeAwc } from './claude-port.js';
 import { CLAUDE_LABELS } from './claude-release.js';
 
 /**
- * The project a hook runs for: the nearest of `dir` (its real path) and the directories above
- * it that is a known project (`known`: the `awc.claude.project` labels of prepared snapshots
- * and of the workspace at hand), or null when none is.
+ * The project a hook runs for: the nearest of `dir` (its real path, or its absolute path when
+ * it is gone) and the directories above it that `isProject` accepts (`awc.claude.project`
+ * labels of prepared snapshots, and of the workspace at hand), or null when none is; `start`
+ * is the real path the walk began at.
  */
-async function hookProject(dir: string, known: ReadonlySet<string>): Promise<string | null> {
-  for (let d = await realpath(dir).catch(() => resolve(dir)); ; d = dirname(d)) {
-    if (known.has(d)) return d;
-    if (dirname(d) === d) return null;
+export async function nearestProject(dir: string, isProject: (d: string) => boolean): Promise<{ start: string; project: string | null }> {
+  const start = await realpath(dir).catch(() => resolve(dir));
+  for (let d = start; ; d = dirname(d)) {
+    if (isProject(d)) return { start, project: d };
+    if (dirname(d) === d) return { start, project: null };
   }
+}
+
+/** The project a hook runs for among `known` (nearestProject). */
+async function hookProject(dir: string, known: ReadonlySet<string>): Promise<string | null> {
+  return (await nearestProject(dir, (d) => known.has(d))).project;
 }
 
 /**

@@ -6,6 +6,7 @@ import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { DirFd } from '../core/dir-fd.js';
 import { nameFromBytes } from '../core/raw-name.js';
+import { within } from '../core/path-within.js';
 
 /**
  * The environment key of a worktree: a digest of its lockfiles and of the versions of the
@@ -191,7 +192,7 @@ function findLockfiles(dir: DirFd, depth: number, out: { path: string; sha256: s
  */
 export async function hostPathEnv(env: NodeJS.ProcessEnv, dir: string): Promise<NodeJS.ProcessEnv> {
   const roots = [...new Set([resolvePath(dir), await realpath(dir).catch(() => resolvePath(dir))])];
-  const inside = (p: string) => roots.some((r) => p === r || p.startsWith(r.endsWith('/') ? r : `${r}/`));
+  const inside = (p: string) => roots.some((r) => within(r, p));
   const keep: string[] = [];
   for (const entry of (env.PATH ?? '').split(':')) {
     if (!isAbsolute(entry)) continue;

@@ -1,12 +1,20 @@
-import { realpath } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError } from '../core/errors.js';
 import { redactUrl } from '../config/backend-url.js';
 import type { Labels } from '../catalog/labels.js';
 import { withSourcePath } from './run-target.js';
 import type { ImportOptions, ImportResult } from './import-snapshot.js';
-import { GitFailure, isRemoteRepo, runGit, summarise, withPrivateTemp, type RunGitOptions } from './git-run.js';
-import { closeGitSandbox, findRepoDirs, openGitSandbox, readSmallFile, type GitSandbox, type RepoDirs } from './git-sandbox.js';
+import { GitFailure, isRemoteRepo, notARepo, realRepoPath, runGit, summarise, withPrivateTemp, type RunGitOptions } from './git-run.js';
+import {
+  closeGitSandbox,
+  confineToRepository,
+  findRepoDirs,
+  openGitSandbox,
+  readSmallFile,
+  type GitSandbox,
+  type RepoDirs,
+} from './git-sandbox.js';
 
 /** Snapshot label holding the repository a `--git` import came from (a real path, or a URL without its password). */
 export const GIT_ORIGIN_LABEL = 'awc.git.origin';
@@ -50,7 +58,10 @@ export interface GitImportDeps {
  * configuration only (no system or global file, no remote, no filter). A missing object (a
  * partial clone) fails the clone; it is never fetched. A URL is cloned as the user's own
  * git would (their configuration: credentials, ssh).
+ * Another user's local repository (root importing it) is read only inside it: a git directory,
+ * common directory or alternate elsewhere is refused (E_PERMISSION), never read with root's rights.
  * @throws E_GIT_NOT_A_REPO (no such repository, or git cannot clone it), E_GIT_BAD_REV (no such revision),
+ *   E_PERMISSION (another user's repository whose git data lies outside it),
  *   E_GIT_FAILED (another git failure, git's message summarised), and what importSnapshot throws
  */
 export async function importGit(deps: GitImportDeps, repo: string, opts: GitImportOptions = {}): Promise<GitImportResult> {
@@ -164,21 +175,19 @@ interface LocalSource {
 
 /**
  * Finds a local repository without running git in it (src/service/git-sandbox.ts findRepoDirs).
- * @throws E_USAGE (a name starting with "-"), E_GIT_NOT_A_REPO
+ * Another user's repository (root importing it) must keep its git data inside it
+ * (confineToRepository).
+ * @throws E_USAGE (a name starting with "-"), E_GIT_NOT_A_REPO, E_PERMISSION (another user's, with git data outside it)
  */
 async function openSource(repo: string): Promise<LocalSource> {
-  if (repo.startsWith('-')) throw new AwcError('E_USAGE', `a repository path may not start with "-": ${JSON.stringify(repo)}`);
-  const notARepo = (why: string) =>
-    new AwcError('E_GIT_NOT_A_REPO', `${repo} is not a git repository (${why})`, {
-      hint: 'Pass the path of a git checkout or bare repository (its top level), or a URL git can clone.',
-      details: { repo },
-    });
-  const path = await realpath(repo).catch(() => undefined);
-  if (path === undefined) throw notARepo('no such file or directory');
+  const path = await realRepoPath(repo);
   const dirs = await findRepoDirs(path);
-  if (dirs === undefined) throw notARepo('no .git directory, and not a bare repository');
+  if (dirs === undefined) throw notARepo(repo, 'no .git directory, and not a bare repository');
+  // another user's repository (root importing it): git reads nothing of it outside it
+  const owner = (await stat(path)).uid;
+  if (process.getuid !== undefined && owner !== process.getuid()) await confineToRepository(path, dirs, repo);
   const head = await readSmallFile(join(dirs.gitDir, 'HEAD'));
-  if (!/^(ref: refs\/[^\n]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(head)) throw notARepo('its HEAD is not a ref or a commit id');
+  if (!/^(ref: refs\/[^\n]+|[0-9a-f]{40}|[0-9a-f]{64})\n?$/.test(head)) throw notARepo(repo, 'its HEAD is not a ref or a commit id');
   return { path, dirs, head };
 }
 

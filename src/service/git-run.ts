@@ -172,14 +172,7 @@ export interface LocalRepo {
  * @throws E_GIT_NOT_A_REPO (no such path, or not a git repository), E_USAGE (a name starting with "-")
  */
 export async function openLocalRepo(repo: string): Promise<LocalRepo> {
-  if (repo.startsWith('-')) throw new AwcError('E_USAGE', `a repository path may not start with "-": ${JSON.stringify(repo)}`);
-  let real: string;
-  try {
-    await lstat(repo);
-    real = await realpath(repo);
-  } catch {
-    throw notARepo(repo, 'no such file or directory');
-  }
+  const real = await realRepoPath(repo);
   try {
     const { stdout } = await runGit(['rev-parse', '--absolute-git-dir', '--is-bare-repository'], {
       cwd: real,
@@ -194,7 +187,22 @@ export async function openLocalRepo(repo: string): Promise<LocalRepo> {
   }
 }
 
-function notARepo(repo: string, why: string): AwcError {
+/**
+ * The real path of a local repository path as the user gave it (git import and export alike).
+ * @throws E_USAGE (a name starting with "-"), E_GIT_NOT_A_REPO (no such file or directory)
+ */
+export async function realRepoPath(repo: string): Promise<string> {
+  if (repo.startsWith('-')) throw new AwcError('E_USAGE', `a repository path may not start with "-": ${JSON.stringify(repo)}`);
+  try {
+    await lstat(repo);
+    return await realpath(repo);
+  } catch {
+    throw notARepo(repo, 'no such file or directory');
+  }
+}
+
+/** E_GIT_NOT_A_REPO for the local repository path `repo`, saying `why`. */
+export function notARepo(repo: string, why: string): AwcError {
   return new AwcError('E_GIT_NOT_A_REPO', `${repo} is not a git repository (${why})`, {
     hint: 'Pass the path of a git checkout or bare repository (its top level), or a URL git can clone.',
     details: { repo },

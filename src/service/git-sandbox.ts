@@ -1,8 +1,9 @@
 import { constants } from 'node:fs';
-import { lchown, lstat, mkdir, mkdtemp, open, readdir, rm, symlink, writeFile } from 'node:fs/promises';
+import { lchown, lstat, mkdir, mkdtemp, open, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../core/errors.js';
+import { within } from '../core/path-within.js';
 
 /**
  * Git on a snapshot's repository without the snapshot's configuration (issue 24 item 1,
@@ -74,6 +75,62 @@ export async function findRepoDirs(top: string): Promise<RepoDirs | undefined> {
   if (gitDir === undefined || !(await isGitDir(gitDir))) return undefined;
   const common = (await readSmallFile(join(gitDir, 'commondir'))).trim();
   return { gitDir, commonDir: common === '' ? gitDir : resolve(gitDir, common) };
+}
+
+/** How deep git follows `objects/info/alternates` (an alternate's own alternates, and so on). */
+const ALTERNATES_DEPTH = 5;
+
+/**
+ * Refuses a repository whose git data lies outside its top directory `top` (its real path):
+ * its git directory (a `.git` file's `gitdir:`), its common directory (`commondir`), the
+ * objects, refs, packed-refs, logs, shallow, HEAD and index git reads there, a symbolic link
+ * among its refs, and every object directory its `objects/info/alternates` names (followed as
+ * git does, up to 5 deep), each once symbolic links are resolved. For a run as another user
+ * than the repository's owner (root's `snapshot import --git` of a user's repository): git
+ * would otherwise read, with root's rights, files anywhere on the host that the owner could
+ * not (docs/explanation/security.md "Snapshot content never runs"). `shown` names the
+ * repository in messages.
+ * @throws E_PERMISSION (details: repo, path: the real path outside, what)
+ */
+export async function confineToRepository(top: string, dirs: RepoDirs, shown = top): Promise<void> {
+  const refuse = (what: string, real: string) =>
+    new AwcError('E_PERMISSION', `${shown} is not yours and ${what} is outside it (${real}): it is not read for you`, {
+      hint: 'Import it as its owner (they run `awc snapshot import --git`), or a repository whose git directory, common directory and alternates all lie inside it (`git repack -a -d` then removing objects/info/alternates makes a clone self-contained).',
+      details: { repo: shown, path: real, what },
+    });
+  const outside = async (path: string, what: string): Promise<string | undefined> => {
+    const real = await realpath(path).catch(() => undefined);
+    if (real !== undefined && !within(top, real)) throw refuse(what, real);
+    return real;
+  };
+  await outside(dirs.gitDir, 'its git directory');
+  await outside(dirs.commonDir, 'its common directory (commondir)');
+  for (const name of ['HEAD', 'index']) await outside(join(dirs.gitDir, name), `its ${name}`);
+  for (const name of ['objects', 'refs', 'packed-refs', 'logs', 'shallow']) await outside(join(dirs.commonDir, name), `its ${name}`);
+  const refs = async (dir: string, depth: number): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const p = join(dir, e.name);
+      if (e.isSymbolicLink()) await outside(p, `its ref ${e.name}`);
+      else if (e.isDirectory() && depth < 32) await refs(p, depth + 1);
+    }
+  };
+  await refs(join(dirs.commonDir, 'refs'), 0);
+  const seen = new Set<string>();
+  const alternates = async (objects: string, depth: number): Promise<void> => {
+    if (depth > ALTERNATES_DEPTH || seen.has(objects)) return;
+    seen.add(objects);
+    const file = await outside(join(objects, 'info', 'alternates'), 'its objects/info/alternates');
+    const text = file === undefined ? '' : await readSmallFile(file);
+    for (const raw of text.split('\n')) {
+      const line = raw.trim();
+      if (line === '' || line.startsWith('#')) continue;
+      if (line.startsWith('"')) throw refuse('an alternate object directory (a C-quoted path, not read)', line);
+      const alt = await outside(resolve(objects, line), 'an alternate object directory (objects/info/alternates)');
+      if (alt !== undefined) await alternates(alt, depth + 1);
+    }
+  };
+  const objects = await realpath(join(dirs.commonDir, 'objects')).catch(() => undefined);
+  if (objects !== undefined) await alternates(objects, 0);
 }
 
 /** The largest snapshot file {@link readSmallFile} reads (1 MiB). */

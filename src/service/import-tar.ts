@@ -14,6 +14,7 @@ import { type ImportProgress, type ImportResult, type ImportWarning } from '../h
 import { classifyXattr } from '../host/xattrs.js';
 import type { TarCapture } from './tar-capture.js';
 import { PEEK_MAX_BYTES } from '../core/capture-filter.js';
+import { LinkHeads } from './capture-policy.js';
 
 /** tar-stream, loaded when a tar is first read. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -48,7 +49,8 @@ const tarStream = lazyRequire<typeof TarStream>('tar-stream');
  *   (src/service/tar-sparse.ts); formats 0.0/0.1, old GNU sparse (`S`), multi-volume and
  *   other vendor types are unsupported (E_UNSUPPORTED).
  * - With a capture filter, a regular file it calls secret is read past (its bytes never
- *   reach the writer), and so is a hardlink to one or a hardlink with a secret's name.
+ *   reach the writer), and so is a hardlink to one or a hardlink with a secret's name (one
+ *   judged by content, as `*.pem`, by its file's content: a CA bundle's `roots.pem` is kept).
  */
 
 /** Options of `importTar`. */
@@ -224,6 +226,7 @@ export async function importTar(
     opts.capture!.leftOut(parts.join('/'), verdict, size);
   };
 
+  const heads = new LinkHeads<Inode>(); // stored files' first bytes, to judge their hardlinks by content
   try {
     for await (const entry of ex) {
       const header = entry.header as TarHeader;
@@ -243,6 +246,7 @@ export async function importTar(
       if (type === 'file' || type === 'contiguous-file') {
         if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
         let data = entry as AsyncIterable<Buffer>;
+        let judged: Buffer | undefined;
         if (opts.capture) {
           const head = await takeHead(data, sparse ? 0 : PEEK_MAX_BYTES);
           const verdict = await opts.capture.verdict(parts, sparse ? () => Buffer.alloc(0) : head.peek); // a sparse body starts with its map
@@ -253,13 +257,16 @@ export async function importTar(
             continue;
           }
           data = head.rest;
+          judged = sparse ? undefined : head.peek(PEEK_MAX_BYTES);
         }
         const content = sparse
           ? await readSparseMember(writer, data, header.size ?? 0, sparse.size, rawName)
           : await writer.writeStream(data);
         if (content.size !== (sparse ? sparse.size : header.size))
           throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
-        place(parts, rawName, { kind: 'file', inode: { attrs, content } });
+        const inode = { attrs, content };
+        heads.keep(inode, judged);
+        place(parts, rawName, { kind: 'file', inode });
         progress.files++;
         progress.bytes += content.size;
         opts.onProgress?.({ ...progress });
@@ -288,7 +295,8 @@ export async function importTar(
           leaveOut(parts, rawName, 'secret', leftOutSize); // a second name of a secret: its bytes are the secret's
           continue;
         }
-        if (target?.kind === 'file' && (await opts.capture?.verdict(parts, () => Buffer.alloc(0))) === 'secret') {
+        // a second name judged by the file's content (a CA bundle's hardlink named *.pem is kept)
+        if (target?.kind === 'file' && (await opts.capture?.verdict(parts, heads.peek(target.inode))) === 'secret') {
           leaveOut(parts, rawName, 'secret', target.inode.content.size);
           continue;
         }

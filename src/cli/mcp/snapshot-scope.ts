@@ -81,10 +81,7 @@ export class SnapshotScope {
     const byId = new Map(all.map((s) => [s.id, s]));
     const ids = new Set<string>();
     for (const ref of this.grant.refs) {
-      const s = await awc.getSnapshot(ref).catch((err: unknown) => {
-        if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS')) return undefined;
-        throw err;
-      });
+      const s = await snapshotOrNone(awc, ref);
       if (s) ids.add(s.id);
     }
     if (this.grant.labels !== undefined) for (const s of all) if (matchesLabels(s.labels, this.grant.labels)) ids.add(s.id);
@@ -102,4 +99,12 @@ export class SnapshotScope {
     }
     return ids;
   }
+}
+
+/** The snapshot `ref` names, or undefined when none or several do (E_NOT_FOUND, E_AMBIGUOUS). @throws what else getSnapshot throws */
+export async function snapshotOrNone(awc: Awc, ref: string): Promise<SnapshotRow | undefined> {
+  return awc.getSnapshot(ref).catch((err: unknown) => {
+    if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS')) return undefined;
+    throw err;
+  });
 }

@@ -10,7 +10,7 @@ import { computeUsage } from '../../service/usage.js';
 import { throughDaemon } from '../through-daemon.js';
 import type { McpRoot } from './path-root.js';
 import { absPathInput, OUTPUT, refInput } from './schemas.js';
-import type { SnapshotScope } from './snapshot-scope.js';
+import { snapshotOrNone, type SnapshotScope } from './snapshot-scope.js';
 import { toolError, toolOk } from './tool-result.js';
 
 /** What the tools need: the service for one call (opened and closed around it), the scope, the snapshots it sees, its root, and a stderr logger. */
@@ -36,11 +36,13 @@ async function owned(awc: Awc, scope: ScopeRegistry, ref: string): Promise<Works
 
 /** A snapshot ref the server sees (SnapshotScope.find). @throws E_NOT_FOUND (hidden or missing alike) */
 async function snapshotRef(awc: Awc, snapshots: SnapshotScope, ref: string): Promise<SnapshotRow> {
-  const candidate = await awc.getSnapshot(ref).catch((err: unknown) => {
-    if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS')) return undefined;
-    throw err;
-  });
-  return snapshots.find(awc, ref, candidate);
+  return snapshots.find(awc, ref, await snapshotOrNone(awc, ref));
+}
+
+/** The id of a snapshot or workspace ref (checkedRef). @throws as checkedRef */
+async function refId(awc: Awc, ctx: Pick<ToolContext, 'scope' | 'snapshots'>, ref: string): Promise<string> {
+  const r = await checkedRef(awc, ctx, ref);
+  return r.kind === 'snapshot' ? r.snapshot.id : r.id;
 }
 
 /**
@@ -301,16 +303,24 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     async ({ ref, format, path, overwrite, branch, message }, awc) => {
       if (format === 'git' && branch === undefined)
         throw new AwcError('E_USAGE', 'format git needs a branch', { hint: 'Pass branch, e.g. "agent/fix-1".' });
-      const target = format === 'git' ? await root.gitRepo(path) : await root.path(path, 'path');
-      const r0 = await checkedRef(awc, ctx, ref);
-      const id = r0.kind === 'snapshot' ? r0.snapshot.id : r0.id;
-      if (format === 'git' && branch !== undefined) {
-        const g = await awc.exportGit(id, { repo: target, branch, message, force: overwrite });
-        const snap = await awc.getSnapshot(g.snapshot);
-        return { id: snap.id, root: snap.root, files: snap.fileCount, bytes: snap.byteCount, path: target, git: g };
-      }
-      const r = await awc.export(id, format === 'tar' ? { tar: target } : { dir: target, overwrite });
-      return { ...r, path: target };
+      // the export goes through the directory the check opened (McpRoot.use): a swap after the check cannot move it
+      if (format === 'git' && branch !== undefined)
+        return root.gitRepo(path, async (_via, target) => {
+          const id = await refId(awc, ctx, ref);
+          const g = await awc.exportGit(id, { repo: target, branch, message, force: overwrite });
+          const snap = await awc.getSnapshot(g.snapshot);
+          return { id: snap.id, root: snap.root, files: snap.fileCount, bytes: snap.byteCount, path: target, git: g };
+        });
+      return root.use(
+        path,
+        'path',
+        async (via, target) => {
+          const id = await refId(awc, ctx, ref);
+          const r = await awc.export(id, format === 'tar' ? { tar: via } : { dir: via, overwrite });
+          return { ...r, path: target };
+        },
+        { parents: format === 'dir' },
+      );
     },
   );
 
