@@ -1,4 +1,4 @@
-// Lint rules the tests run (test/lint.test.ts): ESLint's and typescript-eslint's recommended sets.
+// Lint rules the tests run (test/repo/lint.test.ts): ESLint's and typescript-eslint's recommended sets.
 import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';

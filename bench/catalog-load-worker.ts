@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { parentPort, workerData } from 'node:worker_threads';
-import { openCatalog } from '../src/catalog/open-catalog.js';
-import type { Catalog, NewSnapshot } from '../src/catalog/catalog.js';
+import { openCatalog } from '../src/catalog/open/open-catalog.js';
+import type { Catalog, NewSnapshot } from '../src/catalog/port/catalog.js';
 import type { Digest } from '../src/core/digest.js';
-import type { WrittenPack } from '../src/store/pack-types.js';
+import type { WrittenPack } from '../src/store/pack/pack-types.js';
 
 /**
  * One client of bench/catalog-load.ts, in a worker thread with a catalog connection of its

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import pg from 'pg';
-import { openCatalog } from '../src/catalog/open-catalog.js';
+import { openCatalog } from '../src/catalog/open/open-catalog.js';
 import { redactUrl, sqliteUrl } from '../src/config/backend-url.js';
 import { OPS, type LoadJob, type Op } from './catalog-load-worker.js';
 import { replaceDocSection } from './doc-section.js';

@@ -21,7 +21,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { replaceDocSection } from './doc-section.js';
 
-/** What a user runs: the package's `bin` (dist/cli/front.cjs; dist/src/cli/main.js imports the same front). */
+/** What a user runs: the package's `bin` (dist/cli/front.cjs; dist/src/cli/entry/main.js imports the same front). */
 const CLI = fileURLToPath(
   new URL(
     (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { bin: { awc: string } }).bin.awc,

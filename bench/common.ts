@@ -1,14 +1,14 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Awc } from '../src/service/awc.js';
-import { DaemonClient } from '../src/daemon/client.js';
+import { Awc } from '../src/service/workspace/awc.js';
+import { DaemonClient } from '../src/daemon/supervisor/client.js';
 import { lazyUnmountUnder, setAside, type TreeStats } from './util.js';
 
 /** The project checkout (dist/bench/ → two levels up). */
 export const PROJECT = fileURLToPath(new URL('../..', import.meta.url));
 /** The compiled CLI. */
-export const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+export const CLI = fileURLToPath(new URL('../src/cli/entry/main.js', import.meta.url));
 
 /** Every figure id the suite produces (per tree; `build` and `test` on tree (a) only). */
 export const FIGURE_IDS = [

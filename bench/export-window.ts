@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Export of a snapshot of many small files with an empty cache: the read window of exports
- * (src/store/read-window.ts) against the old path (each file read on its own, `readWindow:
+ * (src/store/content/read-window.ts) against the old path (each file read on its own, `readWindow:
  * false`), side by side in one run, from a bucket on s3rver (scripts/s3-server.mjs, loopback),
  * from the same bucket with 20 ms added to every GET (what a bucket in another building
  * costs per request), and from a directory store.
@@ -23,14 +23,14 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand } from '@aws-sdk/client-s3';
 import type { Digest } from '../src/core/digest.js';
-import { exportDir } from '../src/host/export-dir.js';
-import { importDir } from '../src/host/import-dir.js';
-import { exportTar } from '../src/service/export-tar.js';
-import { ContentReader } from '../src/store/content-reader.js';
-import { ContentWriter } from '../src/store/content-writer.js';
-import { FsObjectStore } from '../src/store/fs-object-store.js';
-import { MemoryBlobIndex } from '../src/store/memory-blob-index.js';
-import type { ObjectStore } from '../src/store/object-store.js';
+import { exportDir } from '../src/host/tree/export-dir.js';
+import { importDir } from '../src/host/tree/import-dir.js';
+import { exportTar } from '../src/service/tar/export-tar.js';
+import { ContentReader } from '../src/store/content/content-reader.js';
+import { ContentWriter } from '../src/store/content/content-writer.js';
+import { FsObjectStore } from '../src/store/fs/fs-object-store.js';
+import { MemoryBlobIndex } from '../src/store/pack/memory-blob-index.js';
+import type { ObjectStore } from '../src/store/object/object-store.js';
 import { S3ObjectStore } from '../src/store/s3/s3-object-store.js';
 import { CountingStore } from '../test/helpers/counting-store.js';
 import { S3_TEST_CREDENTIALS, startS3Server, testS3Client } from '../test/helpers/s3.js';

@@ -1,4 +1,4 @@
-import { runFanoutDemo } from '../src/cli/demo-fanout.js';
+import { runFanoutDemo } from '../src/cli/demo/demo-fanout.js';
 import { fmtRatio, stopDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
 import { duBytes, fmtBytes, fmtMs, setAside } from './util.js';
 import { join } from 'node:path';

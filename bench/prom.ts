@@ -1,5 +1,5 @@
 import { request } from 'node:http';
-import { parseProm, sumOf, type Samples } from '../src/daemon/prom-text.js';
+import { parseProm, sumOf, type Samples } from '../src/daemon/metrics/prom-text.js';
 
 export { parseProm, sumOf, type Samples };
 

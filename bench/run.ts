@@ -21,7 +21,7 @@ import { keepDocSections } from './doc-section.js';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
-import { detectDriver } from '../src/drivers/detect-driver.js';
+import { detectDriver } from '../src/drivers/detect/detect-driver.js';
 import { ensureBigTree } from './big-tree.js';
 import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } from './common.js';
 import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
@@ -109,7 +109,7 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
       buildIters: 1,
       fanoutWorkspaces: 10,
       fanoutFiles: 1000,
-      testFiles: ['dist/test/fastcdc.test.js'],
+      testFiles: ['dist/test/core/fastcdc.test.js'],
       buildProject: 'bench/tsconfig.quick.json',
       primeNpmCache: false,
     };
@@ -125,7 +125,12 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
     fanoutWorkspaces: 100,
     // tree (b): 100 × all 100k+ files would be ~10^7 opens; the first 10 000 files show the same economics
     fanoutFiles: tree === 'a' ? undefined : 10_000,
-    testFiles: ['dist/test/fastcdc.test.js', 'dist/test/tree.test.js', 'dist/test/pack.test.js', 'dist/test/diff.test.js'],
+    testFiles: [
+      'dist/test/core/fastcdc.test.js',
+      'dist/test/core/tree.test.js',
+      'dist/test/store/pack/pack.test.js',
+      'dist/test/service/diff/diff.test.js',
+    ],
     buildProject: '.',
     primeNpmCache: true,
   };

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // The CLI's bundled build (CLI latency, docs/explanation/cli-latency.md): `npm run build` runs it after tsc.
 //
-// esbuild bundles src/cli/main.ts into dist/cli/ (ESM, code splitting: every `await import()` of the
+// esbuild bundles src/cli/entry/main.ts into dist/cli/ (ESM, code splitting: every `await import()` of the
 // source stays a chunk that loads only when a command needs it; minified, with linked source maps) and
-// replaces tsc's dist/src/cli/main.js with a stub that imports the front (dist/cli/front.cjs, which `bin` runs), so the tests, the
+// replaces tsc's dist/src/cli/entry/main.js with a stub that imports the front (dist/cli/front.cjs, which `bin` runs), so the tests, the
 // daemon's supervisor and the docs keep one path. Everything else in dist/src stays tsc's output (the
 // tests import it; the daemon's supervisor and the FUSE reader workers run it).
 //
@@ -14,7 +14,7 @@
 // `import.meta.url` in a bundled source file is rewritten to the URL of that file's tsc output, so
 // `new URL('./supervisor-main.js', import.meta.url)` and the like name the same files as unbundled.
 //
-// dist/cli/manifest.json: which source files and packages each output file holds (test/cli-lazy-load.test.ts
+// dist/cli/manifest.json: which source files and packages each output file holds (test/cli/entry/cli-lazy-load.test.ts
 // reads it to tell which packages a command loaded).
 import { build } from 'esbuild';
 import { createHash } from 'node:crypto';
@@ -81,8 +81,8 @@ const common = {
 };
 const result = await build({
   ...common,
-  // awc: the CLI in process; warm-worker: a warm worker of the host daemon (src/daemon/warm-pool.ts), sharing its chunks
-  entryPoints: { awc: 'src/cli/cli-main.ts', 'warm-worker': 'src/cli/warm-worker-main.ts' },
+  // awc: the CLI in process; warm-worker: a warm worker of the host daemon (src/daemon/warm/warm-pool.ts), sharing its chunks
+  entryPoints: { awc: 'src/cli/entry/cli-main.ts', 'warm-worker': 'src/cli/entry/warm-worker-main.ts' },
   splitting: true,
   plugins: [externals, importMetaUrl],
   // CommonJS packages in an ESM bundle call require() (node builtins): give every chunk one
@@ -108,14 +108,14 @@ function addToManifest(res) {
 addToManifest(result);
 if (process.env.AWC_BUNDLE_METAFILE) writeFileSync(process.env.AWC_BUNDLE_METAFILE, JSON.stringify(result.metafile));
 
-// The front (src/cli/front.ts): the one file every command loads first; node built-ins only, no chunks.
+// The front (src/cli/warm/front.ts): the one file every command loads first; node built-ins only, no chunks.
 // CommonJS, so that a command served by a warm worker never starts Node's ESM loader in the caller's
 // process (measured: about 10 ms of CPU per command, docs/explanation/cli-latency.md); `bin` runs it.
 const front = await build({
   ...common,
   format: 'cjs',
   outExtension: { '.js': '.cjs' },
-  entryPoints: { front: 'src/cli/front-main.ts' },
+  entryPoints: { front: 'src/cli/entry/front-main.ts' },
   plugins: [importMetaUrl],
   banner: { js: "#!/usr/bin/env node\nconst __awcFrontUrl = require('node:url').pathToFileURL(__filename).href;" },
   define: { 'import.meta.url': '__awcFrontUrl' },

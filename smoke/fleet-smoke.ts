@@ -1,13 +1,13 @@
 import { EventEmitter } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openCatalog } from '../src/catalog/open-catalog.js';
-import type { Catalog } from '../src/catalog/catalog.js';
-import { openAwc } from '../src/cli/open-awc.js';
+import { openCatalog } from '../src/catalog/open/open-catalog.js';
+import type { Catalog } from '../src/catalog/port/catalog.js';
+import { openAwc } from '../src/cli/remote/open-awc.js';
 import { pathsOf, type AwcConfig } from '../src/config/config.js';
 import { AwcError } from '../src/core/errors.js';
-import type { Awc } from '../src/service/awc.js';
-import { workspaceDirs } from '../src/drivers/workspace-state.js';
+import type { Awc } from '../src/service/workspace/awc.js';
+import { workspaceDirs } from '../src/drivers/port/workspace-state.js';
 import { errorOf, type CliResult } from '../test/helpers/cli.js';
 import { mountsUnder, signal as sendSignal, stopTestHost, testHost, waitFor, type TestHost } from '../test/helpers/two-hosts.js';
 
@@ -67,7 +67,7 @@ const PARALLEL = 4;
  *
  * `run()` returns every step (it stops at the first failed one) and emits each as `step`;
  * it never prints and never throws for a failed step. Run by `npm run smoke:fleet`
- * (smoke/fleet.ts, which starts the services and prints) and test/fleet-smoke.test.ts.
+ * (smoke/fleet.ts, which starts the services and prints) and test/e2e/fleet-smoke.test.ts.
  */
 export class FleetSmoke extends EventEmitter<FleetSmokeEvents> {
   private readonly steps: SmokeStep[] = [];

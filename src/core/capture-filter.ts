@@ -14,7 +14,7 @@ export const PEEK_MAX_BYTES = 1024 * 1024 + 1;
 /**
  * The capture filter as one directory of a walk sees it. Walkers (importDir, mergeUpper)
  * ask it about each regular file and directory they would store, top-down: a directory's
- * filter comes from its parent's `child`. Implemented by the service (src/service/capture-policy.ts).
+ * filter comes from its parent's `child`. Implemented by the service (src/service/capture/capture-policy.ts).
  */
 export interface CaptureDirFilter {
   /**

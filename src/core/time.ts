@@ -2,7 +2,7 @@
  * Nanosecond timestamps. AWC keeps mtimes as decimal strings of nanoseconds since the
  * epoch (they exceed 2^53). Node 20's utimes takes seconds as a double and libuv then
  * truncates to whole microseconds (`uv__fs_to_timespec`), so from Node the best is the
- * exact microsecond; `src/host/export-dir.ts` sets exact nanoseconds through python3.
+ * exact microsecond; `src/host/tree/export-dir.ts` sets exact nanoseconds through python3.
  */
 
 /** Nanoseconds (bigint) as the decimal string used in trees. */

@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { sha256, type Digest } from '../../src/core/digest.js';
-import type { BlobIndex, BlobLocation, WrittenPack } from '../../src/store/pack-types.js';
+import type { BlobIndex, BlobLocation, WrittenPack } from '../../src/store/pack/pack-types.js';
 import type { AdapterFactory } from './adapter-factory.js';
 import { mkPack } from '../helpers/catalog-fixtures.js';
 
@@ -16,7 +16,7 @@ export interface BlobIndexUnderTest {
 }
 
 /**
- * The contract every `BlobIndex` adapter passes (src/store/pack-types.ts): `lookup` of
+ * The contract every `BlobIndex` adapter passes (src/store/pack/pack-types.ts): `lookup` of
  * nothing, of unknown and of known digests (exact locations, offsets past 2^32 as numbers,
  * every kind and codec), duplicate input, thousands of digests in one call, a digest recorded
  * twice keeping its first location, and two writers recording one digest at once.

@@ -2,8 +2,8 @@ import { strict as assert } from 'node:assert';
 import { after, before, describe, it } from 'node:test';
 import { sha256 } from '../../src/core/digest.js';
 import type { AwcError, ErrorCode } from '../../src/core/errors.js';
-import type { Catalog } from '../../src/catalog/catalog.js';
-import type { WrittenPack } from '../../src/store/pack-types.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
+import type { WrittenPack } from '../../src/store/pack/pack-types.js';
 import type { CatalogFactory } from './catalog.contract.js';
 import { mkPack, snap } from '../helpers/catalog-fixtures.js';
 

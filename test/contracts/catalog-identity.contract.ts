@@ -1,17 +1,17 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
-import type { Catalog } from '../../src/catalog/catalog.js';
-import { bindCatalogToStore, newIdentityId, readStoreIdentity, type BindOptions } from '../../src/catalog/store-binding.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
+import { bindCatalogToStore, newIdentityId, readStoreIdentity, type BindOptions } from '../../src/catalog/open/store-binding.js';
 import { AwcError } from '../../src/core/errors.js';
-import { FsObjectStore } from '../../src/store/fs-object-store.js';
+import { FsObjectStore } from '../../src/store/fs/fs-object-store.js';
 import { makeTempDir, removeTempDir } from '../helpers/temp-dir.js';
 import { mkPack, snap } from '../helpers/catalog-fixtures.js';
 import type { CatalogFactory } from './catalog.contract.js';
 import { withAdapter } from './adapter-factory.js';
 
 /**
- * The identity part of the catalog contract (0005_identity, src/catalog/identity.ts, used by
- * src/catalog/store-binding.ts): no row on a new catalog, insert-if-absent that many writers
+ * The identity part of the catalog contract (0005_identity, src/catalog/port/identity.ts, used by
+ * src/catalog/open/store-binding.ts): no row on a new catalog, insert-if-absent that many writers
  * race on (one row wins, every writer reads it back), pending → bound, the operator's replace,
  * and the content counts that tell an empty catalog.
  */

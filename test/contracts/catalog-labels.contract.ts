@@ -1,13 +1,13 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
-import type { Catalog } from '../../src/catalog/catalog.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { NS, snap } from '../helpers/catalog-fixtures.js';
 import type { CatalogFactory } from './catalog.contract.js';
 import { withAdapter } from './adapter-factory.js';
 
 /**
- * The labels part of the catalog contract (0004_labels, src/catalog/labels.ts): labels given
+ * The labels part of the catalog contract (0004_labels, src/catalog/port/labels.ts): labels given
  * at creation and fork, read back on every lookup, changed by setLabels (set, delete, merge),
  * list filters, validation that writes nothing, and namespaces as boundaries.
  */

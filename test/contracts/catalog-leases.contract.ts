@@ -1,7 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, it } from 'node:test';
-import type { Catalog } from '../../src/catalog/catalog.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { NS, snap } from '../helpers/catalog-fixtures.js';
 import type { CatalogFactory } from './catalog.contract.js';
@@ -31,7 +31,7 @@ async function workspace(cat: Catalog): Promise<{ ws: string; base: string }> {
 const at = (host: string, path = `/mnt/${host}`) => ({ path, driver: 'copy' as const, host });
 
 /**
- * The lease part of the Catalog contract (src/catalog/catalog.ts; the protocol in
+ * The lease part of the Catalog contract (src/catalog/port/catalog.ts; the protocol in
  * docs/explanation/leases.md): host sessions and their one-statement heartbeat, taking a lease
  * with the mount record, refusal while the holder is live, take-over after expiry raising the
  * epoch, the fence of a checkpoint commit (a stale epoch is refused), the release rules, and the

@@ -2,11 +2,11 @@ import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import { sha256 } from '../../src/core/digest.js';
 import type { AwcError } from '../../src/core/errors.js';
-import type { Catalog, SnapshotRow } from '../../src/catalog/catalog.js';
+import type { Catalog, SnapshotRow } from '../../src/catalog/port/catalog.js';
 import type { AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
-import { MIGRATIONS } from '../../src/catalog/migrations.js';
+import { MIGRATIONS } from '../../src/catalog/sql/migrations.js';
 import { catalogConcurrencyContract } from './catalog-concurrency.contract.js';
 import { catalogLeaseContract } from './catalog-leases.contract.js';
 import { catalogLabelContract } from './catalog-labels.contract.js';
@@ -24,7 +24,7 @@ export interface CatalogFactory extends AdapterFactory<Catalog> {
 }
 
 /**
- * The contract every `Catalog` adapter passes (src/catalog/catalog.ts): every method, every
+ * The contract every `Catalog` adapter passes (src/catalog/port/catalog.ts): every method, every
  * error code the port documents (E_NOT_FOUND, E_AMBIGUOUS, E_NAME_TAKEN, E_CHANGED_DURING_READ,
  * E_IN_USE, E_ALREADY_MOUNTED, E_TARGET_BUSY, E_USAGE), that a refused write writes nothing,
  * namespaces as boundaries, bigint sizes, and two writers racing on one name, workspace row,

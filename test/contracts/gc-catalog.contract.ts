@@ -1,12 +1,12 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
-import type { Catalog } from '../../src/catalog/catalog.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
 import { withAdapter, type AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { mkPack, NS, snap } from '../helpers/catalog-fixtures.js';
 
 /**
- * The contract of the catalog's rm / gc side (src/catalog/gc-catalog.ts and the Catalog
+ * The contract of the catalog's rm / gc side (src/catalog/port/gc-catalog.ts and the Catalog
  * methods nowMs, dedupIndex, setLayerSnapshot, removeSnapshot; docs/explanation/gc.md) that
  * every Catalog adapter passes: the gc lock (E_GC_RUNNING, expiry by the database clock,
  * E_GC_LOCK_LOST fencing every write), the pack state transitions and their guards, the

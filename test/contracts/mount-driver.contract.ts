@@ -1,5 +1,5 @@
 /**
- * The MountDriver contract (src/drivers/mount-driver.ts), tus-node-server style: every
+ * The MountDriver contract (src/drivers/port/mount-driver.ts), tus-node-server style: every
  * adapter runs these tests through `mountDriverContract(name, factory)`. They call the port
  * itself (not the service): mount, resume, unmount, scan (and its `committed`), inUse,
  * materialised and doctor; every error code the adapters throw through it; idempotence
@@ -18,12 +18,12 @@ import { join } from 'node:path';
 import type { Digest } from '../../src/core/digest.js';
 import { AwcError } from '../../src/core/errors.js';
 import { MOUNT_DRIVER_NAMES } from '../../src/core/mount-driver-name.js';
-import type { WorkspaceRow } from '../../src/catalog/catalog.js';
-import { ContentWriter } from '../../src/store/content-writer.js';
-import { isMounted } from '../../src/host/mount-table.js';
-import type { MountDriver, ScanResult } from '../../src/drivers/mount-driver.js';
-import { readHostState, type WorkspaceHostState } from '../../src/drivers/workspace-state.js';
-import type { Awc } from '../../src/service/awc.js';
+import type { WorkspaceRow } from '../../src/catalog/port/catalog.js';
+import { ContentWriter } from '../../src/store/content/content-writer.js';
+import { isMounted } from '../../src/host/mount/mount-table.js';
+import type { MountDriver, ScanResult } from '../../src/drivers/port/mount-driver.js';
+import { readHostState, type WorkspaceHostState } from '../../src/drivers/port/workspace-state.js';
+import type { Awc } from '../../src/service/workspace/awc.js';
 
 /** What a test file hands the suite: an adapter on a fresh home, and what its driver promises. */
 export interface MountDriverFixture {

@@ -2,13 +2,13 @@ import { strict as assert } from 'node:assert';
 import { randomBytes } from 'node:crypto';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { sha256 } from '../../src/core/digest.js';
-import type { ObjectStore } from '../../src/store/object-store.js';
+import type { ObjectStore } from '../../src/store/object/object-store.js';
 import type { AdapterFactory } from './adapter-factory.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
 import { listObjects } from '../helpers/list-objects.js';
 
 /**
- * The contract every `ObjectStore` adapter passes (src/store/object-store.ts): every method,
+ * The contract every `ObjectStore` adapter passes (src/store/object/object-store.ts): every method,
  * E_OBJECT_NOT_FOUND, create-only idempotent puts, the bounds of ranged reads, listing, a
  * 64 MiB object and concurrent writers of one key. Objects are content-addressed, so every
  * read is checked against the sha256 of the bytes that were put (a store that damages an

@@ -1,6 +1,6 @@
 import { sha256 } from '../../src/core/digest.js';
-import type { NewSnapshot } from '../../src/catalog/catalog.js';
-import type { WrittenPack } from '../../src/store/pack-types.js';
+import type { NewSnapshot } from '../../src/catalog/port/catalog.js';
+import type { WrittenPack } from '../../src/store/pack/pack-types.js';
 
 /** The namespace the catalog tests use by default. */
 export const NS = 'default';

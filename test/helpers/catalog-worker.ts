@@ -1,6 +1,6 @@
 import { isMainThread, parentPort, workerData, type MessagePort } from 'node:worker_threads';
-import type { Catalog } from '../../src/catalog/catalog.js';
-import { openCatalog } from '../../src/catalog/open-catalog.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
+import { openCatalog } from '../../src/catalog/open/open-catalog.js';
 import { AwcError } from '../../src/core/errors.js';
 
 /**

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Path of the compiled CLI. */
-export const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+export const CLI = fileURLToPath(new URL('../../src/cli/entry/main.js', import.meta.url));
 /** The project checkout (three levels above dist/test/helpers). */
 export const PROJECT = fileURLToPath(new URL('../../..', import.meta.url));
 

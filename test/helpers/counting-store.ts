@@ -1,4 +1,4 @@
-import type { ObjectStore } from '../../src/store/object-store.js';
+import type { ObjectStore } from '../../src/store/object/object-store.js';
 
 /** One ranged read seen by a store wrapper. */
 export interface ReadRecord {

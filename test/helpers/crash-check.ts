@@ -2,7 +2,7 @@ import { strict as assert } from 'node:assert';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { Awc } from '../../src/service/awc.js';
+import { Awc } from '../../src/service/workspace/awc.js';
 import type { AwcConfig } from '../../src/config/config.js';
 import { CLI, readTreeInfo, type NodeInfo } from './cli.js';
 import { assertEveryBlobStored } from './gc-fixtures.js';

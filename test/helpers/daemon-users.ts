@@ -17,7 +17,7 @@ export interface UserCliResult {
 
 /**
  * A root home whose daemon serves throw-away ordinary users: the one set-up of the tests of
- * the root daemon's per-user boundaries (test/user-caps*.test.ts, test/live-state-mounter.test.ts)
+ * the root daemon's per-user boundaries (test/user-caps*.test.ts, test/daemon/users/live-state-mounter.test.ts)
  * and of bench/daemon-flood.ts.
  */
 export interface DaemonUsers {

@@ -1,5 +1,5 @@
 import { toAwcError } from '../../src/core/errors.js';
-import type { ListedObject, ObjectStore } from '../../src/store/object-store.js';
+import type { ListedObject, ObjectStore } from '../../src/store/object/object-store.js';
 import { s3ToAwcError } from '../../src/store/s3/s3-errors.js';
 
 /**

@@ -2,9 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Awc } from '../../src/service/awc.js';
-import type { CommitHooks } from '../../src/service/commit-retry.js';
-import { markLive } from '../../src/service/gc-mark.js';
+import type { Awc } from '../../src/service/workspace/awc.js';
+import type { CommitHooks } from '../../src/service/refs/commit-retry.js';
+import { markLive } from '../../src/service/gc/gc-mark.js';
 import { listObjects } from './list-objects.js';
 
 /** Writes a small source tree under `dir` whose files are `files` (name → content). */

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { sha256, type Digest } from '../../src/core/digest.js';
-import type { Awc } from '../../src/service/awc.js';
-import { walkTree } from '../../src/store/tree-source.js';
+import type { Awc } from '../../src/service/workspace/awc.js';
+import { walkTree } from '../../src/store/content/tree-source.js';
 
 /** A directory outside every workspace holding a file of random bytes nothing else contains. */
 export interface Secret {

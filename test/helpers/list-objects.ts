@@ -1,5 +1,5 @@
 import { strict as assert } from 'node:assert';
-import type { ObjectStore } from '../../src/store/object-store.js';
+import type { ObjectStore } from '../../src/store/object/object-store.js';
 
 /** Every key under `prefix` of `store` with its size in bytes; asserts that no key is listed twice. */
 export async function listObjects(store: ObjectStore, prefix = ''): Promise<Map<string, number>> {

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import type { Catalog } from '../../src/catalog/catalog.js';
+import type { Catalog } from '../../src/catalog/port/catalog.js';
 import { AwcError, type ErrorJson } from '../../src/core/errors.js';
 
 /**

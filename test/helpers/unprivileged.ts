@@ -1,7 +1,7 @@
 import { execFileSync, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chownSync, mkdirSync } from 'node:fs';
-import { detectDriver } from '../../src/drivers/detect-driver.js';
+import { detectDriver } from '../../src/drivers/detect/detect-driver.js';
 
 /** A throw-away system user for tests that check what another local user can do. */
 export interface TestUser {

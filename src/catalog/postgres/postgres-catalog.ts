@@ -1,7 +1,7 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { redactUrl } from '../../config/backend-url.js';
-import type { Database } from '../schema.js';
+import type { Database } from '../sql/schema.js';
 import { KyselyCatalog } from '../sql/kysely-catalog.js';
 import type { SqlCatalogOptions } from '../sql/sql-context.js';
 import type { SqlDialect } from '../sql/sql-dialect.js';

@@ -1,8 +1,8 @@
 import type { ExpressionBuilder, OnConflictTables, OnConflictUpdateDatabase, Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
-import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../../store/pack-types.js';
-import type { Database, NewBlobRecord } from '../schema.js';
+import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../../store/pack/pack-types.js';
+import type { Database, NewBlobRecord } from './schema.js';
 import { chunks, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
 

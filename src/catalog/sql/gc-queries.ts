@@ -1,9 +1,9 @@
 import { sql, type Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
-import type { GcCatalog, GcPack, GcSnapshot, PackReindex, PackState, RepackCommit } from '../gc-catalog.js';
-import type { BlobKind, BlobLocation, Codec } from '../../store/pack-types.js';
-import type { Database } from '../schema.js';
+import type { GcCatalog, GcPack, GcSnapshot, PackReindex, PackState, RepackCommit } from '../port/gc-catalog.js';
+import type { BlobKind, BlobLocation, Codec } from '../../store/pack/pack-types.js';
+import type { Database } from './schema.js';
 import { BlobQueries, LOOKUP_BATCH, toExcludedLocation } from './blob-queries.js';
 import { commitRepackInTx } from './pack-guard.js';
 import { adoptPacksInTx, type StoredPack } from './pack-adoption.js';

@@ -1,6 +1,6 @@
 import type { Selectable } from 'kysely';
-import type { CatalogContent, CatalogIdentity, CatalogIdentityPort } from '../identity.js';
-import type { CatalogIdentityTable } from '../schema.js';
+import type { CatalogContent, CatalogIdentity, CatalogIdentityPort } from '../port/identity.js';
+import type { CatalogIdentityTable } from './schema.js';
 import { nowIso, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
 

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { toAwcError } from '../../core/errors.js';
-import type { BlobIndex } from '../../store/pack-types.js';
+import type { BlobIndex } from '../../store/pack/pack-types.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
 import { sql } from 'kysely';
 import type {
@@ -14,21 +14,21 @@ import type {
   NewSnapshot,
   SnapshotRow,
   WorkspaceRow,
-} from '../catalog.js';
-import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from '../migrations.js';
-import type { Database } from '../schema.js';
-import type { GcCatalog } from '../gc-catalog.js';
+} from '../port/catalog.js';
+import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from './migrations.js';
+import type { Database } from './schema.js';
+import type { GcCatalog } from '../port/gc-catalog.js';
 import { BlobQueries } from './blob-queries.js';
 import { GcQueries } from './gc-queries.js';
 import { IdentityQueries } from './identity-queries.js';
-import type { CatalogIdentityPort } from '../identity.js';
+import type { CatalogIdentityPort } from '../port/identity.js';
 import { LeaseQueries } from './lease-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
 import type { SqlDialect } from './sql-dialect.js';
 import { WorkspaceQueries } from './workspace-queries.js';
 import { setLabelsQuery } from './label-queries.js';
-import type { LabelPatch, Labels } from '../labels.js';
+import type { LabelPatch, Labels } from '../port/labels.js';
 
 /**
  * `KyselyCatalog`: the `Catalog` port over any `Kysely<Database>`, with the queries written

@@ -1,4 +1,4 @@
-import { applyLabelPatch, labelsFromText, type LabelPatch, type Labels } from '../labels.js';
+import { applyLabelPatch, labelsFromText, type LabelPatch, type Labels } from '../port/labels.js';
 import { snapshotNotFound, workspaceNotFound } from './refs.js';
 import type { SqlContext } from './sql-context.js';
 

@@ -1,9 +1,9 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import { AwcError } from '../../core/errors.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
-import type { HostRegistration, HostRow, HostSession, LeaseRow, WorkspaceRow } from '../catalog.js';
-import type { Database } from '../schema.js';
-import { leasedError, leaseLostError } from '../lease-errors.js';
+import type { HostRegistration, HostRow, HostSession, LeaseRow, WorkspaceRow } from '../port/catalog.js';
+import type { Database } from './schema.js';
+import { leasedError, leaseLostError } from '../port/lease-errors.js';
 import { toNum } from './rows.js';
 import type { Db, SqlContext } from './sql-context.js';
 import type { WorkspaceQueries } from './workspace-queries.js';

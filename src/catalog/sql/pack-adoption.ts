@@ -1,5 +1,5 @@
 import { sql, type Transaction } from 'kysely';
-import type { Database } from '../schema.js';
+import type { Database } from './schema.js';
 import { LOOKUP_BATCH } from './blob-queries.js';
 import { chunks, nowIso } from './rows.js';
 import type { SqlContext } from './sql-context.js';

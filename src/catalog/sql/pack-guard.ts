@@ -1,8 +1,8 @@
 import { sql, type Transaction } from 'kysely';
 import { AwcError } from '../../core/errors.js';
-import type { NewSnapshot } from '../catalog.js';
-import type { RepackCommit } from '../gc-catalog.js';
-import type { Database } from '../schema.js';
+import type { NewSnapshot } from '../port/catalog.js';
+import type { RepackCommit } from '../port/gc-catalog.js';
+import type { Database } from './schema.js';
 import { LOOKUP_BATCH, type BlobQueries } from './blob-queries.js';
 import { chunks, nowIso, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { AwcError } from '../../core/errors.js';
-import type { IdPrefix } from '../ids.js';
-import type { Database } from '../schema.js';
+import type { IdPrefix } from '../port/ids.js';
+import type { Database } from './schema.js';
 
 /** Minimum length of an id prefix a ref may use (characters after `sn_` / `ws_`). */
 export const MIN_PREFIX = 4;

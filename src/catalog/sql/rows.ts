@@ -1,8 +1,8 @@
 import type { Digest } from '../../core/digest.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
-import type { SnapshotRow, WorkspaceRow } from '../catalog.js';
-import type { SnapshotRecord, WorkspaceRecord } from '../schema.js';
-import { labelsFromText } from '../labels.js';
+import type { SnapshotRow, WorkspaceRow } from '../port/catalog.js';
+import type { SnapshotRecord, WorkspaceRecord } from './schema.js';
+import { labelsFromText } from '../port/labels.js';
 
 /**
  * Row mapping between the catalog's tables (schema.ts, snake_case) and the port's rows

@@ -1,11 +1,11 @@
 import type { Transaction } from 'kysely';
 import { killPoint } from '../../core/kill-point.js';
 import { AwcError } from '../../core/errors.js';
-import type { CheckpointCommit, ListFilter, NewSnapshot, SnapshotRow } from '../catalog.js';
-import { labelsToText, matchesLabels } from '../labels.js';
-import { newId } from '../ids.js';
-import { checkName } from '../names.js';
-import type { Database, SnapshotRecord } from '../schema.js';
+import type { CheckpointCommit, ListFilter, NewSnapshot, SnapshotRow } from '../port/catalog.js';
+import { labelsToText, matchesLabels } from '../port/labels.js';
+import { newId } from '../port/ids.js';
+import { checkName } from '../port/names.js';
+import type { Database, SnapshotRecord } from './schema.js';
 import type { BlobQueries } from './blob-queries.js';
 import { guardSnapshotPacks } from './pack-guard.js';
 import type { LeaseQueries } from './lease-queries.js';

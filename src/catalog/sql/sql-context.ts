@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { AwcError } from '../../core/errors.js';
-import { newId } from '../ids.js';
-import type { Database } from '../schema.js';
+import { newId } from '../port/ids.js';
+import type { Database } from './schema.js';
 import { nowIso } from './rows.js';
 import type { SqlDialect } from './sql-dialect.js';
 import type { SqlErrors } from './sql-errors.js';

@@ -1,12 +1,12 @@
 import { AwcError } from '../../core/errors.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
 import type { Transaction } from 'kysely';
-import type { LeaseRow, ListFilter, WorkspaceRow } from '../catalog.js';
-import { labelsToText, matchesLabels, type Labels } from '../labels.js';
-import { newIds } from '../ids.js';
-import { checkName } from '../names.js';
-import type { Database, NewWorkspaceRecord, WorkspaceRecord } from '../schema.js';
-import { leasedError } from '../lease-errors.js';
+import type { LeaseRow, ListFilter, WorkspaceRow } from '../port/catalog.js';
+import { labelsToText, matchesLabels, type Labels } from '../port/labels.js';
+import { newIds } from '../port/ids.js';
+import { checkName } from '../port/names.js';
+import type { Database, NewWorkspaceRecord, WorkspaceRecord } from './schema.js';
+import { leasedError } from '../port/lease-errors.js';
 import { LOOKUP_BATCH } from './blob-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { chunks, nowIso, toWorkspaceRow } from './rows.js';

@@ -2,7 +2,7 @@ import { dirname, resolve } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { Kysely, sql } from 'kysely';
 import { mkdirPrivate, touchPrivateSync } from '../../core/private-fs.js';
-import type { Database } from '../schema.js';
+import type { Database } from '../sql/schema.js';
 import { KyselyCatalog } from '../sql/kysely-catalog.js';
 import type { SqlCatalogOptions } from '../sql/sql-context.js';
 import type { SqlDialect } from '../sql/sql-dialect.js';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
-import type { Awc } from '../../service/awc.js';
-import type { Output } from '../output.js';
-import type { InitTool } from '../../service/init-tool.js';
+import type { Awc } from '../../service/workspace/awc.js';
+import type { Output } from '../output/output.js';
+import type { InitTool } from '../../service/attach/init-tool.js';
 
 /** How a command runs with an open service (main.ts `withAwc`; `create` makes a missing home). */
 export type WithAwcHome = <T>(fn: (awc: Awc, o: Output) => Promise<T>, opts?: { create?: boolean }) => Promise<T>;
@@ -17,7 +17,7 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
     .command('env-key [dir]')
     .description("print a worktree's environment key: a digest of its lockfiles and runtime versions (default: .)")
     .action(async (dir: string | undefined) => {
-      const { envKey } = await import('../../service/env-key.js');
+      const { envKey } = await import('../../service/attach/env-key.js');
       const r = await envKey(dir ?? '.');
       out().result(r, () => (r.lockfiles.length ? r.key : `${r.key} (no lockfile found)`));
     });
@@ -30,7 +30,7 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
     .action((dir: string, opts: { name?: string; message?: string }) =>
       withAwc(
         async (awc, o) => {
-          const { prepare } = await import('../../service/prepare.js');
+          const { prepare } = await import('../../service/attach/prepare.js');
           const r = await prepare(awc, dir, { ...opts, onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
           o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`);
         },
@@ -44,8 +44,10 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
     .option('--snapshot <ref>', "attach this snapshot instead of the newest one with the worktree's environment key")
     .action((dir: string, opts: { snapshot?: string }) =>
       withAwc(async (awc, o) => {
-        const { throughDaemon } = await import('../through-daemon.js');
-        const r = throughDaemon(awc) ? await awc.attach(dir, opts) : await (await import('../../service/attach.js')).attach(awc, dir, opts);
+        const { throughDaemon } = await import('../remote/through-daemon.js');
+        const r = throughDaemon(awc)
+          ? await awc.attach(dir, opts)
+          : await (await import('../../service/attach/attach.js')).attach(awc, dir, opts);
         o.result(r, () =>
           r.already
             ? `${r.dir} is attached already (workspace ${r.workspace})`
@@ -62,8 +64,10 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
     .option('--force', 'detach mounts that are still in use lazily')
     .action((dir: string, opts: { force?: boolean }) =>
       withAwc(async (awc, o) => {
-        const { throughDaemon } = await import('../through-daemon.js');
-        const r = throughDaemon(awc) ? await awc.detach(dir, opts) : await (await import('../../service/attach.js')).detach(awc, dir, opts);
+        const { throughDaemon } = await import('../remote/through-daemon.js');
+        const r = throughDaemon(awc)
+          ? await awc.detach(dir, opts)
+          : await (await import('../../service/attach/attach.js')).detach(awc, dir, opts);
         o.result(r, () => `detached ${r.dir}: unmounted ${r.unmounted.length}, removed workspace ${r.workspace}`);
       }),
     );
@@ -80,7 +84,7 @@ export function registerAttachCommands(program: Command, withAwc: WithAwcHome, o
       .description(`${what} (merged into an existing file; default dir: .)`)
       .option('--awc <command>', 'the awc command the scripts run (default: awc, on the tool’s PATH)')
       .action(async (dir: string | undefined, opts: { awc?: string }) => {
-        const { initTool } = await import('../../service/init-tool.js');
+        const { initTool } = await import('../../service/attach/init-tool.js');
         const r = await initTool(tool as InitTool, dir ?? '.', opts);
         out().result(r, () => `${r.unchanged ? 'already set up' : r.merged ? 'merged into' : 'wrote'} ${r.file}`);
       });

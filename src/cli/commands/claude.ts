@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { WithAwc } from '../gc-commands.js';
+import type { WithAwc } from './gc-commands.js';
 import { registerHookCommands } from './hook.js';
 import { registerInitClaudeCommands } from './init-claude.js';
 import { registerPruneCommands } from './prune.js';

@@ -1,8 +1,8 @@
 import type { Command } from 'commander';
 import { AwcError } from '../../core/errors.js';
 import type { CleanedMount } from '../../drivers/overlay/leftovers.js';
-import type { Output } from '../output.js';
-import { packageVersion } from '../package-version.js';
+import type { Output } from '../output/output.js';
+import { packageVersion } from '../output/package-version.js';
 
 /** One line about a mount a dead daemon left and that was cleaned. */
 export function describeCleaned(c: CleanedMount): string {
@@ -23,7 +23,10 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
     .description('start the host daemon in the background')
     .action(async () => {
       const o = out();
-      const [{ loadConfig }, { DaemonClient }] = await Promise.all([import('../../config/config.js'), import('../../daemon/client.js')]);
+      const [{ loadConfig }, { DaemonClient }] = await Promise.all([
+        import('../../config/config.js'),
+        import('../../daemon/supervisor/client.js'),
+      ]);
       const client = new DaemonClient(loadConfig({ home: g().home, namespace: g().namespace }));
       if (!(await client.running())) await client.start();
       const s = await client.call('GET', '/v1/status');
@@ -36,7 +39,10 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
     .action(async (opts: { force?: boolean }) => {
       // --json: {running: false, stopped, cleaned: [{kind, path, upper?, lazy, error?}]}
       const o = out();
-      const [{ loadConfig }, { stopDaemon }] = await Promise.all([import('../../config/config.js'), import('../../daemon/stop.js')]);
+      const [{ loadConfig }, { stopDaemon }] = await Promise.all([
+        import('../../config/config.js'),
+        import('../../daemon/supervisor/stop.js'),
+      ]);
       const config = loadConfig({ home: g().home, namespace: g().namespace });
       const r = await stopDaemon(config, opts.force === true);
       o.result(r, () => [r.stopped ? 'awcd stopped' : 'awcd is not running', ...r.cleaned.map(describeCleaned)].join('\n'));
@@ -50,8 +56,8 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
       if (await (await import('./user-guards.js')).answerForUser('status', g(), o)) return;
       const [{ loadConfig, pathsOf }, { DaemonClient }, { livePid }] = await Promise.all([
         import('../../config/config.js'),
-        import('../../daemon/client.js'),
-        import('../../daemon/pid-file.js'),
+        import('../../daemon/supervisor/client.js'),
+        import('../../daemon/supervisor/pid-file.js'),
       ]);
       const config = loadConfig({ home: g().home, namespace: g().namespace });
       const client = new DaemonClient(config);
@@ -85,12 +91,12 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
         process.stderr.write(JSON.stringify({ time: new Date().toISOString(), role, ...l }) + '\n');
       if (process.env.AWC_DAEMON_WORKER !== '1') {
         // the supervisor: keeps the content FUSE connection and starts the daemon (this command with AWC_DAEMON_WORKER=1)
-        const { runSupervisor } = await import('../../daemon/supervisor.js');
+        const { runSupervisor } = await import('../../daemon/supervisor/supervisor.js');
         process.exit(await runSupervisor(config, logLine('supervisor')));
       }
       const fuseFd = process.env.AWC_FUSE_FD === undefined ? undefined : Number(process.env.AWC_FUSE_FD);
       const resume = process.env.AWC_FUSE_RESUME === '1';
-      const { HostDaemon } = await import('../../daemon/host-daemon.js');
+      const { HostDaemon } = await import('../../daemon/session/host-daemon.js');
       const d = new HostDaemon(config, { fuseFd, resume, version: packageVersion() });
       d.on('log', logLine('daemon'));
       // the `users` of config.json again (per-user sockets)
@@ -108,11 +114,11 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
         const e = err instanceof AwcError ? err : undefined;
         logLine('daemon')({ level: 'error', msg: 'start failed', code: e?.code, err: String(err) });
         const [{ EXIT_REFUSED, EXIT_SESSION_LOST }, { recordStartError, REFUSED_START_CODES }, { pathsOf }] = await Promise.all([
-          import('../../daemon/supervisor.js'),
-          import('../../daemon/start-error.js'),
+          import('../../daemon/supervisor/supervisor.js'),
+          import('../../daemon/supervisor/start-error.js'),
           import('../../config/config.js'),
         ]);
-        // `awc daemon start` reports it with its own code and hint (src/daemon/start-error.ts)
+        // `awc daemon start` reports it with its own code and hint (src/daemon/supervisor/start-error.ts)
         recordStartError(pathsOf(config).hostDir, err);
         process.exit(REFUSED_START_CODES.has(e?.code ?? '') ? EXIT_REFUSED : resume && e?.code === 'E_FUSE' ? EXIT_SESSION_LOST : 1);
       }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { WithAwc } from '../gc-commands.js';
+import type { WithAwc } from './gc-commands.js';
 
 /** The most a hook payload may be (bytes): Claude Code's are well under 4 KiB. */
 const MAX_PAYLOAD = 1024 * 1024;
@@ -32,8 +32,8 @@ async function readPayload(): Promise<string> {
 async function sessionStart(withAwc: WithAwc, cwd: string, log: (line: string) => void): Promise<void> {
   try {
     await withAwc(async (opened) => {
-      const { openClaudeAwc } = await import('../claude-awc.js');
-      const { claudeSessionContext } = await import('../../service/claude-session.js');
+      const { openClaudeAwc } = await import('../remote/claude-awc.js');
+      const { claudeSessionContext } = await import('../../service/claude/claude-session.js');
       const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd);
       if (ctx)
         process.stdout.write(`${JSON.stringify({ hookSpecificOutput: { hookEventName: 'SessionStart', additionalContext: ctx.text } })}\n`);
@@ -55,7 +55,7 @@ export function registerHookCommands(program: Command, withAwc: WithAwc): void {
     .command('claude')
     .description("Claude Code's WorktreeCreate / WorktreeRemove / SessionStart hook: payload on stdin; create prints the workspace path")
     .action(async () => {
-      const { parseClaudeHookPayload } = await import('../../service/claude-payload.js');
+      const { parseClaudeHookPayload } = await import('../../service/claude/claude-payload.js');
       const { AwcError } = await import('../../core/errors.js');
       // a malformed payload is refused before anything is opened
       const p = parseClaudeHookPayload(await readPayload());
@@ -63,16 +63,16 @@ export function registerHookCommands(program: Command, withAwc: WithAwc): void {
       if (p.event === 'SessionStart') return sessionStart(withAwc, p.cwd, log);
       try {
         await withAwc(async (opened, o) => {
-          const { openClaudeAwc } = await import('../claude-awc.js');
+          const { openClaudeAwc } = await import('../remote/claude-awc.js');
           const awc = await openClaudeAwc(opened);
           if (p.event === 'WorktreeCreate') {
-            const { claudeWorktreeCreate } = await import('../../service/claude-hook.js');
+            const { claudeWorktreeCreate } = await import('../../service/claude/claude-hook.js');
             const r = await claudeWorktreeCreate(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR, onLog: log });
             // the one line Claude Code reads (whatever --json says: the hook contract is the path)
             process.stdout.write(`${r.path}\n`);
             return;
           }
-          const { claudeWorktreeRemove } = await import('../../service/claude-hook.js');
+          const { claudeWorktreeRemove } = await import('../../service/claude/claude-hook.js');
           const r = await claudeWorktreeRemove(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR });
           log(
             r.workspace === null

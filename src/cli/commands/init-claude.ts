@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { WithAwc } from '../gc-commands.js';
+import type { WithAwc } from './gc-commands.js';
 
 /** A word for a POSIX shell: as is when it is plain, else single-quoted. */
 function shellWord(s: string): string {
@@ -29,10 +29,10 @@ export function registerInitClaudeCommands(program: Command, withAwc: WithAwc): 
     .action((dir: string | undefined, opts: { update?: boolean }) =>
       withAwc(async (opened, o) => {
         const { realpathSync } = await import('node:fs');
-        const { initClaude } = await import('../../service/claude-init.js');
+        const { initClaude } = await import('../../service/claude/claude-init.js');
         const { resolve } = await import('node:path');
-        const { isRemoteAwc, openClaudeAwc } = await import('../claude-awc.js');
-        const { formatBytes } = await import('../output.js');
+        const { isRemoteAwc, openClaudeAwc } = await import('../remote/claude-awc.js');
+        const { formatBytes } = await import('../output/output.js');
         const awc = await openClaudeAwc(opened);
         const cli = realpathSync(process.argv[1]!);
         const given = program.opts<{ home?: string }>().home ?? process.env.AWC_HOME;

@@ -1,9 +1,9 @@
 import type { Command } from 'commander';
-import type { WithAwc } from '../gc-commands.js';
-import { formatBytes } from '../output.js';
-import type { Awc } from '../../service/awc.js';
+import type { WithAwc } from './gc-commands.js';
+import { formatBytes } from '../output/output.js';
+import type { Awc } from '../../service/workspace/awc.js';
 
-/** Awc.kept, in process (sync) or through the root daemon for an ordinary user (src/cli/remote-awc.ts: promises). */
+/** Awc.kept, in process (sync) or through the root daemon for an ordinary user (src/cli/remote/remote-awc.ts: promises). */
 type KeptPort = {
   [K in keyof Awc['kept']]: (...a: Parameters<Awc['kept'][K]>) => ReturnType<Awc['kept'][K]> | Promise<ReturnType<Awc['kept'][K]>>;
 };

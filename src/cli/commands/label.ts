@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { parseLabelArgs, type Labels } from '../../catalog/labels.js';
-import type { WithAwc } from '../gc-commands.js';
+import { parseLabelArgs, type Labels } from '../../catalog/port/labels.js';
+import type { WithAwc } from './gc-commands.js';
 
 /** commander's collector for a repeatable `--label key=value` option. */
 export function collectLabel(value: string, previous: string[]): string[] {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { WithAwc } from '../gc-commands.js';
+import type { WithAwc } from './gc-commands.js';
 
 /**
  * Registers `awc prune [--dry-run]` (docs/reference/claude-code.md#awc-prune): releases the
@@ -12,8 +12,8 @@ export function registerPruneCommands(program: Command, withAwc: WithAwc): void 
     .option('--dry-run', 'report what would be released; change nothing')
     .action((opts: { dryRun?: boolean }) =>
       withAwc(async (awc, o) => {
-        const { pruneClaude } = await import('../../service/claude-prune.js');
-        const { openClaudeAwc } = await import('../claude-awc.js');
+        const { pruneClaude } = await import('../../service/claude/claude-prune.js');
+        const { openClaudeAwc } = await import('../remote/claude-awc.js');
         const r = await pruneClaude(await openClaudeAwc(awc), { dryRun: opts.dryRun });
         o.result(r, () =>
           [

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
-import type { PrintedRunTarget } from '../front-run.js';
+import type { PrintedRunTarget } from '../warm/front-run.js';
 import { AwcError } from '../../core/errors.js';
 import type { WithAwcHome } from './attach.js';
 
@@ -25,7 +25,7 @@ export function registerRunCommand(program: Command, withAwc: WithAwcHome, globa
       'run a command with a mounted workspace shown at its stable path (where its snapshot was imported from, or --at) in a private mount namespace; put -- before the command',
     )
     .option('--at <path>', 'the directory the workspace shows at for the command (default: the path its base snapshot was imported from)')
-    // the front's fast route (src/cli/front-run.ts): a warm worker resolves the run and prints it; the front starts it
+    // the front's fast route (src/cli/warm/front-run.ts): a warm worker resolves the run and prints it; the front starts it
     .addOption(new Option('--print-target', 'print where the command would run (JSON) and run nothing').hideHelp())
     .action((ref: string, command: string, args: string[], opts: { at?: string; printTarget?: boolean }) =>
       withAwc(async (awc) => {
@@ -34,8 +34,8 @@ export function registerRunCommand(program: Command, withAwc: WithAwcHome, globa
           return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
         }
         const [{ runTarget, cwdInNamespace }, { startInNamespace, waitInForeground }] = await Promise.all([
-          import('../../service/run-target.js'),
-          import('../../host/run-namespace.js'),
+          import('../../service/refs/run-target.js'),
+          import('../../host/mount/run-namespace.js'),
         ]);
         const cwd = process.cwd();
         const t = await runTarget(awc, awc.config.host, ref, opts.at, cwd);
@@ -67,7 +67,7 @@ function ownEnv(): Record<string, string> {
 
 /**
  * An ordinary user's `awc run`: the root daemon makes the namespace and starts the command as
- * this user with this process's stdio (src/daemon/user-run.ts); signals this process gets are
+ * this user with this process's stdio (src/daemon/users/user-run.ts); signals this process gets are
  * passed on. Returns the command's exit status.
  * @throws E_PERMISSION (no daemon serves this user: only root makes mount namespaces), what the daemon throws
  */
@@ -79,8 +79,8 @@ async function runThroughDaemon(
   at?: string,
 ): Promise<number> {
   const [{ userSocketFor }, { UserClient }, { randomBytes }] = await Promise.all([
-    import('../user-socket.js'),
-    import('../../daemon/user-client.js'),
+    import('../remote/user-socket.js'),
+    import('../../daemon/users/user-client.js'),
     import('node:crypto'),
   ]);
   const socket = userSocketFor(g.home);

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import { adminOnly } from '../through-daemon.js';
-import type { Output } from '../output.js';
+import { adminOnly } from '../remote/through-daemon.js';
+import type { Output } from '../output/output.js';
 
 /**
  * The commands that stay with the administrator for an ordinary user whose CLI is a client
@@ -27,7 +27,7 @@ function pathOf(cmd: Command): string {
 
 /** The per-user socket this CLI uses, or undefined (root, an own home, or no socket: the command answers as before). */
 async function socketOf(home: string | undefined): Promise<string | undefined> {
-  const { userSocketFor } = await import('../user-socket.js');
+  const { userSocketFor } = await import('../remote/user-socket.js');
   try {
     return userSocketFor(home);
   } catch {
@@ -56,7 +56,7 @@ export function registerUserGuards(program: Command, g: () => { home?: string })
 export async function answerForUser(what: 'doctor' | 'status', g: { home?: string; namespace?: string }, o: Output): Promise<boolean> {
   const socket = await socketOf(g.home);
   if (socket === undefined) return false;
-  const { UserClient } = await import('../../daemon/user-client.js');
+  const { UserClient } = await import('../../daemon/users/user-client.js');
   const client = new UserClient(socket);
   const status = await client.status();
   if (what === 'status') {

@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join, normalize, relative, resolve } fro
 import { DirFd } from '../../core/dir-fd.js';
 import { within } from '../../core/path-within.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import { openLocalRepo } from '../../service/git-run.js';
+import { openLocalRepo } from '../../service/git/git-run.js';
 
 /**
  * The directory an `awc mcp` server reads, writes, mounts and exports under

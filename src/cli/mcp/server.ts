@@ -2,12 +2,12 @@ import { randomBytes } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { defaultHome, loadConfig } from '../../config/config.js';
-import type { Awc } from '../../service/awc.js';
-import { remoteAwc } from '../remote-awc.js';
-import { userSocketFor } from '../user-socket.js';
-import { ScopeRegistry } from '../../service/scope-registry.js';
-import { openAwc } from '../open-awc.js';
-import type { Labels } from '../../catalog/labels.js';
+import type { Awc } from '../../service/workspace/awc.js';
+import { remoteAwc } from '../remote/remote-awc.js';
+import { userSocketFor } from '../remote/user-socket.js';
+import { ScopeRegistry } from '../../service/workspace/scope-registry.js';
+import { openAwc } from '../remote/open-awc.js';
+import type { Labels } from '../../catalog/port/labels.js';
 import { McpRoot } from './path-root.js';
 import { SnapshotScope } from './snapshot-scope.js';
 import { registerTools } from './tools.js';
@@ -35,7 +35,7 @@ export interface McpServerOptions {
  * JSON lines on stderr. The service is opened for each tool call and closed after it (a home
  * created after the server started is found; a missing one is the tool error E_NO_HOME).
  * Resolves when the client closes stdin (the transport closes). For an ordinary user allowed
- * to use the root daemon, each tool is a call through their socket (src/cli/remote-awc.ts) and
+ * to use the root daemon, each tool is a call through their socket (src/cli/remote/remote-awc.ts) and
  * the scope's markers are kept in their own default home (`~/.local/share/awc`). Every path a
  * tool is given must be under the root (McpRoot), and the scope sees only the snapshots it was
  * started with and its own workspaces' (SnapshotScope).

@@ -1,8 +1,8 @@
 import { AwcError } from '../../core/errors.js';
-import type { SnapshotRow } from '../../catalog/catalog.js';
-import { matchesLabels, type Labels } from '../../catalog/labels.js';
-import type { Awc } from '../../service/awc.js';
-import type { ScopeRegistry } from '../../service/scope-registry.js';
+import type { SnapshotRow } from '../../catalog/port/catalog.js';
+import { matchesLabels, type Labels } from '../../catalog/port/labels.js';
+import type { Awc } from '../../service/workspace/awc.js';
+import type { ScopeRegistry } from '../../service/workspace/scope-registry.js';
 
 /** The snapshots a server was started with: `--snapshot REF` (repeatable) and `--snapshot-label k=v` (repeatable, all must match). */
 export interface SnapshotGrant {

@@ -3,11 +3,11 @@ import * as z from 'zod';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import type { SnapshotRow, WorkspaceRow } from '../../catalog/catalog.js';
-import type { Awc } from '../../service/awc.js';
-import type { ScopeRegistry } from '../../service/scope-registry.js';
-import { computeUsage } from '../../service/usage.js';
-import { throughDaemon } from '../through-daemon.js';
+import type { SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { Awc } from '../../service/workspace/awc.js';
+import type { ScopeRegistry } from '../../service/workspace/scope-registry.js';
+import { computeUsage } from '../../service/workspace/usage.js';
+import { throughDaemon } from '../remote/through-daemon.js';
 import type { McpRoot } from './path-root.js';
 import { absPathInput, OUTPUT, refInput } from './schemas.js';
 import { snapshotOrNone, type SnapshotScope } from './snapshot-scope.js';
@@ -210,7 +210,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
     async ({ workspace, path, warm }, awc) => {
       const target = await root.path(path, 'path');
       const mount = await awc.mount((await owned(awc, scope, workspace)).id, target);
-      return warm ? { mount, warmed: await (await import('../../service/warm-workspace.js')).warmWorkspace(mount.path) } : { mount };
+      return warm ? { mount, warmed: await (await import('../../service/git/warm-workspace.js')).warmWorkspace(mount.path) } : { mount };
     },
   );
 
@@ -353,7 +353,7 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       annotations: hints(true, false, true),
     },
     async (_args, awc) => {
-      // an ordinary user's server: the daemon computes it (src/daemon/user-methods.ts)
+      // an ordinary user's server: the daemon computes it (src/daemon/users/user-methods.ts)
       const u = throughDaemon(awc) ? await awc.usage() : await computeUsage(awc);
       const mine = await scope.owned();
       return {

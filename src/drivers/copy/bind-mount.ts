@@ -1,5 +1,5 @@
 import { AwcError } from '../../core/errors.js';
-import { run, runCommand, unmount } from '../../host/mount-commands.js';
+import { run, runCommand, unmount } from '../../host/mount/mount-commands.js';
 
 /**
  * Exposes the directory `src` at `target` through a bind mount that carries `nosuid,nodev`

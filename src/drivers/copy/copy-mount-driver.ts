@@ -4,14 +4,14 @@ import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import { mkdirPrivate } from '../../core/private-fs.js';
 import type { Entry } from '../../core/tree.js';
-import type { WorkspaceRow } from '../../catalog/catalog.js';
-import type { ContentReader } from '../../store/content-reader.js';
-import type { ContentWriter } from '../../store/content-writer.js';
-import { walkTree } from '../../store/tree-source.js';
-import { exportDir } from '../../host/export-dir.js';
-import { importDir } from '../../host/import-dir.js';
-import { isMounted } from '../../host/mount-table.js';
-import { prepareMountTarget, unmount } from '../../host/mount-commands.js';
+import type { WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { ContentReader } from '../../store/content/content-reader.js';
+import type { ContentWriter } from '../../store/content/content-writer.js';
+import { walkTree } from '../../store/content/tree-source.js';
+import { exportDir } from '../../host/tree/export-dir.js';
+import { importDir } from '../../host/tree/import-dir.js';
+import { isMounted } from '../../host/mount/mount-table.js';
+import { prepareMountTarget, unmount } from '../../host/mount/mount-commands.js';
 import type {
   DoctorCheck,
   DriverContext,
@@ -24,14 +24,14 @@ import type {
   ScanResult,
   UnmountOptions,
   UnmountResult,
-} from '../mount-driver.js';
-import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../workspace-state.js';
-import { mountPathOf } from '../mount-path.js';
-import { NOT_IN_USE } from '../mount-use.js';
+} from '../port/mount-driver.js';
+import { readHostState, removeHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../port/workspace-state.js';
+import { mountPathOf } from '../port/mount-path.js';
+import { NOT_IN_USE } from '../port/mount-use.js';
 import { bindMountNoSuid } from './bind-mount.js';
 import { recordStats, reuseByStat } from './copy-stat-cache.js';
 import { restoreLeftOut } from './restore-left-out.js';
-import { undoMountRecord } from '../undo-mount-record.js';
+import { undoMountRecord } from '../port/undo-mount-record.js';
 
 /**
  * The copy driver: materialising, mounting and releasing a workspace

@@ -1,9 +1,9 @@
 import type { Digest } from '../../core/digest.js';
 import type { Entry } from '../../core/tree.js';
-import type { ContentReader } from '../../store/content-reader.js';
-import type { ContentWriter } from '../../store/content-writer.js';
-import { LEFT_OUT_CAPABILITY, LEFT_OUT_DEVICE, LEFT_OUT_ROOT_XATTRS, LEFT_OUT_SETID } from '../../host/export-dir.js';
-import { isPrivilegeXattr } from '../../host/xattrs.js';
+import type { ContentReader } from '../../store/content/content-reader.js';
+import type { ContentWriter } from '../../store/content/content-writer.js';
+import { LEFT_OUT_CAPABILITY, LEFT_OUT_DEVICE, LEFT_OUT_ROOT_XATTRS, LEFT_OUT_SETID } from '../../host/tree/export-dir.js';
+import { isPrivilegeXattr } from '../../host/tree/xattrs.js';
 
 /**
  * Puts entries a copy materialisation left out back into a scanned root: a device node

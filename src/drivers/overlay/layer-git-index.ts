@@ -10,17 +10,17 @@ import {
   type GitIndex,
   type GitStatData,
 } from '../../core/git-index.js';
-import { getGitProof, isProven, type GitIndexProof } from '../../store/git-proof-record.js';
-import type { ContentReader } from '../../store/content-reader.js';
-import type { ObjectStore } from '../../store/object-store.js';
-import { futimesNs } from '../../host/utimens.js';
+import { getGitProof, isProven, type GitIndexProof } from '../../store/content/git-proof-record.js';
+import type { ContentReader } from '../../store/content/content-reader.js';
+import type { ObjectStore } from '../../store/object/object-store.js';
+import { futimesNs } from '../../host/sys/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import { nameToBytes } from '../../core/raw-name.js';
 import type { DirFd } from '../../core/dir-fd.js';
 
 /** What a layer build needs to give its workspaces a trusted index: the root's proof and a way to read a file of the snapshot. */
 export interface LayerGitIndexSource {
-  /** The proof stored for the root at import (src/store/git-proof-record.ts), or undefined. */
+  /** The proof stored for the root at import (src/store/content/git-proof-record.ts), or undefined. */
   proof(root: Digest): Promise<GitIndexProof | undefined>;
   /** The whole content of a file of the snapshot (bytes). */
   read(file: FileEntry): Promise<Buffer>;

@@ -5,8 +5,8 @@ import { removeTree } from '../../core/remove-tree.js';
 import { join } from 'node:path';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
-import { readMountInfo, unescapeMountField, type MountInfo } from '../../host/mount-table.js';
-import { readHostState } from '../workspace-state.js';
+import { readMountInfo, unescapeMountField, type MountInfo } from '../../host/mount/mount-table.js';
+import { readHostState } from '../port/workspace-state.js';
 import type { LayerUse } from './layer-use.js';
 
 const HEX64 = /^[0-9a-f]{64}$/;

@@ -4,8 +4,8 @@
  * /dev/fuse descriptor). Read from /proc/self/mountinfo only (a stat of a dead or hung FUSE
  * mount could block).
  */
-import { readMountInfo, type MountInfo } from '../../host/mount-table.js';
-import { runCommand } from '../../host/mount-commands.js';
+import { readMountInfo, type MountInfo } from '../../host/mount/mount-table.js';
+import { runCommand } from '../../host/mount/mount-commands.js';
 import { overlayUpper } from './upper-use.js';
 import type { AwcPaths } from '../../config/config.js';
 

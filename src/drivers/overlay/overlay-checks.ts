@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { release } from 'node:os';
-import type { DoctorCheck } from '../mount-driver.js';
+import type { DoctorCheck } from '../port/mount-driver.js';
 
 /** Kernel version as [major, minor] from `uname -r` (e.g. "6.18.44-x" → [6, 18]). */
 export function kernelVersion(rel: string = release()): [number, number] {

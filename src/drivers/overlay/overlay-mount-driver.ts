@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { AwcError } from '../../core/errors.js';
-import type { WorkspaceRow } from '../../catalog/catalog.js';
-import type { ContentWriter } from '../../store/content-writer.js';
-import { unmount } from '../../host/mount-commands.js';
-import type { HostDaemonPort } from '../host-daemon-port.js';
-import { mountPathOf } from '../mount-path.js';
+import type { WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { ContentWriter } from '../../store/content/content-writer.js';
+import { unmount } from '../../host/mount/mount-commands.js';
+import type { HostDaemonPort } from '../port/host-daemon-port.js';
+import { mountPathOf } from '../port/mount-path.js';
 import type {
   DoctorCheck,
   DriverContext,
@@ -17,15 +17,15 @@ import type {
   ScanResult,
   UnmountOptions,
   UnmountResult,
-} from '../mount-driver.js';
-import { removeHostState, workspaceDirs, type WorkspaceHostState } from '../workspace-state.js';
+} from '../port/mount-driver.js';
+import { removeHostState, workspaceDirs, type WorkspaceHostState } from '../port/workspace-state.js';
 import { buildLayer } from './layer-builder.js';
 import { overlayChecks } from './overlay-checks.js';
 import { mergeUpper } from './upper-merge.js';
 import { readUpperCache, writeUpperCache } from './upper-stat-cache.js';
-import { describeUse, NOT_IN_USE } from '../mount-use.js';
+import { describeUse, NOT_IN_USE } from '../port/mount-use.js';
 import { overlayUpper, upperInUse } from './upper-use.js';
-import { mountsAt } from '../../host/mount-table.js';
+import { mountsAt } from '../../host/mount/mount-table.js';
 
 /**
  * The overlay mount driver, service side: mounts and unmounts go to the host daemon (it

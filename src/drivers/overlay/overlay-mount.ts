@@ -1,13 +1,13 @@
-import { run, runCommand } from '../../host/mount-commands.js';
+import { run, runCommand } from '../../host/mount/mount-commands.js';
 import { AwcError } from '../../core/errors.js';
-import { MS_NODEV, MS_NOSUID, mountSyscall } from '../../host/mount-syscall.js';
+import { MS_NODEV, MS_NOSUID, mountSyscall } from '../../host/mount/mount-syscall.js';
 
 /**
  * Mounts one overlayfs: `lowerdir=LAYER::CONTENT` (CONTENT a data-only lower), private
  * upper and work dirs, `metacopy=on,redirect_dir=on`, and nodev,nosuid by default (docs/explanation/design.md#overlay-driver, #security).
- * mount(2) is called directly (src/host/mount-syscall.ts); when it fails, mount(8) runs the
+ * mount(2) is called directly (src/host/mount/mount-syscall.ts); when it fails, mount(8) runs the
  * same mount, for its error message. With `fd` (a target opened by openOwnedTarget,
- * src/host/owned-target.ts), the target is `/proc/self/fd/<fd>` of this process (mount(8)
+ * src/host/mount/owned-target.ts), the target is `/proc/self/fd/<fd>` of this process (mount(8)
  * gets the descriptor as its fd 3 and mounts on `/proc/self/fd/3` without canonicalising it,
  * `-c`): mount(2) resolves the magic link to the very directory that was checked, so a path
  * swapped meanwhile cannot redirect the mount.

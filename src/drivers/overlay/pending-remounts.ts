@@ -1,9 +1,9 @@
 import { AwcError } from '../../core/errors.js';
-import { isMounted } from '../../host/mount-table.js';
-import { unmount } from '../../host/mount-commands.js';
-import { describeHolders, type Holder } from '../mount-use.js';
+import { isMounted } from '../../host/mount/mount-table.js';
+import { unmount } from '../../host/mount/mount-commands.js';
+import { describeHolders, type Holder } from '../port/mount-use.js';
 import { upperInUse } from './upper-use.js';
-import { readHostState, workspaceDirs } from '../workspace-state.js';
+import { readHostState, workspaceDirs } from '../port/workspace-state.js';
 
 /** A workspace waiting for its old overlay to have no users. */
 export interface WaitingRemount {

@@ -5,20 +5,20 @@ import { isDigest, type Digest } from '../../core/digest.js';
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { AwcError } from '../../core/errors.js';
 import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../../core/tree.js';
-import type { TreeSource } from '../../store/tree-source.js';
+import type { TreeSource } from '../../store/content/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
 import { peekFd, SMALL_FILE_BYTES } from '../../core/small-file.js';
-import { readXattrs } from '../../host/xattrs.js';
+import { readXattrs } from '../../host/tree/xattrs.js';
 import { nameFromBytes } from '../../core/raw-name.js';
 import { sparseOf, type Extent } from '../../core/sparse.js';
-import { findDataExtents } from '../../host/seek-data.js';
-import type { FindExtents } from '../../store/content-writer.js';
+import { findDataExtents } from '../../host/sys/seek-data.js';
+import type { FindExtents } from '../../store/content/content-writer.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
-/** The content writer's part the merge needs (see src/store/content-writer.ts). */
+/** The content writer's part the merge needs (see src/store/content/content-writer.ts). */
 export interface MergeWriter {
   writeFileFd(
     fd: number,
@@ -68,7 +68,7 @@ export type UpperStatCache = Record<string, [string, string, string, string, Dig
  * its metadata in the upper and its data in the lower (at its redirect if any, or at the
  * same path; a redirect into the content lower names the data's digest directly); any
  * other upper file is a full copy and is chunked. Xattrs of every namespace are kept but
- * `trusted.overlay.*`, which are dropped (src/host/xattrs.ts).
+ * `trusted.overlay.*`, which are dropped (src/host/tree/xattrs.ts).
  * Reads the upper directly, never the merged mount (that could deadlock on our own FUSE),
  * and only through directory descriptors (src/core/dir-fd.ts): a directory swapped for a
  * symlink while the merge runs is recorded as that symlink, never followed; an entry that

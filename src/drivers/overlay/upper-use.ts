@@ -19,9 +19,9 @@
  */
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { readMountInfo, unescapeMountField, type MountInfo } from '../../host/mount-table.js';
-import { runCommand } from '../../host/mount-commands.js';
-import type { Holder, MountUse } from '../mount-use.js';
+import { readMountInfo, unescapeMountField, type MountInfo } from '../../host/mount/mount-table.js';
+import { runCommand } from '../../host/mount/mount-commands.js';
+import type { Holder, MountUse } from '../port/mount-use.js';
 
 /** O_PATH (Linux, every architecture Node runs on but alpha/parisc/sparc). */
 const O_PATH = 0o10000000;

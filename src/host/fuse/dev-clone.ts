@@ -11,7 +11,7 @@
  */
 import { closeSync, openSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
-import { libcLoadError, loadLibc } from '../libc.js';
+import { libcLoadError, loadLibc } from '../sys/libc.js';
 
 /** _IOR(229, 0, uint32_t): include/uapi/linux/fuse.h. */
 const FUSE_DEV_IOC_CLONE = 0x8004e500;

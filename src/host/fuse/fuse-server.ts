@@ -3,7 +3,7 @@
  * libfuse): the life cycle of one connection, whatever file system it serves.
  *
  * - **Mount**: opens /dev/fuse (or takes the descriptor a supervisor keeps, see
- *   fuse-session.ts and src/daemon/supervisor.ts), runs util-linux `mount` asynchronously with
+ *   fuse-session.ts and src/daemon/supervisor/supervisor.ts), runs util-linux `mount` asynchronously with
  *   it as the child's fd 3, answers INIT (fuse-init.ts), records the connection id and sets
  *   the backing device's readahead. A successor to a dead server instead takes the live
  *   connection over: no mount, no INIT.
@@ -24,8 +24,8 @@ import { spawnSync } from 'node:child_process';
 import { basename, dirname, join, resolve } from 'node:path';
 import { AwcError } from '../../core/errors.js';
 import { CTRL_SLOTS, CTRL_STOP, CTRL_TABLE_GEN, STALE_REPLY_CODES, type ReaderWorkerData, type TableUpdate } from './control.js';
-import { mountsAt } from '../mount-table.js';
-import { runCommand } from '../mount-commands.js';
+import { mountsAt } from '../mount/mount-table.js';
+import { runCommand } from '../mount/mount-commands.js';
 import { abortFuseConnection, ensureFusectl, FUSECTL_DIR } from './fusectl.js';
 import { cloneFuseDevice } from './dev-clone.js';
 import { NodeLog, readSessionState, writeSessionState, type FuseSessionState } from './fuse-session.js';
@@ -58,7 +58,7 @@ export interface FuseServerOptions {
   readAheadKb?: number;
   /**
    * Keep-alive session: serve a connection whose /dev/fuse descriptor `fd` a supervisor keeps
-   * open (see fuse-session.ts and src/daemon/supervisor.ts). With `resume` false the server
+   * open (see fuse-session.ts and src/daemon/supervisor/supervisor.ts). With `resume` false the server
    * mounts with that descriptor; with `resume` true it takes over the live connection recorded
    * in `stateFile` (no mount, no INIT) and answers for the node ids in `nodeLog`. Either way it
    * reads requests from a clone of `fd` when it can (FUSE_DEV_IOC_CLONE), so its death fails

@@ -1,7 +1,7 @@
 /**
  * What a content FUSE server that takes over a live connection needs to know (the connection
  * outlives the server when a supervisor keeps its /dev/fuse descriptor, see
- * src/daemon/supervisor.ts):
+ * src/daemon/supervisor/supervisor.ts):
  *
  * - the session state (`<hostDir>/content-session.json`): the connection id, the protocol
  *   minor negotiated at INIT (done once per connection: a successor never sees INIT), the

@@ -4,7 +4,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
-import { readMountInfo } from '../mount-table.js';
+import { readMountInfo } from '../mount/mount-table.js';
 
 /** Where the kernel's fusectl filesystem exposes one directory per FUSE connection. */
 export const FUSECTL_DIR = '/sys/fs/fuse/connections';

@@ -13,7 +13,7 @@ import {
 import { setTimeout as delay } from 'node:timers/promises';
 import { AwcError } from '../../core/errors.js';
 import { redactUrl } from '../../config/backend-url.js';
-import type { ListedObject, ObjectStore } from '../object-store.js';
+import type { ListedObject, ObjectStore } from '../object/object-store.js';
 import { s3ToAwcError, type S3Context } from './s3-errors.js';
 import { multipartUpload } from './s3-multipart.js';
 

@@ -1,0 +1,303 @@
+import { sparseOf } from '../../core/sparse.js';
+import { findDataExtents } from '../sys/seek-data.js';
+import { closeSync, type BigIntStats } from 'node:fs';
+import type { Digest } from '../../core/digest.js';
+import { DirFd, fdPath } from '../../core/dir-fd.js';
+import { AwcError, toAwcError } from '../../core/errors.js';
+import { type Entry, type EntryAttrs } from '../../core/tree.js';
+import { nameFromBytes } from '../../core/raw-name.js';
+import type { ContentWriter } from '../../store/content/content-writer.js';
+import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
+import { peekFd, readSmallText } from '../../core/small-file.js';
+import { GitProofCollector } from './git-proof.js';
+import { readXattrs } from './xattrs.js';
+import type { GitIndexProof } from '../../store/content/git-proof-record.js';
+
+/**
+ * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
+ *
+ * What is recorded, per entry type (see src/core/tree.ts for the format):
+ * - regular files: content via `ContentWriter.writeFile` (chunked, deduplicated), size,
+ *   mode (07777 incl. setuid/setgid/sticky), uid, gid, mtime in ns, xattrs;
+ * - directories (including empty ones) with the same attributes, written bottom-up;
+ * - symlinks: target verbatim (relative, absolute, dangling), attributes, no xattrs;
+ * - hardlinks: a regular file with nlink > 1 seen again under another name (same dev+ino)
+ *   becomes `{type:'hardlink', target}`; the first name in depth-first, name-sorted
+ *   (UTF-8 byte) order carries the file entry;
+ * - fifos, character and block devices with their `rdev`;
+ * - sockets are skipped with warning `W_SOCKET_SKIPPED` and listed in `skipped`.
+ * Xattrs of files and directories: every namespace is recorded (values base64: `user.*`,
+ * `security.*`, the ACLs in `system.posix_acl_*`, `trusted.*`), except `trusted.overlay.*`,
+ * overlayfs's bookkeeping, which is dropped silently (src/host/tree/xattrs.ts).
+ *
+ * The resulting digests depend only on the tree's content and metadata, never on the
+ * timing of the concurrent file reads.
+ */
+
+/** A non-fatal problem found while importing (`code` is a `W_*` code). */
+export interface ImportWarning {
+  code: string;
+  path: string;
+  message: string;
+}
+
+/** Progress so far: regular files (each inode once) and their bytes. */
+export interface ImportProgress {
+  files: number;
+  bytes: number;
+}
+
+/** Result of an import: the snapshot root digest plus counts. */
+export interface ImportResult {
+  /** Digest of the root object (written through the writer; call `writer.flush()` to persist). */
+  root: Digest;
+  /** Regular files, each hardlinked inode counted once. */
+  fileCount: number;
+  /** Sum of those files' sizes in bytes. */
+  byteCount: number;
+  /** Entries not recorded (sockets), by slash-separated path from the root. */
+  skipped: { path: string; reason: string }[];
+  /** Files that kept changing while read and were stored as last read (only with `allowChanging`; absent for tar imports). */
+  changing?: string[];
+  /** With `gitProof`: what the import proved about the root repository's `.git/index` (absent when there is nothing to prove). */
+  gitProof?: GitIndexProof;
+}
+
+/** Options of `importDir`. */
+export interface ImportDirOptions {
+  /**
+   * Stat cache: called for every regular file (first name of an inode) with its
+   * slash-separated path from the root and its fstat (bigint). Return a previous `file`
+   * entry to reuse its content (`digest`, `size`, `chunks`) without reading the file; the
+   * attributes are always taken from the current fstat/xattrs. A returned entry whose
+   * size differs from `st.size`, or that is not a `file`, is ignored.
+   */
+  reuse?: (relPath: string, st: BigIntStats) => Entry | undefined;
+  /** Called after each regular file with cumulative counts. */
+  onProgress?: (p: ImportProgress) => void;
+  /** Called for each non-fatal problem (skipped socket, skipped xattr namespace, …). */
+  onWarning?: (w: ImportWarning) => void;
+  /** Regular files read at the same time (default 8). */
+  concurrency?: number;
+  /** Store a file that keeps changing as last read (listed in `changing`) instead of failing with E_CHANGED_DURING_READ. */
+  allowChanging?: boolean;
+  /** Leaves out a path (and, for a directory, all below it): called with its slash-separated path from the root. */
+  skip?: (relPath: string) => boolean;
+  /** The capture filter (docs/explanation/capture-classes.md): secrets and scratch it names are left out and reported to it. */
+  filter?: CaptureFilter;
+  /**
+   * When the root holds a git repository: also compute git's blob id of every file its
+   * `.git/index` tracks, in the same read pass, and return what that proves as `gitProof`
+   * (src/host/tree/git-proof.ts). Files reused through `reuse` are not read, so not proven.
+   */
+  gitProof?: boolean;
+}
+
+function attrsOf(st: BigIntStats, xattrs?: Record<string, string>): EntryAttrs {
+  const a: EntryAttrs = { mode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid), mtimeNs: st.mtimeNs.toString() };
+  if (xattrs) a.xattrs = xattrs;
+  return a;
+}
+
+/** A bounded pool of concurrent jobs; the first failure stops further submissions. */
+class Pool {
+  private running = 0;
+  private readonly waiters: (() => void)[] = [];
+  private readonly inflight = new Set<Promise<unknown>>();
+  error: unknown;
+
+  constructor(private readonly limit: number) {}
+
+  /** Waits for a free slot, starts `fn`, and returns its promise boxed (so that awaiting this call does not await the job). */
+  async submit<T>(fn: () => Promise<T>): Promise<{ job: Promise<T> }> {
+    while (this.running >= this.limit) await new Promise<void>((r) => this.waiters.push(r));
+    if (this.error !== undefined) throw this.error;
+    this.running++;
+    const job = fn().finally(() => {
+      this.running--;
+      this.inflight.delete(job);
+      this.waiters.shift()?.();
+    });
+    this.inflight.add(job);
+    job.catch((err) => {
+      this.error ??= err;
+    });
+    return { job };
+  }
+
+  /** Waits until no job runs (failures ignored: they are reported through `error`). */
+  async drain(): Promise<void> {
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+  }
+}
+
+/**
+ * Imports the directory `dir` as a snapshot through `writer` and returns its root digest.
+ *
+ * Walks through directory descriptors (src/core/dir-fd.ts: every entry lstat'ed, opened
+ * relative to its parent's descriptor with O_NOFOLLOW and checked against the lstat, file
+ * bytes and xattrs read only through the opened descriptor), in depth-first order with
+ * names sorted by their raw bytes; reads up to `concurrency` regular files at the same
+ * time. The root object carries `dir`'s own attributes. Nothing is persisted until the
+ * caller runs `writer.flush()`.
+ *
+ * Concurrent changes: an entry that vanishes before it is opened is left out; a directory
+ * renamed or swapped for a symlink is taken as the walk finds it (a symlink is recorded,
+ * never followed); a file that changes while it is read is read again (4 reads in all)
+ * and, with `allowChanging`, stored as last read and listed in `changing`.
+ *
+ * @throws AwcError E_SOURCE_NOT_FOUND when `dir` does not exist or is not a directory;
+ *   E_CHANGED_DURING_READ (retryable, `details.path` relative to `dir`) when a file keeps
+ *   changing while it is read (unless `allowChanging`);
+ *   E_PERMISSION when something cannot be read.
+ */
+export async function importDir(dir: string, writer: ContentWriter, opts: ImportDirOptions = {}): Promise<ImportResult> {
+  const opened = DirFd.openRoot(dir);
+  if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
+  const { dir: root, st: rootSt } = opened;
+
+  const warn = (w: ImportWarning): void => opts.onWarning?.(w);
+  const pool = new Pool(Math.max(1, opts.concurrency ?? 8));
+  const firstNames = new Map<string, string>(); // "dev:ino" → path of the inode's first name
+  const skipped: { path: string; reason: string }[] = [];
+  const changing: string[] = [];
+  const progress: ImportProgress = { files: 0, bytes: 0 };
+  const proof = opts.gitProof ? GitProofCollector.open(root) : undefined;
+
+  const countFile = (size: number): void => {
+    progress.files++;
+    progress.bytes += size;
+    opts.onProgress?.({ ...progress });
+  };
+
+  /** Reads one regular file's content through its descriptor (or reuses it) and returns its entry; closes `fd`. */
+  const fileEntry = async (fd: number, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> => {
+    try {
+      const prev = opts.reuse?.(rel, st);
+      if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
+        countFile(prev.size);
+        return {
+          type: 'file',
+          name,
+          ...attrsOf(st, xattrs),
+          size: prev.size,
+          digest: prev.digest,
+          chunks: prev.chunks,
+          ...sparseOf(prev.extents),
+        };
+      }
+      const c = await writer.writeFileFd(fd, {
+        path: rel,
+        allowChanging: opts.allowChanging,
+        also: proof?.also(rel),
+        findExtents: findDataExtents,
+      });
+      if (c.changing) changing.push(rel);
+      else proof?.record(rel, c.digest, c.also);
+      // the attributes of what was read: xattrs again when the inode changed since they were read
+      if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd));
+      countFile(c.size);
+      return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
+    } finally {
+      closeSync(fd);
+    }
+  };
+
+  /**
+   * Scans one directory: metadata sequentially in tree order (so hardlink roles are
+   * deterministic), file contents through the pool. Returns (boxed) a promise of the
+   * directory's tree digest, resolved once all its entries are written.
+   */
+  const scanDir = async (d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> => {
+    const names = d.list().map(nameFromBytes); // any bytes: raw ones escaped (src/core/raw-name.ts)
+    const pending: Promise<Entry>[] = [];
+    const add = (p: Promise<Entry>): void => {
+      p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
+      pending.push(p);
+    };
+    for (const name of names) {
+      const childRel = d.childRel(name);
+      if (opts.skip?.(childRel)) continue;
+      const found = d.open(name, undefined);
+      if (!found) continue; // vanished since readdir: taken as absent
+      const st = found.st;
+      if (found.type === 'dir') {
+        let sub: { tree: Promise<Digest> };
+        let xattrs: Record<string, string> | undefined;
+        try {
+          if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
+            opts.filter?.scratch(childRel, { dir: found.dir });
+            continue;
+          }
+          const childF = await f?.child(name, async () => readSmallText(found.dir, '.gitignore'));
+          xattrs = readXattrs(found.dir.self);
+          sub = await scanDir(found.dir, childF);
+        } finally {
+          found.dir.close();
+        }
+        add(sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })));
+      } else if (found.type === 'file') {
+        const verdict = f?.verdict(name, false, (max) => peekFd(found.fd, max)) ?? 'store';
+        if (verdict !== 'store') {
+          try {
+            if (verdict === 'secret') opts.filter?.secret(childRel, found.fd, Number(st.size));
+            else opts.filter?.scratch(childRel, { size: Number(st.size) });
+          } finally {
+            closeSync(found.fd);
+          }
+          continue;
+        }
+        if (st.nlink > 1n) {
+          const key = `${st.dev}:${st.ino}`;
+          const first = firstNames.get(key);
+          if (first !== undefined) {
+            closeSync(found.fd);
+            add(Promise.resolve({ type: 'hardlink', name, target: first }));
+            continue;
+          }
+          firstNames.set(key, childRel);
+        }
+        let job: Promise<Entry>;
+        try {
+          const xattrs = readXattrs(fdPath(found.fd));
+          ({ job } = await pool.submit(() => fileEntry(found.fd, childRel, name, st, xattrs)));
+        } catch (err) {
+          closeSync(found.fd);
+          throw err;
+        }
+        add(job);
+      } else if (found.type === 'symlink') {
+        if (st.nlink > 1n)
+          warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
+        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: nameFromBytes(found.target) }));
+      } else if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
+        const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
+        if (st.nlink > 1n)
+          warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
+        add(Promise.resolve({ type, name, ...attrsOf(st), rdev: Number(st.rdev) }));
+      } else if (st.isSocket()) {
+        skipped.push({ path: childRel, reason: 'socket' });
+        warn({ code: 'W_SOCKET_SKIPPED', path: childRel, message: 'sockets cannot be recorded; skipped' });
+      } else {
+        throw new AwcError('E_UNSUPPORTED', `${childRel}: unknown file type (mode ${st.mode.toString(8)})`);
+      }
+    }
+    const tree = Promise.all(pending).then((entries) => writer.writeTree(entries));
+    return { tree };
+  };
+
+  try {
+    const rootXattrs = readXattrs(root.self);
+    const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
+    const scanned = await scanDir(root, rootFilter);
+    const tree = await scanned.tree;
+    const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
+    const gitProof = proof?.finish();
+    return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing, ...(gitProof && { gitProof }) };
+  } catch (err) {
+    await pool.drain();
+    throw toAwcError(err);
+  } finally {
+    root.close();
+  }
+}

@@ -1,0 +1,70 @@
+import { realpath } from 'node:fs/promises';
+import { isAbsolute, relative, resolve, sep } from 'node:path';
+import type { SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { ClaudeAwc } from './claude-port.js';
+import { SOURCE_PATH_LABEL } from '../refs/run-target.js';
+
+/** What a session started in an AWC workspace is told (Claude Code's SessionStart `additionalContext`). */
+export interface SessionContext {
+  workspace: string;
+  /** The workspace's mount path on this host (absolute). */
+  mountPath: string;
+  /** The stable path its builds were made at (the `awc.path` label), or null when none is recorded. */
+  stablePath: string | null;
+  /** The text for the agent. */
+  text: string;
+}
+
+/** True when `path` is `dir` or inside it. */
+function within(dir: string, path: string): boolean {
+  const rel = relative(dir, path);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel) && !rel.split(sep).includes('..'));
+}
+
+/** The newest {@link SOURCE_PATH_LABEL} from `head` back through its parents, or null. */
+function stablePathOf(head: string | null, byId: Map<string, SnapshotRow>): string | null {
+  for (let id = head, i = 0; id !== null && i < 10_000; i++) {
+    const s = byId.get(id);
+    if (!s) return null;
+    const p = s.labels[SOURCE_PATH_LABEL];
+    if (p !== undefined && isAbsolute(p)) return p;
+    id = s.parentId;
+  }
+  return null;
+}
+
+/** `s` quoted for a POSIX shell when it needs it. */
+function sh(s: string): string {
+  return /^[A-Za-z0-9_./:@%+=-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
+}
+
+/**
+ * Claude Code's SessionStart in an AWC workspace (docs/how-to/claude-code.md "Builds at the
+ * stable path"): when `cwd` is inside a workspace mounted on this host whose snapshots
+ * record the path they were imported from, the agent is told to run builds through
+ * `awc run <mount> -- <command>`, which shows this workspace at that path in a private mount
+ * namespace, so the build reuses the base's outputs (docs/explanation/stable-paths.md). A
+ * workspace without a recorded path gets a line saying what it is; a directory that is no
+ * workspace gets nothing (null). Reads the workspace and snapshot lists only; changes nothing.
+ */
+export async function claudeSessionContext(awc: ClaudeAwc, cwd: string): Promise<SessionContext | null> {
+  const here = await realpath(cwd).catch(() => resolve(cwd));
+  const mounted = (await awc.listWorkspaces()).filter(
+    (w): w is WorkspaceRow & { mountPath: string } => w.mountState === 'mounted' && w.mountHost === awc.host && w.mountPath !== null,
+  );
+  // the innermost mount holding the directory
+  const ws = mounted.filter((w) => within(w.mountPath, here)).sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+  if (!ws) return null;
+  const snapshots = await awc.listSnapshots();
+  const byId = new Map(snapshots.map((s) => [s.id, s]));
+  const head = ws.headSnapshotId ? byId.get(ws.headSnapshotId) : undefined;
+  const name = ws.name ? `\`${ws.name}\` (${ws.id})` : ws.id;
+  const from = head ? ` at snapshot ${head.name ? `\`${head.name}\` (${head.id})` : head.id}` : '';
+  const stablePath = stablePathOf(ws.headSnapshotId, byId);
+  const intro = `This directory is AWC workspace ${name}${from}, mounted at ${ws.mountPath}: edit files and run commands here as usual.`;
+  const text =
+    stablePath === null
+      ? intro
+      : `${intro} Its base was built at ${stablePath}. To build with the base's outputs instead of from scratch, run builds and tests through \`awc run ${sh(ws.mountPath)} -- <command>\` (for example \`awc run ${sh(ws.mountPath)} -- npm run build\`): the command sees this same workspace at ${stablePath} in a private mount namespace, so an incremental build rewrites only what changed here; a build run directly here may instead follow the absolute paths its build files name into ${stablePath} itself. Paths it prints under ${stablePath} are files of this workspace, at the same place under ${ws.mountPath}; edit them there, never under ${stablePath} itself.`;
+  return { workspace: ws.id, mountPath: ws.mountPath, stablePath, text };
+}

@@ -1,0 +1,157 @@
+import { createHash } from 'node:crypto';
+import type { GcCatalog, GcPack } from '../../catalog/port/gc-catalog.js';
+import type { Digest } from '../../core/digest.js';
+import { AwcError, toAwcError } from '../../core/errors.js';
+import { Semaphore } from '../../core/semaphore.js';
+import type { ObjectStore } from '../../store/object/object-store.js';
+import { decodeBlob, PACK_FOOTER_SIZE, packKeyHex, parsePackFooter, parsePackIndex } from '../../store/pack/pack.js';
+import type { BlobLocation, PackIndexEntry } from '../../store/pack/pack-types.js';
+import type { FsckProblem } from './fsck-types.js';
+
+/** What the check of one pack found. */
+export interface PackCheck {
+  pack: GcPack;
+  /** The entries of the pack's own index, when it could be read. */
+  entries?: PackIndexEntry[];
+  /** The pack cannot serve reads at all: its object is missing or has another size (then nothing else is checked). */
+  broken: boolean;
+  /** Its object is not in the store. */
+  missing: boolean;
+  /** Digests of blobs in it that failed to decode (`--read-data`). */
+  badBlobs: Set<Digest>;
+  /** Digests whose catalog row names this pack but disagrees with its index. */
+  mismatched: Set<Digest>;
+  /** Every byte of the pack was read (`--read-data`). */
+  read: boolean;
+}
+
+/** Inputs of {@link checkPacks}. */
+export interface CheckPacksInput {
+  store: ObjectStore;
+  gc: GcCatalog;
+  /** The pack rows to check (live and condemned ones). */
+  packs: readonly GcPack[];
+  /** The store's listing: key → size in bytes. */
+  stored: ReadonlyMap<string, number>;
+  /** Keys of the packs to read whole (`--read-data`, `--subset`). */
+  readWhole: ReadonlySet<string>;
+  problems: FsckProblem[];
+  /** Packs checked at a time (default 4). */
+  concurrency?: number;
+}
+
+const same = (a: PackIndexEntry, b: BlobLocation): boolean =>
+  a.kind === b.kind && a.codec === b.codec && a.offset === b.offset && a.storedLength === b.storedLength && a.rawLength === b.rawLength;
+
+/**
+ * `entries`, when no digest appears twice (docs/reference/formats.md: a digest appears at most
+ * once in a pack; rows could not say which copy they mean).
+ * @throws E_FORMAT naming the first digest listed twice
+ */
+function once(entries: PackIndexEntry[]): PackIndexEntry[] {
+  const seen = new Set<Digest>();
+  for (const e of entries) {
+    if (seen.has(e.digest)) throw new AwcError('E_FORMAT', `its index lists blob ${e.digest} twice`);
+    seen.add(e.digest);
+  }
+  return entries;
+}
+
+/**
+ * Checks each pack row against the object store (docs/reference/fsck.md): the
+ * object exists with the recorded size, its own index parses and passes its checksum
+ * (`parsePackIndex`), and every catalog blob row naming it agrees with that index. A pack of
+ * `readWhole` is read whole instead: its bytes must hash to its key and every blob must decode
+ * to its digest (restic's `check --read-data`). Problems are appended to `input.problems`
+ * (without snapshots: the caller attributes them).
+ * @returns pack key → what was found. @throws what the catalog throws (a store error on one pack is a problem of that pack)
+ */
+export async function checkPacks(input: CheckPacksInput): Promise<Map<string, PackCheck>> {
+  const { store, problems } = input;
+  const out = new Map<string, PackCheck>();
+  const limit = new Semaphore(input.concurrency ?? 4);
+  const problem = (p: GcPack, kind: FsckProblem['kind'], err: AwcError | { code: FsckProblem['code']; message: string }, digest?: Digest) =>
+    problems.push({
+      kind,
+      code: err.code,
+      message: err.message,
+      namespace: p.namespace,
+      key: p.key,
+      ...(digest ? { digest } : {}),
+      snapshots: [],
+    });
+
+  const one = async (p: GcPack): Promise<void> => {
+    const c: PackCheck = { pack: p, broken: false, missing: false, badBlobs: new Set(), mismatched: new Set(), read: false };
+    out.set(p.key, c);
+    let size = input.stored.get(p.key);
+    if (size === undefined && (await store.has(p.key))) size = await store.size(p.key);
+    if (size === undefined) {
+      c.broken = c.missing = true;
+      return void problem(p, 'pack-missing', { code: 'E_OBJECT_NOT_FOUND', message: `pack ${p.key} is not in the object store` });
+    }
+    if (size !== p.size) {
+      c.broken = true;
+      return void problem(p, 'pack-size', {
+        code: 'E_INTEGRITY',
+        message: `pack ${p.key} has ${size} bytes; its catalog row says ${p.size}`,
+      });
+    }
+    try {
+      if (input.readWhole.has(p.key)) {
+        const bytes = await store.get(p.key);
+        c.read = true;
+        const hex = createHash('sha256').update(bytes).digest('hex');
+        if (hex !== packKeyHex(p.key))
+          problem(p, 'pack-digest', { code: 'E_INTEGRITY', message: `pack ${p.key}: its bytes hash to ${hex}, not to its key` });
+        c.entries = once(parsePackIndex(bytes));
+        for (const e of c.entries) {
+          try {
+            decodeBlob(bytes.subarray(e.offset, e.offset + e.storedLength), e);
+          } catch (err) {
+            c.badBlobs.add(e.digest);
+            problem(p, 'blob-corrupt', toAwcError(err), e.digest);
+          }
+        }
+      } else {
+        const tail = await store.get(p.key, { offset: Math.max(0, size - PACK_FOOTER_SIZE), length: PACK_FOOTER_SIZE });
+        const { indexLength } = parsePackFooter(tail);
+        const start = size - PACK_FOOTER_SIZE - indexLength;
+        if (start < 0) throw new AwcError('E_FORMAT', `pack ${p.key}: its index (${indexLength} bytes) does not fit in ${size} bytes`);
+        const ix = await store.get(p.key, { offset: start, length: indexLength + PACK_FOOTER_SIZE });
+        c.entries = once(parsePackIndex(ix, { packSize: size }));
+      }
+    } catch (err) {
+      const e = toAwcError(err);
+      if (e.code !== 'E_FORMAT' && e.code !== 'E_INTEGRITY' && e.code !== 'E_OBJECT_NOT_FOUND') throw e;
+      problem(p, 'pack-index', { code: e.code, message: `pack ${p.key}: its own index cannot be read: ${e.message}` });
+    }
+    if (!c.entries) return;
+    const byDigest = new Map(c.entries.map((e) => [e.digest, e]));
+    for (const row of await input.gc.listPackBlobs(p.key)) {
+      const e = byDigest.get(row.digest);
+      if (e && same(e, row)) continue;
+      c.mismatched.add(row.digest);
+      const what = e ? `at offset ${e.offset} (${e.storedLength} bytes), not ${row.offset} (${row.storedLength})` : 'not in it';
+      problem(
+        p,
+        'index-mismatch',
+        { code: 'E_INTEGRITY', message: `blob ${row.digest}: its row names pack ${p.key}, whose index has it ${what}` },
+        row.digest,
+      );
+    }
+  };
+
+  await Promise.all(
+    input.packs.map(async (p) => {
+      const wait = limit.acquire();
+      if (wait) await wait;
+      try {
+        await one(p);
+      } finally {
+        limit.release();
+      }
+    }),
+  );
+  return out;
+}

@@ -1,0 +1,160 @@
+import { stat } from 'node:fs/promises';
+import { killPoint } from '../../core/kill-point.js';
+import type * as fs from 'node:fs';
+import { resolve } from 'node:path';
+import type { Digest } from '../../core/digest.js';
+import { AwcError, toAwcError } from '../../core/errors.js';
+import type { Catalog } from '../../catalog/port/catalog.js';
+import { checkName } from '../../catalog/port/names.js';
+import { checkLabels, type Labels } from '../../catalog/port/labels.js';
+import { withSourcePath } from '../refs/run-target.js';
+import type { ContentWriter } from '../../store/content/content-writer.js';
+import { importDir } from '../../host/tree/import-dir.js';
+import type { ObjectStore } from '../../store/object/object-store.js';
+import { putGitProof } from '../../store/content/git-proof-record.js';
+import type { Progress } from '../../drivers/port/mount-driver.js';
+import { importTar, looksLikeTar, openTarFile, tarError } from '../tar/import-tar.js';
+import { readTarProjectFiles, TarCapture } from '../capture/tar-capture.js';
+import type { CommitHooks } from '../refs/commit-retry.js';
+import type { CaptureRecorder } from '../capture/capture-classes.js';
+
+/** Result of an import: the new snapshot and what was stored. */
+export interface ImportResult {
+  id: string;
+  name: string | null;
+  root: Digest;
+  /** The snapshot's labels (`{}` when none). */
+  labels: Labels;
+  files: number;
+  bytes: number;
+  newBytes: number;
+  storedBytes: number;
+  skipped: { path: string; reason: string }[];
+  /** Secret files of the directory or tar left out by the secret filter (never stored), with their size in bytes. */
+  secrets: { path: string; size: number }[];
+  /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
+  changing?: string[];
+}
+
+/** Options of {@link importSnapshot}. */
+export interface ImportOptions {
+  name?: string;
+  message?: string;
+  /** Labels of the new snapshot (catalog/labels.ts; validated before any byte is read: E_USAGE). */
+  labels?: Labels;
+  allowChanging?: boolean;
+  onProgress?: Progress;
+  onWarning?: (w: { code: string; path: string; message: string }) => void;
+  /** A directory import leaves out the paths this returns true for (slash-separated, from the root; see ImportDirOptions.skip). */
+  skip?: (relPath: string) => boolean;
+  /** Makes the capture filter of the import (docs/explanation/capture-classes.md); none: everything is stored. */
+  filter?: () => CaptureRecorder;
+  /**
+   * Where a directory import keeps what it proved about the root repository's `.git/index`
+   * (src/store/content/git-proof-record.ts), which the overlay driver's layers use to give workspaces
+   * an index git trusts (docs/explanation/git.md#the-workspaces-index). None: not computed.
+   */
+  gitProofStore?: ObjectStore;
+  /**
+   * A directory import records the directory's absolute path as the label `awc.path` (the
+   * stable path of `awc run`, src/service/refs/run-target.ts) unless the labels name one; false:
+   * never (an import from a temporary directory, such as a `--git` clone).
+   */
+  recordPath?: boolean;
+  /** Test-only injection point before the catalog commit. */
+  testHooks?: CommitHooks;
+}
+
+/**
+ * Imports a directory or a tar file as a new snapshot of `namespace` (see Awc.importSnapshot):
+ * content through a writer made by `makeWriter`, then one catalog row with its packs (and the
+ * packs it deduplicated against, which the commit checks are still live; `attempt` is the
+ * caller's retry count, for the test hook).
+ * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ, E_USAGE (neither a directory nor a tar)
+ */
+export async function importSnapshot(
+  catalog: Catalog,
+  namespace: string,
+  makeWriter: () => ContentWriter,
+  source: string,
+  opts: ImportOptions = {},
+  attempt = 0,
+): Promise<ImportResult> {
+  const src = resolve(source);
+  let st: fs.Stats;
+  try {
+    st = await stat(src);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
+    throw toAwcError(err);
+  }
+  checkName(opts.name, 'snapshot');
+  const labels = checkLabels(withSourcePath(opts.labels, st.isDirectory() && opts.recordPath !== false ? src : undefined));
+  if (opts.name !== undefined) await assertSnapshotNameFree(catalog, namespace, opts.name);
+  const startedAtMs = await catalog.nowMs();
+  const writer = makeWriter();
+  if (!st.isDirectory() && !(st.isFile() && looksLikeTar(src))) {
+    throw new AwcError('E_USAGE', `${source} is neither a directory nor a tar archive`, {
+      hint: 'Pass a directory, or a .tar / .tar.gz file.',
+    });
+  }
+  const filter = opts.filter?.();
+  const r = st.isDirectory()
+    ? await importDir(src, writer, {
+        onProgress: opts.onProgress,
+        onWarning: opts.onWarning,
+        allowChanging: opts.allowChanging,
+        skip: opts.skip,
+        filter,
+        gitProof: opts.gitProofStore !== undefined,
+      })
+    : await importTar(src, writer, {
+        onProgress: opts.onProgress,
+        onWarning: opts.onWarning,
+        capture:
+          filter &&
+          new TarCapture(filter, await readTarProjectFiles(() => openTarFile(src)).catch((e: unknown) => Promise.reject(tarError(e)))),
+      });
+  killPoint('import.scan.after');
+  const packs = await writer.flush();
+  if (opts.gitProofStore && 'gitProof' in r && r.gitProof) await putGitProof(opts.gitProofStore, r.root, r.gitProof);
+  await opts.testHooks?.beforeCommit?.(attempt);
+  killPoint('import.commit.before');
+  const snap = await catalog.createSnapshot({
+    namespace,
+    root: r.root,
+    name: opts.name ?? null,
+    message: opts.message ?? `import ${src}`,
+    labels,
+    fileCount: r.fileCount,
+    byteCount: r.byteCount,
+    packs,
+    reusedPacks: writer.reusedPacks(),
+    startedAtMs,
+  });
+  killPoint('import.commit.after');
+  return {
+    id: snap.id,
+    name: snap.name,
+    root: snap.root,
+    labels: snap.labels,
+    files: r.fileCount,
+    bytes: r.byteCount,
+    newBytes: writer.stats.newBytes,
+    storedBytes: writer.stats.storedBytes,
+    skipped: r.skipped,
+    secrets: filter?.report.secrets ?? [],
+    ...changingOf(r.changing),
+  };
+}
+
+async function assertSnapshotNameFree(catalog: Catalog, namespace: string, name: string): Promise<void> {
+  const existing = await catalog.listSnapshots(namespace);
+  if (existing.some((s) => s.name === name)) throw new AwcError('E_NAME_TAKEN', `a snapshot named ${JSON.stringify(name)} already exists`);
+}
+
+/** `{changing}` when some file kept changing while read, else nothing (results carry the key only when it says something). */
+export function changingOf(changing: string[] | undefined): { changing?: string[] } {
+  return changing && changing.length > 0 ? { changing } : {};
+}

@@ -1,0 +1,402 @@
+/**
+ * `awc hook claude`, `awc init claude`, `awc prune` (docs/how-to/claude-code.md): the built
+ * CLI run as a child process, fed each recorded Claude Code payload
+ * (test/fixtures/claude-hooks/) on stdin as Claude Code does, against a real git project
+ * with a small node_modules, one home, the host's real mount driver (overlay through the
+ * host daemon as root). The same hooks as an ordinary user, through the root daemon:
+ * test/service/claude/claude-user.test.ts.
+ */
+import { strict as assert } from 'node:assert';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { isMounted } from '../../../src/host/mount/mount-table.js';
+import { Awc } from '../../../src/service/workspace/awc.js';
+import type { SnapshotRow, WorkspaceRow } from '../../../src/catalog/port/catalog.js';
+import { awc, awcOk, CLI, cleanupMounts, errorOf, PROJECT } from '../../helpers/cli.js';
+import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
+
+const FIXTURES = join(PROJECT, 'test', 'fixtures', 'claude-hooks');
+
+describe('Claude Code worktree hooks', () => {
+  let work: string;
+  let home: string;
+  let project: string;
+  /** A symlink to the project: Claude Code may run in a path that is not the real one. */
+  let projectLink: string;
+  let transcripts: string;
+  /** The prepared snapshot `init claude` made. */
+  let prepared: string;
+
+  /** A recorded payload with its placeholders filled in (and `patch` merged over it). */
+  const payload = (file: string, vars: Record<string, string>, patch: Record<string, unknown> = {}): string => {
+    let text = readFileSync(join(FIXTURES, file), 'utf8');
+    for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`@${k}@`, v);
+    return JSON.stringify({ ...JSON.parse(text), ...patch });
+  };
+  /** Runs `awc hook claude` as Claude Code does: the payload on stdin, CLAUDE_PROJECT_DIR set, in the project. */
+  const runHook = (input: string, cwd = project) => {
+    const r = spawnSync(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+      input,
+      cwd,
+      encoding: 'utf8',
+      env: { ...process.env, CLAUDE_PROJECT_DIR: cwd },
+      timeout: 60_000,
+    });
+    return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+  };
+  const transcript = (name: string): string => {
+    const p = join(transcripts, `${name}.jsonl`);
+    writeFileSync(p, '{}\n');
+    return p;
+  };
+  const git = (dir: string, ...args: string[]): string =>
+    execFileSync('git', ['-c', `safe.directory=${dir}`, '-C', dir, ...args], { encoding: 'utf8' }).trim();
+  let opened: Awc | undefined;
+  /** The service on the test's home, in this process (reads only: fewer CLI starts). */
+  const svc = async (): Promise<Awc> => (opened ??= await Awc.open({ home }, { create: false }));
+  const labelled = async (kind: 'snapshot' | 'workspace', label: string): Promise<(SnapshotRow | WorkspaceRow)[]> => {
+    const [k, v] = label.split('=') as [string, string];
+    const s = await svc();
+    return kind === 'snapshot' ? s.listSnapshots({ labels: { [k]: v } }) : s.listWorkspaces({ labels: { [k]: v } });
+  };
+  const workspaceIds = async (): Promise<string[]> => (await (await svc()).listWorkspaces()).map((w) => w.id);
+
+  before(async () => {
+    work = realpathSync(await makeTempDir('awc-claude-'));
+    home = join(work, 'home');
+    project = join(work, 'proj');
+    projectLink = join(work, 'proj-link');
+    transcripts = join(work, 'transcripts');
+    mkdirSync(transcripts);
+    mkdirSync(join(project, 'src'), { recursive: true });
+    mkdirSync(join(project, 'node_modules', 'dep'), { recursive: true });
+    writeFileSync(join(project, 'src', 'index.js'), 'export const x = 1;\n');
+    writeFileSync(join(project, '.gitignore'), 'node_modules/\n.claude/worktrees/\n');
+    writeFileSync(join(project, 'node_modules', 'dep', 'index.js'), 'module.exports = 42;\n');
+    writeFileSync(join(project, 'node_modules', 'dep', 'package.json'), '{"name":"dep","version":"1.0.0"}\n');
+    execFileSync('git', ['init', '-q', '-b', 'main', project]);
+    git(project, 'add', '.');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+    symlinkSync(project, projectLink);
+  });
+  after(async () => {
+    await opened?.close();
+    cleanupMounts(home, work);
+    await removeTempDir(work);
+  });
+
+  it('create without a prepared snapshot fails at once with E_NOT_PREPARED and the hint, nothing on stdout', async () => {
+    const input = payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('none') });
+    // no home yet
+    let r = runHook(input);
+    assert.equal(r.code, 3, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /E_NOT_PREPARED/);
+    assert.match(r.stderr, /awc init claude/);
+    // a home with snapshots, none prepared for this project
+    const other = join(work, 'other');
+    mkdirSync(other);
+    writeFileSync(join(other, 'f'), 'x');
+    awcOk(home, ['snapshot', 'import', other]);
+    r = runHook(input);
+    assert.equal(r.code, 3, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, /E_NOT_PREPARED.*\n.*awc init claude/);
+    assert.equal(existsSync(join(project, '.claude', 'worktrees', 'fix-login')), false);
+    assert.deepEqual(await workspaceIds(), []);
+  });
+
+  it('a malformed payload or an unknown event: a stable code, non-zero, nothing on stdout', () => {
+    const cases: [string, string][] = [
+      ['{not json', 'E_HOOK_INPUT'],
+      ['{"hook_event_name":"WorktreeCreate","cwd":"/tmp"}', 'E_HOOK_INPUT'],
+      ['{"hook_event_name":"WorktreeCreate","cwd":"/tmp","name":"../../etc"}', 'E_HOOK_INPUT'],
+      ['{"hook_event_name":"Stop","session_id":"s"}', 'E_HOOK_EVENT'],
+    ];
+    for (const [input, code] of cases) {
+      const r = runHook(input);
+      assert.equal(r.code, 2, `${input}: ${r.stderr}`);
+      assert.equal(r.stdout, '', input);
+      assert.match(r.stderr, new RegExp(code), input);
+    }
+  });
+
+  it('init claude imports once, keeps every key of settings.json, is idempotent; a malformed settings.json is refused and kept', async () => {
+    const settingsPath = join(project, '.claude', 'settings.json');
+    mkdirSync(join(project, '.claude'));
+    const mine = {
+      model: 'opus',
+      permissions: { allow: ['Bash(npm test)'] },
+      hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: 'echo pre' }] }] },
+    };
+    writeFileSync(settingsPath, JSON.stringify(mine));
+    const first = awcOk(home, ['init', 'claude', projectLink]);
+    assert.equal(first.imported, true);
+    prepared = first.snapshot;
+    assert.equal(first.project, project);
+    const s1 = JSON.parse(readFileSync(settingsPath, 'utf8'));
+    assert.equal(s1.model, 'opus');
+    assert.deepEqual(s1.permissions, mine.permissions);
+    assert.deepEqual(s1.hooks.PreToolUse, mine.hooks.PreToolUse);
+    for (const ev of ['WorktreeCreate', 'WorktreeRemove', 'SessionStart']) {
+      assert.equal(s1.hooks[ev].length, 1, ev);
+      assert.match(s1.hooks[ev][0].hooks[0].command, / --home \S+ --namespace default hook claude$/);
+    }
+    const text1 = readFileSync(settingsPath, 'utf8');
+    const again = awcOk(home, ['init', 'claude', project]);
+    assert.equal(again.imported, false);
+    assert.equal(again.snapshot, first.snapshot);
+    assert.equal(again.settings.changed, false);
+    assert.equal(readFileSync(settingsPath, 'utf8'), text1);
+    assert.equal((await labelled('snapshot', `awc.claude.project=${project}`)).length, 1);
+
+    const bad = join(work, 'bad');
+    mkdirSync(join(bad, '.claude'), { recursive: true });
+    writeFileSync(join(bad, '.claude', 'settings.json'), '{"model": "opus",');
+    const r = awc(home, ['init', 'claude', bad]);
+    assert.equal(r.code, 5, r.stderr);
+    assert.equal(errorOf(r).code, 'E_CLAUDE_SETTINGS');
+    assert.equal(readFileSync(join(bad, '.claude', 'settings.json'), 'utf8'), '{"model": "opus",');
+    assert.equal((await labelled('snapshot', `awc.claude.project=${bad}`)).length, 0, 'nothing imported');
+  });
+
+  const shapes: { create: string; remove: string; name: string; dir: (p: string) => string; cwd?: () => string }[] = [
+    { create: 'create-2.1.50.json', remove: 'remove-2.1.50.json', name: 'fix-login', dir: (p) => join(p, '.claude/worktrees/fix-login') },
+    {
+      create: 'create-2.1.197-subagent.json',
+      remove: 'remove-2.1.197.json',
+      name: 'agent-a1b2c3d4',
+      dir: (p) => join(p, '.claude/worktrees/agent-a1b2c3d4'),
+      cwd: () => projectLink,
+    },
+    { create: 'create-docs.json', remove: 'remove-2.1.50.json', name: 'feat/auth', dir: (p) => join(p, '.claude/worktrees/feat+auth') },
+    {
+      create: 'create-worktree-path.json',
+      remove: 'remove-2.1.197.json',
+      name: 'explicit-path',
+      dir: (p) => join(p, '.claude/worktrees/explicit-path'),
+    },
+  ];
+  for (const shape of shapes) {
+    it(`${shape.create}: one real path on stdout, a mounted writable git checkout on its branch with node_modules; ${shape.remove} leaves nothing and a checkpoint holds the work`, async () => {
+      const cwd = shape.cwd?.() ?? project;
+      const vars = { PROJECT: cwd, TRANSCRIPT: transcript(shape.name.replaceAll('/', '+')) };
+      const c = runHook(payload(shape.create, vars), cwd);
+      assert.equal(c.code, 0, c.stderr);
+      assert.match(c.stdout, /^\/[^\n]+\n$/, 'exactly one line');
+      const path = c.stdout.trimEnd();
+      assert.equal(path, shape.dir(project));
+      assert.equal(realpathSync(path), path, 'symlink-free');
+      assert.ok(isMounted(path), 'mounted');
+      assert.equal(git(path, 'rev-parse', '--abbrev-ref', 'HEAD'), `worktree-${shape.name.replaceAll('/', '+')}`);
+      assert.equal(readFileSync(join(path, 'node_modules', 'dep', 'index.js'), 'utf8'), 'module.exports = 42;\n');
+      assert.equal(existsSync(join(path, '.claude', 'worktrees')), false, 'the worktrees are not in the snapshot');
+      writeFileSync(join(path, 'src', 'work.js'), `// ${shape.name}\n`);
+      writeFileSync(join(path, '.env'), `TOKEN=${shape.name}\n`); // a secret: never stored, kept by the remove
+      const [ws] = await labelled('workspace', `awc.claude.name=${shape.name}`);
+      assert.ok(ws, 'labelled');
+      assert.equal(ws.labels['awc.claude.project'], project);
+      assert.equal((ws as WorkspaceRow).baseSnapshotId, prepared, 'forked from the prepared snapshot (not from an earlier checkpoint)');
+      assert.equal(ws.labels['awc.claude.transcript'], vars.TRANSCRIPT);
+      // SessionStart in the worktree offers `awc run` at the stable path (the project), and the offered command works
+      const s = runHook(payload('session-start-2.1.100.json', { ...vars, WORKTREE: join(path, 'src') }), join(path, 'src'));
+      assert.equal(s.code, 0, s.stderr);
+      const ctx = JSON.parse(s.stdout).hookSpecificOutput;
+      assert.equal(ctx.hookEventName, 'SessionStart');
+      assert.ok(ctx.additionalContext.includes(`\`awc run ${path} -- <command>\``), ctx.additionalContext);
+      assert.ok(ctx.additionalContext.includes(`Its base was built at ${project}.`), ctx.additionalContext);
+      const ran = spawnSync(process.execPath, [CLI, '--home', home, 'run', path, '--', 'sh', '-c', 'pwd; cat work.js'], {
+        cwd: join(path, 'src'),
+        encoding: 'utf8',
+      });
+      assert.equal(ran.status, 0, ran.stderr);
+      assert.equal(ran.stdout, `${join(project, 'src')}\n// ${shape.name}\n`);
+
+      const r = runHook(payload(shape.remove, { ...vars, WORKTREE: path }), cwd);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.equal(existsSync(path), false, 'directory gone');
+      assert.equal(isMounted(path), false);
+      assert.equal((await workspaceIds()).includes(ws.id), false);
+      assert.match(r.stderr, /1 secret file\(s\) kept on this host/);
+      const [set] = awcOk(home, ['kept', 'ls', ws.id]).sets;
+      assert.deepEqual(
+        set.files.map((f: { path: string; keptAt: string }) => [f.path, readFileSync(f.keptAt, 'utf8')]),
+        [['.env', `TOKEN=${shape.name}\n`]],
+      );
+      const [snap] = await labelled('snapshot', `awc.claude.name=${shape.name}`);
+      assert.ok(snap, 'the checkpoint is labelled');
+      const out = join(work, `out-${ws.id}`);
+      await (await svc()).export(snap.id, { dir: out });
+      assert.equal(readFileSync(join(out, 'src', 'work.js'), 'utf8'), `// ${shape.name}\n`);
+      rmSync(out, { recursive: true });
+    });
+  }
+
+  it('SessionStart outside a workspace, or with no home at all, says nothing and never fails the session', () => {
+    const outside = runHook(payload('session-start-2.1.100.json', { TRANSCRIPT: transcript('s-out'), WORKTREE: work }), work);
+    assert.deepEqual([outside.code, outside.stdout], [0, '']);
+    const r = spawnSync(process.execPath, [CLI, '--home', join(work, 'no-home'), 'hook', 'claude'], {
+      input: payload('session-start-2.1.100.json', { TRANSCRIPT: transcript('s-none'), WORKTREE: work }),
+      cwd: work,
+      encoding: 'utf8',
+    });
+    assert.deepEqual([r.status, r.stdout], [0, '']);
+    assert.match(r.stderr, /SessionStart: no workspace context/);
+  });
+
+  it('prune releases a workspace whose directory is gone and one whose transcript is gone; --dry-run changes nothing', async () => {
+    const made: Record<string, { path: string; transcript: string; base: string }> = {};
+    for (const name of ['p-dir', 'p-session', 'p-live']) {
+      const t = transcript(name);
+      const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: t }, { name }));
+      assert.equal(c.code, 0, c.stderr);
+      const path = c.stdout.trimEnd();
+      const ws = (await (await svc()).listWorkspaces({ labels: { 'awc.claude.path': path } }))[0]!;
+      made[name] = { path, transcript: t, base: ws.baseSnapshotId };
+      writeFileSync(join(made[name].path, `${name}.txt`), name);
+    }
+    // --update imports again while workspaces are mounted inside the project: they are left out of it
+    const up = awcOk(home, ['init', 'claude', project, '--update']);
+    assert.equal(up.imported, true);
+    assert.deepEqual(up.replaced, { id: made['p-live']!.base, removed: false }, 'the old one is kept: workspaces use it');
+    const upOut = join(work, 'out-update');
+    await (await svc()).export(up.snapshot, { dir: upOut });
+    assert.equal(existsSync(join(upOut, 'src', 'index.js')), true);
+    assert.equal(existsSync(join(upOut, '.claude', 'worktrees')), false);
+    rmSync(upOut, { recursive: true });
+    // directory gone: unmounted (as after a reboot) and removed
+    awcOk(home, ['unmount', made['p-dir']!.path]);
+    rmdirSync(made['p-dir']!.path);
+    // session gone: Claude Code deleted its transcript
+    rmSync(made['p-session']!.transcript);
+
+    const state = async () => (await (await svc()).listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]);
+    const before = await state();
+    const dry = awcOk(home, ['prune', '--dry-run']);
+    assert.equal(dry.dryRun, true);
+    assert.deepEqual(dry.pruned.map((e: any) => [e.name, e.reason]).sort(), [
+      ['p-dir', 'directory-gone'],
+      ['p-session', 'session-gone'],
+    ]);
+    assert.deepEqual(await state(), before, 'dry run changed nothing');
+    assert.ok(isMounted(made['p-session']!.path));
+
+    const r = awcOk(home, ['prune']);
+    assert.deepEqual(r.pruned.map((e: any) => [e.name, e.reason, e.error]).sort(), [
+      ['p-dir', 'directory-gone', undefined],
+      ['p-session', 'session-gone', undefined],
+    ]);
+    assert.equal(r.kept, 1);
+    assert.equal(existsSync(made['p-session']!.path), false);
+    const left = (await (await svc()).listWorkspaces()).map((w) => w.labels['awc.claude.name']);
+    assert.deepEqual(left, ['p-live']);
+    for (const name of ['p-dir', 'p-session']) {
+      const [snap] = await labelled('snapshot', `awc.claude.name=${name}`);
+      assert.ok(snap, `${name}: its work is checkpointed`);
+    }
+    assert.ok(isMounted(made['p-live']!.path), 'the live one stays mounted');
+    const rm = runHook(
+      payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: made['p-live']!.transcript, WORKTREE: made['p-live']!.path }),
+    );
+    assert.equal(rm.code, 0, rm.stderr);
+  });
+
+  it("WorktreeRemove refuses a workspace its project's hooks did not make (awc fork, another project's hook): E_PERMISSION, nothing checkpointed, unmounted, removed or deleted", async () => {
+    // one made by `awc fork` and mounted by hand where a hook would put it
+    const direct = join(project, '.claude', 'worktrees', 'direct');
+    mkdirSync(direct, { recursive: true });
+    const forked = awcOk(home, ['fork', prepared, '--name', 'direct']);
+    const directId: string = (forked.workspaces ?? [forked])[0].id;
+    awcOk(home, ['mount', directId, direct]);
+    writeFileSync(join(direct, 'mine.txt'), "not the hook's\n");
+    // one made by the hooks of another project
+    const other = join(work, 'proj2');
+    mkdirSync(other);
+    writeFileSync(join(other, 'f.txt'), 'other project\n');
+    awcOk(home, ['init', 'claude', other]);
+    const made = runHook(payload('create-2.1.50.json', { PROJECT: other, TRANSCRIPT: transcript('proj2') }, { name: 'theirs' }), other);
+    assert.equal(made.code, 0, made.stderr);
+    const theirs = made.stdout.trimEnd();
+    assert.ok(theirs.startsWith(join(other, '.claude', 'worktrees')), theirs);
+    writeFileSync(join(theirs, 'work.txt'), 'their work\n');
+
+    const s = await svc();
+    const snapshotsBefore = (await s.listSnapshots()).map((x) => x.id).sort();
+    const rowsBefore = (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]);
+    for (const path of [direct, theirs]) {
+      // run from this project (cwd and CLAUDE_PROJECT_DIR), as this project's Claude Code would
+      const r = runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('intruder'), WORKTREE: path }));
+      assert.equal(r.code, 6, r.stderr);
+      assert.equal(r.stdout, '');
+      assert.match(r.stderr, /E_PERMISSION: workspace \S+ at /);
+      assert.match(r.stderr, /hint: A hook removes only the workspaces its own project's hooks made/);
+      assert.ok(isMounted(path), `${path} is still mounted`);
+    }
+    assert.match(
+      runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('intruder'), WORKTREE: theirs })).stderr,
+      new RegExp(`made by the hooks of project ${other}, not of ${project}`),
+    );
+    assert.deepEqual((await s.listSnapshots()).map((x) => x.id).sort(), snapshotsBefore, 'nothing checkpointed');
+    assert.deepEqual(
+      (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]),
+      rowsBefore,
+      'nothing unmounted or removed',
+    );
+    assert.equal(readFileSync(join(direct, 'mine.txt'), 'utf8'), "not the hook's\n");
+    assert.equal(readFileSync(join(theirs, 'work.txt'), 'utf8'), 'their work\n');
+
+    // the other project's own hook removes its workspace; the forked one goes by hand
+    const own = runHook(payload('remove-2.1.50.json', { PROJECT: other, TRANSCRIPT: transcript('proj2'), WORKTREE: theirs }), other);
+    assert.equal(own.code, 0, own.stderr);
+    assert.equal(existsSync(theirs), false);
+    awcOk(home, ['rm', directId, '--force']);
+    rmdirSync(direct);
+  });
+  it("WorktreeRemove trusts CLAUDE_PROJECT_DIR, never the payload's cwd: a payload naming another project's cwd and workspace is refused, unset or set to the caller's project, and nothing changes", async () => {
+    const victim = join(work, 'proj3');
+    mkdirSync(victim);
+    writeFileSync(join(victim, 'f.txt'), 'victim project\n');
+    awcOk(home, ['init', 'claude', victim]);
+    const made = runHook(payload('create-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('proj3') }, { name: 'victims' }), victim);
+    assert.equal(made.code, 0, made.stderr);
+    const theirs = made.stdout.trimEnd();
+    writeFileSync(join(theirs, 'work.txt'), 'victim work\n');
+
+    const s = await svc();
+    const snapshotsBefore = (await s.listSnapshots()).map((x) => x.id).sort();
+    const rowsBefore = (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]);
+    // the payload names the victim's project as its cwd; the hook runs in the attacker's project
+    const input = payload('remove-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('attacker'), WORKTREE: theirs });
+    const { CLAUDE_PROJECT_DIR: _unset, ...env } = process.env;
+    for (const [what, extra] of [
+      ['CLAUDE_PROJECT_DIR unset', {}],
+      ["CLAUDE_PROJECT_DIR the attacker's project", { CLAUDE_PROJECT_DIR: project }],
+    ] as const) {
+      const r = spawnSync(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+        input,
+        cwd: project,
+        encoding: 'utf8',
+        env: { ...env, ...extra },
+        timeout: 60_000,
+      });
+      assert.equal(r.status, 6, `${what}: ${r.stderr}`);
+      assert.equal(r.stdout, '', what);
+      assert.match(r.stderr, /E_PERMISSION: workspace \S+ at /, what);
+      assert.ok(isMounted(theirs), `${what}: ${theirs} is still mounted`);
+    }
+    assert.deepEqual((await s.listSnapshots()).map((x) => x.id).sort(), snapshotsBefore, 'nothing checkpointed');
+    assert.deepEqual(
+      (await s.listWorkspaces()).map((w) => [w.id, w.headSnapshotId, w.mountState, w.mountPath]),
+      rowsBefore,
+      'nothing unmounted or removed',
+    );
+    assert.equal(readFileSync(join(theirs, 'work.txt'), 'utf8'), 'victim work\n');
+
+    const own = runHook(payload('remove-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('proj3'), WORKTREE: theirs }), victim);
+    assert.equal(own.code, 0, own.stderr);
+    assert.equal(existsSync(theirs), false);
+  });
+});
