@@ -32,10 +32,29 @@ export function usersAndOverlaySkip(): string | false {
   return detectDriver('auto').driver !== 'overlay' ? 'overlay is not possible here' : false;
 }
 
+/**
+ * Runs a shadow-utils command, retried for up to 10 s while another process holds /etc/passwd or
+ * /etc/group (test files run two at a time, so two may add or remove users at once). Exit codes in
+ * `ok` also count as success (6: no such user or group). Other failures throw, or with `bestEffort` are
+ * left (userdel of a user a lingering process still runs as).
+ */
+function retryLocked(cmd: string, args: string[], ok: number[] = [], bestEffort = false): void {
+  const until = Date.now() + 10_000;
+  for (;;) {
+    const r = spawnSync(cmd, args, { encoding: 'utf8' });
+    if (r.status === 0 || ok.includes(r.status ?? -1)) return;
+    if (Date.now() > until || !/lock|try again/i.test(r.stderr)) {
+      if (bestEffort) return;
+      throw new Error(`${cmd} ${args.join(' ')}: ${r.stderr}`);
+    }
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+  }
+}
+
 /** Creates a system user `awctest-<random>` without a home (`useradd -M -r`), with its own group. */
 export function createTestUser(): TestUser {
   const name = `awctest-${randomBytes(4).toString('hex')}`;
-  execFileSync('useradd', ['-M', '-r', '-U', '-s', '/usr/sbin/nologin', name], { stdio: 'pipe' });
+  retryLocked('useradd', ['-M', '-r', '-U', '-s', '/usr/sbin/nologin', name]);
   const uid = Number(execFileSync('id', ['-u', name], { encoding: 'utf8' }).trim());
   const gid = Number(execFileSync('id', ['-g', name], { encoding: 'utf8' }).trim());
   const run = (cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> =>
@@ -67,8 +86,8 @@ export function createTestUser(): TestUser {
       return JSON.parse(r.stdout);
     },
     remove(): void {
-      spawnSync('userdel', [name], { stdio: 'ignore' });
-      spawnSync('groupdel', [name], { stdio: 'ignore' });
+      retryLocked('userdel', [name], [6], true);
+      retryLocked('groupdel', [name], [6], true);
     },
   };
 }

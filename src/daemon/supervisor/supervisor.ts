@@ -21,7 +21,7 @@ import { closeSync, existsSync, openSync, readFileSync, rmSync, writeFileSync } 
 import { mkdirPrivateSync } from '../../core/private-fs.js';
 import { fileURLToPath } from 'node:url';
 import { detectDriver } from '../../drivers/detect/detect-driver.js';
-import { abortFuseConnection, FUSECTL_DIR } from '../../host/fuse/fusectl.js';
+import { abortFuseConnection, connectionMayBeAt, FUSECTL_DIR } from '../../host/fuse/fusectl.js';
 import { readSessionState } from '../../host/fuse/fuse-session.js';
 import { pathsOf, type AwcConfig } from '../../config/config.js';
 import { livePid } from './pid-file.js';
@@ -70,7 +70,7 @@ export function runSupervisor(config: AwcConfig, log: SupervisorLog): Promise<nu
   /** The connection the last worker served, when it is still alive and safe to take over. */
   const liveSession = (): ReturnType<typeof readSessionState> => {
     const s = readSessionState(paths.fuseSession);
-    if (!s || fd < 0 || !existsSync(`${FUSECTL_DIR}/${s.connId}`)) return undefined;
+    if (!s || fd < 0 || !existsSync(`${FUSECTL_DIR}/${s.connId}`) || !connectionMayBeAt(s.connId, s.mountpoint)) return undefined;
     return s;
   };
 
@@ -120,13 +120,13 @@ export function runSupervisor(config: AwcConfig, log: SupervisorLog): Promise<nu
       const s = liveSession();
       if (crashes.length > MAX_RESTARTS) {
         log({ level: 'error', msg: 'the daemon keeps dying: giving up', code, signal });
-        if (s) abortFuseConnection(s.connId);
+        if (s) abortFuseConnection(s.connId, s.mountpoint);
         return finish(1);
       }
       if (s && !s.cloned) {
         // it read requests from our descriptor: the ones it had not answered would wait forever
         log({ level: 'warn', msg: 'the daemon died without a cloned descriptor: aborting its connection', code, signal });
-        abortFuseConnection(s.connId);
+        abortFuseConnection(s.connId, s.mountpoint);
       }
       log({ level: 'warn', msg: 'the daemon died: starting it again', code, signal });
       const resume = s !== undefined && s.cloned;

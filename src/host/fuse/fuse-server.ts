@@ -363,7 +363,7 @@ export abstract class FuseServer<E extends FuseServerEvents & Record<keyof E, un
   }
 
   private abortSync(): void {
-    if (this.connId !== undefined) abortFuseConnection(this.connId);
+    if (this.connId !== undefined && this.mountedPath) abortFuseConnection(this.connId, this.mountedPath);
     if (this.mountedPath && this.state !== 'new' && mountsAt(this.mountedPath, 'fuse.awc').length > 0) {
       spawnSync('umount', ['-l', this.mountedPath], { stdio: 'ignore' });
     }
@@ -384,7 +384,7 @@ export abstract class FuseServer<E extends FuseServerEvents & Record<keyof E, un
       const m = mountsAt(mp, 'fuse.awc').at(-1);
       if (m) this.connId = m.minor;
     }
-    if (this.connId !== undefined) abortFuseConnection(this.connId);
+    if (this.connId !== undefined && mp) abortFuseConnection(this.connId, mp);
     // 3. Unmount, lazily when busy (or when an overlay still holds it).
     if (mp && mountsAt(mp, 'fuse.awc').length > 0) {
       const r = await runCommand('umount', [mp]);

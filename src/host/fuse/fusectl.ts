@@ -22,11 +22,26 @@ export function ensureFusectl(): boolean {
 }
 
 /**
+ * Whether connection id `connectionId` may still be the connection mounted at `mountpoint`.
+ * Connection ids are minor device numbers, which the kernel hands out again once a connection
+ * ends: when a visible mount with that device is somewhere else, the id now belongs to another
+ * file system (another AWC home's, or anyone's) and is not ours. When no visible mount has that
+ * device (ours detached lazily, or gone), the id may be ours and true is returned.
+ */
+export function connectionMayBeAt(connectionId: number, mountpoint: string): boolean {
+  const same = readMountInfo().filter((m) => m.major === 0 && m.minor === connectionId);
+  return same.length === 0 || same.some((m) => m.mountPoint === mountpoint);
+}
+
+/**
  * Aborts a FUSE connection through fusectl: every pending and future request fails
  * (ENOTCONN for callers), and the server's blocked device reads return ENODEV.
- * Returns false when the connection directory does not exist (already gone, or no fusectl).
+ * `mountpoint` is where the connection was mounted: a connection id that another mount now
+ * uses is left alone (connectionMayBeAt). Returns false when the connection directory does not
+ * exist (already gone, or no fusectl) or the id is another's.
  */
-export function abortFuseConnection(connectionId: number): boolean {
+export function abortFuseConnection(connectionId: number, mountpoint: string): boolean {
+  if (!connectionMayBeAt(connectionId, mountpoint)) return false;
   try {
     writeFileSync(`${FUSECTL_DIR}/${connectionId}/abort`, '1');
     return true;

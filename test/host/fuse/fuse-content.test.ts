@@ -17,6 +17,7 @@ import { spawn } from 'node:child_process';
 import { after, describe, it } from 'node:test';
 import { getAttributeSync, listAttributesSync, setAttributeSync } from 'fs-xattr';
 import { ContentFuse, type ContentSource } from '../../../src/host/fuse/content-fuse.js';
+import { abortFuseConnection, connectionMayBeAt } from '../../../src/host/fuse/fusectl.js';
 import { shortContentName } from '../../../src/core/content-name.js';
 import { mountsAt, readMountInfo } from '../../../src/host/mount/mount-table.js';
 import { runCommand } from '../../../src/host/mount/mount-commands.js';
@@ -281,6 +282,21 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
       }
     },
   );
+
+  it('a connection id that another mount now uses is never aborted (ids are minor numbers the kernel reuses)', async () => {
+    const src = new MemSource();
+    const data = Buffer.from('still served\n');
+    const h = src.add(data, 'sync');
+    await withFuse(src, async (mnt, fuse) => {
+      const id = fuse.connectionId!;
+      assert.equal(connectionMayBeAt(id, mnt), true, 'the mount at its own mount point');
+      // another home's server that recorded this id for a mount point now gone (or elsewhere)
+      assert.equal(connectionMayBeAt(id, join(mnt, '..', 'gone')), false);
+      assert.equal(abortFuseConnection(id, join(mnt, '..', 'gone')), false);
+      assert.ok(existsSync(`/sys/fs/fuse/connections/${id}`), 'the connection lives');
+      assert.deepEqual(await fsp.readFile(pathOf(mnt, h)), data, 'and still serves');
+    });
+  });
 
   it('works as an overlayfs data-only lower layer behind metacopy placeholders', async () => {
     const src = new MemSource();
