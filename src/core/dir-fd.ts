@@ -5,8 +5,7 @@ import { fsPath, nameFromBytes } from './raw-name.js';
 
 /**
  * Walking and writing directory trees through directory descriptors, never by a path that
- * could be swapped (issue 7 item 1; docs/decisions.md "Trees are walked through directory
- * descriptors").
+ * could be swapped (why: docs/decisions.md "Trees are walked through directory descriptors").
  *
  * Node has no openat(2), but on Linux `/proc/self/fd/<N>/<name>` resolves `<name>` inside
  * the directory object descriptor N refers to (the magic link jumps to the object, not to

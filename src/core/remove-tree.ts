@@ -5,10 +5,11 @@ import { toAwcError } from './errors.js';
 import { fsPath } from './raw-name.js';
 
 /**
- * Removing a directory tree that may be deeper than PATH_MAX (issue 12 item 2). `fs.rm`
- * builds each entry's full path, so below 4096 bytes it fails with ENAMETOOLONG; then the
- * rest is removed by a walk through directory descriptors (`DirFd.removeTree`: names as raw
- * bytes, symlinks removed and never followed). Missing is fine.
+ * Removing a directory tree that may be deeper than PATH_MAX (docs/decisions.md "Paths longer
+ * than PATH_MAX"). `fs.rm` builds each entry's full path, so below 4096 bytes it fails with
+ * ENAMETOOLONG; then the rest is removed by a walk through directory descriptors
+ * (`DirFd.removeTree`: names as raw bytes, symlinks removed and never followed). Missing is
+ * fine.
  */
 
 /** Whether `err` is ENAMETOOLONG (or an AwcError mapped from it). */

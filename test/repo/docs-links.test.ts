@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * The documentation stays inside the repository: every relative markdown link in README.md,
- * docs/ and bench/*.md names a file (and, for a markdown file, a heading) that exists in the
+ * docs/, the README.md files of src/'s folders, test/README.md and bench/*.md names a file (and, for a markdown file, a heading) that exists in the
  * repository, and no tracked file refers to a path of the machine it was written on.
  */
 
@@ -27,6 +27,8 @@ function markdownFiles(): string[] {
     }
   };
   walk('docs');
+  walk('src'); // the folders' README.md files
+  out.push('test/README.md');
   for (const name of readdirSync(join(root, 'bench'))) if (name.endsWith('.md')) out.push(`bench/${name}`);
   return out;
 }
@@ -135,7 +137,7 @@ function outsideReferences(text: string): string[] {
   return FORBIDDEN.filter((s) => text.includes(s));
 }
 
-test('every relative link in README.md, docs/ and bench/*.md resolves inside the repository', () => {
+test('every relative link in README.md, docs/, src/, test/README.md and bench/*.md resolves inside the repository', () => {
   const files = markdownFiles();
   assert.ok(files.includes('docs/explanation/design.md') && files.includes('docs/explanation/architecture.md'), files.join(', '));
   const problems = files.flatMap((f) => linkProblems(root, f, readFileSync(join(root, f), 'utf8')));

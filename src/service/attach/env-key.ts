@@ -185,10 +185,10 @@ function findLockfiles(dir: DirFd, depth: number, out: { path: string; sha256: s
 }
 
 /**
- * `env` with a PATH of the host's only (issue 24 item 1): its absolute entries that are
- * neither `dir` nor below it (nor below its real path), so that no runtime of the tree
- * being keyed (a `node` in the workspace, a relative entry such as `.` or `node_modules/.bin`)
- * ever runs.
+ * `env` with a PATH of the host's only: its absolute entries that are neither `dir` nor below
+ * it (nor below its real path), so that no runtime of the tree being keyed (a `node` in the
+ * workspace, a relative entry such as `.` or `node_modules/.bin`) ever runs
+ * (docs/explanation/security.md "Snapshot content never runs").
  */
 export async function hostPathEnv(env: NodeJS.ProcessEnv, dir: string): Promise<NodeJS.ProcessEnv> {
   const roots = [...new Set([resolvePath(dir), await realpath(dir).catch(() => resolvePath(dir))])];

@@ -8,7 +8,7 @@ export interface ListedObject {
 /**
  * The object store port: immutable, content-addressed objects (packs). Writes are
  * create-only and idempotent; nothing is overwritten in place. Adapters: `FsObjectStore`
- * (a local directory), later `S3ObjectStore`. Every adapter runs the contract suite
+ * (a local directory) and `S3ObjectStore` (a bucket). Every adapter runs the contract suite
  * test/contracts/object-store.contract.ts.
  */
 export interface ObjectStore {
