@@ -20,16 +20,6 @@ const NOT_YET_SPLIT = [
   'src/host/tree/export-dir.ts',
   'src/host/tree/export-times.ts',
   'src/host/tree/import-dir.ts',
-  'src/service/fsck/fsck-packs.ts',
-  'src/service/fsck/fsck-walk.ts',
-  'src/service/fsck/fsck.ts',
-  'src/service/gc/gc-mark.ts',
-  'src/service/gc/gc.ts',
-  'src/service/git/git-export.ts',
-  'src/service/kept/kept-files.ts',
-  'src/service/tar/export-tar.ts',
-  'src/service/tar/extract-tar.ts',
-  'src/service/tar/import-tar.ts',
 ];
 
 export default tseslint.config(

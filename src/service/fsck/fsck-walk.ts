@@ -37,7 +37,6 @@ export async function walkSnapshots(
   tick: () => Promise<void> = async () => undefined,
 ): Promise<{ byNamespace: Map<string, NamespaceNeeds>; trees: number }> {
   const byNamespace = new Map<string, NamespaceNeeds>();
-  let trees = 0;
   for (const s of snapshots) {
     let ns = byNamespace.get(s.namespace);
     if (!ns) {
@@ -51,36 +50,50 @@ export async function walkSnapshots(
     }
     ns.roots.set(s.id, s.root);
   }
-  for (const ns of byNamespace.values()) {
-    const todo: Digest[] = [];
-    for (const root of new Set(ns.roots.values())) {
-      ns.needed.set(root, undefined);
-      try {
-        const r = await ns.reader.readRoot(root);
-        if (!ns.needed.has(r.tree)) {
-          ns.needed.set(r.tree, undefined);
-          todo.push(r.tree);
-        }
-      } catch (err) {
-        ns.unreadable.set(root, objectError(err));
+  const count = { trees: 0 };
+  for (const ns of byNamespace.values()) await walkNamespace(ns, await readRoots(ns), count, tick);
+  return { byNamespace, trees: count.trees };
+}
+
+/** Reads the roots of `ns` (recording those that cannot be read). @returns their trees, to walk */
+async function readRoots(ns: NamespaceNeeds): Promise<Digest[]> {
+  const todo: Digest[] = [];
+  for (const root of new Set(ns.roots.values())) {
+    ns.needed.set(root, undefined);
+    try {
+      const r = await ns.reader.readRoot(root);
+      if (!ns.needed.has(r.tree)) {
+        ns.needed.set(r.tree, undefined);
+        todo.push(r.tree);
       }
-    }
-    while (todo.length > 0) {
-      const batch = todo.splice(Math.max(0, todo.length - TREE_BATCH));
-      for (const t of await readTreesOrEach(ns, batch)) {
-        if (++trees % 256 === 0) await tick();
-        for (const e of t.entries) {
-          if (e.type === 'dir' && !ns.needed.has(e.tree)) {
-            ns.needed.set(e.tree, undefined);
-            todo.push(e.tree);
-          } else if (e.type === 'file') {
-            for (const c of e.chunks) ns.needed.set(c.digest, c.size);
-          }
-        }
-      }
+    } catch (err) {
+      ns.unreadable.set(root, objectError(err));
     }
   }
-  return { byNamespace, trees };
+  return todo;
+}
+
+/** Walks the trees of `todo` (consumed) and their subtrees, TREE_BATCH at a time, into `ns.needed`; counts trees, calls `tick` every 256. */
+async function walkNamespace(ns: NamespaceNeeds, todo: Digest[], count: { trees: number }, tick: () => Promise<void>): Promise<void> {
+  while (todo.length > 0) {
+    const batch = todo.splice(Math.max(0, todo.length - TREE_BATCH));
+    for (const t of await readTreesOrEach(ns, batch)) {
+      if (++count.trees % 256 === 0) await tick();
+      needEntries(ns, t, todo);
+    }
+  }
+}
+
+/** Adds the subtrees of `t` not yet needed to `ns.needed` and `todo`, and the chunks of its files (with their sizes) to `ns.needed`. */
+function needEntries(ns: NamespaceNeeds, t: TreeObject, todo: Digest[]): void {
+  for (const e of t.entries) {
+    if (e.type === 'dir' && !ns.needed.has(e.tree)) {
+      ns.needed.set(e.tree, undefined);
+      todo.push(e.tree);
+    } else if (e.type === 'file') {
+      for (const c of e.chunks) ns.needed.set(c.digest, c.size);
+    }
+  }
 }
 
 /** The trees of `batch` that can be read: all at once, else one by one (recording the failures). */

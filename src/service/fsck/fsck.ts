@@ -1,7 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Catalog } from '../../catalog/port/catalog.js';
-import type { GcPack } from '../../catalog/port/gc-catalog.js';
+import type { GcPack, GcSnapshot } from '../../catalog/port/gc-catalog.js';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
@@ -129,98 +129,30 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
   const problems: FsckProblem[] = [];
   const warnings: FsckWarning[] = [];
   // 1. the catalog first, then the store
-  const snapshots = await gc.listSnapshots();
-  const rows = await gc.listPacks();
-  const stored = new Map<string, number>();
-  for await (const o of store.list('packs/')) stored.set(o.key, o.size);
-  await opts.hooks?.afterList?.();
-  const kept = rows.filter((p) => KEPT.has(p.state));
-  const known = new Set(rows.map((p) => p.key));
-  const unreferenced = { packs: 0, bytes: 0, gitProofs: 0 };
-  for (const [key, size] of stored)
-    if (!known.has(key)) {
-      unreferenced.packs++;
-      unreferenced.bytes += size;
-    }
+  const { snapshots, rows, stored, kept, unreferenced } = await listAll(opts);
   // 2. packs
   readWhole ??= new Set(opts.readData ? pick(kept, subset).map((p) => p.key) : []);
   const checks = await checkPacks({ store, gc, packs: kept, stored, readWhole, problems });
   // 3. reachability
   const walk = await walkSnapshots(catalog, store, snapshots);
-  const byKey = new Map(rows.map((p) => [p.key, p]));
   // a location in a pack fsck did not list: a commit or a gc repack wrote it since; its row now says
   let late: Map<string, GcPack> | undefined;
   const rowNow = async (key: string): Promise<GcPack | undefined> =>
     (late ??= new Map((await gc.listPacks()).map((p): [string, GcPack] => [p.key, p]))).get(key);
-  const relocate: Relocate = new Map();
-  const located = new Map<string, Map<Digest, string>>(); // namespace → needed digest → pack key
+  const reach: Reachability = { catalog, checks, byKey: new Map(rows.map((p) => [p.key, p])), rowNow, relocate: new Map(), problems };
   let blobs = 0;
   for (const [ns, needs] of walk.byNamespace) {
     blobs += needs.needed.size;
-    const bad = new Set<Digest>(needs.unreadable.keys());
-    const moving = new Set<Digest>();
-    relocate.set(ns, moving);
-    const at = new Map<Digest, string>();
-    located.set(ns, at);
-    const found = await catalog.blobIndex(ns).lookup([...needs.needed.keys()]);
-    const gone = new Map<string, number>(); // pack key → needed blobs located in it although it is gone
-    for (const [d, size] of needs.needed) {
-      const loc = found.get(d);
-      const say = (kind: FsckProblem['kind'], code: FsckProblem['code'], message: string, key?: string) => {
-        bad.add(d);
-        problems.push({ kind, code, message, namespace: ns, ...(key ? { key } : {}), digest: d, snapshots: [] });
-      };
-      if (!loc) {
-        if (!needs.unreadable.has(d)) say('blob-unindexed', 'E_OBJECT_NOT_FOUND', `blob ${d} is needed but not in the blob index`);
-        moving.add(d);
-        continue;
-      }
-      at.set(d, loc.pack);
-      const c = checks.get(loc.pack);
-      const row = byKey.get(loc.pack);
-      if (size !== undefined && loc.rawLength !== size)
-        say('blob-size', 'E_INTEGRITY', `chunk ${d} is indexed with ${loc.rawLength} bytes; its file lists ${size}`, loc.pack);
-      if (!row && KEPT.has((await rowNow(loc.pack))?.state ?? '')) continue; // committed after the listing: not checked
-      if (!row || !KEPT.has(row.state)) {
-        gone.set(loc.pack, (gone.get(loc.pack) ?? 0) + 1);
-        bad.add(d);
-        moving.add(d);
-      } else if (c?.broken || c?.badBlobs.has(d) || c?.mismatched.has(d)) {
-        bad.add(d); // the pack's own problem says why
-        moving.add(d);
-      }
-    }
-    for (const [key, n] of gone) {
-      const state = byKey.get(key)?.state;
-      problems.push({
-        kind: 'blob-lost',
-        code: 'E_OBJECT_NOT_FOUND',
-        message: `${n} needed blob(s) are located in pack ${key}, which ${state ? `is ${state}` : 'has no catalog row'}`,
-        namespace: ns,
-        key,
-        snapshots: [],
-      });
-    }
-    for (const [d, err] of needs.unreadable)
-      if (!checks.get(at.get(d) ?? '')?.broken)
-        // else the pack's own problem says why
-        problems.push({ kind: 'tree-unreadable', code: err.code, message: err.message, namespace: ns, digest: d, snapshots: [] });
-    await attributeAll(needs, bad, problems, ns, checks, at);
+    await checkNamespace(reach, ns, needs);
   }
   // 4. git proofs, the chunk cache
-  const proofRoots = new Map<Digest, ProofRoot>();
-  for (const s of snapshots) {
-    const r = proofRoots.get(s.root);
-    if (r) r.snapshots.push(s.id);
-    else proofRoots.set(s.root, { snapshots: [s.id], reader: walk.byNamespace.get(s.namespace)!.reader });
-  }
-  const proofs = await checkGitProofs(store, proofRoots, opts.readData === true, problems, warnings);
+  const proofs = await checkGitProofs(store, proofRootsOf(snapshots, walk.byNamespace), opts.readData === true, problems, warnings);
   unreferenced.gitProofs = proofs.unreferenced;
   const cache = opts.readData && opts.cacheDir ? await checkCacheFiles(opts.cacheDir, problems, repair) : { files: 0, dropped: 0 };
   // 5. what a concurrent gc explains
   const left = await confirm(opts, problems, checks);
   let bytes = 0;
-  for (const k of readWhole) bytes += byKey.get(k)?.size ?? 0;
+  for (const k of readWhole) bytes += reach.byKey.get(k)?.size ?? 0;
   const report: FsckReport = {
     ok: left.length === 0,
     checked: { snapshots: snapshots.length, trees: walk.trees, blobs, packs: kept.length, gitProofs: proofs.checked },
@@ -233,10 +165,114 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
   return {
     report,
     checks,
-    relocate,
+    relocate: reach.relocate,
     readWhole,
     cacheDropped: cache.dropped,
   };
+}
+
+/** What step 1 lists: the catalog's snapshots and pack rows, then the store's pack objects (key → size), the rows whose objects must exist, and the stored packs no row names. */
+interface Listing {
+  snapshots: GcSnapshot[];
+  rows: GcPack[];
+  stored: Map<string, number>;
+  kept: GcPack[];
+  unreferenced: FsckReport['unreferenced'];
+}
+
+/** Step 1: lists the catalog first, then the store (a pack committed meanwhile is not listed). */
+async function listAll(opts: FsckOptions): Promise<Listing> {
+  const gc = opts.catalog.gc();
+  const snapshots = await gc.listSnapshots();
+  const rows = await gc.listPacks();
+  const stored = new Map<string, number>();
+  for await (const o of opts.store.list('packs/')) stored.set(o.key, o.size);
+  await opts.hooks?.afterList?.();
+  const known = new Set(rows.map((p) => p.key));
+  const unreferenced = { packs: 0, bytes: 0, gitProofs: 0 };
+  for (const [key, size] of stored)
+    if (!known.has(key)) {
+      unreferenced.packs++;
+      unreferenced.bytes += size;
+    }
+  return { snapshots, rows, stored, kept: rows.filter((p) => KEPT.has(p.state)), unreferenced };
+}
+
+/** Step 3's state across namespaces: the pack checks, the listed rows by key, a row as it is now, the blobs a repair relocates (by namespace), the problems found. */
+interface Reachability {
+  catalog: Catalog;
+  checks: ReadonlyMap<string, PackCheck>;
+  byKey: Map<string, GcPack>;
+  rowNow: (key: string) => Promise<GcPack | undefined>;
+  relocate: Relocate;
+  problems: FsckProblem[];
+}
+
+/**
+ * Step 3 for namespace `ns`: each needed blob must be indexed, with the size its file lists,
+ * in a pack that can serve it; problems are attributed to the snapshots they break.
+ */
+async function checkNamespace(r: Reachability, ns: string, needs: NamespaceNeeds): Promise<void> {
+  const { checks, byKey, problems } = r;
+  const bad = new Set<Digest>(needs.unreadable.keys());
+  const moving = new Set<Digest>();
+  r.relocate.set(ns, moving);
+  const at = new Map<Digest, string>(); // needed digest → pack key
+  const found = await r.catalog.blobIndex(ns).lookup([...needs.needed.keys()]);
+  const gone = new Map<string, number>(); // pack key → needed blobs located in it although it is gone
+  for (const [d, size] of needs.needed) {
+    const loc = found.get(d);
+    const say = (kind: FsckProblem['kind'], code: FsckProblem['code'], message: string, key?: string) => {
+      bad.add(d);
+      problems.push({ kind, code, message, namespace: ns, ...(key ? { key } : {}), digest: d, snapshots: [] });
+    };
+    if (!loc) {
+      if (!needs.unreadable.has(d)) say('blob-unindexed', 'E_OBJECT_NOT_FOUND', `blob ${d} is needed but not in the blob index`);
+      moving.add(d);
+      continue;
+    }
+    at.set(d, loc.pack);
+    const c = checks.get(loc.pack);
+    const row = byKey.get(loc.pack);
+    if (size !== undefined && loc.rawLength !== size)
+      say('blob-size', 'E_INTEGRITY', `chunk ${d} is indexed with ${loc.rawLength} bytes; its file lists ${size}`, loc.pack);
+    if (!row && KEPT.has((await r.rowNow(loc.pack))?.state ?? '')) continue; // committed after the listing: not checked
+    if (!row || !KEPT.has(row.state)) {
+      gone.set(loc.pack, (gone.get(loc.pack) ?? 0) + 1);
+      bad.add(d);
+      moving.add(d);
+    } else if (c?.broken || c?.badBlobs.has(d) || c?.mismatched.has(d)) {
+      bad.add(d); // the pack's own problem says why
+      moving.add(d);
+    }
+  }
+  for (const [key, n] of gone) {
+    const state = byKey.get(key)?.state;
+    problems.push({
+      kind: 'blob-lost',
+      code: 'E_OBJECT_NOT_FOUND',
+      message: `${n} needed blob(s) are located in pack ${key}, which ${state ? `is ${state}` : 'has no catalog row'}`,
+      namespace: ns,
+      key,
+      snapshots: [],
+    });
+  }
+  for (const [d, err] of needs.unreadable)
+    if (!checks.get(at.get(d) ?? '')?.broken)
+      // else the pack's own problem says why
+      problems.push({ kind: 'tree-unreadable', code: err.code, message: err.message, namespace: ns, digest: d, snapshots: [] });
+  await attributeAll(needs, bad, problems, ns, checks, at);
+}
+
+/** Step 4's roots: each snapshot root with the snapshots holding it and a reader of its namespace. */
+function proofRootsOf(snapshots: readonly GcSnapshot[], byNamespace: ReadonlyMap<string, NamespaceNeeds>): Map<Digest, ProofRoot> {
+  const proofRoots = new Map<Digest, ProofRoot>();
+  for (const s of snapshots) {
+    const r = proofRoots.get(s.root);
+    if (r) r.snapshots.push(s.id);
+    else proofRoots.set(s.root, { snapshots: [s.id], reader: byNamespace.get(s.namespace)!.reader });
+  }
+  return proofRoots;
 }
 
 /**

@@ -76,24 +76,7 @@ export async function exportGit(deps: GitExportDeps, ref: string, opts: GitExpor
   const ws = r.kind === 'workspace' ? r.workspace : null;
   const snap = r.kind === 'snapshot' ? r.snapshot : await deps.getSnapshot(r.workspace.headSnapshotId);
   const base = await baseSnapshot(deps, snap, ws);
-  const parent = base.labels[GIT_COMMIT_LABEL]!;
-  const parentId = await revParse(`${parent}^{commit}`, at);
-  if (parentId === null)
-    throw new AwcError('E_GIT_NO_BASE', `the base commit ${parent} (of snapshot ${base.id}) is not in ${repo.path}`, {
-      hint: 'Export into the repository the snapshot was imported from, or fetch that commit into this one first.',
-      details: { repo: repo.path, commit: parent, snapshot: base.id },
-    });
-  const previous = await revParse(`${fullRef}^{commit}`, at);
-  await refuseCheckedOut(repo.path, repo.gitDir, fullRef);
-  if (previous !== null && previous !== parentId && !opts.force)
-    throw new AwcError(
-      'E_GIT_BRANCH_EXISTS',
-      `branch ${opts.branch} of ${repo.path} exists at ${previous.slice(0, 12)}, not at the base ${parent.slice(0, 12)}`,
-      {
-        hint: 'Pass --force to move it to the new commit (its current commits stay reachable only through the reflog), or choose another --branch.',
-        details: { branch: opts.branch, tip: previous, parent: parentId },
-      },
-    );
+  const { parentId, previous } = await branchStart(repo, base, fullRef, opts);
   const reader = deps.reader();
   const tracked = await trackedPaths(parentId, at);
   const targetRoot = await reader.readRoot(snap.root);
@@ -154,6 +137,40 @@ export async function exportGit(deps: GitExportDeps, ref: string, opts: GitExpor
     }
     return { ...result, commit, created: true };
   });
+}
+
+/**
+ * The parent of the export's commit (the base snapshot's `awc.git.commit`, which must be in the
+ * repository) and the branch's current tip (null: no such branch), which must be that parent
+ * unless `force`; the branch must not be checked out.
+ * @throws E_GIT_NO_BASE, E_GIT_BRANCH_EXISTS, E_GIT_BRANCH_CHECKED_OUT, E_GIT_FAILED
+ */
+async function branchStart(
+  repo: LocalRepo,
+  base: SnapshotRow,
+  fullRef: string,
+  opts: GitExportOptions,
+): Promise<{ parentId: string; previous: string | null }> {
+  const at = { gitDir: repo.gitDir };
+  const parent = base.labels[GIT_COMMIT_LABEL]!;
+  const parentId = await revParse(`${parent}^{commit}`, at);
+  if (parentId === null)
+    throw new AwcError('E_GIT_NO_BASE', `the base commit ${parent} (of snapshot ${base.id}) is not in ${repo.path}`, {
+      hint: 'Export into the repository the snapshot was imported from, or fetch that commit into this one first.',
+      details: { repo: repo.path, commit: parent, snapshot: base.id },
+    });
+  const previous = await revParse(`${fullRef}^{commit}`, at);
+  await refuseCheckedOut(repo.path, repo.gitDir, fullRef);
+  if (previous !== null && previous !== parentId && !opts.force)
+    throw new AwcError(
+      'E_GIT_BRANCH_EXISTS',
+      `branch ${opts.branch} of ${repo.path} exists at ${previous.slice(0, 12)}, not at the base ${parent.slice(0, 12)}`,
+      {
+        hint: 'Pass --force to move it to the new commit (its current commits stay reachable only through the reflog), or choose another --branch.',
+        details: { branch: opts.branch, tip: previous, parent: parentId },
+      },
+    );
+  return { parentId, previous };
 }
 
 /**

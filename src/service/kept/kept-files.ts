@@ -233,28 +233,31 @@ export function restoreKeptSet(
           details: { paths: exists.map((f) => f.path) },
         },
       );
-    for (const f of set.files) {
-      const parts = f.path.split('/');
-      let parent = root.openRel('');
-      try {
-        for (const p of parts.slice(0, -1)) {
-          if (!fs.existsSync(parent.path(p))) fs.mkdirSync(parent.path(p), PRIVATE_DIR_MODE);
-          const next = parent.openRel(p);
-          parent.close();
-          parent = next;
-        }
-        write(f, parent.path(parts[parts.length - 1]!));
-        fs.chmodSync(parent.path(parts[parts.length - 1]!), PRIVATE_FILE_MODE);
-      } finally {
-        parent.close();
-      }
-    }
+    for (const f of set.files) restoreOne(root, f, write);
   } catch (err) {
     throw toAwcError(err);
   } finally {
     root.close();
   }
   return { id: set.id, restored: set.files.map((f) => f.path) };
+}
+
+/** Writes kept file `f` below `root` at its path with `write`, creating missing parents (0700) through opened descriptors; the file ends 0600. */
+function restoreOne(root: DirFd, f: KeptFile, write: (f: KeptFile, dest: string | Buffer) => void): void {
+  const parts = f.path.split('/');
+  let parent = root.openRel('');
+  try {
+    for (const p of parts.slice(0, -1)) {
+      if (!fs.existsSync(parent.path(p))) fs.mkdirSync(parent.path(p), PRIVATE_DIR_MODE);
+      const next = parent.openRel(p);
+      parent.close();
+      parent = next;
+    }
+    write(f, parent.path(parts[parts.length - 1]!));
+    fs.chmodSync(parent.path(parts[parts.length - 1]!), PRIVATE_FILE_MODE);
+  } finally {
+    parent.close();
+  }
 }
 
 /** Whether `rel` (a slash path, any length) names something below `root`; false when a directory on the way is missing or not a directory. */

@@ -159,7 +159,6 @@ async function writeTar(
   const rawPax = RawPax.hook(pack); // binary xattr values as raw SCHILY.xattr records (GNU tar's form)
   const file = typeof out === 'string' ? await PendingFile.create(out) : undefined;
   const dest: NodeJS.WritableStream = file ? file.stream() : (out as NodeJS.WritableStream);
-  const counts: ExportCounts = { files: 0, bytes: 0 };
   /** The first write error: it is what failed, whatever the entries being written then report. */
   let writeError: unknown;
 
@@ -175,37 +174,100 @@ async function writeTar(
   });
   piped.catch(() => undefined);
 
+  try {
+    const counts = await new TarWriter(reader, walker, pack, rawPax).write(root);
+    pack.finalize();
+    await piped;
+    await file?.commit();
+    return counts;
+  } catch (err) {
+    const cause = writeError ?? err; // what failed, not what the clean-up below may report
+    pack.destroy(err as Error);
+    throw await abandonTar(cause, dest, file);
+  }
+}
+
+/**
+ * After a failed export: lets a pending file's stream finish the writes it has (it leaves the
+ * descriptor open: destroying it would close the descriptor that abort() closes too), then
+ * removes the pending file (no partial archive left behind).
+ * @returns the error to throw for `cause`: E_CLOSED_PIPE for a stream whose reader went away
+ */
+async function abandonTar(cause: unknown, dest: NodeJS.WritableStream, file: PendingFile | undefined): Promise<AwcError> {
+  if (file) {
+    const ws = dest as import('node:fs').WriteStream;
+    if (!ws.writableFinished && !ws.errored)
+      await new Promise<void>((resolve) => {
+        ws.once('finish', resolve);
+        ws.once('error', () => resolve());
+        ws.end();
+      });
+  }
+  await file?.abort();
+  if (!file && (cause as NodeJS.ErrnoException).code === 'EPIPE')
+    return new AwcError('E_CLOSED_PIPE', 'the reader of the archive closed the pipe', { cause });
+  return toAwcError(cause);
+}
+
+/** A header's source: any entry but a hardlink (a hardlink is written with its target's attributes). */
+type HeaderSource = Exclude<Entry, { type: 'hardlink' }> | (EntryAttrs & { type: 'file' });
+
+/** One snapshot walked into a tar-stream packer: the walk, the headers, and the counts of regular files and their bytes. */
+class TarWriter {
+  private readonly counts: ExportCounts = { files: 0, bytes: 0 };
+  private readonly trees = new Map<Digest, TreeObject>();
+  /** Paths of files already written (hardlink targets must precede). */
+  private readonly emitted = new Set<string>();
+  private rootTree = '' as Digest;
+
+  constructor(
+    private readonly reader: ContentReader,
+    private readonly walker: TreeContentSource,
+    private readonly pack: TarStream.Pack,
+    private readonly rawPax: RawPax | undefined,
+  ) {}
+
+  /** Writes the root directory and every entry below it. @returns the counts. @throws see exportTar */
+  async write(root: Digest): Promise<ExportCounts> {
+    const r = await this.walker.readRoot(root);
+    this.rootTree = r.tree;
+    await this.addEntry(this.header('.', { ...r, type: 'dir', name: '.' }));
+    await this.walk(r.tree, '');
+    return this.counts;
+  }
+
   /** Names that are not UTF-8 go as raw `path`/`linkpath` records under `hdrcharset=BINARY` (src/service/tar/pax-raw.ts). */
-  const rawNames = (h: TarHeader): void => {
+  private rawNames(h: TarHeader): void {
     const records: [string, Buffer][] = [];
     if (hasEscape(h.name)) records.push(['path', nameToBytes(h.name)]);
     if (h.linkname && hasEscape(h.linkname)) records.push(['linkpath', nameToBytes(h.linkname)]);
     if (records.length === 0) return;
-    if (!rawPax) throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(h.name)}: this tar-stream cannot write names that are not UTF-8`);
-    rawPax.attach(h, [['hdrcharset', Buffer.from('BINARY')], ...records]);
-  };
-  const addEntry = (header: TarHeader, body?: AsyncIterable<Buffer>): Promise<void> =>
-    new Promise<void>((resolve, reject) => {
-      rawNames(header);
-      const sink = pack.entry(header, (err) => (err ? reject(err) : resolve()));
+    if (!this.rawPax)
+      throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(h.name)}: this tar-stream cannot write names that are not UTF-8`);
+    this.rawPax.attach(h, [['hdrcharset', Buffer.from('BINARY')], ...records]);
+  }
+
+  /** Writes one entry (a regular file's body from `body`), resolved once the packer has it. */
+  private addEntry(header: TarHeader, body?: AsyncIterable<Buffer>): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.rawNames(header);
+      const sink = this.pack.entry(header, (err) => (err ? reject(err) : resolve()));
       sink.on('error', () => undefined); // reported through the entry's callback
       if (header.type !== 'file') return;
       (async () => {
-        if (body) {
-          for await (const buf of body) {
-            if (!sink.write(buf)) await once(sink, 'drain');
-          }
-        }
+        if (body) for await (const buf of body) if (!sink.write(buf)) await once(sink, 'drain');
         sink.end(undefined);
       })().catch((err) => {
         sink.destroy(err);
         reject(err);
       });
     });
+  }
 
-  const header = (path: string, e: Exclude<Entry, { type: 'hardlink' }> | (EntryAttrs & { type: 'file' })): TarHeader => {
+  /** The header of `e` at `path` (a directory's name ends in `/`), with its pax records. */
+  private header(path: string, e: HeaderSource): TarHeader {
     const name = e.type === 'dir' ? `${path}/` : path;
-    const { pax, rawPax: raw } = paxRecords(e, rawPax !== undefined);
+    const { pax, rawPax: raw } = paxRecords(e, this.rawPax !== undefined);
     const h: TarHeader = {
       name, // tar-stream writes it as the pax `path` record
       type: TAR_TYPE[e.type],
@@ -217,135 +279,105 @@ async function writeTar(
       size: 0,
       pax,
     };
-    rawPax?.attach(h, raw);
+    this.rawPax?.attach(h, raw);
     return h;
-  };
+  }
 
-  const trees = new Map<Digest, TreeObject>();
-  const readTree = async (d: Digest): Promise<TreeObject> => {
-    let t = trees.get(d);
+  private async readTree(d: Digest): Promise<TreeObject> {
+    let t = this.trees.get(d);
     if (!t) {
-      t = await reader.readTree(d);
-      trees.set(d, t);
+      t = await this.reader.readTree(d);
+      this.trees.set(d, t);
     }
     return t;
-  };
-  let rootTree: Digest;
+  }
+
   /** The file entry a hardlink names (path from the root), or undefined. */
-  const resolveLink = async (target: string): Promise<FileEntry | undefined> => {
-    let tree = rootTree;
+  private async resolveLink(target: string): Promise<FileEntry | undefined> {
+    let tree = this.rootTree;
     const parts = target.split('/');
     for (let i = 0; i < parts.length; i++) {
-      const e = (await readTree(tree)).entries.find((x) => x.name === parts[i]);
+      const e = (await this.readTree(tree)).entries.find((x) => x.name === parts[i]);
       if (i === parts.length - 1) return e?.type === 'file' ? e : undefined;
       if (e?.type !== 'dir') return undefined;
       tree = e.tree;
     }
     return undefined;
-  };
+  }
 
-  const emitted = new Set<string>(); // paths of files already written (hardlink targets must precede)
-  const walk = async (tree: Digest, prefix: string): Promise<void> => {
-    const t = await walker.readTree(tree);
+  /** Writes the entries of `tree` (at `prefix`, '' for the root) depth first. */
+  private async walk(tree: Digest, prefix: string): Promise<void> {
+    const t = await this.walker.readTree(tree);
     for (const e of t.entries) {
       const rel = prefix === '' ? e.name : `${prefix}/${e.name}`;
-      const path = `./${rel}`;
-      switch (e.type) {
-        case 'dir':
-          await addEntry(header(path, e));
-          await walk(e.tree, rel);
-          break;
-        case 'file': {
-          const h = header(path, e);
-          h.size = e.size;
-          let body = e.extents ? undefined : walker.readFile(e);
-          if (e.extents) {
-            // GNU sparse 1.0 (src/service/tar/tar-sparse.ts): the map, then only the data
-            const map = sparseMapBlock(e.size, e.extents);
-            h.name = sparseHeaderName(path);
-            Object.assign(h.pax, sparsePax(path, e.size));
-            if (hasEscape(path)) {
-              if (!rawPax)
-                throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(path)}: this tar-stream cannot write names that are not UTF-8`);
-              delete h.pax['GNU.sparse.name'];
-              rawPax.attach(h, [['GNU.sparse.name', nameToBytes(path)]]);
-            }
-            h.size = map.length + dataBytes(e.extents);
-            body = prepend(map, walker.readData(e));
-          }
-          if (h.size > USTAR_MAX_SIZE) h.pax.size = String(h.size);
-          await addEntry(h, body);
-          counts.files++;
-          counts.bytes += e.size;
-          emitted.add(rel);
-          break;
-        }
-        case 'hardlink': {
-          const target = emitted.has(e.target) ? await resolveLink(e.target) : undefined;
-          if (!target)
-            throw new AwcError(
-              'E_FORMAT',
-              `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
-            );
-          const h = header(path, target);
-          h.type = 'link';
-          h.linkname = `./${e.target}`; // written as the pax `linkpath` record
-          await addEntry(h);
-          break;
-        }
-        case 'symlink': {
-          const h = header(path, e);
-          h.linkname = e.target;
-          await addEntry(h);
-          break;
-        }
-        case 'fifo':
-          await addEntry(header(path, e));
-          break;
-        case 'chardev':
-        case 'blockdev': {
-          const { major, minor } = splitDev(e.rdev);
-          if (major > USTAR_MAX_DEV || minor > USTAR_MAX_DEV)
-            throw new AwcError('E_UNSUPPORTED', `${rel}: device ${major}:${minor} does not fit a ustar header`);
-          const h = header(path, e);
-          h.devmajor = major;
-          h.devminor = minor;
-          await addEntry(h);
-          break;
-        }
-        default:
-          throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
-      }
+      await this.entry(e, rel, `./${rel}`);
     }
-  };
+  }
 
-  try {
-    const r = await walker.readRoot(root);
-    rootTree = r.tree;
-    const rootHeader = header('.', { ...r, type: 'dir', name: '.' });
-    await addEntry(rootHeader);
-    await walk(r.tree, '');
-    pack.finalize();
-    await piped;
-    await file?.commit();
-    return counts;
-  } catch (err) {
-    const cause = writeError ?? err; // what failed, not what the clean-up below may report
-    pack.destroy(err as Error);
-    if (file) {
-      // Let the stream finish the writes it has (it leaves the descriptor open): destroying it
-      // would close the descriptor that abort() closes too.
-      const ws = dest as import('node:fs').WriteStream;
-      if (!ws.writableFinished && !ws.errored)
-        await new Promise<void>((resolve) => {
-          ws.once('finish', resolve);
-          ws.once('error', () => resolve());
-          ws.end();
-        });
+  /** Writes one entry at `rel` (its tar name `path`), and below it for a directory. @throws E_FORMAT, E_UNSUPPORTED */
+  private async entry(e: Entry, rel: string, path: string): Promise<void> {
+    switch (e.type) {
+      case 'dir':
+        await this.addEntry(this.header(path, e));
+        return this.walk(e.tree, rel);
+      case 'file':
+        return this.fileEntry(e, rel, path);
+      case 'hardlink': {
+        const target = this.emitted.has(e.target) ? await this.resolveLink(e.target) : undefined;
+        if (!target)
+          throw new AwcError(
+            'E_FORMAT',
+            `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
+          );
+        const h = this.header(path, target);
+        h.type = 'link';
+        h.linkname = `./${e.target}`; // written as the pax `linkpath` record
+        return this.addEntry(h);
+      }
+      case 'symlink': {
+        const h = this.header(path, e);
+        h.linkname = e.target;
+        return this.addEntry(h);
+      }
+      case 'fifo':
+        return this.addEntry(this.header(path, e));
+      case 'chardev':
+      case 'blockdev': {
+        const { major, minor } = splitDev(e.rdev);
+        if (major > USTAR_MAX_DEV || minor > USTAR_MAX_DEV)
+          throw new AwcError('E_UNSUPPORTED', `${rel}: device ${major}:${minor} does not fit a ustar header`);
+        const h = this.header(path, e);
+        h.devmajor = major;
+        h.devminor = minor;
+        return this.addEntry(h);
+      }
+      default:
+        throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
     }
-    await file?.abort(); // no partial archive left behind
-    if (!file && (cause as NodeJS.ErrnoException).code === 'EPIPE')
-      throw new AwcError('E_CLOSED_PIPE', 'the reader of the archive closed the pipe', { cause });
-    throw toAwcError(cause);
+  }
+
+  /** A regular file: its header and content (a sparse one as GNU sparse 1.0, src/service/tar/tar-sparse.ts: the map, then only the data). */
+  private async fileEntry(e: FileEntry, rel: string, path: string): Promise<void> {
+    const h = this.header(path, e);
+    h.size = e.size;
+    let body = e.extents ? undefined : this.walker.readFile(e);
+    if (e.extents) {
+      const map = sparseMapBlock(e.size, e.extents);
+      h.name = sparseHeaderName(path);
+      Object.assign(h.pax, sparsePax(path, e.size));
+      if (hasEscape(path)) {
+        if (!this.rawPax)
+          throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(path)}: this tar-stream cannot write names that are not UTF-8`);
+        delete h.pax['GNU.sparse.name'];
+        this.rawPax.attach(h, [['GNU.sparse.name', nameToBytes(path)]]);
+      }
+      h.size = map.length + dataBytes(e.extents);
+      body = prepend(map, this.walker.readData(e));
+    }
+    if (h.size > USTAR_MAX_SIZE) h.pax.size = String(h.size);
+    await this.addEntry(h, body);
+    this.counts.files++;
+    this.counts.bytes += e.size;
+    this.emitted.add(rel);
   }
 }

@@ -11,7 +11,8 @@ import { checkName } from '../../core/tree.js';
 import { runWithDir } from '../../host/tree/export-times.js';
 import { exactTimesSupported, futimesNs, microSeconds, utimesNsAt } from '../../host/sys/utimens.js';
 import { writeDense, writeExtents } from '../../host/tree/write-content.js';
-import { paxTimeToNs, parsePaxRecords } from './import-tar.js';
+import { paxTimeToNs } from './import-tar.js';
+import { rawPaxReader } from './pax-raw.js';
 import { readSparseMap, sparseMember } from './tar-sparse.js';
 
 /** tar-stream and fs-xattr, loaded on first use. */
@@ -269,30 +270,6 @@ async function makeFifo(d: DirFd, name: string): Promise<void> {
   }
 }
 
-/** Captures each pax header's raw bytes as tar-stream decodes it (its own decoding is UTF-8, which loses raw bytes). */
-function rawPaxOf(ex: TarStream.Extract): (header: TarStream.Header) => Map<string, Buffer> {
-  let local: Map<string, Buffer> | null = null;
-  let global: Map<string, Buffer> | null = null;
-  const hooked = ex as unknown as { _decodeLongHeader?: (buf: Buffer) => unknown; _header?: { type?: string } };
-  const original = hooked._decodeLongHeader;
-  if (typeof original !== 'function') {
-    return (h) =>
-      new Map(Object.entries((h as { pax?: Record<string, string> }).pax ?? {}).map(([k, v]) => [k, Buffer.from(String(v), 'utf8')]));
-  }
-  hooked._decodeLongHeader = function (this: typeof hooked, buf: Buffer) {
-    const t = this._header?.type;
-    if (t === 'pax-header') local = parsePaxRecords(buf);
-    else if (t === 'pax-global-header') global = parsePaxRecords(buf);
-    return original.call(this, buf);
-  };
-  return (h) => {
-    const m = new Map(global ?? []);
-    if ((h as { pax?: unknown }).pax && local) for (const [k, v] of local) m.set(k, v);
-    local = null;
-    return m;
-  };
-}
-
 /** A directory's attributes, set after the whole stream. */
 interface DirLater {
   /** Slash path from the top ('' for the top). */
@@ -312,166 +289,219 @@ interface DirLater {
  *   other member types), E_IO (the stream broke off), errno errors
  */
 export async function extractTar(source: NodeJS.ReadableStream, top: DirFd, opts: ExtractTarOptions = {}): Promise<ExtractTarResult> {
-  const umask = opts.umask ?? currentUmask();
-  const leftOut: ExtractTarResult['leftOut'] = [];
   const ex = tarStream().extract({ filenameEncoding: 'latin1' } as Parameters<typeof TarStream.extract>[0]);
-  const paxOf = rawPaxOf(ex);
+  const paxOf = rawPaxReader(ex);
   source.on('error', (err: Error) => ex.destroy(err));
   source.pipe(ex as unknown as NodeJS.WritableStream);
-  const parents = new Parents(top);
-  const linkParents = new Parents(top);
-  const dirs: DirLater[] = [];
-  const dirIndex = new Map<string, number>();
-
-  const fileMode = (rel: string, mode: number): number => {
-    let special = mode & 0o7000;
-    if (!opts.keepPrivileges && (special & 0o6000) !== 0) {
-      leftOut.push({ path: rel, reason: LEFT_OUT_CLEARED });
-      special &= 0o1000;
-    }
-    return special | (mode & 0o777 & ~umask);
-  };
-
-  /** Sets the user xattrs `xs` on `objPath`; `rel` goes into `leftOut` when the file system has none. */
-  const xattrsOn = (objPath: string, rel: string, xs: Map<string, Buffer>): void => {
-    if (!setXattrs(objPath, xs)) leftOut.push({ path: rel, reason: LEFT_OUT_USER_XATTRS });
-  };
-
+  const x = new Extraction(top, opts);
   try {
     for await (const entry of ex) {
-      const header = entry.header;
-      const pax = paxOf(header);
-      const text = (key: string): string | undefined => (pax.get(key)?.length ? pax.get(key)!.toString('utf8') : undefined);
-      const shown = pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1');
-      // before the name is resolved: a sparse member's real name is another record
-      const { write: writeData, realName } = dataWriterFor(pax, nameFromBytes(shown));
-      const name = nameFromBytes(realName?.length ? realName : shown);
-      const m: Member = { header, pax, name };
-      const mode = (header.mode ?? 0) & 0o7777;
-      const paxMtime = text('mtime');
-      const mtimeNs =
-        paxMtime !== undefined ? paxTimeToNs(paxMtime) : String(BigInt(Math.floor((header.mtime?.getTime() ?? 0) / 1000)) * 1_000_000_000n);
-      const parts = splitName(name);
-      const linkName = (): string =>
-        nameFromBytes(pax.get('linkpath')?.length ? pax.get('linkpath')! : Buffer.from(header.linkname ?? '', 'latin1'));
-      const xs = userXattrs(pax);
-      const dirMode = (mode & 0o7000) | (mode & 0o777 & ~umask);
-
-      if (parts.length === 0) {
-        if (header.type !== 'directory') throw new AwcError('E_FORMAT', 'the tar root member is not a directory');
-        xattrsOn(top.self, '', xs);
-        if (!dirIndex.has('')) dirIndex.set('', dirs.push({ rel: '', mode: dirMode, mtimeNs }) - 1);
-        else dirs[dirIndex.get('')!] = { rel: '', mode: dirMode, mtimeNs };
-        entry.resume();
-        continue;
-      }
-      const leaf = parts[parts.length - 1]!;
-      const d = parents.open(parts.slice(0, -1), name);
-      const rel = d.childRel(leaf);
-      switch (header.type) {
-        case 'directory': {
-          const again = dirIndex.get(rel);
-          if (again !== undefined) {
-            dirs[again] = { rel, mode: dirMode, mtimeNs }; // a directory given again: its last attributes
-            break;
-          }
-          let child: DirFd;
-          try {
-            child = d.mkdirOpen(leaf, 0o700);
-          } catch (err) {
-            throw err instanceof AwcError ? err : createError(d, leaf, err);
-          }
-          try {
-            xattrsOn(child.self, rel, xs);
-          } finally {
-            child.close();
-          }
-          dirIndex.set(rel, dirs.push({ rel, mode: dirMode, mtimeNs }) - 1);
-          break;
-        }
-        case 'file':
-        case 'contiguous-file': {
-          const fh = await open(
-            d.path(leaf),
-            fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
-            0o600,
-          ).catch((err: unknown) => {
-            throw createError(d, leaf, err);
-          });
-          try {
-            await writeData(fh, entry as AsyncIterable<Buffer>, m);
-            await fh.chmod(fileMode(rel, mode));
-            xattrsOn(fdPath(fh.fd), rel, xs);
-            futimesNs(fh.fd, mtimeNs);
-          } finally {
-            await fh.close();
-          }
-          break;
-        }
-        case 'link': {
-          const target = splitName(linkName());
-          if (target.length === 0) throw new AwcError('E_PATH_TRAVERSAL', `hardlink ${JSON.stringify(name)} names the top directory`);
-          const from = linkParents.open(target.slice(0, -1), name);
-          try {
-            await link(from.path(target[target.length - 1]!), d.path(leaf));
-          } catch (err) {
-            const code = (err as NodeJS.ErrnoException).code;
-            if (code === 'ENOENT' || code === 'EPERM')
-              throw new AwcError(
-                'E_FORMAT',
-                `hardlink ${JSON.stringify(name)} names ${JSON.stringify(linkName())}, which is not an earlier file of the archive`,
-              );
-            throw createError(d, leaf, err);
-          }
-          break;
-        }
-        case 'symlink':
-          await symlink(fsPath(linkName()), d.path(leaf)).catch((err: unknown) => {
-            throw createError(d, leaf, err);
-          });
-          setTimesAt(d, leaf, mtimeNs);
-          break;
-        case 'fifo': {
-          await makeFifo(d, leaf);
-          const st = d.lstat(leaf);
-          if (!st?.isFIFO()) throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the fifo just made`);
-          d.withObject(leaf, (obj) => fs.chmodSync(obj, fileMode(rel, mode)));
-          setTimesAt(d, leaf, mtimeNs);
-          break;
-        }
-        case 'character-device':
-        case 'block-device':
-          throw new AwcError('E_PERMISSION', `${rel}: creating device nodes needs root`, {
-            hint: 'An ordinary user cannot create device nodes: use `awc export <ref> --tar FILE`, or run export --dir as root.',
-          });
-        default:
-          throw new AwcError('E_UNSUPPORTED', `tar member ${JSON.stringify(name)} has an unsupported type (${String(header.type)})`);
-      }
+      await x.member(readMember(entry.header, paxOf(entry.header)), entry as AsyncIterable<Buffer>);
       entry.resume(); // what a member has beyond its data (none for these types) is skipped
     }
-    parents.close();
-    // directories last, children before their parents (a parent may lose its write or search bit)
-    for (let i = dirs.length - 1; i >= 0; i--) {
-      const { rel, mode, mtimeNs } = dirs[i]!;
-      if (rel === '') {
-        fs.fchmodSync(top.fd, mode);
-        futimesNs(top.fd, mtimeNs);
-        continue;
-      }
-      const parts = rel.split('/');
-      const leaf = parts.pop()!;
-      const p = parents.open(parts, rel);
-      p.withObject(leaf, (obj) => fs.chmodSync(obj, mode));
-      setTimesAt(p, leaf, mtimeNs);
-    }
+    x.parents.close();
+    x.finishDirs();
   } catch (err) {
     ex.destroy();
     throw err instanceof AwcError ? err : streamError(err);
   } finally {
-    parents.close();
-    linkParents.close();
+    x.parents.close();
+    x.linkParents.close();
   }
-  return { leftOut };
+  return { leftOut: x.leftOut };
+}
+
+/** One member as the extraction reads it: its name and path components, mode bits, mtime (ns), the link target, user xattrs, and the writer of its data. */
+interface ExtractMember extends Member {
+  parts: string[];
+  /** The mode's permission and special bits (0o7777). */
+  mode: number;
+  mtimeNs: string;
+  /** The hardlink or symlink target (escaped raw bytes). */
+  linkName(): string;
+  xs: Map<string, Buffer>;
+  writeData: MemberDataWriter;
+}
+
+/** Reads a member's name, times, mode and records from its header and raw pax records. @throws E_FORMAT, E_PATH_TRAVERSAL, E_UNSUPPORTED */
+function readMember(header: TarStream.Header, pax: Map<string, Buffer>): ExtractMember {
+  const text = (key: string): string | undefined => (pax.get(key)?.length ? pax.get(key)!.toString('utf8') : undefined);
+  const shown = pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1');
+  // before the name is resolved: a sparse member's real name is another record
+  const { write: writeData, realName } = dataWriterFor(pax, nameFromBytes(shown));
+  const name = nameFromBytes(realName?.length ? realName : shown);
+  const paxMtime = text('mtime');
+  const mtimeNs =
+    paxMtime !== undefined ? paxTimeToNs(paxMtime) : String(BigInt(Math.floor((header.mtime?.getTime() ?? 0) / 1000)) * 1_000_000_000n);
+  return {
+    header,
+    pax,
+    name,
+    parts: splitName(name),
+    mode: (header.mode ?? 0) & 0o7777,
+    mtimeNs,
+    linkName: () => nameFromBytes(pax.get('linkpath')?.length ? pax.get('linkpath')! : Buffer.from(header.linkname ?? '', 'latin1')),
+    xs: userXattrs(pax),
+    writeData,
+  };
+}
+
+/** One extraction under way into `top`: the opened parents, the directories whose attributes come last, and what was left out. */
+class Extraction {
+  readonly leftOut: ExtractTarResult['leftOut'] = [];
+  readonly parents: Parents;
+  readonly linkParents: Parents;
+  private readonly umask: number;
+  private readonly dirs: DirLater[] = [];
+  private readonly dirIndex = new Map<string, number>();
+
+  constructor(
+    private readonly top: DirFd,
+    private readonly opts: ExtractTarOptions,
+  ) {
+    this.umask = opts.umask ?? currentUmask();
+    this.parents = new Parents(top);
+    this.linkParents = new Parents(top);
+  }
+
+  /** A file's mode: the umask applied, setuid/setgid cleared (and recorded) unless privileges are kept. */
+  private fileMode(rel: string, mode: number): number {
+    let special = mode & 0o7000;
+    if (!this.opts.keepPrivileges && (special & 0o6000) !== 0) {
+      this.leftOut.push({ path: rel, reason: LEFT_OUT_CLEARED });
+      special &= 0o1000;
+    }
+    return special | (mode & 0o777 & ~this.umask);
+  }
+
+  /** Sets the user xattrs `xs` on `objPath`; `rel` goes into `leftOut` when the file system has none. */
+  private xattrsOn(objPath: string, rel: string, xs: Map<string, Buffer>): void {
+    if (!setXattrs(objPath, xs)) this.leftOut.push({ path: rel, reason: LEFT_OUT_USER_XATTRS });
+  }
+
+  /** Records a directory's attributes for the end (a directory given again: its last attributes). @returns whether it was seen before */
+  private dirLater(rel: string, m: ExtractMember): boolean {
+    const later = { rel, mode: (m.mode & 0o7000) | (m.mode & 0o777 & ~this.umask), mtimeNs: m.mtimeNs };
+    const again = this.dirIndex.get(rel);
+    if (again !== undefined) this.dirs[again] = later;
+    else this.dirIndex.set(rel, this.dirs.push(later) - 1);
+    return again !== undefined;
+  }
+
+  /** Extracts one member (its data from `data`). @throws see extractTar */
+  async member(m: ExtractMember, data: AsyncIterable<Buffer>): Promise<void> {
+    if (m.parts.length === 0) {
+      if (m.header.type !== 'directory') throw new AwcError('E_FORMAT', 'the tar root member is not a directory');
+      this.xattrsOn(this.top.self, '', m.xs);
+      this.dirLater('', m);
+      return;
+    }
+    const leaf = m.parts[m.parts.length - 1]!;
+    const d = this.parents.open(m.parts.slice(0, -1), m.name);
+    const rel = d.childRel(leaf);
+    switch (m.header.type) {
+      case 'directory':
+        return this.makeDir(d, leaf, rel, m);
+      case 'file':
+      case 'contiguous-file':
+        return this.writeFile(d, leaf, rel, m, data);
+      case 'link':
+        return this.makeHardlink(d, leaf, m);
+      case 'symlink':
+        await symlink(fsPath(m.linkName()), d.path(leaf)).catch((err: unknown) => {
+          throw createError(d, leaf, err);
+        });
+        return setTimesAt(d, leaf, m.mtimeNs);
+      case 'fifo': {
+        await makeFifo(d, leaf);
+        const st = d.lstat(leaf);
+        if (!st?.isFIFO()) throw new AwcError('E_PATH_TRAVERSAL', `refusing to write through ${rel}: it is no longer the fifo just made`);
+        d.withObject(leaf, (obj) => fs.chmodSync(obj, this.fileMode(rel, m.mode)));
+        return setTimesAt(d, leaf, m.mtimeNs);
+      }
+      case 'character-device':
+      case 'block-device':
+        throw new AwcError('E_PERMISSION', `${rel}: creating device nodes needs root`, {
+          hint: 'An ordinary user cannot create device nodes: use `awc export <ref> --tar FILE`, or run export --dir as root.',
+        });
+      default:
+        throw new AwcError('E_UNSUPPORTED', `tar member ${JSON.stringify(m.name)} has an unsupported type (${String(m.header.type)})`);
+    }
+  }
+
+  /** A directory member: made 0700 (its mode and mtime come at the end), its xattrs set. */
+  private makeDir(d: DirFd, leaf: string, rel: string, m: ExtractMember): void {
+    if (this.dirIndex.has(rel)) {
+      this.dirLater(rel, m);
+      return;
+    }
+    let child: DirFd;
+    try {
+      child = d.mkdirOpen(leaf, 0o700);
+    } catch (err) {
+      throw err instanceof AwcError ? err : createError(d, leaf, err);
+    }
+    try {
+      this.xattrsOn(child.self, rel, m.xs);
+    } finally {
+      child.close();
+    }
+    this.dirLater(rel, m);
+  }
+
+  /** A regular file member: created exclusively 0600 without following a symlink, its data written, then its mode, xattrs and mtime. */
+  private async writeFile(d: DirFd, leaf: string, rel: string, m: ExtractMember, data: AsyncIterable<Buffer>): Promise<void> {
+    const fh = await open(
+      d.path(leaf),
+      fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW,
+      0o600,
+    ).catch((err: unknown) => {
+      throw createError(d, leaf, err);
+    });
+    try {
+      await m.writeData(fh, data, m);
+      await fh.chmod(this.fileMode(rel, m.mode));
+      this.xattrsOn(fdPath(fh.fd), rel, m.xs);
+      futimesNs(fh.fd, m.mtimeNs);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /** A hardlink member: a link to an earlier file of the archive. @throws E_PATH_TRAVERSAL (the top), E_FORMAT (no such earlier file) */
+  private async makeHardlink(d: DirFd, leaf: string, m: ExtractMember): Promise<void> {
+    const target = splitName(m.linkName());
+    if (target.length === 0) throw new AwcError('E_PATH_TRAVERSAL', `hardlink ${JSON.stringify(m.name)} names the top directory`);
+    const from = this.linkParents.open(target.slice(0, -1), m.name);
+    try {
+      await link(from.path(target[target.length - 1]!), d.path(leaf));
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'EPERM')
+        throw new AwcError(
+          'E_FORMAT',
+          `hardlink ${JSON.stringify(m.name)} names ${JSON.stringify(m.linkName())}, which is not an earlier file of the archive`,
+        );
+      throw createError(d, leaf, err);
+    }
+  }
+
+  /** Directories last, children before their parents (a parent may lose its write or search bit): their modes and mtimes. */
+  finishDirs(): void {
+    for (let i = this.dirs.length - 1; i >= 0; i--) {
+      const { rel, mode, mtimeNs } = this.dirs[i]!;
+      if (rel === '') {
+        fs.fchmodSync(this.top.fd, mode);
+        futimesNs(this.top.fd, mtimeNs);
+        continue;
+      }
+      const parts = rel.split('/');
+      const leaf = parts.pop()!;
+      const p = this.parents.open(parts, rel);
+      p.withObject(leaf, (obj) => fs.chmodSync(obj, mode));
+      setTimesAt(p, leaf, mtimeNs);
+    }
+  }
 }
 
 /** A failure of tar-stream (a truncated or corrupt stream) or of the system, as an AwcError. */

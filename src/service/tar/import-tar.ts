@@ -15,6 +15,7 @@ import { classifyXattr } from '../../host/tree/xattrs.js';
 import type { TarCapture } from '../capture/tar-capture.js';
 import { PEEK_MAX_BYTES } from '../../core/capture-filter.js';
 import { LinkHeads } from '../capture/capture-policy.js';
+import { rawPaxReader } from './pax-raw.js';
 
 /** tar-stream, loaded when a tar is first read. */
 const tarStream = lazyRequire<typeof TarStream>('tar-stream');
@@ -75,26 +76,6 @@ type DirNode = Extract<Node, { kind: 'dir' }>;
 
 const DEFAULT_DIR_ATTRS: EntryAttrs = { mode: 0o755, uid: 0, gid: 0, mtimeNs: '0' };
 
-/** Parses raw pax extended-header records (`<len> <key>=<value>\n`): key → raw value bytes. @throws E_FORMAT when malformed. */
-export function parsePaxRecords(buf: Buffer): Map<string, Buffer> {
-  const out = new Map<string, Buffer>();
-  let pos = 0;
-  while (pos < buf.length) {
-    if (buf[pos] === 0) break; // padding
-    const sp = buf.indexOf(0x20, pos);
-    const len = sp < 0 ? NaN : Number(buf.toString('latin1', pos, sp));
-    if (!Number.isInteger(len) || len <= sp - pos + 1 || pos + len > buf.length || buf[pos + len - 1] !== 0x0a) {
-      throw new AwcError('E_FORMAT', `malformed pax extended header at byte ${pos}`);
-    }
-    const rec = buf.subarray(sp + 1, pos + len - 1);
-    const eq = rec.indexOf(0x3d);
-    if (eq <= 0) throw new AwcError('E_FORMAT', `malformed pax record at byte ${pos}`);
-    out.set(rec.toString('utf8', 0, eq), rec.subarray(eq + 1));
-    pos += len;
-  }
-  return out;
-}
-
 /**
  * Converts a pax time (`[-]<sec>[.<fraction>]`, seconds since the epoch) to nanoseconds as a
  * decimal string, exactly (digits beyond 9 are truncated). `-1.5` is -1.5 s.
@@ -142,44 +123,53 @@ export async function importTar(
   writer: ContentWriter,
   opts: ImportTarOptions = {},
 ): Promise<ImportResult> {
-  const warn = (w: ImportWarning): void => opts.onWarning?.(w);
   const source = typeof tarPath === 'string' ? await openTarFile(tarPath) : tarPath;
   const ex = tarStream().extract({ filenameEncoding: 'latin1' } as Parameters<typeof TarStream.extract>[0]);
-
-  // tar-stream decodes pax values as UTF-8 strings, which loses raw bytes (binary xattr
-  // values, non-UTF-8 names). Capture each extended header's raw bytes as it is decoded.
-  let rawLocal: Map<string, Buffer> | null = null;
-  let rawGlobal: Map<string, Buffer> | null = null;
-  const hooked = ex as unknown as { _decodeLongHeader?: (buf: Buffer) => unknown; _header?: { type?: string } };
-  const original = hooked._decodeLongHeader;
-  const capturing = typeof original === 'function';
-  if (capturing) {
-    hooked._decodeLongHeader = function (this: typeof hooked, buf: Buffer) {
-      const t = this._header?.type;
-      if (t === 'pax-header') rawLocal = parsePaxRecords(buf);
-      else if (t === 'pax-global-header') rawGlobal = parsePaxRecords(buf);
-      return original!.call(this, buf);
-    };
-  }
-  const paxOf = (header: TarHeader): Map<string, Buffer> => {
-    if (capturing) {
-      const m = new Map(rawGlobal ?? []);
-      if (header.pax && rawLocal) for (const [k, v] of rawLocal) m.set(k, v);
-      rawLocal = null;
-      return m;
-    }
-    return new Map(Object.entries(header.pax ?? {}).map(([k, v]) => [k, Buffer.from(String(v), 'utf8')]));
-  };
-
+  const paxOf = rawPaxReader(ex);
   source.on('error', (err: Error) => ex.destroy(err));
   source.pipe(ex as unknown as NodeJS.WritableStream);
+  const run: TarImport = { tree: new TarTree(opts.capture), writer, opts, progress: { files: 0, bytes: 0 }, heads: new LinkHeads<Inode>() };
+  try {
+    for await (const entry of ex) await importEntry(run, entry, paxOf(entry.header));
+  } catch (err) {
+    ex.destroy();
+    if (typeof tarPath === 'string') (source as NodeJS.ReadableStream & { destroy(): void }).destroy();
+    else source.unpipe(ex as unknown as NodeJS.WritableStream);
+    throw tarError(err);
+  }
+  opts.capture?.finish();
+  return writeTarTree(writer, run.tree.root);
+}
 
-  const root: DirNode = { kind: 'dir', attrs: { ...DEFAULT_DIR_ATTRS }, children: new Map() };
-  const progress: ImportProgress = { files: 0, bytes: 0 };
+/** One import under way: the tree built so far, the writer, the options, the progress counts, and the first bytes of stored files (to judge their hardlinks by content). */
+interface TarImport {
+  tree: TarTree;
+  writer: ContentWriter;
+  opts: ImportTarOptions;
+  progress: ImportProgress;
+  heads: LinkHeads<Inode>;
+}
 
-  /** The directory holding `parts` (created with default attributes where missing). */
-  const parentOf = (parts: string[], raw: string): DirNode => {
-    let dir = root;
+/** One tar member as the import reads it: its header, raw pax records, checked path components and raw (escaped) name, and its attributes. */
+interface TarMember {
+  header: TarHeader;
+  pax: Map<string, Buffer>;
+  parts: string[];
+  rawName: string;
+  attrs: EntryAttrs;
+  /** GNU sparse 1.0 (src/service/tar/tar-sparse.ts): its real name and size. */
+  sparse: ReturnType<typeof sparseMember>;
+}
+
+/** The tree an import builds in memory (metadata only), with the capture filter's record of what was stored and left out. */
+class TarTree {
+  readonly root: DirNode = { kind: 'dir', attrs: { ...DEFAULT_DIR_ATTRS }, children: new Map() };
+
+  constructor(private readonly capture: TarCapture | undefined) {}
+
+  /** The directory holding `parts` (created with default attributes where missing). @throws E_PATH_TRAVERSAL (under a symlink), E_FORMAT (under a non-directory) */
+  parentOf(parts: string[], raw: string): DirNode {
+    let dir = this.root;
     for (let i = 0; i < parts.length - 1; i++) {
       let next = dir.children.get(parts[i]);
       if (!next) {
@@ -196,17 +186,21 @@ export async function importTar(
       dir = next;
     }
     return dir;
-  };
-  const lookup = (parts: string[]): Node | undefined => {
-    let node: Node | undefined = root;
+  }
+
+  /** The node at `parts`, if any. */
+  lookup(parts: string[]): Node | undefined {
+    let node: Node | undefined = this.root;
     for (const p of parts) {
       if (!node || node.kind !== 'dir') return undefined;
       node = node.children.get(p);
     }
     return node;
-  };
-  const place = (parts: string[], raw: string, node: Node): void => {
-    const parent = parentOf(parts, raw);
+  }
+
+  /** Puts `node` at `parts` (a directory seen again keeps its contents). @throws E_FORMAT (a directory replaced by a non-directory) */
+  place(parts: string[], raw: string, node: Node): void {
+    const parent = this.parentOf(parts, raw);
     const name = parts[parts.length - 1];
     const old = parent.children.get(name);
     if (old?.kind === 'dir') {
@@ -215,167 +209,171 @@ export async function importTar(
       return;
     }
     parent.children.set(name, node);
-    opts.capture?.stored(parts.join('/'));
-  };
+    this.capture?.stored(parts.join('/'));
+  }
+
   /** A file the capture filter left out: an earlier entry at its path goes (the archive's last word on a path wins). */
-  const leaveOut = (parts: string[], raw: string, verdict: 'secret' | 'scratch', size: number): void => {
-    const parent = parentOf(parts, raw);
+  leaveOut(parts: string[], raw: string, verdict: 'secret' | 'scratch', size: number): void {
+    const parent = this.parentOf(parts, raw);
     if (parent.children.get(parts[parts.length - 1])?.kind === 'dir')
       throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(raw)} replaces a directory with a non-directory`);
     parent.children.delete(parts[parts.length - 1]);
-    opts.capture!.leftOut(parts.join('/'), verdict, size);
-  };
-
-  const heads = new LinkHeads<Inode>(); // stored files' first bytes, to judge their hardlinks by content
-  try {
-    for await (const entry of ex) {
-      const header = entry.header as TarHeader;
-      const pax = paxOf(header);
-      const text = (key: string): string | undefined => {
-        const v = pax.get(key);
-        return v && v.length > 0 ? v.toString('utf8') : undefined;
-      };
-      const sparse = sparseMember(pax, header.name); // GNU sparse 1.0 (src/service/tar/tar-sparse.ts): its real name and size
-      const rawName = nameFromBytes(
-        sparse?.name?.length ? sparse.name : pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'),
-      );
-      const parts = splitPath(rawName);
-      const attrs = paxAttrs(header, pax, text, rawName);
-      const type = header.type;
-
-      if (type === 'file' || type === 'contiguous-file') {
-        if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
-        let data = entry as AsyncIterable<Buffer>;
-        let judged: Buffer | undefined;
-        if (opts.capture) {
-          const head = await takeHead(data, sparse ? 0 : PEEK_MAX_BYTES);
-          const verdict = await opts.capture.verdict(parts, sparse ? () => Buffer.alloc(0) : head.peek); // a sparse body starts with its map
-          if (verdict !== 'store') {
-            if ((await drain(head.rest)) !== header.size)
-              throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
-            leaveOut(parts, rawName, verdict, sparse?.size ?? header.size ?? 0);
-            continue;
-          }
-          data = head.rest;
-          judged = sparse ? undefined : head.peek(PEEK_MAX_BYTES);
-        }
-        const content = sparse
-          ? await readSparseMember(writer, data, header.size ?? 0, sparse.size, rawName)
-          : await writer.writeStream(data);
-        if (content.size !== (sparse ? sparse.size : header.size))
-          throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
-        const inode = { attrs, content };
-        heads.keep(inode, judged);
-        place(parts, rawName, { kind: 'file', inode });
-        progress.files++;
-        progress.bytes += content.size;
-        opts.onProgress?.({ ...progress });
-        continue;
-      }
-      await drain(entry as AsyncIterable<unknown>);
-      if (type === 'directory') {
-        if (parts.length === 0) root.attrs = attrs;
-        else place(parts, rawName, { kind: 'dir', attrs, children: new Map() });
-        continue;
-      }
-      if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
-      const name = parts[parts.length - 1];
-      const rawLink = pax.get('linkpath')?.length
-        ? pax.get('linkpath')!
-        : header.linkname
-          ? Buffer.from(header.linkname, 'latin1')
-          : undefined;
-      if (type === 'link') {
-        if (!rawLink) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} has no target`);
-        const targetName = nameFromBytes(rawLink);
-        const targetParts = splitPath(targetName);
-        const target = lookup(targetParts);
-        const leftOutSize = opts.capture?.secretSize(targetParts.join('/'));
-        if (leftOutSize !== undefined) {
-          leaveOut(parts, rawName, 'secret', leftOutSize); // a second name of a secret: its bytes are the secret's
-          continue;
-        }
-        // a second name judged by the file's content (a CA bundle's hardlink named *.pem is kept)
-        if (target?.kind === 'file' && (await opts.capture?.verdict(parts, heads.peek(target.inode))) === 'secret') {
-          leaveOut(parts, rawName, 'secret', target.inode.content.size);
-          continue;
-        }
-        if (!target)
-          throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names an unknown entry ${JSON.stringify(targetName)}`);
-        if (target.kind === 'dir') throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names a directory`);
-        if (target.kind === 'file') {
-          place(parts, rawName, { kind: 'file', inode: target.inode });
-        } else {
-          warn({
-            code: 'W_HARDLINK_COPIED',
-            path: parts.join('/'),
-            message: `a hardlink to a ${target.entry.type} is recorded as an independent copy`,
-          });
-          place(parts, rawName, { kind: 'leaf', entry: { ...target.entry, name } });
-        }
-      } else if (type === 'symlink') {
-        const target = rawLink ? nameFromBytes(rawLink) : '';
-        place(parts, rawName, { kind: 'leaf', entry: { type: 'symlink', name, ...attrs, target } });
-      } else if (type === 'fifo') {
-        place(parts, rawName, { kind: 'leaf', entry: { type: 'fifo', name, ...attrs, rdev: 0 } });
-      } else if (type === 'character-device' || type === 'block-device') {
-        const rdev = makeDev(header.devmajor ?? 0, header.devminor ?? 0);
-        place(parts, rawName, {
-          kind: 'leaf',
-          entry: { type: type === 'character-device' ? 'chardev' : 'blockdev', name, ...attrs, rdev },
-        });
-      } else {
-        throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(rawName)} has an unsupported type (${String(type)})`);
-      }
-    }
-  } catch (err) {
-    ex.destroy();
-    if (typeof tarPath === 'string') (source as NodeJS.ReadableStream & { destroy(): void }).destroy();
-    else source.unpipe(ex as unknown as NodeJS.WritableStream);
-    throw tarError(err);
+    this.capture!.leftOut(parts.join('/'), verdict, size);
   }
+}
 
-  opts.capture?.finish();
-  // Write bottom-up; visiting entries in depth-first sorted order makes the first name of a
-  // hardlinked file the `file` entry whatever the archive's order was.
+/** Reads one member's name, path and attributes from its header and raw pax records. @throws E_PATH_TRAVERSAL, E_FORMAT */
+function memberOf(header: TarHeader, pax: Map<string, Buffer>): TarMember {
+  const text = (key: string): string | undefined => {
+    const v = pax.get(key);
+    return v && v.length > 0 ? v.toString('utf8') : undefined;
+  };
+  const sparse = sparseMember(pax, header.name);
+  const rawName = nameFromBytes(
+    sparse?.name?.length ? sparse.name : pax.get('path')?.length ? pax.get('path')! : Buffer.from(header.name, 'latin1'),
+  );
+  const parts = splitPath(rawName);
+  return { header, pax, parts, rawName, attrs: paxAttrs(header, pax, text, rawName), sparse };
+}
+
+/** Adds one archive member to the tree (a regular file's content through the writer). @throws see importTar */
+async function importEntry(
+  run: TarImport,
+  entry: { header: TarStream.Header } & AsyncIterable<unknown>,
+  pax: Map<string, Buffer>,
+): Promise<void> {
+  const m = memberOf(entry.header as TarHeader, pax);
+  const type = m.header.type;
+  if (type === 'file' || type === 'contiguous-file') return importFile(run, m, entry as AsyncIterable<Buffer>);
+  await drain(entry as AsyncIterable<unknown>);
+  if (type === 'directory') {
+    if (m.parts.length === 0) run.tree.root.attrs = m.attrs;
+    else run.tree.place(m.parts, m.rawName, { kind: 'dir', attrs: m.attrs, children: new Map() });
+    return;
+  }
+  if (m.parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
+  const rawLink = m.pax.get('linkpath')?.length
+    ? m.pax.get('linkpath')!
+    : m.header.linkname
+      ? Buffer.from(m.header.linkname, 'latin1')
+      : undefined;
+  if (type === 'link') return importHardlink(run, m, rawLink);
+  run.tree.place(m.parts, m.rawName, { kind: 'leaf', entry: leafOf(m, rawLink) });
+}
+
+/** A symlink, fifo or device member's entry. @throws E_UNSUPPORTED (any other member type) */
+function leafOf(m: TarMember, rawLink: Buffer | undefined): Entry {
+  const name = m.parts[m.parts.length - 1];
+  const type = m.header.type;
+  if (type === 'symlink') return { type: 'symlink', name, ...m.attrs, target: rawLink ? nameFromBytes(rawLink) : '' };
+  if (type === 'fifo') return { type: 'fifo', name, ...m.attrs, rdev: 0 };
+  if (type === 'character-device' || type === 'block-device') {
+    const rdev = makeDev(m.header.devmajor ?? 0, m.header.devminor ?? 0);
+    return { type: type === 'character-device' ? 'chardev' : 'blockdev', name, ...m.attrs, rdev };
+  }
+  throw new AwcError('E_UNSUPPORTED', `tar entry ${JSON.stringify(m.rawName)} has an unsupported type (${String(type)})`);
+}
+
+/**
+ * A regular file member: judged by the capture filter (a file it leaves out is read past),
+ * else its content streamed into the writer (a sparse one through its map).
+ * @throws E_FORMAT (the root entry is a file, a truncated member)
+ */
+async function importFile(run: TarImport, m: TarMember, body: AsyncIterable<Buffer>): Promise<void> {
+  const { parts, rawName, header, sparse } = m;
+  if (parts.length === 0) throw new AwcError('E_FORMAT', 'the tar root entry is not a directory');
+  let data = body;
+  let judged: Buffer | undefined;
+  if (run.opts.capture) {
+    const head = await takeHead(data, sparse ? 0 : PEEK_MAX_BYTES);
+    const verdict = await run.opts.capture.verdict(parts, sparse ? () => Buffer.alloc(0) : head.peek); // a sparse body starts with its map
+    if (verdict !== 'store') {
+      if ((await drain(head.rest)) !== header.size) throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
+      run.tree.leaveOut(parts, rawName, verdict, sparse?.size ?? header.size ?? 0);
+      return;
+    }
+    data = head.rest;
+    judged = sparse ? undefined : head.peek(PEEK_MAX_BYTES);
+  }
+  const content = sparse
+    ? await readSparseMember(run.writer, data, header.size ?? 0, sparse.size, rawName)
+    : await run.writer.writeStream(data);
+  if (content.size !== (sparse ? sparse.size : header.size))
+    throw new AwcError('E_FORMAT', `tar entry ${JSON.stringify(rawName)} is truncated`);
+  const inode = { attrs: m.attrs, content };
+  run.heads.keep(inode, judged);
+  run.tree.place(parts, rawName, { kind: 'file', inode });
+  run.progress.files++;
+  run.progress.bytes += content.size;
+  run.opts.onProgress?.({ ...run.progress });
+}
+
+/**
+ * A hardlink member: left out when it names a secret (or is one by its file's content), a
+ * second name of its target's inode, or a copy of a symlink, fifo or device (W_HARDLINK_COPIED).
+ * @throws E_FORMAT (no target, an unknown target, a directory), E_PATH_TRAVERSAL
+ */
+async function importHardlink(run: TarImport, m: TarMember, rawLink: Buffer | undefined): Promise<void> {
+  const { parts, rawName } = m;
+  if (!rawLink) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} has no target`);
+  const targetName = nameFromBytes(rawLink);
+  const targetParts = splitPath(targetName);
+  const target = run.tree.lookup(targetParts);
+  const leftOutSize = run.opts.capture?.secretSize(targetParts.join('/'));
+  if (leftOutSize !== undefined) {
+    run.tree.leaveOut(parts, rawName, 'secret', leftOutSize); // a second name of a secret: its bytes are the secret's
+    return;
+  }
+  // a second name judged by the file's content (a CA bundle's hardlink named *.pem is kept)
+  if (target?.kind === 'file' && (await run.opts.capture?.verdict(parts, run.heads.peek(target.inode))) === 'secret') {
+    run.tree.leaveOut(parts, rawName, 'secret', target.inode.content.size);
+    return;
+  }
+  if (!target) throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names an unknown entry ${JSON.stringify(targetName)}`);
+  if (target.kind === 'dir') throw new AwcError('E_FORMAT', `hardlink ${JSON.stringify(rawName)} names a directory`);
+  if (target.kind === 'file') {
+    run.tree.place(parts, rawName, { kind: 'file', inode: target.inode });
+    return;
+  }
+  run.opts.onWarning?.({
+    code: 'W_HARDLINK_COPIED',
+    path: parts.join('/'),
+    message: `a hardlink to a ${target.entry.type} is recorded as an independent copy`,
+  });
+  run.tree.place(parts, rawName, { kind: 'leaf', entry: { ...target.entry, name: parts[parts.length - 1] } });
+}
+
+/**
+ * Writes the tree bottom-up; visiting entries in depth-first sorted order makes the first name
+ * of a hardlinked file the `file` entry whatever the archive's order was.
+ * @returns the import's result (root digest, files and bytes counted once per inode)
+ */
+async function writeTarTree(writer: ContentWriter, root: DirNode): Promise<ImportResult> {
   const firstPath = new Map<Inode, string>();
-  let fileCount = 0;
-  let byteCount = 0;
+  const counts = { fileCount: 0, byteCount: 0 };
+  const fileEntry = (name: string, path: string, inode: Inode): Entry => {
+    const first = firstPath.get(inode);
+    if (first !== undefined) return { type: 'hardlink', name, target: first };
+    firstPath.set(inode, path);
+    const c = inode.content;
+    counts.fileCount++;
+    counts.byteCount += c.size;
+    return { type: 'file', name, ...inode.attrs, size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
+  };
   const writeDir = async (dir: DirNode, rel: string): Promise<Digest> => {
     const entries: Entry[] = [];
     for (const name of [...dir.children.keys()].sort(compareNames)) {
       const node = dir.children.get(name)!;
       const path = rel === '' ? name : `${rel}/${name}`;
-      if (node.kind === 'dir') {
-        entries.push({ type: 'dir', name, ...node.attrs, tree: await writeDir(node, path) });
-      } else if (node.kind === 'file') {
-        const first = firstPath.get(node.inode);
-        if (first !== undefined) {
-          entries.push({ type: 'hardlink', name, target: first });
-        } else {
-          firstPath.set(node.inode, path);
-          const c = node.inode.content;
-          fileCount++;
-          byteCount += c.size;
-          entries.push({
-            type: 'file',
-            name,
-            ...node.inode.attrs,
-            size: c.size,
-            digest: c.digest,
-            chunks: c.chunks,
-            ...sparseOf(c.extents),
-          });
-        }
-      } else {
-        entries.push(node.entry);
-      }
+      if (node.kind === 'dir') entries.push({ type: 'dir', name, ...node.attrs, tree: await writeDir(node, path) });
+      else if (node.kind === 'file') entries.push(fileEntry(name, path, node.inode));
+      else entries.push(node.entry);
     }
     return writer.writeTree(entries);
   };
   const tree = await writeDir(root, '');
   const rootDigest = await writer.writeRoot({ ...root.attrs, tree });
-  return { root: rootDigest, fileCount, byteCount, skipped: [] };
+  return { root: rootDigest, ...counts, skipped: [] };
 }
 
 /** Attributes of an entry from its header and pax records. */

@@ -1,4 +1,5 @@
 import type * as TarStream from 'tar-stream';
+import { AwcError } from '../../core/errors.js';
 
 /**
  * Raw-byte pax records for tar-stream's packer. tar-stream builds a pax extended header from
@@ -111,4 +112,55 @@ export class RawPax {
   attach(header: object, records: [string, Buffer][]): void {
     if (records.length > 0) this.raw.set(header, [...(this.raw.get(header) ?? []), ...records]);
   }
+}
+
+/** Parses raw pax extended-header records (`<len> <key>=<value>\n`): key → raw value bytes. @throws E_FORMAT when malformed. */
+export function parsePaxRecords(buf: Buffer): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  let pos = 0;
+  while (pos < buf.length) {
+    if (buf[pos] === 0) break; // padding
+    const sp = buf.indexOf(0x20, pos);
+    const len = sp < 0 ? NaN : Number(buf.toString('latin1', pos, sp));
+    if (!Number.isInteger(len) || len <= sp - pos + 1 || pos + len > buf.length || buf[pos + len - 1] !== 0x0a) {
+      throw new AwcError('E_FORMAT', `malformed pax extended header at byte ${pos}`);
+    }
+    const rec = buf.subarray(sp + 1, pos + len - 1);
+    const eq = rec.indexOf(0x3d);
+    if (eq <= 0) throw new AwcError('E_FORMAT', `malformed pax record at byte ${pos}`);
+    out.set(rec.toString('utf8', 0, eq), rec.subarray(eq + 1));
+    pos += len;
+  }
+  return out;
+}
+
+/**
+ * Captures the raw bytes of each pax extended header `ex` decodes (tar-stream decodes pax
+ * values as UTF-8 strings, which loses binary xattr values and names that are not UTF-8):
+ * returns, for each entry's header in turn, its pax records (the global ones overlaid with the
+ * entry's own) as raw bytes. Without tar-stream's `_decodeLongHeader` to hook, the decoded
+ * strings are encoded back as UTF-8.
+ * @throws E_FORMAT (from the stream, when a captured header is malformed)
+ */
+export function rawPaxReader(ex: TarStream.Extract): (header: TarStream.Header) => Map<string, Buffer> {
+  let local: Map<string, Buffer> | null = null;
+  let global: Map<string, Buffer> | null = null;
+  const hooked = ex as unknown as { _decodeLongHeader?: (buf: Buffer) => unknown; _header?: { type?: string } };
+  const original = hooked._decodeLongHeader;
+  if (typeof original !== 'function') {
+    return (h) =>
+      new Map(Object.entries((h as { pax?: Record<string, string> }).pax ?? {}).map(([k, v]) => [k, Buffer.from(String(v), 'utf8')]));
+  }
+  hooked._decodeLongHeader = function (this: typeof hooked, buf: Buffer) {
+    const t = this._header?.type;
+    if (t === 'pax-header') local = parsePaxRecords(buf);
+    else if (t === 'pax-global-header') global = parsePaxRecords(buf);
+    return original.call(this, buf);
+  };
+  return (h) => {
+    const m = new Map(global ?? []);
+    if ((h as { pax?: unknown }).pax && local) for (const [k, v] of local) m.set(k, v);
+    local = null;
+    return m;
+  };
 }
