@@ -22,6 +22,47 @@ export const toExcludedLocation = (eb: BlobConflictEb) => ({
   kind: eb.ref('excluded.kind'),
 });
 
+/** The columns of a blob row that say where its bytes are (select them for {@link locationOfRow}). */
+export const BLOB_LOCATION_COLUMNS = ['digest', 'kind', 'pack', 'offset', 'stored_length', 'raw_length', 'codec'] as const;
+
+/** A blob row as {@link BLOB_LOCATION_COLUMNS} selects it. */
+export interface BlobLocationRow {
+  digest: string;
+  kind: string;
+  pack: string;
+  offset: number | bigint | string;
+  stored_length: number | bigint | string;
+  raw_length: number | bigint | string;
+  codec: string;
+}
+
+/** The pack location a blob row records. */
+export function locationOfRow(r: BlobLocationRow): BlobLocation {
+  return {
+    digest: r.digest as Digest,
+    kind: r.kind as BlobKind,
+    codec: r.codec as Codec,
+    pack: r.pack,
+    offset: toNum(r.offset),
+    storedLength: toNum(r.stored_length),
+    rawLength: toNum(r.raw_length),
+  };
+}
+
+/** The blob row of namespace id `nsId` that records `loc` in pack `pack`. */
+export function rowOfLocation(nsId: string, pack: string, loc: Omit<BlobLocation, 'pack'>): NewBlobRecord {
+  return {
+    namespace: nsId,
+    digest: loc.digest,
+    kind: loc.kind,
+    pack,
+    offset: loc.offset,
+    stored_length: loc.storedLength,
+    raw_length: loc.rawLength,
+    codec: loc.codec,
+  };
+}
+
 /** Digests per `WHERE digest IN (…)` query of a blob index lookup. */
 export const LOOKUP_BATCH = 500;
 
@@ -49,7 +90,7 @@ export class BlobQueries {
           for (const group of chunks(unique, LOOKUP_BATCH)) {
             let q = ctx.db
               .selectFrom('blobs as b')
-              .select(['b.digest', 'b.kind', 'b.pack', 'b.offset', 'b.stored_length', 'b.raw_length', 'b.codec'])
+              .select(BLOB_LOCATION_COLUMNS.map((c) => `b.${c}` as const))
               .where('b.namespace', '=', nsId)
               .where('b.digest', 'in', group);
             if (opts.livePacksOnly)
@@ -57,15 +98,7 @@ export class BlobQueries {
                 exists(selectFrom('packs as p').select('p.key').whereRef('p.key', '=', 'b.pack').where('p.state', '=', 'live')),
               );
             for (const r of await q.execute()) {
-              out.set(r.digest as Digest, {
-                digest: r.digest as Digest,
-                kind: r.kind as BlobKind,
-                codec: r.codec as Codec,
-                pack: r.pack,
-                offset: toNum(r.offset),
-                storedLength: toNum(r.stored_length),
-                rawLength: toNum(r.raw_length),
-              });
+              out.set(r.digest as Digest, locationOfRow(r));
             }
           }
           return out;
@@ -135,16 +168,7 @@ export class BlobQueries {
         if (b.pack !== p.key) {
           throw new AwcError('E_INTERNAL', `blob ${b.digest} is listed in pack ${p.key} but names pack ${b.pack}`);
         }
-        blobRows.push({
-          namespace: nsId,
-          digest: b.digest,
-          kind: b.kind,
-          pack: p.key,
-          offset: b.offset,
-          stored_length: b.storedLength,
-          raw_length: b.rawLength,
-          codec: b.codec,
-        });
+        blobRows.push(rowOfLocation(nsId, p.key, b));
       }
     }
     blobRows.sort((a, b) => cmp(a.digest, b.digest));

@@ -2,9 +2,9 @@ import { sql, type Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { GcCatalog, GcPack, GcSnapshot, PackReindex, PackState, RepackCommit } from '../port/gc-catalog.js';
-import type { BlobKind, BlobLocation, Codec } from '../../store/pack/pack-types.js';
+import type { BlobLocation } from '../../store/pack/pack-types.js';
 import type { Database } from './schema.js';
-import { BlobQueries, LOOKUP_BATCH, toExcludedLocation } from './blob-queries.js';
+import { BLOB_LOCATION_COLUMNS, BlobQueries, LOOKUP_BATCH, locationOfRow, rowOfLocation, toExcludedLocation } from './blob-queries.js';
 import { commitRepackInTx } from './pack-guard.js';
 import { adoptPacksInTx, type StoredPack } from './pack-adoption.js';
 import { snapshotNotFound } from './refs.js';
@@ -371,21 +371,8 @@ export class GcQueries implements GcCatalog {
   /** See GcCatalog.listPackBlobs. */
   listPackBlobs(key: string): Promise<BlobLocation[]> {
     return this.ctx.read(async () => {
-      const rows = await this.ctx.db
-        .selectFrom('blobs')
-        .select(['digest', 'kind', 'pack', 'offset', 'stored_length', 'raw_length', 'codec'])
-        .where('pack', '=', key)
-        .orderBy('offset')
-        .execute();
-      return rows.map((r) => ({
-        digest: r.digest as Digest,
-        kind: r.kind as BlobKind,
-        codec: r.codec as Codec,
-        pack: r.pack,
-        offset: toNum(r.offset),
-        storedLength: toNum(r.stored_length),
-        rawLength: toNum(r.raw_length),
-      }));
+      const rows = await this.ctx.db.selectFrom('blobs').select(BLOB_LOCATION_COLUMNS).where('pack', '=', key).orderBy('offset').execute();
+      return rows.map(locationOfRow);
     });
   }
 
@@ -409,16 +396,7 @@ export class GcQueries implements GcCatalog {
       const rows = r.entries
         .filter((e) => !seen.has(e.digest) && seen.add(e.digest))
         .sort((a, b) => (a.digest < b.digest ? -1 : a.digest > b.digest ? 1 : 0))
-        .map((e) => ({
-          namespace: nsId,
-          digest: e.digest,
-          kind: e.kind,
-          pack: r.key,
-          offset: e.offset,
-          stored_length: e.storedLength,
-          raw_length: e.rawLength,
-          codec: e.codec,
-        }));
+        .map((e) => rowOfLocation(nsId, r.key, e));
       let n = 0;
       for (const group of chunks(rows, ctx.rowsPerInsert(8))) {
         const res = await trx

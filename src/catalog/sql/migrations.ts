@@ -14,102 +14,123 @@ import { AwcError, toAwcError } from '../../core/errors.js';
  * epoch of that clock (`SqlDialect.nowMs()`), never a host's (docs/explanation/leases.md).
  */
 
+/** 0001, step 1: `namespaces` and `packs`. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations run on any schema (kysely's documented pattern)
+async function createNamespacesAndPacks(db: Kysely<any>): Promise<void> {
+  await db.schema
+    .createTable('namespaces')
+    .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+    .addColumn('name', 'text', (c) => c.notNull())
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .addUniqueConstraint('namespaces_name_uq', ['name'])
+    .execute();
+
+  await db.schema
+    .createTable('packs')
+    .addColumn('key', 'text', (c) => c.primaryKey().notNull())
+    .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+    .addColumn('size', 'bigint', (c) => c.notNull())
+    .addColumn('blob_count', 'integer', (c) => c.notNull())
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .execute();
+  await db.schema.createIndex('packs_namespace_idx').on('packs').columns(['namespace', 'created_at']).execute();
+}
+
+/** 0001, step 2: `blobs` (one row per stored blob: which pack, where in it, how encoded). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+async function createBlobs(db: Kysely<any>): Promise<void> {
+  await db.schema
+    .createTable('blobs')
+    .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+    .addColumn('digest', 'text', (c) => c.notNull())
+    .addColumn('kind', 'text', (c) => c.notNull())
+    .addColumn('pack', 'text', (c) => c.notNull().references('packs.key'))
+    .addColumn('offset', 'bigint', (c) => c.notNull())
+    .addColumn('stored_length', 'bigint', (c) => c.notNull())
+    .addColumn('raw_length', 'bigint', (c) => c.notNull())
+    .addColumn('codec', 'text', (c) => c.notNull())
+    .addPrimaryKeyConstraint('blobs_pk', ['namespace', 'digest'])
+    .execute();
+  await db.schema.createIndex('blobs_pack_idx').on('blobs').column('pack').execute();
+}
+
+/** 0001, step 3: `snapshots` and their indexes. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+async function createSnapshots(db: Kysely<any>): Promise<void> {
+  await db.schema
+    .createTable('snapshots')
+    .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+    .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+    .addColumn('name', 'text')
+    .addColumn('root', 'text', (c) => c.notNull())
+    .addColumn('parent_id', 'text', (c) => c.references('snapshots.id'))
+    .addColumn('message', 'text')
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .addColumn('file_count', 'integer', (c) => c.notNull())
+    .addColumn('byte_count', 'bigint', (c) => c.notNull())
+    .execute();
+  await db.schema
+    .createIndex('snapshots_namespace_name_uq')
+    .unique()
+    .on('snapshots')
+    .columns(['namespace', 'name'])
+    .where(sql.ref('name'), 'is not', null)
+    .execute();
+  await db.schema.createIndex('snapshots_namespace_created_idx').on('snapshots').columns(['namespace', 'created_at']).execute();
+  await db.schema.createIndex('snapshots_parent_idx').on('snapshots').column('parent_id').execute();
+}
+
+/** 0001, step 4: `workspaces` and their indexes. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+async function createWorkspaces(db: Kysely<any>): Promise<void> {
+  await db.schema
+    .createTable('workspaces')
+    .addColumn('id', 'text', (c) => c.primaryKey().notNull())
+    .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+    .addColumn('name', 'text')
+    .addColumn('base_snapshot_id', 'text', (c) => c.notNull().references('snapshots.id'))
+    .addColumn('head_snapshot_id', 'text', (c) => c.notNull().references('snapshots.id'))
+    .addColumn('mount_state', 'text', (c) => c.notNull())
+    .addColumn('mount_path', 'text')
+    .addColumn('mount_driver', 'text')
+    .addColumn('mount_host', 'text')
+    .addColumn('created_at', 'text', (c) => c.notNull())
+    .addColumn('updated_at', 'text', (c) => c.notNull())
+    .execute();
+  await db.schema
+    .createIndex('workspaces_namespace_name_uq')
+    .unique()
+    .on('workspaces')
+    .columns(['namespace', 'name'])
+    .where(sql.ref('name'), 'is not', null)
+    .execute();
+  await db.schema.createIndex('workspaces_namespace_created_idx').on('workspaces').columns(['namespace', 'created_at']).execute();
+  await db.schema.createIndex('workspaces_base_idx').on('workspaces').column('base_snapshot_id').execute();
+  await db.schema.createIndex('workspaces_head_idx').on('workspaces').column('head_snapshot_id').execute();
+  // One workspace per mount target per host.
+  await db.schema
+    .createIndex('workspaces_mount_uq')
+    .unique()
+    .on('workspaces')
+    .columns(['mount_path', 'mount_host'])
+    .where(sql.ref('mount_path'), 'is not', null)
+    .execute();
+  await db.schema
+    .createIndex('workspaces_mount_host_idx')
+    .on('workspaces')
+    .column('mount_host')
+    .where(sql.ref('mount_host'), 'is not', null)
+    .execute();
+}
+
 /** 0001: namespaces, packs, blobs, snapshots, workspaces. */
 const m0001Initial: Migration = {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- migrations run on any schema (kysely's documented pattern)
   async up(db: Kysely<any>): Promise<void> {
-    await db.schema
-      .createTable('namespaces')
-      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
-      .addColumn('name', 'text', (c) => c.notNull())
-      .addColumn('created_at', 'text', (c) => c.notNull())
-      .addUniqueConstraint('namespaces_name_uq', ['name'])
-      .execute();
-
-    await db.schema
-      .createTable('packs')
-      .addColumn('key', 'text', (c) => c.primaryKey().notNull())
-      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
-      .addColumn('size', 'bigint', (c) => c.notNull())
-      .addColumn('blob_count', 'integer', (c) => c.notNull())
-      .addColumn('created_at', 'text', (c) => c.notNull())
-      .execute();
-    await db.schema.createIndex('packs_namespace_idx').on('packs').columns(['namespace', 'created_at']).execute();
-
-    await db.schema
-      .createTable('blobs')
-      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
-      .addColumn('digest', 'text', (c) => c.notNull())
-      .addColumn('kind', 'text', (c) => c.notNull())
-      .addColumn('pack', 'text', (c) => c.notNull().references('packs.key'))
-      .addColumn('offset', 'bigint', (c) => c.notNull())
-      .addColumn('stored_length', 'bigint', (c) => c.notNull())
-      .addColumn('raw_length', 'bigint', (c) => c.notNull())
-      .addColumn('codec', 'text', (c) => c.notNull())
-      .addPrimaryKeyConstraint('blobs_pk', ['namespace', 'digest'])
-      .execute();
-    await db.schema.createIndex('blobs_pack_idx').on('blobs').column('pack').execute();
-
-    await db.schema
-      .createTable('snapshots')
-      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
-      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
-      .addColumn('name', 'text')
-      .addColumn('root', 'text', (c) => c.notNull())
-      .addColumn('parent_id', 'text', (c) => c.references('snapshots.id'))
-      .addColumn('message', 'text')
-      .addColumn('created_at', 'text', (c) => c.notNull())
-      .addColumn('file_count', 'integer', (c) => c.notNull())
-      .addColumn('byte_count', 'bigint', (c) => c.notNull())
-      .execute();
-    await db.schema
-      .createIndex('snapshots_namespace_name_uq')
-      .unique()
-      .on('snapshots')
-      .columns(['namespace', 'name'])
-      .where(sql.ref('name'), 'is not', null)
-      .execute();
-    await db.schema.createIndex('snapshots_namespace_created_idx').on('snapshots').columns(['namespace', 'created_at']).execute();
-    await db.schema.createIndex('snapshots_parent_idx').on('snapshots').column('parent_id').execute();
-
-    await db.schema
-      .createTable('workspaces')
-      .addColumn('id', 'text', (c) => c.primaryKey().notNull())
-      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
-      .addColumn('name', 'text')
-      .addColumn('base_snapshot_id', 'text', (c) => c.notNull().references('snapshots.id'))
-      .addColumn('head_snapshot_id', 'text', (c) => c.notNull().references('snapshots.id'))
-      .addColumn('mount_state', 'text', (c) => c.notNull())
-      .addColumn('mount_path', 'text')
-      .addColumn('mount_driver', 'text')
-      .addColumn('mount_host', 'text')
-      .addColumn('created_at', 'text', (c) => c.notNull())
-      .addColumn('updated_at', 'text', (c) => c.notNull())
-      .execute();
-    await db.schema
-      .createIndex('workspaces_namespace_name_uq')
-      .unique()
-      .on('workspaces')
-      .columns(['namespace', 'name'])
-      .where(sql.ref('name'), 'is not', null)
-      .execute();
-    await db.schema.createIndex('workspaces_namespace_created_idx').on('workspaces').columns(['namespace', 'created_at']).execute();
-    await db.schema.createIndex('workspaces_base_idx').on('workspaces').column('base_snapshot_id').execute();
-    await db.schema.createIndex('workspaces_head_idx').on('workspaces').column('head_snapshot_id').execute();
-    // One workspace per mount target per host.
-    await db.schema
-      .createIndex('workspaces_mount_uq')
-      .unique()
-      .on('workspaces')
-      .columns(['mount_path', 'mount_host'])
-      .where(sql.ref('mount_path'), 'is not', null)
-      .execute();
-    await db.schema
-      .createIndex('workspaces_mount_host_idx')
-      .on('workspaces')
-      .column('mount_host')
-      .where(sql.ref('mount_host'), 'is not', null)
-      .execute();
+    await createNamespacesAndPacks(db);
+    await createBlobs(db);
+    await createSnapshots(db);
+    await createWorkspaces(db);
   },
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
   async down(db: Kysely<any>): Promise<void> {

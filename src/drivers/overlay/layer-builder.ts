@@ -7,7 +7,6 @@ import type * as Xattr from 'fs-xattr';
 import { lazyRequire } from '../../core/lazy-require.js';
 import { digestHex, type Digest } from '../../core/digest.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
-import type { Extent } from '../../core/sparse.js';
 import { futimesNs, utimesNsAt } from '../../host/sys/utimens.js';
 import { AwcError } from '../../core/errors.js';
 import type { TreeSource } from '../../store/content/tree-source.js';
@@ -15,6 +14,7 @@ import { longContentRedirect, shortContentRedirect } from '../../core/content-na
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { fsPath } from '../../core/raw-name.js';
 import { removeTree } from '../../core/remove-tree.js';
+import type { LayerContents } from '../../host/read-path/cached-content-source.js';
 import { writeLayerGitIndex, type LayerGitIndexResult, type LayerGitIndexSource, type LayerPaths } from './layer-git-index.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
@@ -33,7 +33,7 @@ export interface LayerMeta {
   files: number;
   dirs: number;
   /** content hex digest → size and chunks (and a sparse file's extents), for the content FUSE server. */
-  contents: Record<string, [number, [Digest, number][], Extent[]?]>;
+  contents: LayerContents;
   /** Hardlink groups: path of the file entry → further names (paths from the root). */
   hardlinks: Record<string, string[]>;
   /** The workspace's index (src/drivers/overlay/layer-git-index.ts): absent when the layer shows the snapshot's own `.git/index`. */

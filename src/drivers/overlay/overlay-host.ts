@@ -13,7 +13,7 @@ import type { TreeSource } from '../../store/content/tree-source.js';
 import { checkMountTarget, unmount } from '../../host/mount/mount-commands.js';
 import { mountsAt, readMountInfo } from '../../host/mount/mount-table.js';
 import { describeUse, type Holder } from '../port/mount-use.js';
-import { readHostState, workspaceDirs, writeHostState } from '../port/workspace-state.js';
+import { readHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../port/workspace-state.js';
 import { buildLayer, type Layer } from './layer-builder.js';
 import type { LayerGitIndexSource } from './layer-git-index.js';
 import { LayerUse } from './layer-use.js';
@@ -25,6 +25,23 @@ import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
 import { undoMountRecord } from '../port/undo-mount-record.js';
 import { openOwnedTarget } from '../../host/mount/owned-target.js';
 import { join } from 'node:path';
+
+/** A workspace's directories on this host (see workspaceDirs). */
+type WorkspaceDirs = ReturnType<typeof workspaceDirs>;
+
+/**
+ * Never two overlays on one upper: an earlier mount may live on, detached or in another namespace.
+ * @throws E_STILL_MOUNTED when an earlier mount of the workspace (other than the recorded `pending` one) still uses its upper
+ */
+async function refuseUpperInUse(wsId: string, dirs: WorkspaceDirs, pending: WorkspaceHostState | undefined): Promise<void> {
+  if (!fs.existsSync(dirs.upper)) return;
+  const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
+  if (use.inUse) {
+    throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${wsId} is still alive: ${describeUse(use)}`, {
+      details: { holders: use.holders, mountedAt: use.mountedAt },
+    });
+  }
+}
 
 /** The ordinary user an overlay is mounted for (see WorkspaceHostState.owner). */
 export interface MountOwner {
@@ -254,15 +271,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     const release = this.layerUse.acquire(layerRoot);
     try {
       const dirs = workspaceDirs(this.paths.workspaces, ws.id);
-      if (fs.existsSync(dirs.upper)) {
-        // never two overlays on one upper: an earlier mount may live on, detached or in another namespace
-        const use = await upperInUse(dirs.upper, dirs.dir, pending?.mount ? [pending.mount.id] : []);
-        if (use.inUse) {
-          throw new AwcError('E_STILL_MOUNTED', `an earlier mount of workspace ${ws.id} is still alive: ${describeUse(use)}`, {
-            details: { holders: use.holders, mountedAt: use.mountedAt },
-          });
-        }
-      }
+      await refuseUpperInUse(ws.id, dirs, pending);
       // the lease (kept, taken, or stolen after expiry), the mount record and the layer's snapshot, in one
       // transaction (one commit), before the layer is built or anything shows at the target: a host that
       // loses the race never builds, mounts, nor touches the upper; a gc anywhere keeps the layer's
@@ -274,18 +283,8 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       );
       let mounted = false;
       try {
-        const reader = this.content.reader(ns);
         const layer = await this.layer(ns, layerRoot, owner);
-        if (!pending) {
-          await removeTree(dirs.dir);
-          await mkdirPrivate(dirs.dir);
-          await mkdir(dirs.upper);
-          // the overlay root shows the upper directory's own attributes: give it the snapshot root's
-          const root = await reader.readRoot(layerRoot);
-          fs.chownSync(dirs.upper, owner?.uid ?? root.uid, owner?.gid ?? root.gid);
-          fs.chmodSync(dirs.upper, root.mode);
-          utimesNsAt(undefined, dirs.upper, root.mtimeNs);
-        }
+        if (!pending) await this.freshUpper(ns, dirs, layerRoot, owner);
         await mkdirPrivate(dirs.work);
         const opened = owner ? openOwnedTarget(target, owner.uid) : undefined;
         try {
@@ -320,6 +319,18 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     } finally {
       release();
     }
+  }
+
+  /** Makes an empty upper directory for a first mount, with the attributes of the snapshot root (the overlay root shows them). */
+  private async freshUpper(ns: string, dirs: WorkspaceDirs, layerRoot: Digest, owner: MountOwner | undefined): Promise<void> {
+    await removeTree(dirs.dir);
+    await mkdirPrivate(dirs.dir);
+    await mkdir(dirs.upper);
+    // the overlay root shows the upper directory's own attributes: give it the snapshot root's
+    const root = await this.content.reader(ns).readRoot(layerRoot);
+    fs.chownSync(dirs.upper, owner?.uid ?? root.uid, owner?.gid ?? root.gid);
+    fs.chmodSync(dirs.upper, root.mode);
+    utimesNsAt(undefined, dirs.upper, root.mtimeNs);
   }
 
   /**

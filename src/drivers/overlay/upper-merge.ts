@@ -14,6 +14,7 @@ import { nameFromBytes } from '../../core/raw-name.js';
 import { sparseOf, type Extent } from '../../core/sparse.js';
 import { findDataExtents } from '../../host/sys/seek-data.js';
 import type { FindExtents } from '../../store/content/content-writer.js';
+import type { LayerContents } from '../../host/read-path/cached-content-source.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -51,13 +52,37 @@ export interface MergeResult {
   changing: string[];
 }
 
+/** An upper full-copy file as the last checkpoint stored it: its stat then and its content. */
+export interface UpperStatEntry {
+  /** Inode, size (bytes), mtime and ctime (ns), as decimal strings: the file is read again when any differs. */
+  ino: string;
+  size: string;
+  mtimeNs: string;
+  ctimeNs: string;
+  /** The content's digest and chunks. */
+  digest: Digest;
+  chunks: ChunkRef[];
+  /** A sparse file's extents. */
+  extents?: Extent[];
+}
+
 /**
- * Stat cache of an upper directory's full-copy files: path → [ino, size, mtimeNs, ctimeNs,
- * content digest, chunks[, extents of a sparse file]]. A checkpoint re-merges the whole (cumulative) upper; a file
- * whose inode, size, mtime and ctime are unchanged since the last checkpoint is not read
- * again. Only written after a checkpoint commits, so every digest in it is stored.
+ * Stat cache of an upper directory's full-copy files, by path in the workspace. A checkpoint
+ * re-merges the whole (cumulative) upper; a file whose inode, size, mtime and ctime are
+ * unchanged since the last checkpoint is not read again. Only written after a checkpoint
+ * commits, so every digest in it is stored (on disk: upper-stat-cache.ts).
  */
-export type UpperStatCache = Record<string, [string, string, string, string, Digest, [Digest, number][], Extent[]?]>;
+export type UpperStatCache = Record<string, UpperStatEntry>;
+
+/** True when the upper file's stat `st` is the one `hit` was stored with (inode, size, mtime, ctime). */
+function sameStat(hit: UpperStatEntry, st: fs.BigIntStats): boolean {
+  return (
+    hit.ino === st.ino.toString() &&
+    hit.size === st.size.toString() &&
+    hit.mtimeNs === st.mtimeNs.toString() &&
+    hit.ctimeNs === st.ctimeNs.toString()
+  );
+}
 
 /**
  * Merges a snapshot's tree (the overlay lower) with an overlayfs upper directory, by the
@@ -87,7 +112,7 @@ export async function mergeUpper(opts: {
   upper: string;
   writer: MergeWriter;
   hardlinks?: Record<string, string[]>;
-  contents?: Record<string, [number, [Digest, number][], Extent[]?]>;
+  contents?: LayerContents;
   /** Content of upper files already stored by an earlier checkpoint, by path (see UpperStatCache). */
   statCache?: UpperStatCache;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing. */
@@ -127,7 +152,7 @@ class Merger {
   constructor(
     private src: TreeSource,
     private writer: MergeWriter,
-    private contents: Record<string, [number, [Digest, number][], Extent[]?]>,
+    private contents: LayerContents,
     private statCache: UpperStatCache,
     private allowChanging: boolean,
     private filter: CaptureFilter | undefined,
@@ -208,33 +233,7 @@ class Merger {
       const st = found.st;
       if (found.type === 'dir') {
         try {
-          if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
-            this.filter?.scratch(relPath, { dir: found.dir });
-            children.delete(name);
-            continue;
-          }
-          const ov = overlayXattrs(found.dir.self);
-          let lowerChild: string | null = null;
-          if (ov.opaque !== 'y') {
-            if (ov.redirect !== undefined) {
-              lowerChild = ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect);
-            } else if (lowerPath !== null) {
-              lowerChild = joinRel(lowerPath, name);
-            }
-          }
-          let kids = new Map<string, MEntry>();
-          let baseDir: Entry | undefined;
-          if (lowerChild !== null) {
-            // the same path without a redirect is the entry we already hold
-            baseDir = ov.redirect === undefined && base && base.type !== 'mdir' ? base : await this.lookupBase(lowerChild);
-            if (baseDir?.type === 'dir') kids = await this.loadChildren(baseDir.tree);
-            else if (base?.type === 'mdir' && ov.redirect === undefined) kids = base.children;
-            else lowerChild = null;
-          }
-          const childF = await f?.child(name, () => this.textOf(found.dir, kids, '.gitignore'));
-          await this.mergeDir(found.dir, kids, lowerChild, childF);
-          const attrs = keepBaseTime(attrsFromStat(st, readXattrs(found.dir.self)), baseDir);
-          children.set(name, { type: 'mdir', name, attrs, children: kids });
+          await this.mergeSubdir(found.dir, found.st, children, name, relPath, lowerPath, f);
         } finally {
           found.dir.close();
         }
@@ -242,14 +241,7 @@ class Merger {
       }
       if (found.type === 'file') {
         try {
-          const verdict = f && !overlayXattrs(fdPath(found.fd)).metacopy ? f.verdict(name, false, (max) => peekFd(found.fd, max)) : 'store';
-          if (verdict !== 'store') {
-            if (verdict === 'secret') this.filter?.secret(relPath, found.fd, Number(st.size));
-            else this.filter?.scratch(relPath, { size: Number(st.size) });
-            children.delete(name);
-            continue;
-          }
-          children.set(name, await this.mergeFile(found.fd, relPath, name, st, lowerPath));
+          await this.mergeFiltered(found.fd, st, children, name, relPath, lowerPath, f);
         } finally {
           fs.closeSync(found.fd);
         }
@@ -278,6 +270,73 @@ class Merger {
     }
   }
 
+  /**
+   * Merges the upper subdirectory `name` of `children` (open at `dir`, stat `st`, `relPath` in the workspace) with its lower
+   * directory (at `lowerPath`'s child, or where its redirect names; none when opaque): sets it in
+   * `children` as an MDir, or drops it when the capture filter calls it scratch.
+   */
+  private async mergeSubdir(
+    dir: DirFd,
+    st: fs.BigIntStats,
+    children: Map<string, MEntry>,
+    name: string,
+    relPath: string,
+    lowerPath: string | null,
+    f: CaptureDirFilter | undefined,
+  ): Promise<void> {
+    const base = children.get(name);
+    if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
+      this.filter?.scratch(relPath, { dir });
+      children.delete(name);
+      return;
+    }
+    const ov = overlayXattrs(dir.self);
+    let lowerChild: string | null = null;
+    if (ov.opaque !== 'y') {
+      if (ov.redirect !== undefined) {
+        lowerChild = ov.redirect.startsWith('/') ? ov.redirect.slice(1) : lowerPath === null ? null : joinRel(lowerPath, ov.redirect);
+      } else if (lowerPath !== null) {
+        lowerChild = joinRel(lowerPath, name);
+      }
+    }
+    let kids = new Map<string, MEntry>();
+    let baseDir: Entry | undefined;
+    if (lowerChild !== null) {
+      // the same path without a redirect is the entry we already hold
+      baseDir = ov.redirect === undefined && base && base.type !== 'mdir' ? base : await this.lookupBase(lowerChild);
+      if (baseDir?.type === 'dir') kids = await this.loadChildren(baseDir.tree);
+      else if (base?.type === 'mdir' && ov.redirect === undefined) kids = base.children;
+      else lowerChild = null;
+    }
+    const childF = await f?.child(name, () => this.textOf(dir, kids, '.gitignore'));
+    await this.mergeDir(dir, kids, lowerChild, childF);
+    const attrs = keepBaseTime(attrsFromStat(st, readXattrs(dir.self)), baseDir);
+    children.set(name, { type: 'mdir', name, attrs, children: kids });
+  }
+
+  /**
+   * Sets the upper regular file `name` (open at `fd`) in `children`, or drops it when the capture
+   * filter calls its full copy secret or scratch (reported to the filter).
+   */
+  private async mergeFiltered(
+    fd: number,
+    st: fs.BigIntStats,
+    children: Map<string, MEntry>,
+    name: string,
+    relPath: string,
+    lowerPath: string | null,
+    f: CaptureDirFilter | undefined,
+  ): Promise<void> {
+    const verdict = f && !overlayXattrs(fdPath(fd)).metacopy ? f.verdict(name, false, (max) => peekFd(fd, max)) : 'store';
+    if (verdict !== 'store') {
+      if (verdict === 'secret') this.filter?.secret(relPath, fd, Number(st.size));
+      else this.filter?.scratch(relPath, { size: Number(st.size) });
+      children.delete(name);
+      return;
+    }
+    children.set(name, await this.mergeFile(fd, relPath, name, st, lowerPath));
+  }
+
   /** The entry of an upper regular file open at `fd` (read through the descriptor only). */
   private async mergeFile(fd: number, relPath: string, name: string, st: fs.BigIntStats, lowerPath: string | null): Promise<Entry> {
     if (st.nlink > 1n) {
@@ -295,8 +354,10 @@ class Merger {
       if (hex !== undefined) {
         const digest = `sha256:${hex}` as Digest;
         const known = this.contents[hex];
-        if (known && isDigest(digest))
-          data = { digest, size: known[0], chunks: known[1].map(([d, s]) => ({ digest: d, size: s })), ...sparseOf(known[2]) };
+        if (known && isDigest(digest)) {
+          const [size, chunks, extents] = known;
+          data = { digest, size, chunks: chunks.map(([d, s]) => ({ digest: d, size: s })), ...sparseOf(extents) };
+        }
       } else {
         const from =
           ov.redirect !== undefined
@@ -316,18 +377,17 @@ class Merger {
         throw new AwcError('E_INTEGRITY', `metadata-only copy-up ${relPath} has no lower data (redirect ${ov.redirect ?? 'none'})`);
       return { type: 'file', name, ...keepBaseTime(attrs0, baseFile), ...data };
     }
-    const key = [st.ino.toString(), st.size.toString(), st.mtimeNs.toString(), st.ctimeNs.toString()] as const;
     const hit = this.statCache[relPath];
-    if (hit && hit[0] === key[0] && hit[1] === key[1] && hit[2] === key[2] && hit[3] === key[3]) {
+    if (hit && sameStat(hit, st)) {
       this.nextCache[relPath] = hit;
       return {
         type: 'file',
         name,
         ...attrs0,
         size: Number(st.size),
-        digest: hit[4],
-        chunks: hit[5].map(([digest, size]) => ({ digest, size })),
-        ...sparseOf(hit[6]),
+        digest: hit.digest,
+        chunks: hit.chunks.map(({ digest, size }) => ({ digest, size })),
+        ...sparseOf(hit.extents),
       };
     }
     const c = await this.writer.writeFileFd(fd, { path: relPath, allowChanging: this.allowChanging, findExtents: findDataExtents });
@@ -337,15 +397,15 @@ class Merger {
     if (c.changing) this.changing.push(relPath);
     // a file stored while it kept changing must be read again next time: no stat cache entry
     else
-      this.nextCache[relPath] = [
-        after.ino.toString(),
-        after.size.toString(),
-        after.mtimeNs.toString(),
-        after.ctimeNs.toString(),
-        c.digest,
-        c.chunks.map((x) => [x.digest, x.size]),
-      ];
-    if (!c.changing && c.extents) this.nextCache[relPath].push(c.extents);
+      this.nextCache[relPath] = {
+        ino: after.ino.toString(),
+        size: after.size.toString(),
+        mtimeNs: after.mtimeNs.toString(),
+        ctimeNs: after.ctimeNs.toString(),
+        digest: c.digest,
+        chunks: c.chunks.map((x) => ({ digest: x.digest, size: x.size })),
+        ...(c.extents ? { extents: c.extents } : {}),
+      };
     const body = { size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
     return { type: 'file', name, ...attrsFromStat(after, readXattrs(p)), ...body };
   }

@@ -11,26 +11,14 @@
  */
 import { closeSync, openSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
-import { libcLoadError, loadLibc } from '../sys/libc.js';
+import { libcCalls, libcLoadError } from '../sys/libc.js';
 
 /** _IOR(229, 0, uint32_t): include/uapi/linux/fuse.h. */
 const FUSE_DEV_IOC_CLONE = 0x8004e500;
 
-type IoctlFn = (fd: number, req: number, arg: number[]) => number;
-let ioctlFn: IoctlFn | null | undefined;
-let errnoFn: (() => number) | undefined;
-
-function ioctl(): IoctlFn | null {
-  if (ioctlFn !== undefined) return ioctlFn;
-  const c = loadLibc();
-  ioctlFn = c && (c.func('int ioctl(int fd, unsigned long req, _Inout_ uint32_t *arg)') as IoctlFn);
-  errnoFn = c ? () => c.errno() : undefined;
-  return ioctlFn;
-}
-
 /** True when this process can clone /dev/fuse descriptors (koffi and libc load). */
 export function cloneSupported(): boolean {
-  return ioctl() !== null;
+  return libcCalls() !== null;
 }
 
 /**
@@ -39,12 +27,12 @@ export function cloneSupported(): boolean {
  * @throws E_FUSE when cloning is not supported here or the kernel refuses (errno in the message)
  */
 export function cloneFuseDevice(sessionFd: number): number {
-  const fn = ioctl();
-  if (!fn) throw new AwcError('E_FUSE', `cannot clone /dev/fuse descriptors: koffi did not load (${libcLoadError()})`);
+  const c = libcCalls();
+  if (!c) throw new AwcError('E_FUSE', `cannot clone /dev/fuse descriptors: koffi did not load (${libcLoadError()})`);
   const fd = openSync('/dev/fuse', 'r+');
-  const r = fn(fd, FUSE_DEV_IOC_CLONE, [sessionFd]);
+  const r = c.ioctl(fd, FUSE_DEV_IOC_CLONE, [sessionFd]);
   if (r !== 0) {
-    const errno = errnoFn?.() ?? 0;
+    const errno = c.errno();
     closeSync(fd);
     throw new AwcError('E_FUSE', `FUSE_DEV_IOC_CLONE of descriptor ${sessionFd} failed (errno ${errno})`);
   }

@@ -214,24 +214,7 @@ export abstract class FuseServer<E extends FuseServerEvents & Record<keyof E, un
         throw new AwcError('E_MOUNT_FAILED', `content FUSE mount point ${this.mountpoint} is not a directory`, { cause: err });
       }
       ensureFusectl();
-      if (this.session) {
-        this.fd = this.session.fd;
-      } else {
-        try {
-          this.fd = openSync('/dev/fuse', 'r+');
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          throw new AwcError(
-            code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED',
-            `cannot open /dev/fuse: ${String(err)}`,
-            { cause: err },
-          );
-        }
-        // a session's connection outlives this process: only an unsupervised one is aborted at exit
-        live.add(this.abortHook);
-        installExitHook();
-        this.startWorkers();
-      }
+      this.openDevice();
 
       this.mountedPath = mp;
       const initDone = new Promise<void>((resolve, reject) => (this.initWaiter = { resolve, reject }));
@@ -260,27 +243,57 @@ export abstract class FuseServer<E extends FuseServerEvents & Record<keyof E, un
         if (!m2) throw new AwcError('E_MOUNT_FAILED', `content FUSE on ${mp} does not show in /proc/self/mountinfo`);
         this.connId = m2.minor;
       }
-      if (this.readAheadKb > 0) {
-        try {
-          writeFileSync(`/sys/class/bdi/0:${this.connId}/read_ahead_kb`, String(this.readAheadKb));
-        } catch (err) {
-          this.emitError(new AwcError('E_FUSE', `cannot set readahead of content FUSE: ${String(err)}`, { cause: err }));
-        }
-      }
-      if (this.session && this.protoMinor !== undefined && this.connId !== undefined) {
-        writeSessionState(this.session.stateFile, {
-          v: 1,
-          connId: this.connId,
-          protoMinor: this.protoMinor,
-          mountTime: this.mountTime,
-          cloned: this.cloned,
-          mountpoint: mp,
-        });
-      }
+      this.settle(mp);
       this.state = 'mounted';
     } catch (err) {
       await (this.unmountPromise ??= this.teardown());
       throw err;
+    }
+  }
+
+  /**
+   * Opens the FUSE connection's descriptor: the session's (served once mounted), else a new
+   * /dev/fuse (aborted at exit) with its workers started. @throws E_PERMISSION, E_MOUNT_FAILED
+   */
+  private openDevice(): void {
+    if (this.session) {
+      this.fd = this.session.fd;
+    } else {
+      try {
+        this.fd = openSync('/dev/fuse', 'r+');
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        throw new AwcError(
+          code === 'EACCES' || code === 'EPERM' ? 'E_PERMISSION' : 'E_MOUNT_FAILED',
+          `cannot open /dev/fuse: ${String(err)}`,
+          { cause: err },
+        );
+      }
+      // a session's connection outlives this process: only an unsupervised one is aborted at exit
+      live.add(this.abortHook);
+      installExitHook();
+      this.startWorkers();
+    }
+  }
+
+  /** After INIT: sets the connection's readahead (an error event when it fails) and records a session's state. */
+  private settle(mp: string): void {
+    if (this.readAheadKb > 0) {
+      try {
+        writeFileSync(`/sys/class/bdi/0:${this.connId}/read_ahead_kb`, String(this.readAheadKb));
+      } catch (err) {
+        this.emitError(new AwcError('E_FUSE', `cannot set readahead of content FUSE: ${String(err)}`, { cause: err }));
+      }
+    }
+    if (this.session && this.protoMinor !== undefined && this.connId !== undefined) {
+      writeSessionState(this.session.stateFile, {
+        v: 1,
+        connId: this.connId,
+        protoMinor: this.protoMinor,
+        mountTime: this.mountTime,
+        cloned: this.cloned,
+        mountpoint: mp,
+      });
     }
   }
 

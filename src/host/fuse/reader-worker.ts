@@ -70,6 +70,66 @@ const MAX_READ = 256 * 4096;
 const OP_INTERRUPT = 36;
 const OP_BATCH_FORGET = 42;
 
+/** readRequest's answer when the worker is to end. */
+const STOP = -1;
+
+/**
+ * Reads one request from the device into `buf`: its length, 0 when there is none to handle (it
+ * vanished, or the device is not mounted yet), or STOP when the connection is gone, the descriptor
+ * closed, the stop flag set while unmounted, or the read failed otherwise (a `fatal` message posted).
+ */
+function readRequest(fd: number, buf: Buffer, bufSize: number, ctrl: Int32Array, port: ReaderWorkerData['port']): number {
+  try {
+    return readSync(fd, buf, 0, bufSize, null);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENODEV' || code === 'EBADF') return STOP; // unmounted / aborted / closed
+    if (code === 'EINTR' || code === 'ENOENT' || code === 'EAGAIN') return 0; // request vanished; read again
+    if (code === 'EPERM') {
+      // Device not mounted yet: wait a little unless asked to stop.
+      if (Atomics.load(ctrl, CTRL_STOP) !== 0) return STOP;
+      Atomics.wait(ctrl, CTRL_STOP, 0, 2);
+      return 0;
+    }
+    const msg: ReaderWorkerMessage = { type: 'fatal', code: code ?? 'EUNKNOWN', message: (err as Error).message };
+    port.postMessage(msg);
+    return STOP;
+  }
+}
+
+/** Counts a FORGET, BATCH_FORGET or INTERRUPT (they need no reply and no state here): true when `opcode` is one. */
+function countedOnly(opcode: number, ctrl: Int32Array): boolean {
+  if (opcode === OP_FORGET) {
+    Atomics.add(ctrl, CTRL_FORGET, 1);
+    return true;
+  }
+  if (opcode === OP_BATCH_FORGET) {
+    Atomics.add(ctrl, CTRL_BATCH_FORGET, 1);
+    return true;
+  }
+  if (opcode === OP_INTERRUPT) {
+    Atomics.add(ctrl, CTRL_INTERRUPT, 1);
+    return true;
+  }
+  return false;
+}
+
+/** Writes a reply to `fd`; a stale request (interrupted, connection gone) is not an error, any other failure is posted as an `error` message. */
+function replier(fd: number, port: ReaderWorkerData['port']): (b: Buffer, len: number) => void {
+  return (b, len) => {
+    try {
+      writeSync(fd, b, 0, len);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? 'EUNKNOWN';
+      // ENOENT: the request was interrupted; ENODEV & co: the connection is gone (the next read says so)
+      if (!STALE_REPLY_CODES.has(code)) {
+        const msg: ReaderWorkerMessage = { type: 'error', code, message: (err as Error).message };
+        port.postMessage(msg);
+      }
+    }
+  };
+}
+
 function run(): void {
   if (!parentPort) return;
   const {
@@ -109,19 +169,7 @@ function run(): void {
     }
   };
 
-  /** Writes a reply; a stale request (interrupted, connection gone) is not an error. */
-  const reply = (b: Buffer, len: number): void => {
-    try {
-      writeSync(fd, b, 0, len);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? 'EUNKNOWN';
-      // ENOENT: the request was interrupted; ENODEV & co: the connection is gone (the next read says so)
-      if (!STALE_REPLY_CODES.has(code)) {
-        const msg: ReaderWorkerMessage = { type: 'error', code, message: (err as Error).message };
-        port.postMessage(msg);
-      }
-    }
-  };
+  const reply = replier(fd, port);
 
   /** Answers a READ of content in the arena; false → leave it to the main thread. */
   const read = (): boolean => {
@@ -156,39 +204,13 @@ function run(): void {
     return true;
   };
   for (;;) {
-    let n: number;
-    try {
-      n = readSync(fd, buf, 0, bufSize, null);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENODEV' || code === 'EBADF') return; // unmounted / aborted / closed
-      if (code === 'EINTR' || code === 'ENOENT' || code === 'EAGAIN') continue; // request vanished; read again
-      if (code === 'EPERM') {
-        // Device not mounted yet: wait a little unless asked to stop.
-        if (Atomics.load(ctrl, CTRL_STOP) !== 0) return;
-        Atomics.wait(ctrl, CTRL_STOP, 0, 2);
-        continue;
-      }
-      const msg: ReaderWorkerMessage = { type: 'fatal', code: code ?? 'EUNKNOWN', message: (err as Error).message };
-      port.postMessage(msg);
-      return;
-    }
+    const n = readRequest(fd, buf, bufSize, ctrl, port);
+    if (n === STOP) return;
     if (n < 40) continue;
     const opcode = buf.readUInt32LE(4);
     if (opcode === OP_READ && read()) continue;
     if (opcode === OP_LOOKUP && lookup(n)) continue;
-    if (opcode === OP_FORGET) {
-      Atomics.add(ctrl, CTRL_FORGET, 1);
-      continue;
-    }
-    if (opcode === OP_BATCH_FORGET) {
-      Atomics.add(ctrl, CTRL_BATCH_FORGET, 1);
-      continue;
-    }
-    if (opcode === OP_INTERRUPT) {
-      Atomics.add(ctrl, CTRL_INTERRUPT, 1);
-      continue;
-    }
+    if (countedOnly(opcode, ctrl)) continue;
     const ab = new ArrayBuffer(n);
     new Uint8Array(ab).set(buf.subarray(0, n));
     port.postMessage(ab, [ab]);

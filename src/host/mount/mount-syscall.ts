@@ -1,13 +1,8 @@
-import { loadLibc } from '../sys/libc.js';
+import { libcCalls } from '../sys/libc.js';
 
 /** mount(2) flags AWC uses (linux/fs.h). */
 export const MS_NOSUID = 2;
 export const MS_NODEV = 4;
-
-type MountFn = ((source: string, target: string, fstype: string, flags: number, data: string) => number) & {
-  async(source: string, target: string, fstype: string, flags: number, data: string, cb: (err: unknown, res: number) => void): void;
-};
-let mountFn: MountFn | null | undefined;
 
 /**
  * mount(2) through koffi, called on a libuv pool thread (`async`): the overlay's lowers may be
@@ -18,15 +13,7 @@ let mountFn: MountFn | null | undefined;
  * in its own words (errno does not cross threads). Never throws.
  */
 export function mountSyscall(source: string, target: string, fstype: string, flags: number, data: string): Promise<boolean> {
-  if (mountFn === undefined) {
-    const libc = loadLibc();
-    mountFn = libc
-      ? (libc.func(
-          'int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)',
-        ) as MountFn)
-      : null;
-  }
-  const fn = mountFn;
+  const fn = libcCalls()?.mount;
   if (!fn) return Promise.resolve(false);
   return new Promise((resolve) => fn.async(source, target, fstype, flags, data, (err, res) => resolve(!err && res === 0)));
 }

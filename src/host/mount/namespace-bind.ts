@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import { setPriority } from 'node:os';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { fdPath } from '../../core/dir-fd.js';
-import { libcLoadError, loadLibc } from '../sys/libc.js';
+import { requireLibc, type LibcCalls } from '../sys/libc.js';
 import { openOwnedDir, type OwnedTarget } from './owned-target.js';
 
 /**
@@ -50,28 +50,6 @@ const ENV = '/usr/bin/env';
 const SH = '/bin/sh';
 /** Runs as the caller (after the drop and `env -i`): its working directory and umask, then the command. */
 const USER_STAGE = 'cd -- "$1" || exit 125\numask "$2"\nshift 2\nexec "$@"';
-
-interface Calls {
-  prlimit(pid: number, resource: number, next: Buffer | null, old: Buffer | null): number;
-  mount(source: string, target: string, fstype: string | null, flags: number, data: string | null): number;
-  fcntl(fd: number, cmd: number, ...typed: unknown[]): number;
-  execve(path: string, argv: (string | null)[], envp: (string | null)[]): number;
-  errno(): number;
-}
-
-function calls(): Calls {
-  const c = loadLibc();
-  if (!c) throw new AwcError('E_UNSUPPORTED', `cannot reach libc: ${libcLoadError()}`);
-  return {
-    prlimit: c.func('int prlimit(int pid, int resource, const uint8_t *next, _Out_ uint8_t *old)') as Calls['prlimit'],
-    mount: c.func(
-      'int mount(const char *source, const char *target, const char *fstype, unsigned long flags, const char *data)',
-    ) as Calls['mount'],
-    fcntl: c.func('int fcntl(int fd, int cmd, ...)') as Calls['fcntl'],
-    execve: c.func('int execve(const char *path, const char **argv, const char **envp)') as Calls['execve'],
-    errno: () => c.errno(),
-  };
-}
 
 /** A path as /proc/self/mountinfo writes it (space, tab, newline and backslash in octal). */
 function mountinfoEscape(p: string): string {
@@ -129,7 +107,7 @@ function openWorkspace(spec: BindSpec): number {
  * (a higher priority needs CAP_SYS_NICE; only the timing differs).
  * @throws E_PERMISSION (a limit that cannot be set: the command would run outside the caller's limits)
  */
-function takeLimits(c: Calls, spec: BindSpec): void {
+function takeLimits(c: LibcCalls, spec: BindSpec): void {
   for (let r = 0; r < spec.limits.length; r++) {
     const now = Buffer.alloc(16);
     if (c.prlimit(0, r, null, now) !== 0) throw new AwcError('E_PERMISSION', `cannot read resource limit ${r} (errno ${c.errno()})`);
@@ -179,7 +157,7 @@ function openStablePath(spec: BindSpec): OwnedTarget {
  *   path, not the caller's), E_TARGET_BUSY (missing, not a directory), E_MOUNT_FAILED (the bind or the exec failed)
  */
 export function bindAndBecomeCaller(spec: BindSpec, report: number): never {
-  const c = calls();
+  const c = requireLibc();
   const src = openWorkspace(spec);
   const dst = openStablePath(spec);
   if (c.mount(fdPath(src), fdPath(dst.fd), null, MS_BIND, null) !== 0) {

@@ -28,6 +28,29 @@ function searchable(st: fs.Stats, uid: number, who: CallerGroups): boolean {
 }
 
 /**
+ * Opens the directory `name` in the directory open at `fd`, never following a symlink (`path`
+ * names the whole target in errors).
+ * @throws E_PERMISSION (a symlink), E_TARGET_BUSY (missing, not a directory)
+ */
+function openChildDir(fd: number, name: string, path: string): number {
+  try {
+    return fs.openSync(`${fdPath(fd)}/${name}`, DIR_FLAGS);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ELOOP' || code === 'ENOTDIR') {
+      const st = fs.lstatSync(`${fdPath(fd)}/${name}`, { throwIfNoEntry: false });
+      if (st?.isSymbolicLink())
+        throw new AwcError('E_PERMISSION', `${path}: ${name} is a symlink; a mount target is named without symlinks`, {
+          hint: 'Give the real path of a directory you own.',
+        });
+      throw new AwcError('E_TARGET_BUSY', `${path} is not a directory`);
+    }
+    if (code === 'ENOENT') throw new AwcError('E_TARGET_BUSY', `${path} does not exist`, { hint: 'Create an empty directory first.' });
+    throw toAwcError(err);
+  }
+}
+
+/**
  * Opens the directory `target` of user `uid` for the root daemon without following any
  * symlink (see openOwnedTarget): every component from `/` is opened relative to its parent
  * with O_NOFOLLOW|O_DIRECTORY; the last must be owned by `uid`. With `who`, each directory on
@@ -47,22 +70,7 @@ export function openOwnedDir(target: string, uid: number, who?: CallerGroups): O
         throw new AwcError('E_PERMISSION', `${path} cannot be reached by you (a directory on the way is not searchable for uid ${uid})`, {
           hint: 'Give a directory of your own, on a path you can reach.',
         });
-      let next: number;
-      try {
-        next = fs.openSync(`${fdPath(fd)}/${name}`, DIR_FLAGS);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'ELOOP' || code === 'ENOTDIR') {
-          const st = fs.lstatSync(`${fdPath(fd)}/${name}`, { throwIfNoEntry: false });
-          if (st?.isSymbolicLink())
-            throw new AwcError('E_PERMISSION', `${path}: ${name} is a symlink; a mount target is named without symlinks`, {
-              hint: 'Give the real path of a directory you own.',
-            });
-          throw new AwcError('E_TARGET_BUSY', `${path} is not a directory`);
-        }
-        if (code === 'ENOENT') throw new AwcError('E_TARGET_BUSY', `${path} does not exist`, { hint: 'Create an empty directory first.' });
-        throw toAwcError(err);
-      }
+      const next = openChildDir(fd, name, path);
       fs.closeSync(fd);
       fd = next;
     }

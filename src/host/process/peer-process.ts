@@ -1,29 +1,12 @@
 import { readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { AwcError } from '../../core/errors.js';
-import { libcLoadError, loadLibc } from '../sys/libc.js';
+import { requireLibc as libc } from '../sys/libc.js';
 
 const SOL_SOCKET = 1;
 const SO_PEERCRED = 17;
 /** RLIMIT_CPU (0) … RLIMIT_RTTIME (15): every resource limit Linux has. */
 const RLIMITS = 16;
-
-interface Calls {
-  getsockopt(fd: number, level: number, name: number, val: Buffer, len: number[]): number;
-  prlimit(pid: number, resource: number, next: Buffer | null, old: Buffer | null): number;
-}
-let calls: Calls | undefined;
-
-function libc(): Calls {
-  if (calls) return calls;
-  const c = loadLibc();
-  if (!c) throw new AwcError('E_UNSUPPORTED', `cannot reach libc: ${libcLoadError()}`);
-  calls = {
-    getsockopt: c.func('int getsockopt(int fd, int level, int name, _Out_ uint8_t *val, _Inout_ uint32_t *len)') as Calls['getsockopt'],
-    prlimit: c.func('int prlimit(int pid, int resource, const uint8_t *next, _Out_ uint8_t *old)') as Calls['prlimit'],
-  };
-  return calls;
-}
 
 /**
  * The process at the other end of the connected Unix socket `fd`, as the kernel recorded it

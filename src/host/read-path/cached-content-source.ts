@@ -6,8 +6,11 @@ import type { BlobIndex } from '../../store/pack/pack-types.js';
 import type { ChunkFetcher } from './chunk-fetcher.js';
 import type { ContentSource } from '../fuse/content-fuse.js';
 
-/** Layer meta `contents`: content hex (64) → [size in bytes, [[chunk digest, chunk size in bytes], …], extents of a sparse file?]. */
-export type LayerContents = Record<string, [number, [Digest, number][], Extent[]?]>;
+/** One content object of a layer (as layer meta.json holds it, positional to stay small): its size, chunks and a sparse file's extents. */
+export type LayerContent = [size: number, chunks: [digest: Digest, size: number][], extents?: Extent[]];
+
+/** Layer meta `contents`: content hex (64) → its {@link LayerContent}. */
+export type LayerContents = Record<string, LayerContent>;
 
 /** A registered content object: its size, chunks, and the end offset (bytes) of each chunk; a sparse one's extents. */
 interface ContentFile {

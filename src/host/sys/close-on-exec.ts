@@ -1,12 +1,9 @@
 import { readdirSync } from 'node:fs';
-import { loadLibc, libcLoadError } from './libc.js';
-import { AwcError } from '../../core/errors.js';
+import { requireLibc } from './libc.js';
 
 const F_GETFD = 1;
 const F_SETFD = 2;
 const FD_CLOEXEC = 1;
-
-let fcntl: ((fd: number, cmd: number, arg: number) => number) | undefined;
 
 /**
  * Marks every open descriptor of this process above stderr close-on-exec (fcntl F_SETFD
@@ -17,18 +14,14 @@ let fcntl: ((fd: number, cmd: number, arg: number) => number) | undefined;
  * @throws E_UNSUPPORTED when libc cannot be reached (koffi did not load)
  */
 export function markDescriptorsCloseOnExec(): number {
-  if (!fcntl) {
-    const libc = loadLibc();
-    if (!libc) throw new AwcError('E_UNSUPPORTED', `cannot mark descriptors close-on-exec: ${libcLoadError()}`);
-    fcntl = libc.func('int fcntl(int fd, int cmd, int arg)') as typeof fcntl;
-  }
+  const fcntl = requireLibc('cannot mark descriptors close-on-exec').fcntl3;
   let marked = 0;
   for (const name of readdirSync('/proc/self/fd')) {
     const fd = Number(name);
     if (!(fd > 2)) continue;
-    const flags = fcntl!(fd, F_GETFD, 0);
+    const flags = fcntl(fd, F_GETFD, 0);
     if (flags < 0 || (flags & FD_CLOEXEC) !== 0) continue; // closed meanwhile (the listing's own), or marked
-    if (fcntl!(fd, F_SETFD, flags | FD_CLOEXEC) === 0) marked++;
+    if (fcntl(fd, F_SETFD, flags | FD_CLOEXEC) === 0) marked++;
   }
   return marked;
 }

@@ -1,6 +1,6 @@
 import { closeSync, readFileSync } from 'node:fs';
 import { AwcError } from '../../core/errors.js';
-import { libcLoadError, loadLibc } from './libc.js';
+import { requireLibc as sys } from './libc.js';
 
 /** x86_64 and aarch64 share the numbers of system calls added after 4.20. */
 const SYS_PIDFD_SEND_SIGNAL = 424;
@@ -10,25 +10,6 @@ const SOL_SOCKET = 1;
 const SO_PEERCRED = 17;
 /** Linux 6.5: a pidfd of the process that connected, taken by the kernel at connect(2). */
 const SO_PEERPIDFD = 77;
-
-interface Calls {
-  syscall: (nr: number, ...typedArgs: unknown[]) => number;
-  getsockopt(fd: number, level: number, name: number, val: Buffer, len: number[]): number;
-  errno(): number;
-}
-let calls: Calls | undefined;
-
-function sys(): Calls {
-  if (calls) return calls;
-  const c = loadLibc();
-  if (!c) throw new AwcError('E_UNSUPPORTED', `cannot reach libc: ${libcLoadError()}`);
-  calls = {
-    syscall: c.func('long syscall(long nr, ...)') as Calls['syscall'],
-    getsockopt: c.func('int getsockopt(int fd, int level, int name, _Out_ uint8_t *val, _Inout_ uint32_t *len)') as Calls['getsockopt'],
-    errno: () => c.errno(),
-  };
-  return calls;
-}
 
 /** The process at the other end of a Unix socket, held by a pidfd (close it when done). */
 export interface HeldPeer {

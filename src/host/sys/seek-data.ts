@@ -5,22 +5,11 @@
  */
 import type { BigIntStats } from 'node:fs';
 import { recordedExtents, MIN_HOLE, type Extent } from '../../core/sparse.js';
-import { loadLibc } from './libc.js';
+import { libcCalls } from './libc.js';
 
 const SEEK_DATA = 3;
 const SEEK_HOLE = 4;
 const ENXIO = 6;
-
-type LseekFn = (fd: number, offset: bigint | number, whence: number) => bigint | number;
-
-let lseekFn: { lseek: LseekFn; errno(): number } | null | undefined;
-
-function load(): { lseek: LseekFn; errno(): number } | null {
-  if (lseekFn !== undefined) return lseekFn;
-  const c = loadLibc();
-  lseekFn = c && { lseek: c.func('int64_t lseek(int fd, int64_t offset, int whence)') as LseekFn, errno: () => c.errno() };
-  return lseekFn;
-}
 
 /**
  * The recorded extents (holes of at least MIN_HOLE; src/core/sparse.ts `recordedExtents`) of
@@ -33,7 +22,7 @@ function load(): { lseek: LseekFn; errno(): number } | null {
 export function findDataExtents(fd: number, st: BigIntStats): Extent[] | undefined {
   const size = Number(st.size);
   if (size < MIN_HOLE || st.blocks * 512n >= st.size) return undefined;
-  const c = load();
+  const c = libcCalls();
   if (!c) return undefined;
   const ranges: Extent[] = [];
   let pos = 0;

@@ -11,37 +11,15 @@
 import * as fs from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { toAwcError } from '../../core/errors.js';
-import { loadLibc } from './libc.js';
+import { libcCalls } from './libc.js';
 import { fsPath, hasEscape, nameToBytes } from '../../core/raw-name.js';
 
 const AT_FDCWD = -100;
 const AT_SYMLINK_NOFOLLOW = 0x100;
 
-type UtimensatFn = (dirFd: number, path: string | Buffer, times: BigInt64Array, flags: number) => number;
-type FutimensFn = (fd: number, times: BigInt64Array) => number;
-
-interface TimeCalls {
-  utimensat: UtimensatFn;
-  futimens: FutimensFn;
-  errno(): number;
-}
-
-let calls: TimeCalls | null | undefined;
-
-function load(): TimeCalls | null {
-  if (calls !== undefined) return calls;
-  const c = loadLibc();
-  calls = c && {
-    utimensat: c.func('int utimensat(int dirfd, const char *path, const int64_t *times, int flags)') as UtimensatFn,
-    futimens: c.func('int futimens(int fd, const int64_t *times)') as FutimensFn,
-    errno: () => c.errno(),
-  };
-  return calls;
-}
-
 /** True when times are set to the exact nanosecond here (koffi and libc load). */
 export function exactTimesSupported(): boolean {
-  return load() !== null;
+  return libcCalls() !== null;
 }
 
 /** `struct timespec[2]` (atime, mtime) both set to `ns` (nanoseconds since the epoch, a decimal string; negative allowed). */
@@ -79,7 +57,7 @@ function errnoError(call: string, errno: number, path?: string): NodeJS.ErrnoExc
  * @throws AwcError by errno (E_PERMISSION, E_NO_SPACE, …)
  */
 export function futimesNs(fd: number, ns: string): void {
-  const c = load();
+  const c = libcCalls();
   if (!c) {
     const s = microSeconds(ns);
     fs.futimesSync(fd, s, s);
@@ -95,7 +73,7 @@ export function futimesNs(fd: number, ns: string): void {
  * @throws AwcError by errno (E_SOURCE_NOT_FOUND, E_PERMISSION, …)
  */
 export function utimesNsAt(dirFd: number | undefined, name: string, ns: string): void {
-  const c = load();
+  const c = libcCalls();
   if (!c) {
     const s = microSeconds(ns);
     fs.lutimesSync(fsPath(dirFd === undefined ? name : `/proc/self/fd/${dirFd}/${name}`), s, s);

@@ -8,7 +8,7 @@ import type { Digest } from '../../core/digest.js';
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { fsPath, hasEscape } from '../../core/raw-name.js';
-import { splitDev, type Entry, type EntryAttrs, type FileEntry } from '../../core/tree.js';
+import { splitDev, type DirEntry, type Entry, type EntryAttrs, type FileEntry, type HardlinkEntry } from '../../core/tree.js';
 import type { ContentReader } from '../../store/content/content-reader.js';
 import { writeDense, writeExtents } from './write-content.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../../store/content/read-window.js';
@@ -185,35 +185,75 @@ async function writeTree(base: ContentReader, root: Digest, top: DirFd, opts: Ex
 
 /** writeTree reading through `reader` (a read window calls for files in walk order: the body is asked for first thing). */
 async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd, opts: ExportDirOptions): Promise<ExportDirResult> {
-  const isRoot = process.getuid?.() === 0;
-  const counts: ExportCounts = { files: 0, bytes: 0 };
-  const leftOut: { path: string; reason: string }[] = [];
+  return new TreeWriter(reader, top, opts).run(root);
+}
+
+/** A write started in a directory, boxed (so that awaiting the step that started it does not await the write). */
+interface Started {
+  done: Promise<void>;
+}
+
+/** One run of writeTreeFrom: the walk's steps and what it gathers. */
+class TreeWriter {
+  private readonly isRoot = process.getuid?.() === 0;
+  private readonly counts: ExportCounts = { files: 0, bytes: 0 };
+  private readonly leftOut: { path: string; reason: string }[] = [];
+  /** (path relative to top, mtimeNs), applied last. */
+  private readonly times: [string, string][] = [];
+  /** Relative path of each regular file → done. */
+  private readonly exported = new Map<string, Promise<void>>();
+  private readonly symlinks = new Set<string>();
+  private readonly limit: number;
+  private running = 0;
+  private readonly waiters: (() => void)[] = [];
+  private failure: unknown;
+
+  constructor(
+    private readonly reader: TreeContentSource,
+    private readonly top: DirFd,
+    private readonly opts: ExportDirOptions,
+  ) {
+    this.limit = Math.max(1, opts.concurrency ?? 8);
+  }
+
+  /** Writes the tree of `root` into `top`, then its attributes and every time. */
+  async run(root: Digest): Promise<ExportDirResult> {
+    let all: Promise<void>[] = [];
+    try {
+      const r = await this.reader.readRoot(root);
+      all = await this.walk(r.tree, this.top);
+      await Promise.all(all);
+      this.applyDirAttrs(this.top, r);
+    } catch (err) {
+      await Promise.allSettled(all);
+      while (this.running > 0) await new Promise<void>((r) => this.waiters.push(r));
+      throw toAwcError(err);
+    }
+
+    return { ...this.counts, mtimePrecision: await setTreeTimes(this.top, this.times, this.opts.mtimes ?? 'auto'), leftOut: this.leftOut };
+  }
+
   /** The mode to give a non-directory (setuid/setgid cleared when unprivileged). */
-  const safeMode = (rel: string, mode: number): number => {
-    if (!opts.unprivileged || (mode & 0o6000) === 0) return mode;
-    leftOut.push({ path: rel, reason: LEFT_OUT_SETID });
+  private safeMode(rel: string, mode: number): number {
+    if (!this.opts.unprivileged || (mode & 0o6000) === 0) return mode;
+    this.leftOut.push({ path: rel, reason: LEFT_OUT_SETID });
     return mode & ~0o6000;
-  };
-  const times: [string, string][] = []; // (path relative to top, mtimeNs), applied last
-  const exported = new Map<string, Promise<void>>(); // relative path of each regular file → done
-  const symlinks = new Set<string>();
-  const limit = Math.max(1, opts.concurrency ?? 8);
-  let running = 0;
-  const waiters: (() => void)[] = [];
-  let failure: unknown;
+  }
 
   /** Owner, xattrs and mode of a directory just filled, through its descriptor (times come last). */
-  const applyDirAttrs = (d: DirFd, a: EntryAttrs): void => {
-    if (isRoot) fs.fchownSync(d.fd, a.uid, a.gid);
+  private applyDirAttrs(d: DirFd, a: EntryAttrs): void {
+    if (this.isRoot) fs.fchownSync(d.fd, a.uid, a.gid);
     fs.fchmodSync(d.fd, a.mode);
-    setXattrs(d.self, d.rel, xattrsToSet(d.rel, a));
-    times.push([d.rel, a.mtimeNs]);
-  };
+    setXattrs(d.self, d.rel, this.xattrsToSet(d.rel, a));
+    this.times.push([d.rel, a.mtimeNs]);
+  }
+
   /**
    * The xattrs of `a` to set on `rel`: without root, `trusted.*` and `security.*` (which need
    * it) are left out; with `unprivileged`, file capabilities too. Each leaves a `leftOut` line.
    */
-  const xattrsToSet = (rel: string, a: EntryAttrs): Record<string, string> | undefined => {
+  private xattrsToSet(rel: string, a: EntryAttrs): Record<string, string> | undefined {
+    const { isRoot, opts } = this;
     if (!a.xattrs || (isRoot && !opts.unprivileged)) return a.xattrs;
     const out: Record<string, string> = {};
     let cap = false;
@@ -223,13 +263,13 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
       else if (!isRoot && !k.startsWith('user.') && !k.startsWith('system.')) rooted = true;
       else out[k] = v;
     }
-    if (cap) leftOut.push({ path: rel, reason: LEFT_OUT_CAPABILITY });
-    if (rooted) leftOut.push({ path: rel, reason: LEFT_OUT_ROOT_XATTRS });
+    if (cap) this.leftOut.push({ path: rel, reason: LEFT_OUT_CAPABILITY });
+    if (rooted) this.leftOut.push({ path: rel, reason: LEFT_OUT_ROOT_XATTRS });
     return out;
-  };
+  }
 
-  const writeFile = async (d: DirFd, e: FileEntry): Promise<void> => {
-    const body = e.extents ? reader.readData(e) : reader.readFile(e); // before any await: a read window pairs files in walk order
+  private async writeFile(d: DirFd, e: FileEntry): Promise<void> {
+    const body = e.extents ? this.reader.readData(e) : this.reader.readFile(e); // before any await: a read window pairs files in walk order
     const fh = await open(d.path(e.name), fsc.O_WRONLY | fsc.O_CREAT | fsc.O_EXCL | fsc.O_NOFOLLOW, 0o600).catch((err) => {
       throw createError(d, e.name, err);
     });
@@ -240,145 +280,146 @@ async function writeTreeFrom(reader: TreeContentSource, root: Digest, top: DirFd
       if (pos !== e.size) throw new AwcError('E_INTEGRITY', `${rel}: content has ${pos} bytes, the tree says ${e.size}`);
       await fh.truncate(e.size); // extends over a trailing hole
       // chown first (it clears setuid/setgid bits and file capabilities), then chmod, then xattrs
-      if (isRoot) await fh.chown(e.uid, e.gid);
-      await fh.chmod(safeMode(rel, e.mode));
-      setXattrs(fdPath(fh.fd), rel, xattrsToSet(rel, e));
+      if (this.isRoot) await fh.chown(e.uid, e.gid);
+      await fh.chmod(this.safeMode(rel, e.mode));
+      setXattrs(fdPath(fh.fd), rel, this.xattrsToSet(rel, e));
     } finally {
       await fh.close();
     }
-    times.push([rel, e.mtimeNs]);
-    counts.files++;
-    counts.bytes += e.size;
-    opts.onProgress?.({ ...counts });
-  };
+    this.times.push([rel, e.mtimeNs]);
+    this.counts.files++;
+    this.counts.bytes += e.size;
+    this.opts.onProgress?.({ ...this.counts });
+  }
 
   /** Starts a file write when a slot is free; returns (boxed) its completion. */
-  const submit = async (fn: () => Promise<void>): Promise<{ done: Promise<void> }> => {
-    while (running >= limit) await new Promise<void>((r) => waiters.push(r));
-    if (failure !== undefined) throw failure;
-    running++;
+  private async submit(fn: () => Promise<void>): Promise<Started> {
+    while (this.running >= this.limit) await new Promise<void>((r) => this.waiters.push(r));
+    if (this.failure !== undefined) throw this.failure;
+    this.running++;
     const done = fn().finally(() => {
-      running--;
-      waiters.shift()?.();
+      this.running--;
+      this.waiters.shift()?.();
     });
     done.catch((err) => {
-      failure ??= err;
+      this.failure ??= err;
     });
     return { done };
-  };
+  }
 
-  const walk = async (tree: Digest, d: DirFd): Promise<Promise<void>[]> => {
-    const t = await reader.readTree(tree);
+  /** Writes the entries of `tree` into `d`; returns the writes still under way there. */
+  private async walk(tree: Digest, d: DirFd): Promise<Promise<void>[]> {
+    const t = await this.reader.readTree(tree);
     const pending: Promise<void>[] = [];
     // On a failure, what was started in this directory settles before its descriptor may be closed.
     try {
       for (const e of t.entries) {
-        const rel = d.childRel(e.name);
-        switch (e.type) {
-          case 'dir': {
-            let child: DirFd;
-            try {
-              child = d.mkdirOpen(e.name, 0o700);
-            } catch (err) {
-              throw err instanceof AwcError ? err : createError(d, e.name, err);
-            }
-            let inner: Promise<void>[];
-            try {
-              inner = await walk(e.tree, child);
-            } catch (err) {
-              child.close();
-              throw err;
-            }
-            // the directory's descriptor stays open until every write in it has settled, failed ones included
-            const done = Promise.allSettled(inner)
-              .then((rs) => {
-                const failed = rs.find((r) => r.status === 'rejected');
-                if (failed) throw failed.reason;
-                applyDirAttrs(child, e);
-              })
-              .finally(() => child.close());
-            done.catch(() => undefined);
-            pending.push(done);
-            break;
-          }
-          case 'file': {
-            const { done } = await submit(() => writeFile(d, e));
-            exported.set(rel, done);
-            pending.push(done);
-            break;
-          }
-          case 'hardlink': {
-            const first = exported.get(e.target);
-            if (!first) {
-              const parts = e.target.split('/');
-              const escapes =
-                e.target.startsWith('/') ||
-                parts.includes('..') ||
-                parts.includes('.') ||
-                parts.some((_, i) => symlinks.has(parts.slice(0, i + 1).join('/')));
-              throw new AwcError(
-                escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT',
-                `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
-              );
-            }
-            const done = first.then(async () => {
-              const cut = e.target.lastIndexOf('/');
-              const from = top.openRel(cut < 0 ? '' : e.target.slice(0, cut));
-              try {
-                await link(from.path(e.target.slice(cut + 1)), d.path(e.name));
-              } catch (err) {
-                throw createError(d, e.name, err);
-              } finally {
-                from.close();
-              }
-            });
-            done.catch(() => undefined);
-            pending.push(done);
-            break;
-          }
-          case 'symlink':
-            await symlink(fsPath(e.target), d.path(e.name)).catch((err) => {
-              throw createError(d, e.name, err);
-            });
-            symlinks.add(rel);
-            if (isRoot) await lchown(d.path(e.name), e.uid, e.gid);
-            times.push([rel, e.mtimeNs]);
-            break;
-          case 'fifo':
-          case 'chardev':
-          case 'blockdev':
-            if (opts.unprivileged && e.type !== 'fifo') {
-              leftOut.push({ path: rel, reason: LEFT_OUT_DEVICE });
-              break;
-            }
-            await makeSpecial(d, e, isRoot);
-            await applySpecialAttrs(d, { ...e, mode: safeMode(rel, e.mode), xattrs: xattrsToSet(rel, e) }, isRoot);
-            times.push([rel, e.mtimeNs]);
-            break;
-          default:
-            throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
-        }
+        const started = await this.writeEntry(d, e);
+        if (started) pending.push(started.done);
       }
     } catch (err) {
       await Promise.allSettled(pending);
       throw err;
     }
     return pending;
-  };
-
-  let all: Promise<void>[] = [];
-  try {
-    const r = await reader.readRoot(root);
-    all = await walk(r.tree, top);
-    await Promise.all(all);
-    applyDirAttrs(top, r);
-  } catch (err) {
-    await Promise.allSettled(all);
-    while (running > 0) await new Promise<void>((r) => waiters.push(r));
-    throw toAwcError(err);
   }
 
-  return { ...counts, mtimePrecision: await setTreeTimes(top, times, opts.mtimes ?? 'auto'), leftOut };
+  /** Writes the entry `e` into `d`: done here, or started (a directory's contents, a file, a hardlink to a file still being written). */
+  private async writeEntry(d: DirFd, e: Entry): Promise<Started | undefined> {
+    const rel = d.childRel(e.name);
+    switch (e.type) {
+      case 'dir':
+        return this.writeDir(d, e);
+      case 'file': {
+        const started = await this.submit(() => this.writeFile(d, e));
+        this.exported.set(rel, started.done);
+        return started;
+      }
+      case 'hardlink':
+        return { done: this.linkHard(d, e, rel) };
+      case 'symlink':
+        await symlink(fsPath(e.target), d.path(e.name)).catch((err) => {
+          throw createError(d, e.name, err);
+        });
+        this.symlinks.add(rel);
+        if (this.isRoot) await lchown(d.path(e.name), e.uid, e.gid);
+        this.times.push([rel, e.mtimeNs]);
+        return undefined;
+      case 'fifo':
+      case 'chardev':
+      case 'blockdev':
+        if (this.opts.unprivileged && e.type !== 'fifo') {
+          this.leftOut.push({ path: rel, reason: LEFT_OUT_DEVICE });
+          return undefined;
+        }
+        await makeSpecial(d, e, this.isRoot);
+        await applySpecialAttrs(d, { ...e, mode: this.safeMode(rel, e.mode), xattrs: this.xattrsToSet(rel, e) }, this.isRoot);
+        this.times.push([rel, e.mtimeNs]);
+        return undefined;
+      default:
+        throw new AwcError('E_FORMAT', `${rel}: unknown entry type ${JSON.stringify((e as { type: unknown }).type)}`);
+    }
+  }
+
+  /** Makes the directory `e` in `d` and walks it; its attributes are set once every write in it has settled. */
+  private async writeDir(d: DirFd, e: DirEntry): Promise<Started> {
+    let child: DirFd;
+    try {
+      child = d.mkdirOpen(e.name, 0o700);
+    } catch (err) {
+      throw err instanceof AwcError ? err : createError(d, e.name, err);
+    }
+    let inner: Promise<void>[];
+    try {
+      inner = await this.walk(e.tree, child);
+    } catch (err) {
+      child.close();
+      throw err;
+    }
+    // the directory's descriptor stays open until every write in it has settled, failed ones included
+    const done = Promise.allSettled(inner)
+      .then((rs) => {
+        const failed = rs.find((r) => r.status === 'rejected');
+        if (failed) throw failed.reason;
+        this.applyDirAttrs(child, e);
+      })
+      .finally(() => child.close());
+    done.catch(() => undefined);
+    return { done };
+  }
+
+  /**
+   * Links the hardlink `e` in `d` (at `rel`) to its target once that file is written.
+   * @throws E_PATH_TRAVERSAL (a target through a symlink, absolute, or with `.`/`..`), E_FORMAT (not an earlier regular file)
+   */
+  private linkHard(d: DirFd, e: HardlinkEntry, rel: string): Promise<void> {
+    const first = this.exported.get(e.target);
+    if (!first) {
+      const parts = e.target.split('/');
+      const escapes =
+        e.target.startsWith('/') ||
+        parts.includes('..') ||
+        parts.includes('.') ||
+        parts.some((_, i) => this.symlinks.has(parts.slice(0, i + 1).join('/')));
+      throw new AwcError(
+        escapes ? 'E_PATH_TRAVERSAL' : 'E_FORMAT',
+        `hardlink ${rel} names ${JSON.stringify(e.target)}, which is not an earlier regular file of the snapshot`,
+      );
+    }
+    const done = first.then(async () => {
+      const cut = e.target.lastIndexOf('/');
+      const from = this.top.openRel(cut < 0 ? '' : e.target.slice(0, cut));
+      try {
+        await link(from.path(e.target.slice(cut + 1)), d.path(e.name));
+      } catch (err) {
+        throw createError(d, e.name, err);
+      } finally {
+        from.close();
+      }
+    });
+    done.catch(() => undefined);
+    return done;
+  }
 }
 
 /** Sets `xattrs` (name → base64) on the object at `objPath` (a descriptor path); `rel` names it in errors. */

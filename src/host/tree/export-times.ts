@@ -39,20 +39,22 @@ function withParents(top: DirFd, items: readonly [string, string][], set: (d: Di
       }
       const cut = rel.lastIndexOf('/');
       const head = cut < 0 ? '' : rel.slice(0, cut);
-      let d = head === '' ? top : dirs.get(head);
-      if (!d) {
-        if (dirs.size > 256) for (const x of dirs.values()) x.close();
-        if (dirs.size > 256) dirs.clear();
-        d = top.openRel(head);
-        dirs.set(head, d);
-      }
-      set(d, rel.slice(cut + 1), ns);
+      set(head === '' ? top : (dirs.get(head) ?? openParent(top, dirs, head)), rel.slice(cut + 1), ns);
     }
   } catch (err) {
     throw toAwcError(err);
   } finally {
     for (const x of dirs.values()) x.close();
   }
+}
+
+/** Opens the directory `head` below `top` into the cache `dirs` (emptied, closing them all, when it holds more than 256). */
+function openParent(top: DirFd, dirs: Map<string, DirFd>, head: string): DirFd {
+  if (dirs.size > 256) for (const x of dirs.values()) x.close();
+  if (dirs.size > 256) dirs.clear();
+  const d = top.openRel(head);
+  dirs.set(head, d);
+  return d;
 }
 
 /** Runs `cmd` with the directory `dir` as its fd 3 (stdin from `input` when given); resolves with its exit status and stderr (or undefined when it cannot start). */

@@ -2,7 +2,7 @@ import { sparseOf } from '../../core/sparse.js';
 import { findDataExtents } from '../sys/seek-data.js';
 import { closeSync, type BigIntStats } from 'node:fs';
 import type { Digest } from '../../core/digest.js';
-import { DirFd, fdPath } from '../../core/dir-fd.js';
+import { DirFd, fdPath, type Found } from '../../core/dir-fd.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { type Entry, type EntryAttrs } from '../../core/tree.js';
 import { nameFromBytes } from '../../core/raw-name.js';
@@ -155,27 +155,63 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   const opened = DirFd.openRoot(dir);
   if (!opened) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
   const { dir: root, st: rootSt } = opened;
+  const im = new DirImporter(writer, opts, opts.gitProof ? GitProofCollector.open(root) : undefined);
+  try {
+    const rootXattrs = readXattrs(root.self);
+    const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
+    const scanned = await im.scanDir(root, rootFilter);
+    const tree = await scanned.tree;
+    const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
+    const gitProof = im.proof?.finish();
+    const { progress, skipped, changing } = im;
+    return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing, ...(gitProof && { gitProof }) };
+  } catch (err) {
+    await im.pool.drain();
+    throw toAwcError(err);
+  } finally {
+    root.close();
+  }
+}
 
-  const warn = (w: ImportWarning): void => opts.onWarning?.(w);
-  const pool = new Pool(Math.max(1, opts.concurrency ?? 8));
-  const firstNames = new Map<string, string>(); // "dev:ino" → path of the inode's first name
-  const skipped: { path: string; reason: string }[] = [];
-  const changing: string[] = [];
-  const progress: ImportProgress = { files: 0, bytes: 0 };
-  const proof = opts.gitProof ? GitProofCollector.open(root) : undefined;
+/** An entry still being written, boxed (so that awaiting a step that returns it does not await the entry). */
+interface Boxed {
+  entry: Promise<Entry>;
+}
 
-  const countFile = (size: number): void => {
-    progress.files++;
-    progress.bytes += size;
-    opts.onProgress?.({ ...progress });
-  };
+/** One run of importDir: the walk's steps and what it gathers. */
+class DirImporter {
+  readonly pool: Pool;
+  /** "dev:ino" → path of the inode's first name. */
+  private readonly firstNames = new Map<string, string>();
+  readonly skipped: { path: string; reason: string }[] = [];
+  readonly changing: string[] = [];
+  readonly progress: ImportProgress = { files: 0, bytes: 0 };
+
+  constructor(
+    private readonly writer: ContentWriter,
+    private readonly opts: ImportDirOptions,
+    readonly proof: GitProofCollector | undefined,
+  ) {
+    this.pool = new Pool(Math.max(1, opts.concurrency ?? 8));
+  }
+
+  private warn(w: ImportWarning): void {
+    this.opts.onWarning?.(w);
+  }
+
+  private countFile(size: number): void {
+    this.progress.files++;
+    this.progress.bytes += size;
+    this.opts.onProgress?.({ ...this.progress });
+  }
 
   /** Reads one regular file's content through its descriptor (or reuses it) and returns its entry; closes `fd`. */
-  const fileEntry = async (fd: number, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> => {
+  private async fileEntry(fd: number, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> {
+    const { opts, proof } = this;
     try {
       const prev = opts.reuse?.(rel, st);
       if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
-        countFile(prev.size);
+        this.countFile(prev.size);
         return {
           type: 'file',
           name,
@@ -186,118 +222,134 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
           ...sparseOf(prev.extents),
         };
       }
-      const c = await writer.writeFileFd(fd, {
+      const c = await this.writer.writeFileFd(fd, {
         path: rel,
         allowChanging: opts.allowChanging,
         also: proof?.also(rel),
         findExtents: findDataExtents,
       });
-      if (c.changing) changing.push(rel);
+      if (c.changing) this.changing.push(rel);
       else proof?.record(rel, c.digest, c.also);
       // the attributes of what was read: xattrs again when the inode changed since they were read
       if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd));
-      countFile(c.size);
+      this.countFile(c.size);
       return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
     } finally {
       closeSync(fd);
     }
-  };
+  }
 
   /**
    * Scans one directory: metadata sequentially in tree order (so hardlink roles are
    * deterministic), file contents through the pool. Returns (boxed) a promise of the
    * directory's tree digest, resolved once all its entries are written.
    */
-  const scanDir = async (d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> => {
+  async scanDir(d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> {
     const names = d.list().map(nameFromBytes); // any bytes: raw ones escaped (src/core/raw-name.ts)
     const pending: Promise<Entry>[] = [];
-    const add = (p: Promise<Entry>): void => {
-      p.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
-      pending.push(p);
-    };
     for (const name of names) {
       const childRel = d.childRel(name);
-      if (opts.skip?.(childRel)) continue;
+      if (this.opts.skip?.(childRel)) continue;
       const found = d.open(name, undefined);
       if (!found) continue; // vanished since readdir: taken as absent
-      const st = found.st;
-      if (found.type === 'dir') {
-        let sub: { tree: Promise<Digest> };
-        let xattrs: Record<string, string> | undefined;
-        try {
-          if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
-            opts.filter?.scratch(childRel, { dir: found.dir });
-            continue;
-          }
-          const childF = await f?.child(name, async () => readSmallText(found.dir, '.gitignore'));
-          xattrs = readXattrs(found.dir.self);
-          sub = await scanDir(found.dir, childF);
-        } finally {
-          found.dir.close();
-        }
-        add(sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })));
-      } else if (found.type === 'file') {
-        const verdict = f?.verdict(name, false, (max) => peekFd(found.fd, max)) ?? 'store';
-        if (verdict !== 'store') {
-          try {
-            if (verdict === 'secret') opts.filter?.secret(childRel, found.fd, Number(st.size));
-            else opts.filter?.scratch(childRel, { size: Number(st.size) });
-          } finally {
-            closeSync(found.fd);
-          }
-          continue;
-        }
-        if (st.nlink > 1n) {
-          const key = `${st.dev}:${st.ino}`;
-          const first = firstNames.get(key);
-          if (first !== undefined) {
-            closeSync(found.fd);
-            add(Promise.resolve({ type: 'hardlink', name, target: first }));
-            continue;
-          }
-          firstNames.set(key, childRel);
-        }
-        let job: Promise<Entry>;
-        try {
-          const xattrs = readXattrs(fdPath(found.fd));
-          ({ job } = await pool.submit(() => fileEntry(found.fd, childRel, name, st, xattrs)));
-        } catch (err) {
-          closeSync(found.fd);
-          throw err;
-        }
-        add(job);
-      } else if (found.type === 'symlink') {
-        if (st.nlink > 1n)
-          warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
-        add(Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: nameFromBytes(found.target) }));
-      } else if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
-        const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
-        if (st.nlink > 1n)
-          warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
-        add(Promise.resolve({ type, name, ...attrsOf(st), rdev: Number(st.rdev) }));
-      } else if (st.isSocket()) {
-        skipped.push({ path: childRel, reason: 'socket' });
-        warn({ code: 'W_SOCKET_SKIPPED', path: childRel, message: 'sockets cannot be recorded; skipped' });
-      } else {
-        throw new AwcError('E_UNSUPPORTED', `${childRel}: unknown file type (mode ${st.mode.toString(8)})`);
-      }
+      let boxed: Boxed | undefined;
+      if (found.type === 'dir') boxed = await this.subdirEntry(found.dir, found.st, name, childRel, f);
+      else if (found.type === 'file') boxed = await this.regularEntry(found.fd, found.st, name, childRel, f);
+      else boxed = this.otherEntry(found, name, childRel);
+      if (!boxed) continue;
+      boxed.entry.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
+      pending.push(boxed.entry);
     }
-    const tree = Promise.all(pending).then((entries) => writer.writeTree(entries));
+    const tree = Promise.all(pending).then((entries) => this.writer.writeTree(entries));
     return { tree };
-  };
+  }
 
-  try {
-    const rootXattrs = readXattrs(root.self);
-    const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
-    const scanned = await scanDir(root, rootFilter);
-    const tree = await scanned.tree;
-    const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
-    const gitProof = proof?.finish();
-    return { root: rootDigest, fileCount: progress.files, byteCount: progress.bytes, skipped, changing, ...(gitProof && { gitProof }) };
-  } catch (err) {
-    await pool.drain();
-    throw toAwcError(err);
-  } finally {
-    root.close();
+  /** The entry of the subdirectory `name` open at `dir` (closed here), scanned; undefined when the filter calls it scratch. */
+  private async subdirEntry(
+    dir: DirFd,
+    st: BigIntStats,
+    name: string,
+    childRel: string,
+    f: CaptureDirFilter | undefined,
+  ): Promise<Boxed | undefined> {
+    let sub: { tree: Promise<Digest> };
+    let xattrs: Record<string, string> | undefined;
+    try {
+      if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
+        this.opts.filter?.scratch(childRel, { dir });
+        return undefined;
+      }
+      const childF = await f?.child(name, async () => readSmallText(dir, '.gitignore'));
+      xattrs = readXattrs(dir.self);
+      sub = await this.scanDir(dir, childF);
+    } finally {
+      dir.close();
+    }
+    return { entry: sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })) };
+  }
+
+  /**
+   * The entry of the regular file `name` open at `fd` (closed here or by its read job): a
+   * hardlink to an inode's first name, else its content read through the pool; undefined when
+   * the filter calls it secret or scratch (reported to it).
+   */
+  private async regularEntry(
+    fd: number,
+    st: BigIntStats,
+    name: string,
+    childRel: string,
+    f: CaptureDirFilter | undefined,
+  ): Promise<Boxed | undefined> {
+    const verdict = f?.verdict(name, false, (max) => peekFd(fd, max)) ?? 'store';
+    if (verdict !== 'store') {
+      try {
+        if (verdict === 'secret') this.opts.filter?.secret(childRel, fd, Number(st.size));
+        else this.opts.filter?.scratch(childRel, { size: Number(st.size) });
+      } finally {
+        closeSync(fd);
+      }
+      return undefined;
+    }
+    if (st.nlink > 1n) {
+      const key = `${st.dev}:${st.ino}`;
+      const first = this.firstNames.get(key);
+      if (first !== undefined) {
+        closeSync(fd);
+        return { entry: Promise.resolve({ type: 'hardlink', name, target: first }) };
+      }
+      this.firstNames.set(key, childRel);
+    }
+    try {
+      const xattrs = readXattrs(fdPath(fd));
+      return { entry: (await this.pool.submit(() => this.fileEntry(fd, childRel, name, st, xattrs))).job };
+    } catch (err) {
+      closeSync(fd);
+      throw err;
+    }
+  }
+
+  /**
+   * The entry of a symlink, fifo or device; undefined for a socket (skipped, with a warning).
+   * @throws E_UNSUPPORTED for an unknown file type
+   */
+  private otherEntry(found: Found, name: string, childRel: string): Boxed | undefined {
+    const st = found.st;
+    if (found.type === 'symlink') {
+      if (st.nlink > 1n)
+        this.warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: 'a hardlinked symlink is recorded as an independent symlink' });
+      return { entry: Promise.resolve({ type: 'symlink', name, ...attrsOf(st), target: nameFromBytes(found.target) }) };
+    }
+    if (st.isFIFO() || st.isCharacterDevice() || st.isBlockDevice()) {
+      const type = st.isFIFO() ? 'fifo' : st.isCharacterDevice() ? 'chardev' : 'blockdev';
+      if (st.nlink > 1n)
+        this.warn({ code: 'W_HARDLINK_COPIED', path: childRel, message: `a hardlinked ${type} is recorded as an independent ${type}` });
+      return { entry: Promise.resolve({ type, name, ...attrsOf(st), rdev: Number(st.rdev) }) };
+    }
+    if (st.isSocket()) {
+      this.skipped.push({ path: childRel, reason: 'socket' });
+      this.warn({ code: 'W_SOCKET_SKIPPED', path: childRel, message: 'sockets cannot be recorded; skipped' });
+      return undefined;
+    }
+    throw new AwcError('E_UNSUPPORTED', `${childRel}: unknown file type (mode ${st.mode.toString(8)})`);
   }
 }

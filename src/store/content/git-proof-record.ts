@@ -2,6 +2,7 @@ import { digestHex, type Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { GitHashAlgo } from '../../core/git-index.js';
 import type { ObjectStore } from '../object/object-store.js';
+import { fanoutKey, fanoutKeyHex } from '../object/fanout-key.js';
 
 /**
  * What an import proved about the `.git/index` of the repository at a snapshot's root
@@ -24,14 +25,13 @@ export interface GitIndexProof {
 
 /** Object store key of the proof of a snapshot root: `gitproof/<aa>/<64 hex>`. */
 export function gitProofKey(root: Digest): string {
-  const hex = digestHex(root);
-  return `gitproof/${hex.slice(0, 2)}/${hex}`;
+  return fanoutKey('gitproof', digestHex(root));
 }
 
 /** The snapshot root a proof record's key names (the inverse of {@link gitProofKey}), or undefined for any other key. */
 export function gitProofRoot(key: string): Digest | undefined {
-  const m = /^gitproof\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key);
-  return m && m[2]!.startsWith(m[1]!) ? (`sha256:${m[2]}` as Digest) : undefined;
+  const hex = fanoutKeyHex('gitproof', key);
+  return hex === undefined ? undefined : (`sha256:${hex}` as Digest);
 }
 
 /** Whether entry `i` is proven (`bits`: the decoded `proven`). */

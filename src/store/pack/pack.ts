@@ -4,6 +4,7 @@ import { AwcError } from '../../core/errors.js';
 import { digestBytes, digestFromBytes, verifyDigest, type Digest } from '../../core/digest.js';
 import type { BlobKind, Codec, PackIndexEntry } from './pack-types.js';
 import { lazyRequire } from '../../core/lazy-require.js';
+import { fanoutKey, fanoutKeyHex } from '../object/fanout-key.js';
 
 /** The lz4 codec (a native addon), loaded when a pack is first written or read. */
 const lz4 = lazyRequire<typeof Lz4>('lz4-napi');
@@ -57,13 +58,12 @@ const CODEC_NAME: readonly (Codec | undefined)[] = ['none', 'lz4'];
 
 /** The object key of a pack whose bytes have sha256 hex `hex`: `packs/<hex[0..2]>/<hex>`. */
 export function packKey(hex: string): string {
-  return `packs/${hex.slice(0, 2)}/${hex}`;
+  return fanoutKey('packs', hex);
 }
 
 /** The SHA-256 hex a pack key names (`packs/<aa>/<64 hex>`), or undefined for another key. */
 export function packKeyHex(key: string): string | undefined {
-  const m = /^packs\/([0-9a-f]{2})\/([0-9a-f]{64})$/.exec(key);
-  return m && m[2]!.startsWith(m[1]!) ? m[2] : undefined;
+  return fanoutKeyHex('packs', key);
 }
 
 /** A finished pack: its object key, its bytes, and its index entries (offsets/lengths in bytes). */
