@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { LogEvents, Logger } from '../../core/log.js';
 import { connect } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { rm } from 'node:fs/promises';
@@ -79,6 +80,13 @@ export interface HostDaemonOptions {
   tempGraceMs?: number;
   /** The awc version, recorded with the host's session. */
   version?: string;
+  /** Where the daemon and its parts log (default: the daemon's `'log'` event). */
+  logger?: Logger;
+}
+
+/** Events of a {@link HostDaemon}: its log records (when no logger was given), and `stopped` once it stopped by itself (`POST /v1/stop`, its home removed). */
+export interface HostDaemonEvents extends LogEvents {
+  stopped: [];
 }
 
 /** How long an ordinary user's warm CLI worker waits for a command before it is stopped (ms). */
@@ -105,10 +113,10 @@ const USER_WORKER_IDLE_MS = 10 * 60_000;
  * Every user the `users` configuration allows gets a socket of their own with a smaller API
  * (UserRpc, src/daemon/users/user-rpc.ts).
  *
- * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Emits 'log'
- * events (`{level, msg, ...}`); never prints.
+ * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Logs (LogRecord,
+ * src/core/log.ts) to the `logger` option, or as 'log' events; never prints.
  */
-export class HostDaemon extends EventEmitter {
+export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   readonly paths: AwcPaths;
   private catalog!: Catalog;
   private store!: ObjectStore;
@@ -135,6 +143,8 @@ export class HostDaemon extends EventEmitter {
   readonly metrics = new DaemonMetrics();
   /** Warm CLI workers: for this daemon's own user and for every allowed user (config `warmCli`). */
   private warm?: WarmCliPool;
+  /** Where the daemon and its parts log. */
+  private readonly log: Logger;
 
   constructor(
     readonly config: AwcConfig,
@@ -142,6 +152,7 @@ export class HostDaemon extends EventEmitter {
   ) {
     super();
     this.paths = pathsOf(config);
+    this.log = opts.logger ?? ((l) => void this.log(l));
   }
 
   /**
@@ -180,16 +191,16 @@ export class HostDaemon extends EventEmitter {
       ttlMs: this.config.leaseTtlMs,
       intervalMs: this.config.heartbeatMs,
       daemonVersion: this.opts.version,
+      logger: this.log,
     });
-    this.heartbeat.on('log', (l) => this.emit('log', l));
     await this.heartbeat.start();
     this.unwatchHome = watchHome(this.config.home, async () => {
-      this.emit('log', { level: 'warn', msg: 'the home was removed: stopping', home: this.config.home });
+      this.log({ level: 'warn', msg: 'the home was removed: stopping', home: this.config.home });
       await this.unmountAll(true).catch(() => undefined);
       await this.stop().finally(() => this.emit('stopped'));
     });
     if (!this.servesContent) return this.listen(gid);
-    this.emit('log', {
+    this.log({
       level: 'info',
       msg: 'swept temporary objects left by killed writers',
       ...(await this.store.sweepIncomplete(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))),
@@ -207,7 +218,7 @@ export class HostDaemon extends EventEmitter {
       cacheBytes: this.config.cacheBytes,
     });
     await this.plane.open();
-    this.plane.on('log', (l) => this.emit('log', l));
+    this.plane.on('log', this.log);
     this.metrics.observe(this.plane);
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
@@ -223,7 +234,7 @@ export class HostDaemon extends EventEmitter {
       session,
     });
     this.plane.attachArena(this.fuse);
-    this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
+    this.fuse.on('error', (err) => this.log({ level: 'error', msg: 'fuse', err: String(err) }));
     this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
     this.metrics.addCollector(() => {
       this.metrics.mountedWorkspaces.set(this.overlays?.size ?? 0);
@@ -247,15 +258,15 @@ export class HostDaemon extends EventEmitter {
       { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays },
       this.metrics,
       this.config.sweepIntervalMs,
+      this.log,
     );
-    this.sweeper.on('log', (l) => this.emit('log', l));
     this.sweeper.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     if (this.config.warmCli === 'on') await this.serveWarmCli();
     if (this.servesContent) await this.serveUsers(this.config);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
-    this.emit('log', { level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
+    this.log({ level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
   }
 
   /**
@@ -264,13 +275,12 @@ export class HostDaemon extends EventEmitter {
    * CLI then runs commands in its own process, as without warm workers.
    */
   private async serveWarmCli(): Promise<void> {
-    this.warm = new WarmCliPool(warmLimits(this.config));
-    this.warm.on('log', (l) => this.emit('log', l));
+    this.warm = new WarmCliPool({ ...warmLimits(this.config), logger: this.log });
     this.warm.on('handed', (e) => this.metrics.warmCommands.inc({ uid: String(e.uid) }));
     const warm = { kind: 'local' as const, home: this.config.home, catalog: this.config.catalog, objectStore: this.config.objectStore };
     await this.warm
       .serve(cliSocketOf(this.paths.socket), { uid: process.getuid!(), gid: process.getgid!(), warm })
-      .catch((err: unknown) => this.emit('log', { level: 'warn', msg: 'no warm cli socket', err: String(err) }));
+      .catch((err: unknown) => this.log({ level: 'warn', msg: 'no warm cli socket', err: String(err) }));
   }
 
   /** Gives every user the `users` rules of `config` allow a socket of their own, and takes it from the others (see UserSockets). */
@@ -286,8 +296,7 @@ export class HostDaemon extends EventEmitter {
         overlays: () => this.overlayHost(),
         metrics: this.metrics,
       });
-      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res), this.config);
-      this.userSockets.on('log', (l) => this.emit('log', l));
+      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res), this.config, this.log);
     }
     await this.userSockets.sync(users);
     if (!this.warm) return;
@@ -298,7 +307,7 @@ export class HostDaemon extends EventEmitter {
       wanted.add(path);
       await this.warm
         .serve(path, { uid: u.uid, gid: u.gid, user: u.name, warm: { kind: 'remote' } }, USER_WORKER_IDLE_MS)
-        .catch((err: unknown) => this.emit('log', { level: 'warn', msg: 'no warm cli socket', uid: u.uid, err: String(err) }));
+        .catch((err: unknown) => this.log({ level: 'warn', msg: 'no warm cli socket', uid: u.uid, err: String(err) }));
     }
     for (const p of this.warm.paths()) if (p.startsWith(`${this.paths.userSockets}/`) && !wanted.has(p)) await this.warm.drop(p);
   }
@@ -313,7 +322,7 @@ export class HostDaemon extends EventEmitter {
     const fresh = loadConfig({ home: this.config.home });
     (this.config as { users?: AwcConfig['users'] }).users = fresh.users;
     await this.serveUsers(fresh);
-    this.emit('log', { level: 'info', msg: 'reloaded', users: this.userSockets?.uids() ?? [] });
+    this.log({ level: 'info', msg: 'reloaded', users: this.userSockets?.uids() ?? [] });
     return this.userSockets?.uids() ?? [];
   }
 
@@ -330,7 +339,7 @@ export class HostDaemon extends EventEmitter {
       gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
       resumedConnection: () => fuse.resumedConnection,
     });
-    overlays.on('log', (l) => this.emit('log', l));
+    overlays.on('log', this.log);
     overlays.on('op', (e) => {
       this.metrics.mountOperations.inc({ op: e.op, driver: 'overlay' });
       this.metrics.mountedWorkspaces.set(overlays.size);
@@ -374,7 +383,7 @@ export class HostDaemon extends EventEmitter {
       try {
         await this.unmountAll(true);
       } catch (err) {
-        this.emit('log', { level: 'error', msg: 'unmount failed', err: String(err) });
+        this.log({ level: 'error', msg: 'unmount failed', err: String(err) });
       }
       await this.fuse?.unmount();
       await this.plane?.idle();
@@ -387,7 +396,7 @@ export class HostDaemon extends EventEmitter {
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });
       if (livePid(this.paths.pidFile) === process.pid) await rm(this.paths.pidFile, { force: true });
       await this.catalog?.close();
-      this.emit('log', { level: 'info', msg: 'stopped' });
+      this.log({ level: 'info', msg: 'stopped' });
     })();
     return this.stopping;
   }

@@ -25,6 +25,7 @@ import { abortFuseConnection, FUSECTL_DIR } from '../../host/fuse/fusectl.js';
 import { readSessionState } from '../../host/fuse/fuse-session.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../../config/config.js';
 import { livePid } from './pid-file.js';
+import type { Logger } from '../../core/log.js';
 
 /** Worker exit code: refused to start; the supervisor gives up with the same code. */
 export const EXIT_REFUSED = 78;
@@ -33,8 +34,8 @@ export const EXIT_SESSION_LOST = 75;
 /** Crash restarts allowed within a minute. */
 export const MAX_RESTARTS = 5;
 
-/** A log line of the supervisor (`{level, msg, ...}`). */
-export type SupervisorLog = (l: Record<string, unknown>) => void;
+/** Where the supervisor logs (src/core/log.ts). */
+export type SupervisorLog = Logger;
 
 /**
  * Runs the supervisor until the daemon stops for good. Resolves with the exit code the

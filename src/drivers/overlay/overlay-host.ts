@@ -25,6 +25,7 @@ import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
 import { undoMountRecord } from '../port/undo-mount-record.js';
 import { openOwnedTarget } from '../../host/mount/owned-target.js';
 import { join } from 'node:path';
+import type { LogRecord } from '../../core/log.js';
 
 /** The ordinary user an overlay is mounted for (see WorkspaceHostState.owner). */
 export interface MountOwner {
@@ -49,7 +50,7 @@ export interface OverlayContent {
 /** Events of an {@link OverlayHost}. */
 export interface OverlayHostEvents {
   /** A log line (`{level, msg, ...}`). */
-  log: [Record<string, unknown>];
+  log: [LogRecord];
   /** A mount operation done (for the daemon's metrics). */
   op: [{ op: 'mount' | 'remount' | 'unmount' }];
 }
