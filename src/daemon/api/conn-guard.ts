@@ -135,7 +135,7 @@ export class ConnectionGuard extends EventEmitter<LogEvents> {
     logger?: Logger,
   ) {
     super();
-    this.log = logger ?? ((l) => void this.log(l));
+    this.log = logger ?? ((l) => void this.emit('log', l));
   }
 
   /** Connections `uid` holds open now (refused ones not counted). */

@@ -65,7 +65,7 @@ export class HostHeartbeat extends EventEmitter<HostHeartbeatEvents> {
   ) {
     super();
     this.#clock = opts.clock ?? (() => performance.now());
-    this.log = opts.logger ?? ((l) => void this.log(l));
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
   }
 
   /** Registers the session (reclaiming untaken leases: a daemon's start) and starts the interval. @throws what registerHost throws */

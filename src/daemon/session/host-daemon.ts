@@ -30,7 +30,7 @@ import { loadConfig } from '../../config/config.js';
 import { resolveUserRules } from '../users/user-access.js';
 import { UserRpc } from '../users/user-rpc.js';
 import { UserSockets } from '../users/user-sockets.js';
-import { parseShape, RootBodies } from '../users/user-schemas.js';
+import { ANSWERED, ROOT_ENDPOINTS, type RootContext } from './root-handlers.js';
 import { readJson, sendJson as send } from '../api/http-json.js';
 import { WarmCliPool } from '../warm/warm-pool.js';
 import { cliSocketOf, userCliSocketOf } from '../warm/warm-protocol.js';
@@ -152,7 +152,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   ) {
     super();
     this.paths = pathsOf(config);
-    this.log = opts.logger ?? ((l) => void this.log(l));
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
   }
 
   /**
@@ -411,61 +411,29 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
     return this.overlays;
   }
 
+  /** What the endpoints of ROOT_ENDPOINTS (root-handlers.ts) get of this daemon. */
+  private readonly endpointContext: RootContext = {
+    status: () => this.status(),
+    overlays: () => this.overlayHost(),
+    metrics: this.metrics,
+    reload: () => this.reload(),
+    sweeper: () => {
+      if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
+      return this.sweeper;
+    },
+    unmountAll: (force) => this.unmountAll(force),
+    stopSoon: () => setImmediate(() => void this.stop().then(() => this.emit('stopped'))),
+  };
+
+  /** Serves one request of the root socket: its endpoint in ROOT_ENDPOINTS, or E_USAGE. Never throws. */
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
-      if (req.method === 'GET' && req.url === '/metrics') {
-        const data = Buffer.from(await this.metrics.text());
-        res.writeHead(200, { 'content-type': this.metrics.contentType, 'content-length': data.length });
-        res.end(data);
-        return;
-      }
-      const body = req.method === 'POST' ? await readJson(req) : {};
       const route = `${req.method} ${req.url}`;
-      let out: unknown;
-      switch (route) {
-        case 'GET /v1/status':
-          out = this.status();
-          break;
-        case 'POST /v1/mount': {
-          const b = parseShape(RootBodies.mount, body, route);
-          out = await this.overlayHost().mount(b.namespace, b.workspace, b.target, 'mount', b.steal === true);
-          break;
-        }
-        case 'POST /v1/unmount': {
-          const b = parseShape(RootBodies.unmount, body, route);
-          out = await this.overlayHost().unmount(b.namespace, b.workspace, b.force === true);
-          break;
-        }
-        case 'GET /v1/metrics.json':
-          out = await this.metrics.json();
-          break;
-        case 'POST /v1/checkpoint-report':
-          this.metrics.recordCheckpoint(parseShape(RootBodies.checkpointReport, body, route));
-          out = { ok: true };
-          break;
-        case 'POST /v1/reload':
-          out = { users: await this.reload() };
-          break;
-        case 'POST /v1/sweep':
-          if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
-          out = await this.sweeper.run({ dryRun: parseShape(RootBodies.flags, body, route).dryRun === true });
-          break;
-        case 'POST /v1/stop': {
-          const busy = await this.unmountAll(parseShape(RootBodies.flags, body, route).force === true);
-          if (busy.length > 0) {
-            throw new AwcError('E_TARGET_BUSY', `${busy.length} workspace mount(s) are in use: ${busy.map((b) => b.path).join(', ')}`, {
-              hint: 'Close the shells and programs using them (the daemon keeps serving them), or pass --force to detach them lazily.',
-              details: { busy },
-            });
-          }
-          out = { stopping: true };
-          setImmediate(() => void this.stop().then(() => this.emit('stopped')));
-          break;
-        }
-        default:
-          throw new AwcError('E_USAGE', `no such endpoint ${req.method} ${req.url}`);
-      }
-      send(res, 200, out);
+      const metricsText = route === 'GET /metrics';
+      const body = !metricsText && req.method === 'POST' ? await readJson(req) : {};
+      if (!Object.hasOwn(ROOT_ENDPOINTS, route)) throw new AwcError('E_USAGE', `no such endpoint ${req.method} ${req.url}`);
+      const out = await ROOT_ENDPOINTS[route]!.handle(this.endpointContext, body, route, res);
+      if (out !== ANSWERED) send(res, 200, out);
     } catch (err) {
       const e = toAwcError(err);
       send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });

@@ -38,7 +38,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
     logger?: Logger,
   ) {
     super();
-    this.log = logger ?? ((l) => void this.log(l));
+    this.log = logger ?? ((l) => void this.emit('log', l));
     this.sweep = new HostSweep(opts);
     const registers = [metrics.registry];
     this.runs = new Counter({ name: 'awc_host_sweeps_total', help: 'Host sweeps run, by result.', labelNames: ['result'], registers });

@@ -36,7 +36,7 @@ export class UserSockets extends EventEmitter<LogEvents> {
     logger?: Logger,
   ) {
     super();
-    this.log = logger ?? ((l) => void this.log(l));
+    this.log = logger ?? ((l) => void this.emit('log', l));
     if (limits) this.guard = new ConnectionGuard(limitsOf(limits), this.log);
   }
 

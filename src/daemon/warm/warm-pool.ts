@@ -121,7 +121,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
    */
   constructor(private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean; logger?: Logger } = {}) {
     super();
-    this.log = opts.logger ?? ((l) => void this.log(l));
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
     // (bundled, import.meta.url is this file's tsc output, dist/src/daemon/warm/warm-pool.js)
     this.workerFile = opts.workerFile ?? fileURLToPath(new URL('../../../cli/warm-worker.js', import.meta.url));
   }
