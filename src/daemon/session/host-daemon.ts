@@ -96,7 +96,7 @@ const USER_WORKER_IDLE_MS = 10 * 60_000;
  * The host daemon (`awcd`): owns the content FUSE mount (one per host, lazily serving file
  * contents by digest) and runs the overlay workspace mounts of this host (OverlayHost:
  * layers, overlays, remounts after a restart). Serves a JSON API on a Unix socket (`paths.socket`: 0600, or 0660 root:<socketGroup>;
- * see socket-file.ts):
+ * see socket-file.ts), one handler per endpoint (ROOT_ENDPOINTS, root-handlers.ts):
  *
  * - `GET /v1/status` → DaemonStatus
  * - `POST /v1/mount {namespace, workspace, target}` → `{workspace, path, driver, resumed}`
