@@ -147,7 +147,35 @@ export const CONFIG_KEYS = {
  */
 export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.ProcessEnv = process.env): AwcConfig {
   const home = resolve(overrides.home ?? env.AWC_HOME ?? defaultHome());
-  const path = join(home, 'config.json');
+  const merged = mergeSources(home, readConfigFile(join(home, 'config.json')), overrides, env);
+  const { ns, pb, cb } = checkBasics(merged);
+  const { socket, cacheDir, group } = checkLocations(merged);
+  const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
+  const { sweepIntervalMs, users, warmCli, uploadMaxBytes } = checkDaemonKeys(merged);
+  return {
+    home,
+    namespace: ns,
+    mountDriver: merged.mountDriver as MountDriverChoice,
+    packBytes: pb,
+    cacheBytes: cb,
+    host: merged.host as string,
+    catalog: merged.catalog as string,
+    objectStore: merged.objectStore as string,
+    cacheDir,
+    socket,
+    socketGroup: group,
+    leaseTtlMs,
+    heartbeatMs,
+    sweepIntervalMs,
+    warmCli,
+    uploadMaxBytes,
+    ...parseDaemonLimits(merged),
+    ...(users ? { users } : {}),
+  };
+}
+
+/** The home's config.json as an object of known keys ({} when there is none). @throws E_CONFIG, the environment's code (a path too long, a permission…) */
+function readConfigFile(path: string): Record<string, unknown> {
   let file: Record<string, unknown> = {};
   try {
     file = JSON.parse(readFileSync(path, 'utf8'));
@@ -158,6 +186,16 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     }
   }
   checkKeys(file, path);
+  return file;
+}
+
+/** Defaults, then config.json, then the environment (CONFIG_KEYS' variables), then the overrides that are defined: the later wins. */
+function mergeSources(
+  home: string,
+  file: Record<string, unknown>,
+  overrides: Partial<AwcConfig>,
+  env: NodeJS.ProcessEnv,
+): Record<string, unknown> {
   const merged: Record<string, unknown> = {
     namespace: 'default',
     mountDriver: 'auto',
@@ -173,6 +211,11 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     if (v) merged[key] = spec.type === 'number' ? Number(v) : v;
   }
   for (const [k, v] of Object.entries(overrides)) if (v !== undefined) merged[k] = v;
+  return merged;
+}
+
+/** Checks namespace, mountDriver, packBytes, host and cacheBytes of merged settings. @throws E_CONFIG naming the key */
+function checkBasics(merged: Record<string, unknown>): { ns: string; pb: number; cb: number } {
   const ns = merged.namespace;
   if (typeof ns !== 'string' || !/^[a-z0-9][a-z0-9_.-]{0,62}$/.test(ns))
     throw new AwcError('E_CONFIG', `invalid namespace ${JSON.stringify(ns)}`, { hint: 'Use lowercase letters, digits, ".", "_" or "-".' });
@@ -189,6 +232,11 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     throw new AwcError('E_CONFIG', `invalid cacheBytes ${JSON.stringify(merged.cacheBytes)}`, {
       hint: 'Use a whole number of bytes (0 disables the disk cache).',
     });
+  return { ns, pb, cb };
+}
+
+/** Checks socket, catalog, objectStore, cacheDir and socketGroup of merged settings. @throws E_CONFIG naming the key */
+function checkLocations(merged: Record<string, unknown>): { socket?: string; cacheDir?: string; group?: string } {
   const socket = merged.socket;
   if (socket !== undefined && (typeof socket !== 'string' || !socket.startsWith('/')))
     throw new AwcError('E_CONFIG', `invalid socket ${JSON.stringify(socket)}`, { hint: 'Use an absolute path for the daemon socket.' });
@@ -200,7 +248,11 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const group = merged.socketGroup;
   if (group !== undefined && (typeof group !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}\$?$/.test(group)))
     throw new AwcError('E_CONFIG', `invalid socketGroup ${JSON.stringify(group)}`, { hint: 'Use a group name or number.' });
-  const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
+  return { socket, cacheDir, group };
+}
+
+/** Checks sweepIntervalMs, users, warmCli and uploadMaxBytes of merged settings. @throws E_CONFIG naming the key */
+function checkDaemonKeys(merged: Record<string, unknown>): Pick<AwcConfig, 'sweepIntervalMs' | 'users' | 'warmCli' | 'uploadMaxBytes'> {
   const sweepIntervalMs = merged.sweepIntervalMs ?? 3_600_000;
   if (
     typeof sweepIntervalMs !== 'number' ||
@@ -219,26 +271,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     throw new AwcError('E_CONFIG', `invalid uploadMaxBytes ${JSON.stringify(merged.uploadMaxBytes)}`, {
       hint: `Use a whole number of bytes, at least 1048576 (1 MiB; default ${DEFAULT_UPLOAD_MAX_BYTES}, 32 GiB).`,
     });
-  return {
-    home,
-    namespace: ns,
-    mountDriver: merged.mountDriver as MountDriverChoice,
-    packBytes: pb,
-    cacheBytes: cb,
-    host: merged.host,
-    catalog: merged.catalog as string,
-    objectStore: merged.objectStore as string,
-    cacheDir,
-    socket,
-    socketGroup: group,
-    leaseTtlMs,
-    heartbeatMs,
-    sweepIntervalMs,
-    warmCli,
-    uploadMaxBytes,
-    ...parseDaemonLimits(merged),
-    ...(users ? { users } : {}),
-  };
+  return { sweepIntervalMs, users, warmCli, uploadMaxBytes };
 }
 
 /**

@@ -6,6 +6,7 @@ import { AwcError } from '../../core/errors.js';
 import { DEFAULT_DAEMON_LIMITS, limitsOf, type DaemonLimits } from '../../config/daemon-limits.js';
 import { bodyBudget } from './body-budget.js';
 import { sendJson } from './http-json.js';
+import type { LogEvents, Logger } from '../../core/log.js';
 
 /** How long a refused connection is kept to answer its request with the refusal before it is closed (ms). */
 const REFUSED_GRACE_MS = 2000;
@@ -121,13 +122,20 @@ export function warmLimits(config: Partial<DaemonLimits>): { maxWaiting: number;
  *
  * Emits 'log' (`{level, msg, uid, cap}` once per refusal streak of a user).
  */
-export class ConnectionGuard extends EventEmitter {
+export class ConnectionGuard extends EventEmitter<LogEvents> {
   private readonly open = new Map<number, number>();
   private readonly refusedOpen = new Map<number, number>();
   private readonly refused = new WeakSet<Socket>();
 
-  constructor(readonly limits: DaemonLimits) {
+  private readonly log: Logger;
+
+  /** `logger`: where it logs (default: its `'log'` event). */
+  constructor(
+    readonly limits: DaemonLimits,
+    logger?: Logger,
+  ) {
     super();
+    this.log = logger ?? ((l) => void this.emit('log', l));
   }
 
   /** Connections `uid` holds open now (refused ones not counted). */
@@ -162,7 +170,7 @@ export class ConnectionGuard extends EventEmitter {
   /** Whether a connection of `uid` may be served; counts it (until it closes) when it may. */
   private admit(uid: number, socket: Socket): void {
     if (!fdReserve.left()) {
-      this.emit('log', { level: 'warn', msg: 'connection closed: descriptors held in reserve', uid, cap: 'fdReserve' });
+      this.log({ level: 'warn', msg: 'connection closed: descriptors held in reserve', uid, cap: 'fdReserve' });
       return void socket.destroy();
     }
     // idle until its first request (Node's http server closes a socket whose timeout nobody handles)
@@ -174,7 +182,7 @@ export class ConnectionGuard extends EventEmitter {
     }
     // over the cap: answer its request with the refusal, unless as many refused ones are waiting already
     const waiting = this.refusedOpen.get(uid) ?? 0;
-    if (waiting === 0) this.emit('log', { level: 'warn', msg: 'connection refused: over the cap', uid, cap: 'userMaxConnections' });
+    if (waiting === 0) this.log({ level: 'warn', msg: 'connection refused: over the cap', uid, cap: 'userMaxConnections' });
     if (waiting >= this.limits.userMaxConnections) return void socket.destroy();
     this.refused.add(socket);
     this.refusedOpen.set(uid, waiting + 1);
@@ -212,7 +220,7 @@ export class ConnectionGuard extends EventEmitter {
 
   private answerStalled(uid: number, req: IncomingMessage, res: ServerResponse): void {
     const stall = this.limits.userRequestTimeoutMs;
-    this.emit('log', { level: 'warn', msg: 'request ended: its body stalled', uid, cap: 'userRequestTimeoutMs' });
+    this.log({ level: 'warn', msg: 'request ended: its body stalled', uid, cap: 'userRequestTimeoutMs' });
     const e = new AwcError('E_REQUEST_STALLED', `the request's body sent nothing for ${stall} ms (userRequestTimeoutMs: ${stall})`, {
       details: { cap: 'userRequestTimeoutMs', value: stall },
     });

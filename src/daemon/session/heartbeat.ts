@@ -1,11 +1,12 @@
 import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import type { Catalog, HostSession } from '../../catalog/port/catalog.js';
+import type { Logger, LogRecord } from '../../core/log.js';
 
 /** Events of a {@link HostHeartbeat}. */
 export interface HostHeartbeatEvents {
   /** A log line (`{level, msg, ...}`). */
-  log: [Record<string, unknown>];
+  log: [LogRecord];
   /** The session had expired when a heartbeat reached the catalog: every lease of it is lost. */
   lost: [{ session: number }];
 }
@@ -21,6 +22,8 @@ export interface HostHeartbeatOptions {
   daemonVersion?: string;
   /** Monotonic clock in ms (default `performance.now`): only for the host's own, conservative view of its deadline. */
   clock?: () => number;
+  /** Where it logs (default: its `'log'` event). */
+  logger?: Logger;
 }
 
 /** What a daemon reports of its host session (`GET /v1/status`). */
@@ -54,6 +57,7 @@ export class HostHeartbeat extends EventEmitter<HostHeartbeatEvents> {
   #beating: Promise<void> | undefined;
   readonly #lost: number[] = [];
   readonly #clock: () => number;
+  private readonly log: Logger;
 
   constructor(
     private readonly catalog: Catalog,
@@ -61,6 +65,7 @@ export class HostHeartbeat extends EventEmitter<HostHeartbeatEvents> {
   ) {
     super();
     this.#clock = opts.clock ?? (() => performance.now());
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
   }
 
   /** Registers the session (reclaiming untaken leases: a daemon's start) and starts the interval. @throws what registerHost throws */
@@ -82,7 +87,7 @@ export class HostHeartbeat extends EventEmitter<HostHeartbeatEvents> {
     });
     this.#session = s;
     this.#deadline = t0 + this.opts.ttlMs;
-    this.emit('log', {
+    this.log({
       level: 'info',
       msg: 'host session',
       host: s.host,
@@ -115,11 +120,11 @@ export class HostHeartbeat extends EventEmitter<HostHeartbeatEvents> {
         return;
       }
       this.#lost.push(s.session);
-      this.emit('log', { level: 'warn', msg: 'host session expired before it was renewed: its leases are lost', session: s.session });
+      this.log({ level: 'warn', msg: 'host session expired before it was renewed: its leases are lost', session: s.session });
       this.emit('lost', { session: s.session });
       await this.#register(false);
     } catch (err) {
-      this.emit('log', { level: 'error', msg: 'heartbeat failed', err: String(err), live: this.live });
+      this.log({ level: 'error', msg: 'heartbeat failed', err: String(err), live: this.live });
     }
   }
 

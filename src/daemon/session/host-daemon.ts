@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { LogEvents, Logger } from '../../core/log.js';
 import { connect } from 'node:net';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { rm } from 'node:fs/promises';
@@ -29,7 +30,7 @@ import { loadConfig } from '../../config/config.js';
 import { resolveUserRules } from '../users/user-access.js';
 import { UserRpc } from '../users/user-rpc.js';
 import { UserSockets } from '../users/user-sockets.js';
-import { parseShape, RootBodies } from '../users/user-schemas.js';
+import { ANSWERED, ROOT_ENDPOINTS, type RootContext } from './root-handlers.js';
 import { readJson, sendJson as send } from '../api/http-json.js';
 import { WarmCliPool } from '../warm/warm-pool.js';
 import { cliSocketOf, userCliSocketOf } from '../warm/warm-protocol.js';
@@ -79,6 +80,13 @@ export interface HostDaemonOptions {
   tempGraceMs?: number;
   /** The awc version, recorded with the host's session. */
   version?: string;
+  /** Where the daemon and its parts log (default: the daemon's `'log'` event). */
+  logger?: Logger;
+}
+
+/** Events of a {@link HostDaemon}: its log records (when no logger was given), and `stopped` once it stopped by itself (`POST /v1/stop`, its home removed). */
+export interface HostDaemonEvents extends LogEvents {
+  stopped: [];
 }
 
 /** How long an ordinary user's warm CLI worker waits for a command before it is stopped (ms). */
@@ -88,7 +96,7 @@ const USER_WORKER_IDLE_MS = 10 * 60_000;
  * The host daemon (`awcd`): owns the content FUSE mount (one per host, lazily serving file
  * contents by digest) and runs the overlay workspace mounts of this host (OverlayHost:
  * layers, overlays, remounts after a restart). Serves a JSON API on a Unix socket (`paths.socket`: 0600, or 0660 root:<socketGroup>;
- * see socket-file.ts):
+ * see socket-file.ts), one handler per endpoint (ROOT_ENDPOINTS, root-handlers.ts):
  *
  * - `GET /v1/status` → DaemonStatus
  * - `POST /v1/mount {namespace, workspace, target}` → `{workspace, path, driver, resumed}`
@@ -105,10 +113,10 @@ const USER_WORKER_IDLE_MS = 10 * 60_000;
  * Every user the `users` configuration allows gets a socket of their own with a smaller API
  * (UserRpc, src/daemon/users/user-rpc.ts).
  *
- * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Emits 'log'
- * events (`{level, msg, ...}`); never prints.
+ * Errors are `{error: {code, message, hint, retryable}}` with HTTP 4xx/5xx. Logs (LogRecord,
+ * src/core/log.ts) to the `logger` option, or as 'log' events; never prints.
  */
-export class HostDaemon extends EventEmitter {
+export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   readonly paths: AwcPaths;
   private catalog!: Catalog;
   private store!: ObjectStore;
@@ -135,6 +143,8 @@ export class HostDaemon extends EventEmitter {
   readonly metrics = new DaemonMetrics();
   /** Warm CLI workers: for this daemon's own user and for every allowed user (config `warmCli`). */
   private warm?: WarmCliPool;
+  /** Where the daemon and its parts log. */
+  private readonly log: Logger;
 
   constructor(
     readonly config: AwcConfig,
@@ -142,6 +152,7 @@ export class HostDaemon extends EventEmitter {
   ) {
     super();
     this.paths = pathsOf(config);
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
   }
 
   /**
@@ -180,16 +191,16 @@ export class HostDaemon extends EventEmitter {
       ttlMs: this.config.leaseTtlMs,
       intervalMs: this.config.heartbeatMs,
       daemonVersion: this.opts.version,
+      logger: this.log,
     });
-    this.heartbeat.on('log', (l) => this.emit('log', l));
     await this.heartbeat.start();
     this.unwatchHome = watchHome(this.config.home, async () => {
-      this.emit('log', { level: 'warn', msg: 'the home was removed: stopping', home: this.config.home });
+      this.log({ level: 'warn', msg: 'the home was removed: stopping', home: this.config.home });
       await this.unmountAll(true).catch(() => undefined);
       await this.stop().finally(() => this.emit('stopped'));
     });
     if (!this.servesContent) return this.listen(gid);
-    this.emit('log', {
+    this.log({
       level: 'info',
       msg: 'swept temporary objects left by killed writers',
       ...(await this.store.sweepIncomplete(this.opts.tempGraceMs ?? TEMP_GRACE_MS).catch((err: unknown) => ({ error: String(err) }))),
@@ -207,7 +218,7 @@ export class HostDaemon extends EventEmitter {
       cacheBytes: this.config.cacheBytes,
     });
     await this.plane.open();
-    this.plane.on('log', (l) => this.emit('log', l));
+    this.plane.on('log', this.log);
     this.metrics.observe(this.plane);
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
@@ -223,7 +234,7 @@ export class HostDaemon extends EventEmitter {
       session,
     });
     this.plane.attachArena(this.fuse);
-    this.fuse.on('error', (err) => this.emit('log', { level: 'error', msg: 'fuse', err: String(err) }));
+    this.fuse.on('error', (err) => this.log({ level: 'error', msg: 'fuse', err: String(err) }));
     this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
     this.metrics.addCollector(() => {
       this.metrics.mountedWorkspaces.set(this.overlays?.size ?? 0);
@@ -247,15 +258,15 @@ export class HostDaemon extends EventEmitter {
       { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays },
       this.metrics,
       this.config.sweepIntervalMs,
+      this.log,
     );
-    this.sweeper.on('log', (l) => this.emit('log', l));
     this.sweeper.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     if (this.config.warmCli === 'on') await this.serveWarmCli();
     if (this.servesContent) await this.serveUsers(this.config);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
-    this.emit('log', { level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
+    this.log({ level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
   }
 
   /**
@@ -264,13 +275,12 @@ export class HostDaemon extends EventEmitter {
    * CLI then runs commands in its own process, as without warm workers.
    */
   private async serveWarmCli(): Promise<void> {
-    this.warm = new WarmCliPool(warmLimits(this.config));
-    this.warm.on('log', (l) => this.emit('log', l));
+    this.warm = new WarmCliPool({ ...warmLimits(this.config), logger: this.log });
     this.warm.on('handed', (e) => this.metrics.warmCommands.inc({ uid: String(e.uid) }));
     const warm = { kind: 'local' as const, home: this.config.home, catalog: this.config.catalog, objectStore: this.config.objectStore };
     await this.warm
       .serve(cliSocketOf(this.paths.socket), { uid: process.getuid!(), gid: process.getgid!(), warm })
-      .catch((err: unknown) => this.emit('log', { level: 'warn', msg: 'no warm cli socket', err: String(err) }));
+      .catch((err: unknown) => this.log({ level: 'warn', msg: 'no warm cli socket', err: String(err) }));
   }
 
   /** Gives every user the `users` rules of `config` allow a socket of their own, and takes it from the others (see UserSockets). */
@@ -286,8 +296,7 @@ export class HostDaemon extends EventEmitter {
         overlays: () => this.overlayHost(),
         metrics: this.metrics,
       });
-      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res), this.config);
-      this.userSockets.on('log', (l) => this.emit('log', l));
+      this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res), this.config, this.log);
     }
     await this.userSockets.sync(users);
     if (!this.warm) return;
@@ -298,7 +307,7 @@ export class HostDaemon extends EventEmitter {
       wanted.add(path);
       await this.warm
         .serve(path, { uid: u.uid, gid: u.gid, user: u.name, warm: { kind: 'remote' } }, USER_WORKER_IDLE_MS)
-        .catch((err: unknown) => this.emit('log', { level: 'warn', msg: 'no warm cli socket', uid: u.uid, err: String(err) }));
+        .catch((err: unknown) => this.log({ level: 'warn', msg: 'no warm cli socket', uid: u.uid, err: String(err) }));
     }
     for (const p of this.warm.paths()) if (p.startsWith(`${this.paths.userSockets}/`) && !wanted.has(p)) await this.warm.drop(p);
   }
@@ -313,7 +322,7 @@ export class HostDaemon extends EventEmitter {
     const fresh = loadConfig({ home: this.config.home });
     (this.config as { users?: AwcConfig['users'] }).users = fresh.users;
     await this.serveUsers(fresh);
-    this.emit('log', { level: 'info', msg: 'reloaded', users: this.userSockets?.uids() ?? [] });
+    this.log({ level: 'info', msg: 'reloaded', users: this.userSockets?.uids() ?? [] });
     return this.userSockets?.uids() ?? [];
   }
 
@@ -330,7 +339,7 @@ export class HostDaemon extends EventEmitter {
       gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
       resumedConnection: () => fuse.resumedConnection,
     });
-    overlays.on('log', (l) => this.emit('log', l));
+    overlays.on('log', this.log);
     overlays.on('op', (e) => {
       this.metrics.mountOperations.inc({ op: e.op, driver: 'overlay' });
       this.metrics.mountedWorkspaces.set(overlays.size);
@@ -374,7 +383,7 @@ export class HostDaemon extends EventEmitter {
       try {
         await this.unmountAll(true);
       } catch (err) {
-        this.emit('log', { level: 'error', msg: 'unmount failed', err: String(err) });
+        this.log({ level: 'error', msg: 'unmount failed', err: String(err) });
       }
       await this.fuse?.unmount();
       await this.plane?.idle();
@@ -387,7 +396,7 @@ export class HostDaemon extends EventEmitter {
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });
       if (livePid(this.paths.pidFile) === process.pid) await rm(this.paths.pidFile, { force: true });
       await this.catalog?.close();
-      this.emit('log', { level: 'info', msg: 'stopped' });
+      this.log({ level: 'info', msg: 'stopped' });
     })();
     return this.stopping;
   }
@@ -402,61 +411,29 @@ export class HostDaemon extends EventEmitter {
     return this.overlays;
   }
 
+  /** What the endpoints of ROOT_ENDPOINTS (root-handlers.ts) get of this daemon. */
+  private readonly endpointContext: RootContext = {
+    status: () => this.status(),
+    overlays: () => this.overlayHost(),
+    metrics: this.metrics,
+    reload: () => this.reload(),
+    sweeper: () => {
+      if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
+      return this.sweeper;
+    },
+    unmountAll: (force) => this.unmountAll(force),
+    stopSoon: () => setImmediate(() => void this.stop().then(() => this.emit('stopped'))),
+  };
+
+  /** Serves one request of the root socket: its endpoint in ROOT_ENDPOINTS, or E_USAGE. Never throws. */
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     try {
-      if (req.method === 'GET' && req.url === '/metrics') {
-        const data = Buffer.from(await this.metrics.text());
-        res.writeHead(200, { 'content-type': this.metrics.contentType, 'content-length': data.length });
-        res.end(data);
-        return;
-      }
-      const body = req.method === 'POST' ? await readJson(req) : {};
       const route = `${req.method} ${req.url}`;
-      let out: unknown;
-      switch (route) {
-        case 'GET /v1/status':
-          out = this.status();
-          break;
-        case 'POST /v1/mount': {
-          const b = parseShape(RootBodies.mount, body, route);
-          out = await this.overlayHost().mount(b.namespace, b.workspace, b.target, 'mount', b.steal === true);
-          break;
-        }
-        case 'POST /v1/unmount': {
-          const b = parseShape(RootBodies.unmount, body, route);
-          out = await this.overlayHost().unmount(b.namespace, b.workspace, b.force === true);
-          break;
-        }
-        case 'GET /v1/metrics.json':
-          out = await this.metrics.json();
-          break;
-        case 'POST /v1/checkpoint-report':
-          this.metrics.recordCheckpoint(parseShape(RootBodies.checkpointReport, body, route));
-          out = { ok: true };
-          break;
-        case 'POST /v1/reload':
-          out = { users: await this.reload() };
-          break;
-        case 'POST /v1/sweep':
-          if (!this.sweeper) throw new AwcError('E_INTERNAL', 'the host daemon serves requests before it started');
-          out = await this.sweeper.run({ dryRun: parseShape(RootBodies.flags, body, route).dryRun === true });
-          break;
-        case 'POST /v1/stop': {
-          const busy = await this.unmountAll(parseShape(RootBodies.flags, body, route).force === true);
-          if (busy.length > 0) {
-            throw new AwcError('E_TARGET_BUSY', `${busy.length} workspace mount(s) are in use: ${busy.map((b) => b.path).join(', ')}`, {
-              hint: 'Close the shells and programs using them (the daemon keeps serving them), or pass --force to detach them lazily.',
-              details: { busy },
-            });
-          }
-          out = { stopping: true };
-          setImmediate(() => void this.stop().then(() => this.emit('stopped')));
-          break;
-        }
-        default:
-          throw new AwcError('E_USAGE', `no such endpoint ${req.method} ${req.url}`);
-      }
-      send(res, 200, out);
+      const metricsText = route === 'GET /metrics';
+      const body = !metricsText && req.method === 'POST' ? await readJson(req) : {};
+      if (!Object.hasOwn(ROOT_ENDPOINTS, route)) throw new AwcError('E_USAGE', `no such endpoint ${req.method} ${req.url}`);
+      const out = await ROOT_ENDPOINTS[route]!.handle(this.endpointContext, body, route, res);
+      if (out !== ANSWERED) send(res, 200, out);
     } catch (err) {
       const e = toAwcError(err);
       send(res, e.code === 'E_INTERNAL' ? 500 : 400, { error: e.toJSON() });

@@ -4,9 +4,10 @@ import type { Catalog } from '../../catalog/port/catalog.js';
 import type { ChunkCache } from '../../host/read-path/chunk-cache.js';
 import { HostSweep, type HostSweepReport, type SweepableLayers } from '../../service/gc/host-sweep.js';
 import type { DaemonMetrics } from '../metrics/metrics.js';
+import type { LogEvents, Logger } from '../../core/log.js';
 
 /** Events of a {@link HostSweeper}: log lines for the daemon's log. */
-export type HostSweeperEvents = { log: [Record<string, unknown>] };
+export type HostSweeperEvents = LogEvents;
 
 /**
  * The host daemon's side of the host-local sweep (HostSweep, docs/explanation/gc.md#host-local-state):
@@ -28,13 +29,16 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
   private readonly runs: Counter<'result'>;
   private readonly dropped: Counter<'kind'>;
   private readonly freed: Counter<'kind'>;
+  private readonly log: Logger;
 
   constructor(
     opts: { catalog: Catalog; cache?: ChunkCache; layers?: SweepableLayers },
     metrics: DaemonMetrics,
     private readonly intervalMs: number,
+    logger?: Logger,
   ) {
     super();
+    this.log = logger ?? ((l) => void this.emit('log', l));
     this.sweep = new HostSweep(opts);
     const registers = [metrics.registry];
     this.runs = new Counter({ name: 'awc_host_sweeps_total', help: 'Host sweeps run, by result.', labelNames: ['result'], registers });
@@ -82,7 +86,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
         this.runs.inc({ result: 'ok' });
         this.freed.inc({ kind: 'layer' }, r.layers.leftovers.bytes);
       }
-      this.emit('log', {
+      this.log({
         level: 'info',
         msg: r.dryRun ? 'host sweep (dry run)' : 'host sweep',
         layers: r.layers.dropped.length,
@@ -93,7 +97,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
       return r;
     } catch (err) {
       if (!opts.dryRun) this.runs.inc({ result: 'error' });
-      this.emit('log', { level: 'error', msg: 'host sweep failed', err: String(err) });
+      this.log({ level: 'error', msg: 'host sweep failed', err: String(err) });
       throw err;
     }
   }

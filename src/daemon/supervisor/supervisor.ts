@@ -23,8 +23,9 @@ import { fileURLToPath } from 'node:url';
 import { detectDriver } from '../../drivers/detect/detect-driver.js';
 import { abortFuseConnection, connectionMayBeAt, FUSECTL_DIR } from '../../host/fuse/fusectl.js';
 import { readSessionState } from '../../host/fuse/fuse-session.js';
-import { pathsOf, type AwcConfig } from '../../config/config.js';
+import { pathsOf, type AwcConfig, type AwcPaths } from '../../config/config.js';
 import { livePid } from './pid-file.js';
+import type { Logger } from '../../core/log.js';
 
 /** Worker exit code: refused to start; the supervisor gives up with the same code. */
 export const EXIT_REFUSED = 78;
@@ -33,8 +34,8 @@ export const EXIT_SESSION_LOST = 75;
 /** Crash restarts allowed within a minute. */
 export const MAX_RESTARTS = 5;
 
-/** A log line of the supervisor (`{level, msg, ...}`). */
-export type SupervisorLog = (l: Record<string, unknown>) => void;
+/** Where the supervisor logs (src/core/log.ts). */
+export type SupervisorLog = Logger;
 
 /**
  * Runs the supervisor until the daemon stops for good. Resolves with the exit code the
@@ -47,103 +48,137 @@ export function runSupervisor(config: AwcConfig, log: SupervisorLog): Promise<nu
     log({ level: 'error', msg: 'another supervisor runs for this home', pid: livePid(paths.supervisorPidFile) });
     return Promise.resolve(EXIT_REFUSED);
   }
-  const overlay = detectDriver(config.mountDriver).driver === 'overlay';
-  const main = fileURLToPath(new URL('../../cli/entry/main.js', import.meta.url));
-  let fd = -1;
-  let child: ChildProcess | undefined;
-  let stopping = false;
-  const crashes: number[] = [];
+  return new Supervision(config, log).run();
+}
+
+/** One run of the supervisor (runSupervisor, once it holds the pid file): the descriptor, the worker, its crashes. */
+class Supervision {
+  private readonly paths: AwcPaths;
+  private readonly overlay: boolean;
+  private readonly main = fileURLToPath(new URL('../../cli/entry/main.js', import.meta.url));
+  /** The /dev/fuse descriptor handed to workers; -1 when there is none. */
+  private fd = -1;
+  private child: ChildProcess | undefined;
+  private stopping = false;
+  /** When the worker crashed within the last minute (ms since the epoch). */
+  private readonly crashes: number[] = [];
+  private resolveExit: (code: number) => void = () => undefined;
+  private readonly onSignal = (): void => {
+    this.stopping = true;
+    if (this.child) this.child.kill('SIGTERM');
+    else this.finish(0);
+  };
+
+  constructor(
+    private readonly config: AwcConfig,
+    private readonly log: SupervisorLog,
+  ) {
+    this.paths = pathsOf(config);
+    this.overlay = detectDriver(config.mountDriver).driver === 'overlay';
+  }
+
+  /** Starts the first worker; resolves with the supervisor's exit code once it stops for good. */
+  run(): Promise<number> {
+    return new Promise<number>((resolveExit) => {
+      this.resolveExit = resolveExit;
+      process.on('SIGTERM', this.onSignal);
+      process.on('SIGINT', this.onSignal);
+      this.openDevice();
+      this.start(false);
+    });
+  }
 
   /** A fresh /dev/fuse descriptor (no connection yet); -1 when there is none to have. */
-  const openDevice = (): void => {
-    if (fd >= 0) closeSync(fd);
-    fd = -1;
-    rmSync(paths.fuseSession, { force: true });
-    if (!overlay) return;
+  private openDevice(): void {
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
+    rmSync(this.paths.fuseSession, { force: true });
+    if (!this.overlay) return;
     try {
-      fd = openSync('/dev/fuse', 'r+');
+      this.fd = openSync('/dev/fuse', 'r+');
     } catch (err) {
-      log({ level: 'warn', msg: 'cannot open /dev/fuse: the daemon opens its own (no connection kept across restarts)', err: String(err) });
+      this.log({
+        level: 'warn',
+        msg: 'cannot open /dev/fuse: the daemon opens its own (no connection kept across restarts)',
+        err: String(err),
+      });
     }
-  };
+  }
 
   /** The connection the last worker served, when it is still alive and safe to take over. */
-  const liveSession = (): ReturnType<typeof readSessionState> => {
-    const s = readSessionState(paths.fuseSession);
-    if (!s || fd < 0 || !existsSync(`${FUSECTL_DIR}/${s.connId}`) || !connectionMayBeAt(s.connId, s.mountpoint)) return undefined;
+  private liveSession(): ReturnType<typeof readSessionState> {
+    const s = readSessionState(this.paths.fuseSession);
+    if (!s || this.fd < 0 || !existsSync(`${FUSECTL_DIR}/${s.connId}`) || !connectionMayBeAt(s.connId, s.mountpoint)) return undefined;
     return s;
-  };
+  }
 
-  return new Promise<number>((resolveExit) => {
-    const finish = (code: number): void => {
-      if (fd >= 0) closeSync(fd);
-      fd = -1;
-      try {
-        if (readFileSync(paths.supervisorPidFile, 'utf8').trim() === String(process.pid)) rmSync(paths.supervisorPidFile, { force: true });
-      } catch {
-        /* gone */
-      }
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-      resolveExit(code);
+  private finish(code: number): void {
+    if (this.fd >= 0) closeSync(this.fd);
+    this.fd = -1;
+    try {
+      if (readFileSync(this.paths.supervisorPidFile, 'utf8').trim() === String(process.pid))
+        rmSync(this.paths.supervisorPidFile, { force: true });
+    } catch {
+      /* gone */
+    }
+    process.off('SIGTERM', this.onSignal);
+    process.off('SIGINT', this.onSignal);
+    this.resolveExit(code);
+  }
+
+  /** Starts a worker (`awc daemon run`), with the descriptor as its fd 3 when there is one. */
+  private start(resume: boolean): void {
+    const { config, fd } = this;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      AWC_HOME: config.home,
+      AWC_NAMESPACE: config.namespace,
+      AWC_DAEMON_WORKER: '1',
+      AWC_FUSE_RESUME: resume ? '1' : '0',
     };
-    const start = (resume: boolean): void => {
-      const env: NodeJS.ProcessEnv = {
-        ...process.env,
-        AWC_HOME: config.home,
-        AWC_NAMESPACE: config.namespace,
-        AWC_DAEMON_WORKER: '1',
-        AWC_FUSE_RESUME: resume ? '1' : '0',
-      };
-      if (fd >= 0) env.AWC_FUSE_FD = '3';
-      else delete env.AWC_FUSE_FD;
-      child = spawn(process.execPath, [main, '--home', config.home, 'daemon', 'run'], {
-        stdio: ['ignore', 'inherit', 'inherit', ...(fd >= 0 ? [fd] : [])],
-        env,
-      });
-      log({ level: 'info', msg: resume ? 'daemon started on the live connection' : 'daemon started', pid: child.pid });
-      child.once('error', (err) => log({ level: 'error', msg: 'cannot start the daemon', err: String(err) }));
-      child.once('exit', (code, signal) => onExit(code, signal));
-    };
-    const onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
-      child = undefined;
-      if (code === 0 || stopping) return finish(code ?? 0);
-      if (code === EXIT_REFUSED) return finish(EXIT_REFUSED);
-      if (code === EXIT_SESSION_LOST) {
-        log({ level: 'warn', msg: 'the daemon could not take the connection over: mounting anew' });
-        openDevice();
-        return start(false);
-      }
-      const now = Date.now();
-      crashes.push(now);
-      while (crashes.length > 0 && crashes[0]! < now - 60_000) crashes.shift();
-      const s = liveSession();
-      if (crashes.length > MAX_RESTARTS) {
-        log({ level: 'error', msg: 'the daemon keeps dying: giving up', code, signal });
-        if (s) abortFuseConnection(s.connId, s.mountpoint);
-        return finish(1);
-      }
-      if (s && !s.cloned) {
-        // it read requests from our descriptor: the ones it had not answered would wait forever
-        log({ level: 'warn', msg: 'the daemon died without a cloned descriptor: aborting its connection', code, signal });
-        abortFuseConnection(s.connId, s.mountpoint);
-      }
-      log({ level: 'warn', msg: 'the daemon died: starting it again', code, signal });
-      const resume = s !== undefined && s.cloned;
-      if (!resume) openDevice();
-      // a little later each time, so that a crash loop does not spin
-      setTimeout(() => (stopping ? finish(0) : start(resume)), 100 * (crashes.length - 1));
-    };
-    const onSignal = (): void => {
-      stopping = true;
-      if (child) child.kill('SIGTERM');
-      else finish(0);
-    };
-    process.on('SIGTERM', onSignal);
-    process.on('SIGINT', onSignal);
-    openDevice();
-    start(false);
-  });
+    if (fd >= 0) env.AWC_FUSE_FD = '3';
+    else delete env.AWC_FUSE_FD;
+    const child = spawn(process.execPath, [this.main, '--home', config.home, 'daemon', 'run'], {
+      stdio: ['ignore', 'inherit', 'inherit', ...(fd >= 0 ? [fd] : [])],
+      env,
+    });
+    this.child = child;
+    this.log({ level: 'info', msg: resume ? 'daemon started on the live connection' : 'daemon started', pid: child.pid });
+    child.once('error', (err) => this.log({ level: 'error', msg: 'cannot start the daemon', err: String(err) }));
+    child.once('exit', (code, signal) => this.onExit(code, signal));
+  }
+
+  /** The worker exited: stop, mount anew, or restart it on the same connection (see the module's comment). */
+  private onExit(code: number | null, signal: NodeJS.Signals | null): void {
+    this.child = undefined;
+    if (code === 0 || this.stopping) return this.finish(code ?? 0);
+    if (code === EXIT_REFUSED) return this.finish(EXIT_REFUSED);
+    if (code === EXIT_SESSION_LOST) {
+      this.log({ level: 'warn', msg: 'the daemon could not take the connection over: mounting anew' });
+      this.openDevice();
+      return this.start(false);
+    }
+    const { crashes, log } = this;
+    const now = Date.now();
+    crashes.push(now);
+    while (crashes.length > 0 && crashes[0]! < now - 60_000) crashes.shift();
+    const s = this.liveSession();
+    if (crashes.length > MAX_RESTARTS) {
+      log({ level: 'error', msg: 'the daemon keeps dying: giving up', code, signal });
+      if (s) abortFuseConnection(s.connId, s.mountpoint);
+      return this.finish(1);
+    }
+    if (s && !s.cloned) {
+      // it read requests from our descriptor: the ones it had not answered would wait forever
+      log({ level: 'warn', msg: 'the daemon died without a cloned descriptor: aborting its connection', code, signal });
+      abortFuseConnection(s.connId, s.mountpoint);
+    }
+    log({ level: 'warn', msg: 'the daemon died: starting it again', code, signal });
+    const resume = s !== undefined && s.cloned;
+    if (!resume) this.openDevice();
+    // a little later each time, so that a crash loop does not spin
+    setTimeout(() => (this.stopping ? this.finish(0) : this.start(resume)), 100 * (crashes.length - 1));
+  }
 }
 
 /** Creates `file` with this process's pid, exclusively; a stale one (dead pid) is replaced. False when a live process holds it. */

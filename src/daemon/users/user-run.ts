@@ -7,7 +7,7 @@ import { cwdInNamespace, runTarget } from '../../service/refs/run-target.js';
 import { workspaceDirs } from '../../drivers/port/workspace-state.js';
 import { startForCaller, type CallerCommand } from '../../host/process/caller-namespace.js';
 import { alive, holdPeer, takeDescriptors, type HeldPeer } from '../../host/sys/pidfd.js';
-import { callerProfile, joinCgroups, sandboxDifference } from '../../host/process/caller-process.js';
+import { callerProfile, joinCgroups, sandboxDifference, type CallerProfile } from '../../host/process/caller-process.js';
 import type { AllowedUser } from './user-access.js';
 
 /** The body of `POST /v1/run`. */
@@ -107,92 +107,77 @@ export class UserRun {
     checkMounter: (ref: string) => Promise<void>,
   ): Promise<{ status: number }> {
     checkRequest(body);
-    const key = `${user.uid}:${body.id}`;
-    if (this.running.has(key)) throw new AwcError('E_USAGE', `run ${body.id} is running already`);
-    if ([...this.running.keys()].filter((k) => k.startsWith(`${user.uid}:`)).length >= MAX_RUNS_PER_USER)
-      throw new AwcError('E_TOO_MANY', `${user.name} has ${MAX_RUNS_PER_USER} runs going already`, {
-        hint: `Wait for some of your \`awc run\` commands to end, then try again; a user runs at most ${MAX_RUNS_PER_USER} through the daemon at once (a fixed limit, not configurable).`,
-        details: { cap: 'runsPerUser', value: MAX_RUNS_PER_USER },
-      });
-    const entry: Entry = {};
-    this.running.set(key, entry); // reserved before the first await
+    const key = this.reserve(user, body.id);
+    const entry = this.running.get(key)!;
     // the caller going away, at any point from now on: no command, or a hung-up one
-    let gone = req.socket.destroyed;
+    const state = { gone: req.socket.destroyed };
     const onClose = () => {
-      gone = true;
+      state.gone = true;
       const pid = entry.cmd?.child.pid;
       if (pid !== undefined) kill(pid, 'SIGHUP');
     };
     req.socket.once('close', onClose);
     let peer: HeldPeer | undefined;
     try {
-      const fd = (req.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
-      if (typeof fd !== 'number' || fd < 0) throw new AwcError('E_PERMISSION', 'cannot tell who is calling: the request has no socket');
-      peer = holdPeer(fd);
-      if (peer.uid !== user.uid) throw new AwcError('E_PERMISSION', `the calling process is not ${user.name}'s`);
-      const confined = sandboxDifference(peer.pid);
-      if (confined)
-        throw new AwcError(
-          'E_PERMISSION',
-          `the calling process is confined (${confined}): awc run would start the command outside its sandbox`,
-          { hint: 'Call `awc run` from outside the sandbox, or run the command in the sandbox on the workspace mount itself.' },
-        );
+      peer = holdCaller(req, user);
       const caller = callerProfile(peer.pid);
       if (!alive(peer.pidfd) || caller.uid !== user.uid) throw new AwcError('E_PERMISSION', 'the calling process is gone');
       await checkMounter(body.ref);
       const target = await runTarget(awc, host, body.ref, body.at ?? undefined, body.cwd, { checkAt: false });
       if (target.workspace.mountDriver !== 'overlay') throw new AwcError('E_NOT_MOUNTED', 'a user runs only in overlay workspaces');
-      const stdio = takeDescriptors(peer.pidfd, [0, 1, 2]);
-      try {
-        if (gone) throw new AwcError('E_PERMISSION', 'the calling process is gone');
-        entry.cmd = startForCaller(
-          {
-            source: target.source,
-            upper: workspaceDirs(this.workspacesDir, target.workspace.id).upper,
-            at: target.at,
-            uid: caller.uid,
-            gid: caller.gid,
-            groups: caller.groups,
-            cwd: cwdInNamespace(target, body.cwd),
-            umask: body.umask.toString(8).padStart(4, '0'),
-            command: body.command,
-            args: body.args,
-            env: body.env,
-            limits: caller.limits,
-            nice: caller.nice,
-          },
-          [stdio[0]!, stdio[1]!, stdio[2]!],
-        );
-      } finally {
-        for (const d of stdio) closeSync(d);
-      }
-      const cmd = entry.cmd;
-      const pid = cmd.child.pid;
-      try {
-        if (pid === undefined) throw new AwcError('E_MOUNT_FAILED', 'unshare(1) did not start');
-        // into the caller's cgroups before the stage looks at anything; the limits it takes itself
-        joinCgroups(pid, peer.pid);
-        if (gone || !alive(peer.pidfd)) throw new AwcError('E_PERMISSION', 'the calling process is gone');
-      } catch (err) {
-        cmd.child.kill('SIGKILL');
-        await cmd.exit.catch(() => undefined);
-        throw err;
-      }
-      cmd.go();
-      void cmd.ready.then(
-        () => {
-          entry.started = true;
-          if (entry.pending) kill(pid, entry.pending);
-        },
-        () => undefined,
-      );
-      const status = await cmd.exit;
-      await cmd.ready;
-      return { status };
+      entry.cmd = this.startCommand(peer, caller, target, body, () => state.gone);
+      return await runStarted(entry, entry.cmd, peer, () => state.gone);
     } finally {
       req.socket.off('close', onClose);
       peer?.close();
       this.running.delete(key);
+    }
+  }
+
+  /** Reserves run `id` of `user` (before the first await); returns its key. @throws E_USAGE (in use), E_TOO_MANY */
+  private reserve(user: AllowedUser, id: string): string {
+    const key = `${user.uid}:${id}`;
+    if (this.running.has(key)) throw new AwcError('E_USAGE', `run ${id} is running already`);
+    if ([...this.running.keys()].filter((k) => k.startsWith(`${user.uid}:`)).length >= MAX_RUNS_PER_USER)
+      throw new AwcError('E_TOO_MANY', `${user.name} has ${MAX_RUNS_PER_USER} runs going already`, {
+        hint: `Wait for some of your \`awc run\` commands to end, then try again; a user runs at most ${MAX_RUNS_PER_USER} through the daemon at once (a fixed limit, not configurable).`,
+        details: { cap: 'runsPerUser', value: MAX_RUNS_PER_USER },
+      });
+    this.running.set(key, {});
+    return key;
+  }
+
+  /** Starts the stage of the command in its namespace, on the caller's stdin, stdout and stderr. @throws E_PERMISSION (the caller is gone) */
+  private startCommand(
+    peer: HeldPeer,
+    caller: CallerProfile,
+    target: Awaited<ReturnType<typeof runTarget>>,
+    body: RunRequest,
+    gone: () => boolean,
+  ): CallerCommand {
+    const stdio = takeDescriptors(peer.pidfd, [0, 1, 2]);
+    try {
+      if (gone()) throw new AwcError('E_PERMISSION', 'the calling process is gone');
+      return startForCaller(
+        {
+          source: target.source,
+          upper: workspaceDirs(this.workspacesDir, target.workspace.id).upper,
+          at: target.at,
+          uid: caller.uid,
+          gid: caller.gid,
+          groups: caller.groups,
+          cwd: cwdInNamespace(target, body.cwd),
+          umask: body.umask.toString(8).padStart(4, '0'),
+          command: body.command,
+          args: body.args,
+          env: body.env,
+          limits: caller.limits,
+          nice: caller.nice,
+        },
+        [stdio[0]!, stdio[1]!, stdio[2]!],
+      );
+    } finally {
+      for (const d of stdio) closeSync(d);
     }
   }
 
@@ -219,6 +204,60 @@ interface Entry {
   cmd?: CallerCommand;
   started?: boolean;
   pending?: NodeJS.Signals;
+}
+
+/**
+ * Holds the process at the other end of the request's connection (a pidfd, SO_PEERPIDFD): it
+ * must be `user`'s and not sandboxed relative to the daemon (sandboxDifference).
+ * @throws E_PERMISSION
+ */
+function holdCaller(req: IncomingMessage, user: AllowedUser): HeldPeer {
+  const fd = (req.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+  if (typeof fd !== 'number' || fd < 0) throw new AwcError('E_PERMISSION', 'cannot tell who is calling: the request has no socket');
+  const peer = holdPeer(fd);
+  try {
+    if (peer.uid !== user.uid) throw new AwcError('E_PERMISSION', `the calling process is not ${user.name}'s`);
+    const confined = sandboxDifference(peer.pid);
+    if (confined)
+      throw new AwcError(
+        'E_PERMISSION',
+        `the calling process is confined (${confined}): awc run would start the command outside its sandbox`,
+        { hint: 'Call `awc run` from outside the sandbox, or run the command in the sandbox on the workspace mount itself.' },
+      );
+    return peer;
+  } catch (err) {
+    peer.close();
+    throw err;
+  }
+}
+
+/**
+ * Puts the started stage into the caller's cgroups (killed when that fails or the caller is
+ * gone), lets it go, and resolves with the command's exit status once it ended.
+ */
+async function runStarted(entry: Entry, cmd: CallerCommand, peer: HeldPeer, gone: () => boolean): Promise<{ status: number }> {
+  const pid = cmd.child.pid;
+  try {
+    if (pid === undefined) throw new AwcError('E_MOUNT_FAILED', 'unshare(1) did not start');
+    // into the caller's cgroups before the stage looks at anything; the limits it takes itself
+    joinCgroups(pid, peer.pid);
+    if (gone() || !alive(peer.pidfd)) throw new AwcError('E_PERMISSION', 'the calling process is gone');
+  } catch (err) {
+    cmd.child.kill('SIGKILL');
+    await cmd.exit.catch(() => undefined);
+    throw err;
+  }
+  cmd.go();
+  void cmd.ready.then(
+    () => {
+      entry.started = true;
+      if (entry.pending) kill(pid, entry.pending);
+    },
+    () => undefined,
+  );
+  const status = await cmd.exit;
+  await cmd.ready;
+  return { status };
 }
 
 /** Signals process group `pid` (its leader: the run was started detached). */

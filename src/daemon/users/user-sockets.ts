@@ -7,6 +7,7 @@ import { limitsOf, type DaemonLimits } from '../../config/daemon-limits.js';
 import { join } from 'node:path';
 import { listenOnSocket, prepareSocketDir } from '../api/socket-file.js';
 import type { AllowedUser } from './user-access.js';
+import type { LogEvents, Logger } from '../../core/log.js';
 
 /** Serves a request that came in on the socket of `user`. */
 export type UserHandler = (user: AllowedUser, req: IncomingMessage, res: ServerResponse) => void;
@@ -20,22 +21,23 @@ export type UserHandler = (user: AllowedUser, req: IncomingMessage, res: ServerR
  * sockets of users no longer allowed are closed and removed, and so are stray ones a
  * crashed daemon left. With `limits` (the daemon's configuration), each socket's connections are capped and timed out
  * (ConnectionGuard: docs/explanation/security.md "Per-user resource caps"), and its request
- * bodies count against the user's share of the daemon's body budget (body-budget.ts). Emits 'log'.
+ * bodies count against the user's share of the daemon's body budget (body-budget.ts). Logs to
+ * `logger` (default: its `'log'` event).
  */
-export class UserSockets extends EventEmitter {
+export class UserSockets extends EventEmitter<LogEvents> {
   private readonly served = new Map<number, { server: Server; user: AllowedUser; ino: number }>();
   private readonly guard?: ConnectionGuard;
+  private readonly log: Logger;
 
   constructor(
     readonly dir: string,
     private readonly handler: UserHandler,
     limits?: Partial<DaemonLimits>,
+    logger?: Logger,
   ) {
     super();
-    if (limits) {
-      this.guard = new ConnectionGuard(limitsOf(limits));
-      this.guard.on('log', (l) => this.emit('log', l));
-    }
+    this.log = logger ?? ((l) => void this.emit('log', l));
+    if (limits) this.guard = new ConnectionGuard(limitsOf(limits), this.log);
   }
 
   /** The socket path of `uid`. */
@@ -73,7 +75,7 @@ export class UserSockets extends EventEmitter {
       const ino = await listenOnSocket(server, path);
       fs.chownSync(path, uid, u.gid);
       this.served.set(uid, { server, user: u, ino });
-      this.emit('log', { level: 'info', msg: 'user socket', user: u.name, uid, path });
+      this.log({ level: 'info', msg: 'user socket', user: u.name, uid, path });
     }
   }
 
@@ -94,6 +96,6 @@ export class UserSockets extends EventEmitter {
     await new Promise<void>((r) => s.server.close(() => r()));
     const path = this.socketOf(uid);
     if (fs.statSync(path, { throwIfNoEntry: false })?.ino === s.ino) fs.rmSync(path, { force: true });
-    this.emit('log', { level: 'info', msg: 'user socket removed', uid, path });
+    this.log({ level: 'info', msg: 'user socket removed', uid, path });
   }
 }

@@ -8,6 +8,7 @@ import type { WarmInit } from './warm-protocol.js';
 import { markDescriptorsCloseOnExec } from '../../host/sys/close-on-exec.js';
 import { joinCgroupOf, peerCredentials } from '../../host/process/peer-process.js';
 import { prepareSocketDir } from '../api/socket-file.js';
+import type { Logger, LogRecord } from '../../core/log.js';
 
 /** Whom a warm CLI socket serves, and what its workers load ahead (see WarmInit). */
 export interface WarmIdentity {
@@ -86,7 +87,7 @@ function joinCallersCgroup(child: ChildProcess, conn: Socket): void {
 
 /** Events of {@link WarmCliPool}: log lines, and one `handed` per connection given to a worker. */
 export interface WarmCliPoolEvents {
-  log: [Record<string, unknown>];
+  log: [LogRecord];
   handed: [{ uid: number }];
 }
 
@@ -110,14 +111,17 @@ export interface WarmCliPoolEvents {
 export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
   private readonly served = new Map<string, Served>();
   private readonly workerFile: string;
+  private readonly log: Logger;
 
   /**
    * `maxWaiting`: connections of one socket waiting for a worker at most (more are closed: their
    * CLI runs the command itself); `admit`: asked for each connection, false closes it (the
-   * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts).
+   * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts); `logger`: where it logs
+   * (default: its `'log'` event).
    */
-  constructor(private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean } = {}) {
+  constructor(private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean; logger?: Logger } = {}) {
     super();
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
     // (bundled, import.meta.url is this file's tsc output, dist/src/daemon/warm/warm-pool.js)
     this.workerFile = opts.workerFile ?? fileURLToPath(new URL('../../../cli/warm-worker.js', import.meta.url));
   }
@@ -133,8 +137,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
    */
   async serve(path: string, who: WarmIdentity, idleMs?: number): Promise<void> {
     if (this.served.has(path)) return;
-    if (!fs.existsSync(this.workerFile))
-      return void this.emit('log', { level: 'warn', msg: 'no warm worker build', file: this.workerFile });
+    if (!fs.existsSync(this.workerFile)) return void this.log({ level: 'warn', msg: 'no warm worker build', file: this.workerFile });
     prepareSocketDir(path);
     fs.rmSync(path, { force: true });
     const server = createServer({ pauseOnConnect: true });
@@ -150,7 +153,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     this.served.set(path, s);
     server.on('connection', (conn) => this.connection(s, conn));
     if (idleMs === undefined) this.refill(s);
-    this.emit('log', { level: 'info', msg: 'warm cli socket', path, uid: who.uid });
+    this.log({ level: 'info', msg: 'warm cli socket', path, uid: who.uid });
   }
 
   /** Stops serving `path`: its socket file is removed, its waiting workers stopped (running ones finish their command). */
@@ -223,7 +226,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
       // never fork a worker that could inherit the daemon's descriptors: the fronts run commands themselves
       s.failedAt = Date.now();
       for (const c of s.waiting.splice(0)) c.destroy();
-      this.emit('log', { level: 'warn', msg: 'no warm worker', err: String(err) });
+      this.log({ level: 'warn', msg: 'no warm worker', err: String(err) });
       return false;
     }
     const child = fork(this.workerFile, [], {
@@ -237,7 +240,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     s.workers.push(w);
     // loading ahead must not slow a command running now: a lower priority until a command waits for it
     if (s.waiting.length === 0) relaxed(child);
-    child.on('error', (err) => this.emit('log', { level: 'warn', msg: 'warm worker failed', err: String(err) }));
+    child.on('error', (err) => this.log({ level: 'warn', msg: 'warm worker failed', err: String(err) }));
     child.on('message', (m: { type?: unknown }) => {
       // a worker says one thing, once: anything else is ignored
       if (m?.type !== 'ready' || w.ready || !s.workers.includes(w)) return;
@@ -253,7 +256,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
       s.workers = s.workers.filter((x) => x !== w);
       if (!w.ready) {
         s.failedAt = Date.now();
-        this.emit('log', { level: 'warn', msg: 'warm worker exited before it was ready', code, signal, uid: s.who.uid });
+        this.log({ level: 'warn', msg: 'warm worker exited before it was ready', code, signal, uid: s.who.uid });
         for (const c of s.waiting.splice(0)) c.destroy(); // their fronts run the commands themselves
       }
     });

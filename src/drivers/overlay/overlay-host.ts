@@ -25,6 +25,7 @@ import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
 import { undoMountRecord } from '../port/undo-mount-record.js';
 import { openOwnedTarget } from '../../host/mount/owned-target.js';
 import { join } from 'node:path';
+import type { LogRecord } from '../../core/log.js';
 
 /** A workspace's directories on this host (see workspaceDirs). */
 type WorkspaceDirs = ReturnType<typeof workspaceDirs>;
@@ -66,7 +67,7 @@ export interface OverlayContent {
 /** Events of an {@link OverlayHost}. */
 export interface OverlayHostEvents {
   /** A log line (`{level, msg, ...}`). */
-  log: [Record<string, unknown>];
+  log: [LogRecord];
   /** A mount operation done (for the daemon's metrics). */
   op: [{ op: 'mount' | 'remount' | 'unmount' }];
 }

@@ -4,6 +4,7 @@ import { unmount } from '../../host/mount/mount-commands.js';
 import { describeHolders, type Holder } from '../port/mount-use.js';
 import { upperInUse } from './upper-use.js';
 import { readHostState, workspaceDirs } from '../port/workspace-state.js';
+import type { Logger } from '../../core/log.js';
 
 /** A workspace waiting for its old overlay to have no users. */
 export interface WaitingRemount {
@@ -33,7 +34,7 @@ export class PendingRemounts {
   constructor(
     private readonly workspacesDir: string,
     private readonly remount: (ns: string, wsId: string, path: string) => Promise<void>,
-    private readonly log: (l: Record<string, unknown>) => void,
+    private readonly log: Logger,
   ) {}
 
   /**

@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { AwcError } from '../../core/errors.js';
-import { placeDifference, securityLabels, statusOf } from './peer-process.js';
+import { processDifference, statusOf } from './peer-process.js';
 
 /** What a command root starts for a caller takes of it (docs/explanation/stable-paths.md). */
 export interface CallerProfile {
@@ -46,18 +46,7 @@ const UNLIMITED = '18446744073709551615';
  * its /proc cannot be read).
  */
 export function sandboxDifference(pid: number): string | undefined {
-  try {
-    const where = placeDifference(pid);
-    if (where) return where;
-    const theirs = statusOf(pid);
-    const mine = statusOf('self');
-    for (const f of ['Seccomp', 'NoNewPrivs']) if ((theirs.get(f) ?? '') !== (mine.get(f) ?? '')) return f;
-    if ((theirs.get('TracerPid') ?? '0') !== '0') return 'a tracer (TracerPid)';
-    if (securityLabels(pid) !== securityLabels('self')) return 'security label';
-    return undefined;
-  } catch {
-    return 'unreadable';
-  }
+  return processDifference(pid, { statusFields: ['Seccomp', 'NoNewPrivs'], cgroup: false });
 }
 
 /**

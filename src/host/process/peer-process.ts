@@ -70,6 +70,42 @@ export function placeDifference(pid: number): string | undefined {
 }
 
 /**
+ * Which of its own confinement a process would compare with another's: the fields of
+ * /proc/<pid>/status that must match, and whether the cgroup must too.
+ */
+export interface DifferenceChecks {
+  /** `/proc/<pid>/status` fields compared (in this order). */
+  statusFields: readonly string[];
+  /** Whether /proc/<pid>/cgroup must match. */
+  cgroup: boolean;
+}
+
+/**
+ * The first difference between process `pid` and this one, checked in this order: namespaces
+ * and root directory (placeDifference), the `checks.statusFields` of /proc/<pid>/status, a
+ * tracer (TracerPid: a ptrace sandbox, or strace: a command must run where its tracer sees
+ * it), every LSM label (securityLabels), and the cgroup when `checks.cgroup`. Returns the
+ * difference's name, or undefined when there is none. A process that is gone, or whose /proc
+ * this one may not read, differs ('unreadable'). The one algorithm behind
+ * confinementDifference (a warm worker's peers) and sandboxDifference (a user's `awc run`).
+ */
+export function processDifference(pid: number, checks: DifferenceChecks): string | undefined {
+  try {
+    const where = placeDifference(pid);
+    if (where) return where;
+    const theirs = statusOf(pid);
+    const mine = statusOf('self');
+    for (const f of checks.statusFields) if ((theirs.get(f) ?? '') !== (mine.get(f) ?? '')) return f;
+    if ((theirs.get('TracerPid') ?? '0') !== '0') return 'a tracer (TracerPid)';
+    if (securityLabels(pid) !== securityLabels('self')) return 'security label';
+    if (checks.cgroup && readFileSync(`/proc/${pid}/cgroup`, 'utf8') !== readFileSync('/proc/self/cgroup', 'utf8')) return 'cgroup';
+    return undefined;
+  } catch {
+    return 'unreadable';
+  }
+}
+
+/**
  * What makes process `pid` differ from this one in identity or confinement, as the kernel
  * shows it in /proc: namespaces, root directory, user and group ids (real, effective, saved,
  * filesystem), supplementary groups, capabilities, no_new_privs, seccomp, a tracer, every
@@ -78,20 +114,7 @@ export function placeDifference(pid: number): string | undefined {
  * A process that is gone, or whose /proc this one may not read, differs ('unreadable').
  */
 export function confinementDifference(pid: number): string | undefined {
-  try {
-    const where = placeDifference(pid);
-    if (where) return where;
-    const theirs = statusOf(pid);
-    const mine = statusOf('self');
-    for (const f of STATUS_FIELDS) if ((theirs.get(f) ?? '') !== (mine.get(f) ?? '')) return f;
-    // a traced caller (a ptrace sandbox, or strace): the command must run where its tracer sees it
-    if ((theirs.get('TracerPid') ?? '0') !== '0') return 'a tracer (TracerPid)';
-    if (securityLabels(pid) !== securityLabels('self')) return 'security label';
-    if (readFileSync(`/proc/${pid}/cgroup`, 'utf8') !== readFileSync('/proc/self/cgroup', 'utf8')) return 'cgroup';
-    return undefined;
-  } catch {
-    return 'unreadable';
-  }
+  return processDifference(pid, { statusFields: STATUS_FIELDS, cgroup: true });
 }
 
 /**

@@ -5,6 +5,7 @@ import type { BlobIndex } from '../../store/pack/pack-types.js';
 import { CachedContentSource, type LayerContents } from './cached-content-source.js';
 import { ChunkCache } from './chunk-cache.js';
 import { ChunkFetcher } from './chunk-fetcher.js';
+import type { LogRecord } from '../../core/log.js';
 
 /** Default pack read-ahead window of the host (8 MiB). */
 export const DEFAULT_HOST_READ_AHEAD_BYTES = 8 * 1024 * 1024;
@@ -24,7 +25,7 @@ export interface ContentPlaneOptions {
 }
 
 /** Payload of the `'log'` event: something worth a line in the daemon's log (never printed here). */
-export interface ContentPlaneLog {
+export interface ContentPlaneLog extends LogRecord {
   level: 'warn' | 'error';
   msg: string;
   digest?: string;

@@ -1,5 +1,10 @@
 import { EventEmitter } from 'node:events';
 
+/** Events of a {@link Singleflight}: `join` (the key) when a caller joins a call in flight. */
+export interface SingleflightEvents<K> {
+  join: [key: K];
+}
+
 /**
  * Request coalescing: concurrent callers of {@link Singleflight.do} with the same key share
  * one call of `fn` and receive the same settled value (or the same rejection). The key is
@@ -13,7 +18,7 @@ import { EventEmitter } from 'node:events';
  *   const sf = new Singleflight<string, Buffer>();
  *   const [a, b] = await Promise.all([sf.do('k', load), sf.do('k', load)]); // load runs once; sf.joins === 1
  */
-export class Singleflight<K, V> extends EventEmitter {
+export class Singleflight<K, V> extends EventEmitter<SingleflightEvents<K>> {
   private readonly calls = new Map<K, Promise<V>>();
   /** Callers that joined a call already in flight (monotonic counter). */
   joins = 0;
