@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const outdir = join(root, 'dist', 'cli');
-const stub = join(root, 'dist', 'src', 'cli', 'main.js');
+const stub = join(root, 'dist', 'src', 'cli', 'entry', 'main.js');
 
 /** Pure-JS packages bundled into the CLI (their own dependencies come with them). */
 const BUNDLED = new Set(['commander', 'kysely', 'smol-toml']);
@@ -134,6 +134,6 @@ writeFileSync(join(outdir, 'build-id'), hash.digest('hex').slice(0, 32) + '\n');
 rmSync(`${stub}.map`, { force: true });
 writeFileSync(
   stub,
-  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../cli/front.cjs';\n",
+  "#!/usr/bin/env node\n// The CLI is bundled (scripts/bundle-cli.mjs): this stub keeps the path that bin, the tests and the daemon's supervisor run.\nimport '../../../cli/front.cjs';\n",
 );
 chmodSync(join(outdir, 'front.cjs'), 0o755);

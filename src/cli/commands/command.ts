@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { AwcError } from '../../core/errors.js';
-import type { Awc } from '../../service/workspace/awc.js';
 import type { OpenMode } from '../remote/open-awc.js';
+import type { OpenedAwc } from '../remote/through-daemon.js';
 import { Output, formatBytes } from '../output/output.js';
 
 /** The program's global options (`--home`, `--json`, `--namespace`). */
@@ -15,7 +15,7 @@ export interface Globals {
  * Runs `fn` with an open service, closing it afterwards; `opts` says how the home is opened
  * (`create` makes a missing one; every other command answers E_NO_HOME there).
  */
-export type WithAwc = <T>(fn: (awc: Awc, o: Output) => Promise<T>, opts?: OpenMode) => Promise<T>;
+export type WithAwc = <T>(fn: (awc: OpenedAwc, o: Output) => Promise<T>, opts?: OpenMode) => Promise<T>;
 
 /** What a command's registration gets from the program (src/cli/entry/main.ts makes it once). */
 export interface CliContext {
@@ -48,7 +48,7 @@ export function cliContext(program: Command): CliContext {
     if (socket !== undefined && opts.adopting) throw new AwcError('E_PERMISSION', "`awc fsck --adopt-store` is for the home's owner");
     if (socket !== undefined) {
       const { remoteAwc } = await import('../remote/remote-awc.js');
-      return fn(remoteAwc(socket, g.namespace ?? process.env.AWC_NAMESPACE ?? 'default') as unknown as Awc, out());
+      return fn(remoteAwc(socket, g.namespace ?? process.env.AWC_NAMESPACE ?? 'default'), out());
     }
     const { openAwc } = await import('../remote/open-awc.js');
     const awc = await openAwc({ home: g.home, namespace: g.namespace }, { ...opts, create: opts.create ?? false });

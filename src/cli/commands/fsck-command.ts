@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext } from './command.js';
+import { inProcess } from '../remote/through-daemon.js';
 import { AwcError } from '../../core/errors.js';
 import type { AdoptReport } from '../../service/import/adopt-store.js';
 import type { FsckReport } from '../../service/fsck/fsck.js';
@@ -36,7 +37,8 @@ export const command: CliCommand = {
           return opened(
             async (awc, o) => {
               const { adoptStore } = await import('../../service/import/adopt-store.js');
-              const r = await adoptStore({ catalog: awc.catalog, store: awc.store, namespace: awc.namespace });
+              const home = inProcess(awc, 'catalog');
+              const r = await adoptStore({ catalog: home.catalog, store: home.store, namespace: home.namespace });
               o.result(r, () => adoptText(r));
             },
             { create: true, adopting: true },
@@ -48,7 +50,12 @@ export const command: CliCommand = {
             if (opts.force && !opts.repair)
               throw new AwcError('E_USAGE', '--force needs --repair', { hint: 'Run `awc fsck --repair --force`.' });
             const { fsckAndBind } = await import('../../service/doctor/fsck-binding.js');
-            const r = await fsckAndBind(awc, { readData: opts.readData, subset, repair: opts.repair, force: opts.force });
+            const r = await fsckAndBind(inProcess(awc, 'catalog'), {
+              readData: opts.readData,
+              subset,
+              repair: opts.repair,
+              force: opts.force,
+            });
             o.result(r, () => fsckText(r));
             if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
           },

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext } from './command.js';
+import { inProcess } from '../remote/through-daemon.js';
 import { parseDuration } from '../../core/duration.js';
 import { AwcError } from '../../core/errors.js';
 import { formatBytes } from '../output/output.js';
@@ -42,7 +43,8 @@ export const command: CliCommand = {
       .option('--repack-below <pct>', 'repack a live pack whose live blobs fill less than this percentage of it (0: never)', '50')
       .option('--local', "only this host's sweep: drop the layers and cached chunks of removed snapshots (through the host daemon)")
       .action((opts: { dryRun?: boolean; grace: string; retention: string; repackBelow: string; local?: boolean }) =>
-        withAwc(async (awc, o) => {
+        withAwc(async (opened, o) => {
+          const awc = inProcess(opened, 'config');
           const graceMs = parseDuration(opts.grace, '--grace');
           const retentionMs = parseDuration(opts.retention, '--retention');
           const repackBelow = parsePercent(opts.repackBelow, '--repack-below');

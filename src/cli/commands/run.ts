@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import type { PrintedRunTarget } from '../warm/front-run.js';
 import { AwcError } from '../../core/errors.js';
+import { inProcess } from '../remote/through-daemon.js';
 
 /** Signals a terminal sends to its foreground group: the command gets them itself, `awc run` waits on. */
 const TERMINAL_SIGNALS = ['SIGINT', 'SIGQUIT', 'SIGTSTP'] as const;
@@ -39,7 +40,8 @@ export const command: CliCommand = {
             import('../../host/mount/run-namespace.js'),
           ]);
           const cwd = process.cwd();
-          const t = await runTarget(awc, awc.config.host, ref, opts.at, cwd);
+          const home = inProcess(awc, 'config');
+          const t = await runTarget(home, home.config.host, ref, opts.at, cwd);
           if (opts.printTarget) {
             const printed: PrintedRunTarget = { source: t.source, at: t.at, cwd: cwdInNamespace(t, cwd), command, args };
             return void process.stdout.write(`${JSON.stringify(printed)}\n`);
