@@ -85,8 +85,7 @@ const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
  * against `ctx.snapshots` (E_NOT_FOUND), and every path against `ctx.root` (E_OUT_OF_SCOPE).
  */
 export function registerTools(server: McpServer, ctx: ToolContext): void {
-  const { scope, snapshots, root } = ctx;
-  const tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
+  const tool: Tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
     name: string,
     cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
     // (checked against `output` at run time, by the SDK's server before sending, and by its client)
@@ -111,7 +110,19 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       handler as never,
     );
   };
+  for (const group of [snapshotTools, workspaceTools, changeTools, outputTools, usageTool]) group(tool, ctx);
+}
 
+/** Registers one tool: its name, schemas and annotations, and what it runs with the service opened for the call. */
+type Tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
+  name: string,
+  cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
+  run: (args: z.infer<z.ZodObject<I>>, awc: OpenedAwc) => Promise<object>,
+) => void;
+
+/** The tools `snapshot_list` and `workspace_fork`. */
+function snapshotTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, snapshots, root } = ctx;
   tool(
     'snapshot_list',
     {
@@ -160,7 +171,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { workspaces: out };
     },
   );
+}
 
+/** The tools `workspace_list`, `workspace_show`, `workspace_mount` and `workspace_unmount`. */
+function workspaceTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, root } = ctx;
   tool(
     'workspace_list',
     {
@@ -233,7 +248,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { workspace: r.workspace, path: r.path, pending: r.pending };
     },
   );
+}
 
+/** The tools `workspace_checkpoint` and `workspace_diff`. */
+function changeTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, snapshots } = ctx;
   tool(
     'workspace_checkpoint',
     {
@@ -282,7 +301,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { from: r.from, to: r.to, changes: r.changes, ...left, ...(format === 'patch' ? { patch: r.patch ?? '' } : {}) };
     },
   );
+}
 
+/** The tools `workspace_export` and `workspace_remove`. */
+function outputTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, root } = ctx;
   tool(
     'workspace_export',
     {
@@ -341,7 +364,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { kind: 'workspace' as const, id: r.id, unmounted: r.unmounted, discarded: r.discarded, ...(r.kept ? { kept: r.kept } : {}) };
     },
   );
+}
 
+/** The tools `usage`. */
+function usageTool(tool: Tool, ctx: ToolContext): void {
+  const { scope } = ctx;
   tool(
     'usage',
     {
