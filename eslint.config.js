@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
-const NOT_YET_SPLIT = ['src/cli/commands/daemon.ts', 'src/cli/demo/demo-fanout.ts', 'src/cli/demo/demo-main.ts', 'src/cli/mcp/tools.ts'];
+const NOT_YET_SPLIT = [];
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/'] },

@@ -1,10 +1,6 @@
 import type { Command } from 'commander';
-import type { Awc } from '../../service/workspace/awc.js';
-import type { Output } from '../output/output.js';
+import type { CliCommand, CliContext } from './command.js';
 import type { InitTool } from '../../service/attach/init-tool.js';
-
-/** How a command runs with an open service (main.ts `withAwc`; `create` makes a missing home). */
-export type WithAwcHome = <T>(fn: (awc: Awc, o: Output) => Promise<T>, opts?: { create?: boolean }) => Promise<T>;
 
 /**
  * Registers `awc env-key`, `awc prepare`, `awc attach`, `awc detach` and `awc init
@@ -12,81 +8,83 @@ export type WithAwcHome = <T>(fn: (awc: Awc, o: Output) => Promise<T>, opts?: { 
  * loaded inside the actions (the CLI starts fast). `out` makes the Output of a command that
  * needs no home.
  */
-export function registerAttachCommands(program: Command, withAwc: WithAwcHome, out: () => Output): void {
-  program
-    .command('env-key [dir]')
-    .description("print a worktree's environment key: a digest of its lockfiles and runtime versions (default: .)")
-    .action(async (dir: string | undefined) => {
-      const { envKey } = await import('../../service/attach/env-key.js');
-      const r = await envKey(dir ?? '.');
-      out().result(r, () => (r.lockfiles.length ? r.key : `${r.key} (no lockfile found)`));
-    });
-
-  program
-    .command('prepare <dir>')
-    .description('import a checkout with its installed dependencies as the snapshot `awc attach` picks by environment key')
-    .option('--name <name>', 'name the snapshot')
-    .option('-m, --message <msg>', 'message')
-    .action((dir: string, opts: { name?: string; message?: string }) =>
-      withAwc(
-        async (awc, o) => {
-          const { prepare } = await import('../../service/attach/prepare.js');
-          const r = await prepare(awc, dir, { ...opts, onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
-          o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`);
-        },
-        { create: true },
-      ),
-    );
-
-  program
-    .command('attach <dir>')
-    .description("mount a prepared environment's dependency directories (node_modules, .venv, …) into a worktree")
-    .option('--snapshot <ref>', "attach this snapshot instead of the newest one with the worktree's environment key")
-    .action((dir: string, opts: { snapshot?: string }) =>
-      withAwc(async (awc, o) => {
-        const { throughDaemon } = await import('../remote/through-daemon.js');
-        const r = throughDaemon(awc)
-          ? await awc.attach(dir, opts)
-          : await (await import('../../service/attach/attach.js')).attach(awc, dir, opts);
-        o.result(r, () =>
-          r.already
-            ? `${r.dir} is attached already (workspace ${r.workspace})`
-            : r.restored
-              ? `${r.dir}: bind mounts made again on workspace ${r.workspace} (its mount had changed)`
-              : `attached ${r.snapshot} to ${r.dir}: ${r.binds.map((b) => b.rel).join(', ')} (workspace ${r.workspace})`,
-        );
-      }),
-    );
-
-  program
-    .command('detach <dir>')
-    .description('undo `awc attach`: unmount the dependency directories and remove the private workspace (no checkpoint)')
-    .option('--force', 'detach mounts that are still in use lazily')
-    .action((dir: string, opts: { force?: boolean }) =>
-      withAwc(async (awc, o) => {
-        const { throughDaemon } = await import('../remote/through-daemon.js');
-        const r = throughDaemon(awc)
-          ? await awc.detach(dir, opts)
-          : await (await import('../../service/attach/attach.js')).detach(awc, dir, opts);
-        o.result(r, () => `detached ${r.dir}: unmounted ${r.unmounted.length}, removed workspace ${r.workspace}`);
-      }),
-    );
-
-  const init =
-    program.commands.find((c) => c.name() === 'init') ?? program.command('init').description("write a tool's configuration to use AWC");
-  for (const [tool, what] of [
-    ['cursor', '.cursor/worktrees.json: each new worktree runs `awc attach`'],
-    ['codex', '.codex/environments/environment.toml: setup runs `awc attach`, cleanup `awc detach`'],
-    ['conductor', 'conductor.json: setup runs `awc attach`, archive `awc detach`'],
-  ] as const) {
-    init
-      .command(`${tool} [dir]`)
-      .description(`${what} (merged into an existing file; default dir: .)`)
-      .option('--awc <command>', 'the awc command the scripts run (default: awc, on the tool’s PATH)')
-      .action(async (dir: string | undefined, opts: { awc?: string }) => {
-        const { initTool } = await import('../../service/attach/init-tool.js');
-        const r = await initTool(tool as InitTool, dir ?? '.', opts);
-        out().result(r, () => `${r.unchanged ? 'already set up' : r.merged ? 'merged into' : 'wrote'} ${r.file}`);
+export const command: CliCommand = {
+  register(program: Command, { withAwc, out }: CliContext): void {
+    program
+      .command('env-key [dir]')
+      .description("print a worktree's environment key: a digest of its lockfiles and runtime versions (default: .)")
+      .action(async (dir: string | undefined) => {
+        const { envKey } = await import('../../service/attach/env-key.js');
+        const r = await envKey(dir ?? '.');
+        out().result(r, () => (r.lockfiles.length ? r.key : `${r.key} (no lockfile found)`));
       });
-  }
-}
+
+    program
+      .command('prepare <dir>')
+      .description('import a checkout with its installed dependencies as the snapshot `awc attach` picks by environment key')
+      .option('--name <name>', 'name the snapshot')
+      .option('-m, --message <msg>', 'message')
+      .action((dir: string, opts: { name?: string; message?: string }) =>
+        withAwc(
+          async (awc, o) => {
+            const { prepare } = await import('../../service/attach/prepare.js');
+            const r = await prepare(awc, dir, { ...opts, onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
+            o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`);
+          },
+          { create: true },
+        ),
+      );
+
+    program
+      .command('attach <dir>')
+      .description("mount a prepared environment's dependency directories (node_modules, .venv, …) into a worktree")
+      .option('--snapshot <ref>', "attach this snapshot instead of the newest one with the worktree's environment key")
+      .action((dir: string, opts: { snapshot?: string }) =>
+        withAwc(async (awc, o) => {
+          const { throughDaemon } = await import('../remote/through-daemon.js');
+          const r = throughDaemon(awc)
+            ? await awc.attach(dir, opts)
+            : await (await import('../../service/attach/attach.js')).attach(awc, dir, opts);
+          o.result(r, () =>
+            r.already
+              ? `${r.dir} is attached already (workspace ${r.workspace})`
+              : r.restored
+                ? `${r.dir}: bind mounts made again on workspace ${r.workspace} (its mount had changed)`
+                : `attached ${r.snapshot} to ${r.dir}: ${r.binds.map((b) => b.rel).join(', ')} (workspace ${r.workspace})`,
+          );
+        }),
+      );
+
+    program
+      .command('detach <dir>')
+      .description('undo `awc attach`: unmount the dependency directories and remove the private workspace (no checkpoint)')
+      .option('--force', 'detach mounts that are still in use lazily')
+      .action((dir: string, opts: { force?: boolean }) =>
+        withAwc(async (awc, o) => {
+          const { throughDaemon } = await import('../remote/through-daemon.js');
+          const r = throughDaemon(awc)
+            ? await awc.detach(dir, opts)
+            : await (await import('../../service/attach/attach.js')).detach(awc, dir, opts);
+          o.result(r, () => `detached ${r.dir}: unmounted ${r.unmounted.length}, removed workspace ${r.workspace}`);
+        }),
+      );
+
+    const init =
+      program.commands.find((c) => c.name() === 'init') ?? program.command('init').description("write a tool's configuration to use AWC");
+    for (const [tool, what] of [
+      ['cursor', '.cursor/worktrees.json: each new worktree runs `awc attach`'],
+      ['codex', '.codex/environments/environment.toml: setup runs `awc attach`, cleanup `awc detach`'],
+      ['conductor', 'conductor.json: setup runs `awc attach`, archive `awc detach`'],
+    ] as const) {
+      init
+        .command(`${tool} [dir]`)
+        .description(`${what} (merged into an existing file; default dir: .)`)
+        .option('--awc <command>', 'the awc command the scripts run (default: awc, on the tool’s PATH)')
+        .action(async (dir: string | undefined, opts: { awc?: string }) => {
+          const { initTool } = await import('../../service/attach/init-tool.js');
+          const r = await initTool(tool as InitTool, dir ?? '.', opts);
+          out().result(r, () => `${r.unchanged ? 'already set up' : r.merged ? 'merged into' : 'wrote'} ${r.file}`);
+        });
+    }
+  },
+};

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
+import type { CliCommand, CliContext } from './command.js';
 import { AwcError } from '../../core/errors.js';
 import type { CleanedMount } from '../../drivers/overlay/leftovers.js';
-import type { Output } from '../output/output.js';
 import { packageVersion } from '../output/package-version.js';
 
 /** One line about a mount a dead daemon left and that was cleaned. */
@@ -16,8 +16,15 @@ export function describeCleaned(c: CleanedMount): string {
  * Registers `awc daemon start|stop|status|run` on `program`; `g` gives the global options
  * (home, namespace), `out` the output of this invocation. Implementations load in the actions.
  */
-export function registerDaemonCommands(program: Command, g: () => { home?: string; namespace?: string }, out: () => Output): void {
-  const daemon = program.command('daemon').description('the host daemon (content FUSE server and overlay mounts)');
+export const command: CliCommand = {
+  register(program: Command, { globals: g, out }: CliContext): void {
+    const daemon = program.command('daemon').description('the host daemon (content FUSE server and overlay mounts)');
+    for (const step of [daemonStart, daemonStop, daemonStatus, daemonRun]) step(daemon, g, out);
+  },
+};
+
+/** `awc daemon start`: the host daemon in the background. */
+function daemonStart(daemon: Command, g: CliContext['globals'], out: CliContext['out']): void {
   daemon
     .command('start')
     .description('start the host daemon in the background')
@@ -32,6 +39,10 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
       const s = await client.call('GET', '/v1/status');
       o.result(s, () => `awcd running (pid ${(s as { pid: number }).pid})`);
     });
+}
+
+/** `awc daemon stop`: unmount everything and stop the daemon. */
+function daemonStop(daemon: Command, g: CliContext['globals'], out: CliContext['out']): void {
   daemon
     .command('stop')
     .description('unmount everything (uncheckpointed changes are kept) and stop the daemon')
@@ -47,6 +58,10 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
       const r = await stopDaemon(config, opts.force === true);
       o.result(r, () => [r.stopped ? 'awcd stopped' : 'awcd is not running', ...r.cleaned.map(describeCleaned)].join('\n'));
     });
+}
+
+/** `awc daemon status`. */
+function daemonStatus(daemon: Command, g: CliContext['globals'], out: CliContext['out']): void {
   daemon
     .command('status')
     .description('is the daemon running, and what it has mounted')
@@ -81,6 +96,10 @@ export function registerDaemonCommands(program: Command, g: () => { home?: strin
         ].join('\n'),
       );
     });
+}
+
+/** `awc daemon run`: the daemon in the foreground (its supervisor runs this). */
+function daemonRun(daemon: Command, g: CliContext['globals'], _out: CliContext['out']): void {
   daemon
     .command('run')
     .description('run the daemon and its supervisor in the foreground (what `start` runs)')

@@ -1,8 +1,10 @@
 import type { Command } from 'commander';
+import type { CliCommand, CliContext } from './command.js';
+import { inProcess } from '../remote/through-daemon.js';
 import { AwcError } from '../../core/errors.js';
 import type { AdoptReport } from '../../service/import/adopt-store.js';
 import type { FsckReport } from '../../service/fsck/fsck.js';
-import { parsePercent, type WithAwc } from './gc-commands.js';
+import { parsePercent } from './gc-commands.js';
 import { formatBytes } from '../output/output.js';
 
 /** Exit status of `awc fsck` when it finds a problem: the integrity class of the error registry. */
@@ -16,38 +18,52 @@ export const FSCK_PROBLEM_EXIT = 5;
  * home without the catalog–store check). The report goes to stdout (`--json`: FsckReport, or
  * AdoptReport); the exit status is 0 when nothing is wrong, {@link FSCK_PROBLEM_EXIT} when a problem remains.
  */
-export function registerFsckCommand(program: Command, withAwc: WithAwc, adopting: WithAwc = withAwc): void {
-  program
-    .command('fsck')
-    .description('check that every snapshot can be read whole: catalog rows, packs, trees and blobs (every namespace)')
-    .option('--read-data', 'read every byte of the packs and of this host chunk cache, and verify it')
-    .option('--subset <pct>', 'with --read-data: read this percentage of the packs, chosen at random')
-    .option('--repair', 're-index packs from their own indexes and drop chunk cache files that fail (takes the gc lock)')
-    .option('--force', "with --repair: drop lost packs even when most of the catalog's packs are missing from the store")
-    .option('--adopt-store', "rebuild an EMPTY catalog from the object store's packs (one snapshot per root found) and bind the two")
-    .action((opts: { readData?: boolean; subset?: string; repair?: boolean; force?: boolean; adoptStore?: boolean }) => {
-      if (opts.adoptStore) {
-        if (opts.readData || opts.subset !== undefined || opts.repair || opts.force)
-          throw new AwcError('E_USAGE', '--adopt-store takes no other fsck option', {
-            hint: 'Run `awc fsck --adopt-store`, then `awc fsck`.',
-          });
-        return adopting(async (awc, o) => {
-          const { adoptStore } = await import('../../service/import/adopt-store.js');
-          const r = await adoptStore({ catalog: awc.catalog, store: awc.store, namespace: awc.namespace });
-          o.result(r, () => adoptText(r));
-        });
-      }
-      return withAwc(async (awc, o) => {
-        const subset = opts.subset === undefined ? undefined : parseSubset(opts.subset);
-        if (opts.force && !opts.repair)
-          throw new AwcError('E_USAGE', '--force needs --repair', { hint: 'Run `awc fsck --repair --force`.' });
-        const { fsckAndBind } = await import('../../service/doctor/fsck-binding.js');
-        const r = await fsckAndBind(awc, { readData: opts.readData, subset, repair: opts.repair, force: opts.force });
-        o.result(r, () => fsckText(r));
-        if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
+export const command: CliCommand = {
+  register(program: Command, { withAwc: opened }: CliContext): void {
+    program
+      .command('fsck')
+      .description('check that every snapshot can be read whole: catalog rows, packs, trees and blobs (every namespace)')
+      .option('--read-data', 'read every byte of the packs and of this host chunk cache, and verify it')
+      .option('--subset <pct>', 'with --read-data: read this percentage of the packs, chosen at random')
+      .option('--repair', 're-index packs from their own indexes and drop chunk cache files that fail (takes the gc lock)')
+      .option('--force', "with --repair: drop lost packs even when most of the catalog's packs are missing from the store")
+      .option('--adopt-store', "rebuild an EMPTY catalog from the object store's packs (one snapshot per root found) and bind the two")
+      .action((opts: { readData?: boolean; subset?: string; repair?: boolean; force?: boolean; adoptStore?: boolean }) => {
+        if (opts.adoptStore) {
+          if (opts.readData || opts.subset !== undefined || opts.repair || opts.force)
+            throw new AwcError('E_USAGE', '--adopt-store takes no other fsck option', {
+              hint: 'Run `awc fsck --adopt-store`, then `awc fsck`.',
+            });
+          return opened(
+            async (awc, o) => {
+              const { adoptStore } = await import('../../service/import/adopt-store.js');
+              const home = inProcess(awc, 'catalog');
+              const r = await adoptStore({ catalog: home.catalog, store: home.store, namespace: home.namespace });
+              o.result(r, () => adoptText(r));
+            },
+            { create: true, adopting: true },
+          );
+        }
+        return opened(
+          async (awc, o) => {
+            const subset = opts.subset === undefined ? undefined : parseSubset(opts.subset);
+            if (opts.force && !opts.repair)
+              throw new AwcError('E_USAGE', '--force needs --repair', { hint: 'Run `awc fsck --repair --force`.' });
+            const { fsckAndBind } = await import('../../service/doctor/fsck-binding.js');
+            const r = await fsckAndBind(inProcess(awc, 'catalog'), {
+              readData: opts.readData,
+              subset,
+              repair: opts.repair,
+              force: opts.force,
+            });
+            o.result(r, () => fsckText(r));
+            if (!r.ok) process.exitCode = FSCK_PROBLEM_EXIT;
+          },
+          { checking: true },
+        );
       });
-    });
-}
+  },
+};
 
 /** The text report of `awc fsck --adopt-store`. */
 function adoptText(r: AdoptReport): string {

@@ -1,5 +1,5 @@
 import { AwcError } from '../../core/errors.js';
-import type { Awc } from '../../service/workspace/awc.js';
+import type { AwcApi } from '../../service/workspace/awc-api.js';
 import type { GitExportResult } from '../../service/git/git-export.js';
 import { formatBytes, type Output } from '../output/output.js';
 
@@ -29,7 +29,7 @@ function report(g: GitExportResult): string {
 
 /** `awc export <ref> --git <repo> --branch B [-m MSG] [--force]`. @throws E_USAGE (no --branch, --tar/--dir too), as Awc.exportGit */
 export async function runExportGit(
-  awc: Awc,
+  awc: AwcApi,
   o: Output,
   ref: string,
   opts: GitExportCliOptions & { tar?: string; dir?: string },
@@ -43,7 +43,7 @@ export async function runExportGit(
 }
 
 /** `awc checkpoint <ws> --git-branch B [--git <repo>] [-m MSG] [--force]`: the checkpoint's warnings and line, then the export's. */
-export async function runCheckpointGit(awc: Awc, o: Output, ws: string, opts: GitExportCliOptions): Promise<void> {
+export async function runCheckpointGit(awc: AwcApi, o: Output, ws: string, opts: GitExportCliOptions): Promise<void> {
   if (opts.gitBranch === undefined)
     throw new AwcError('E_USAGE', `${opts.git !== undefined ? '--git' : '--force'} goes with --git-branch <B>`, {
       hint: 'awc checkpoint <workspace> --git-branch <B> [--git <repo>] [-m MSG] [--force]',

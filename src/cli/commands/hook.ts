@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { WithAwc } from './gc-commands.js';
+import type { CliCommand, CliContext, WithAwc } from './command.js';
 
 /** The most a hook payload may be (bytes): Claude Code's are well under 4 KiB. */
 const MAX_PAYLOAD = 1024 * 1024;
@@ -49,45 +49,47 @@ async function sessionStart(withAwc: WithAwc, cwd: string, log: (line: string) =
  * exactly one line, the workspace's real path; for SessionStart, the workspace's context as
  * JSON (or nothing); every log line goes to stderr.
  */
-export function registerHookCommands(program: Command, withAwc: WithAwc): void {
-  const hook = program.command('hook').description('hooks of agent tools (run by the tool, not by hand)');
-  hook
-    .command('claude')
-    .description("Claude Code's WorktreeCreate / WorktreeRemove / SessionStart hook: payload on stdin; create prints the workspace path")
-    .action(async () => {
-      const { parseClaudeHookPayload } = await import('../../service/claude/claude-payload.js');
-      const { AwcError } = await import('../../core/errors.js');
-      // a malformed payload is refused before anything is opened
-      const p = parseClaudeHookPayload(await readPayload());
-      const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
-      if (p.event === 'SessionStart') return sessionStart(withAwc, p.cwd, log);
-      try {
-        await withAwc(async (opened, o) => {
-          const { openClaudeAwc } = await import('../remote/claude-awc.js');
-          const awc = await openClaudeAwc(opened);
-          if (p.event === 'WorktreeCreate') {
-            const { claudeWorktreeCreate } = await import('../../service/claude/claude-hook.js');
-            const r = await claudeWorktreeCreate(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR, onLog: log });
-            // the one line Claude Code reads (whatever --json says: the hook contract is the path)
-            process.stdout.write(`${r.path}\n`);
-            return;
-          }
-          const { claudeWorktreeRemove } = await import('../../service/claude/claude-hook.js');
-          const r = await claudeWorktreeRemove(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR });
-          log(
-            r.workspace === null
-              ? `${r.path}: no workspace there and the directory is gone; nothing to do`
-              : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone${r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : ''}`,
-          );
-          if (o.json) o.result(r, () => '');
-        });
-      } catch (err) {
-        // a home that does not exist yet holds no prepared snapshot either
-        if (err instanceof AwcError && err.code === 'E_NO_HOME' && p.event === 'WorktreeCreate')
-          throw new AwcError('E_NOT_PREPARED', `no prepared snapshot: ${err.message}`, {
-            hint: 'Run `awc init claude <project>` once: it imports the project with its dependencies.',
+export const command: CliCommand = {
+  register(program: Command, { withAwc }: CliContext): void {
+    const hook = program.command('hook').description('hooks of agent tools (run by the tool, not by hand)');
+    hook
+      .command('claude')
+      .description("Claude Code's WorktreeCreate / WorktreeRemove / SessionStart hook: payload on stdin; create prints the workspace path")
+      .action(async () => {
+        const { parseClaudeHookPayload } = await import('../../service/claude/claude-payload.js');
+        const { AwcError } = await import('../../core/errors.js');
+        // a malformed payload is refused before anything is opened
+        const p = parseClaudeHookPayload(await readPayload());
+        const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
+        if (p.event === 'SessionStart') return sessionStart(withAwc, p.cwd, log);
+        try {
+          await withAwc(async (opened, o) => {
+            const { openClaudeAwc } = await import('../remote/claude-awc.js');
+            const awc = await openClaudeAwc(opened);
+            if (p.event === 'WorktreeCreate') {
+              const { claudeWorktreeCreate } = await import('../../service/claude/claude-hook.js');
+              const r = await claudeWorktreeCreate(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR, onLog: log });
+              // the one line Claude Code reads (whatever --json says: the hook contract is the path)
+              process.stdout.write(`${r.path}\n`);
+              return;
+            }
+            const { claudeWorktreeRemove } = await import('../../service/claude/claude-hook.js');
+            const r = await claudeWorktreeRemove(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR });
+            log(
+              r.workspace === null
+                ? `${r.path}: no workspace there and the directory is gone; nothing to do`
+                : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone${r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : ''}`,
+            );
+            if (o.json) o.result(r, () => '');
           });
-        throw err;
-      }
-    });
-}
+        } catch (err) {
+          // a home that does not exist yet holds no prepared snapshot either
+          if (err instanceof AwcError && err.code === 'E_NO_HOME' && p.event === 'WorktreeCreate')
+            throw new AwcError('E_NOT_PREPARED', `no prepared snapshot: ${err.message}`, {
+              hint: 'Run `awc init claude <project>` once: it imports the project with its dependencies.',
+            });
+          throw err;
+        }
+      });
+  },
+};

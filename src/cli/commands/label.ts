@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
+import type { CliCommand, CliContext } from './command.js';
 import { parseLabelArgs, type Labels } from '../../catalog/port/labels.js';
-import type { WithAwc } from './gc-commands.js';
 
 /** commander's collector for a repeatable `--label key=value` option. */
 export function collectLabel(value: string, previous: string[]): string[] {
@@ -25,14 +25,16 @@ export function labelWords(labels: Labels | undefined): string {
  * Registers `awc label <ref> key=value… key-…` (docs/reference/labels.md): sets and
  * removes labels of a snapshot or a workspace, and prints the labels after the change.
  */
-export function registerLabelCommands(program: Command, withAwc: WithAwc): void {
-  program
-    .command('label <ref> <changes...>')
-    .description('set (key=value) or remove (key-) labels of a snapshot or a workspace')
-    .action((ref: string, changes: string[]) =>
-      withAwc(async (awc, o) => {
-        const r = await awc.setLabels(ref, parseLabelArgs(changes));
-        o.result(r, () => `${r.kind} ${r.id}:${labelWords(r.labels) || ' no labels'}`);
-      }),
-    );
-}
+export const command: CliCommand = {
+  register(program: Command, { withAwc }: CliContext): void {
+    program
+      .command('label <ref> <changes...>')
+      .description('set (key=value) or remove (key-) labels of a snapshot or a workspace')
+      .action((ref: string, changes: string[]) =>
+        withAwc(async (awc, o) => {
+          const r = await awc.setLabels(ref, parseLabelArgs(changes));
+          o.result(r, () => `${r.kind} ${r.id}:${labelWords(r.labels) || ' no labels'}`);
+        }),
+      );
+  },
+};

@@ -1,8 +1,9 @@
+import type { CliCommand, CliContext } from './command.js';
 import { resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import type { PrintedRunTarget } from '../warm/front-run.js';
 import { AwcError } from '../../core/errors.js';
-import type { WithAwcHome } from './attach.js';
+import { inProcess } from '../remote/through-daemon.js';
 
 /** Signals a terminal sends to its foreground group: the command gets them itself, `awc run` waits on. */
 const TERMINAL_SIGNALS = ['SIGINT', 'SIGQUIT', 'SIGTSTP'] as const;
@@ -18,45 +19,48 @@ const PASSED_ON = ['SIGTERM', 'SIGHUP'] as const;
  * An ordinary user's command goes through the root daemon, which starts it as them.
  * @throws E_NOT_MOUNTED, E_USAGE (no stable path), E_MOUNT_FAILED, E_PERMISSION (a user no daemon serves, a sandboxed caller)
  */
-export function registerRunCommand(program: Command, withAwc: WithAwcHome, globals: () => { home?: string; namespace?: string }): void {
-  program
-    .command('run <workspace> <command> [args...]')
-    .description(
-      'run a command with a mounted workspace shown at its stable path (where its snapshot was imported from, or --at) in a private mount namespace; put -- before the command',
-    )
-    .option('--at <path>', 'the directory the workspace shows at for the command (default: the path its base snapshot was imported from)')
-    // the front's fast route (src/cli/warm/front-run.ts): a warm worker resolves the run and prints it; the front starts it
-    .addOption(new Option('--print-target', 'print where the command would run (JSON) and run nothing').hideHelp())
-    .action((ref: string, command: string, args: string[], opts: { at?: string; printTarget?: boolean }) =>
-      withAwc(async (awc) => {
-        if (process.getuid?.() !== 0) {
-          if (opts.printTarget) throw new AwcError('E_USAGE', '--print-target is for root');
-          return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
-        }
-        const [{ runTarget, cwdInNamespace }, { startInNamespace, waitInForeground }] = await Promise.all([
-          import('../../service/refs/run-target.js'),
-          import('../../host/mount/run-namespace.js'),
-        ]);
-        const cwd = process.cwd();
-        const t = await runTarget(awc, awc.config.host, ref, opts.at, cwd);
-        if (opts.printTarget) {
-          const printed: PrintedRunTarget = { source: t.source, at: t.at, cwd: cwdInNamespace(t, cwd), command, args };
-          return void process.stdout.write(`${JSON.stringify(printed)}\n`);
-        }
-        const env = ownEnv();
-        const r = startInNamespace({
-          source: t.source,
-          at: t.at,
-          cwd: cwdInNamespace(t, cwd),
-          command,
-          args,
-          env,
-          stdio: ['inherit', 'inherit', 'inherit'],
-        });
-        process.exitCode = await waitInForeground(r);
-      }),
-    );
-}
+export const command: CliCommand = {
+  register(program: Command, { withAwc, globals }: CliContext): void {
+    program
+      .command('run <workspace> <command> [args...]')
+      .description(
+        'run a command with a mounted workspace shown at its stable path (where its snapshot was imported from, or --at) in a private mount namespace; put -- before the command',
+      )
+      .option('--at <path>', 'the directory the workspace shows at for the command (default: the path its base snapshot was imported from)')
+      // the front's fast route (src/cli/warm/front-run.ts): a warm worker resolves the run and prints it; the front starts it
+      .addOption(new Option('--print-target', 'print where the command would run (JSON) and run nothing').hideHelp())
+      .action((ref: string, command: string, args: string[], opts: { at?: string; printTarget?: boolean }) =>
+        withAwc(async (awc) => {
+          if (process.getuid?.() !== 0) {
+            if (opts.printTarget) throw new AwcError('E_USAGE', '--print-target is for root');
+            return void (process.exitCode = await runThroughDaemon(globals(), ref, command, args, opts.at));
+          }
+          const [{ runTarget, cwdInNamespace }, { startInNamespace, waitInForeground }] = await Promise.all([
+            import('../../service/refs/run-target.js'),
+            import('../../host/mount/run-namespace.js'),
+          ]);
+          const cwd = process.cwd();
+          const home = inProcess(awc, 'config');
+          const t = await runTarget(home, home.config.host, ref, opts.at, cwd);
+          if (opts.printTarget) {
+            const printed: PrintedRunTarget = { source: t.source, at: t.at, cwd: cwdInNamespace(t, cwd), command, args };
+            return void process.stdout.write(`${JSON.stringify(printed)}\n`);
+          }
+          const env = ownEnv();
+          const r = startInNamespace({
+            source: t.source,
+            at: t.at,
+            cwd: cwdInNamespace(t, cwd),
+            command,
+            args,
+            env,
+            stdio: ['inherit', 'inherit', 'inherit'],
+          });
+          process.exitCode = await waitInForeground(r);
+        }),
+      );
+  },
+};
 
 /** The caller's environment as strings. */
 function ownEnv(): Record<string, string> {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { CliCommand, CliContext } from './command.js';
 import { adminOnly } from '../remote/through-daemon.js';
 import type { Output } from '../output/output.js';
 
@@ -40,12 +41,14 @@ async function socketOf(home: string | undefined): Promise<string | undefined> {
  * (docs/how-to/ordinary-users.md): a hook refuses {@link ADMIN_COMMANDS} with E_PERMISSION
  * and a hint naming the command root runs, when this CLI is a client of the root daemon.
  */
-export function registerUserGuards(program: Command, g: () => { home?: string }): void {
-  program.hook('preAction', async (_self, action) => {
-    const why = ADMIN_COMMANDS[pathOf(action)];
-    if (why !== undefined && (await socketOf(g().home)) !== undefined) throw adminOnly(pathOf(action), why);
-  });
-}
+export const command: CliCommand = {
+  register(program: Command, { globals: g }: CliContext): void {
+    program.hook('preAction', async (_self, action) => {
+      const why = ADMIN_COMMANDS[pathOf(action)];
+      if (why !== undefined && (await socketOf(g().home)) !== undefined) throw adminOnly(pathOf(action), why);
+    });
+  },
+};
 
 /**
  * `awc doctor` and `awc daemon status` for an ordinary user: answered through their socket

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { defaultHome, loadConfig } from '../../config/config.js';
-import type { Awc } from '../../service/workspace/awc.js';
 import { remoteAwc } from '../remote/remote-awc.js';
 import { userSocketFor } from '../remote/user-socket.js';
 import { ScopeRegistry } from '../../service/workspace/scope-registry.js';
@@ -61,7 +60,7 @@ export async function runMcpServer(opts: McpServerOptions): Promise<void> {
     root,
     log,
     withAwc: async (fn) => {
-      if (socket !== undefined) return fn(remoteAwc(socket, namespace) as unknown as Awc);
+      if (socket !== undefined) return fn(remoteAwc(socket, namespace));
       const awc = await openAwc({ home: opts.home, namespace: opts.namespace }, { create: false });
       try {
         return await fn(awc);

@@ -1,7 +1,7 @@
 import { AwcError } from '../../core/errors.js';
 import type { SnapshotRow } from '../../catalog/port/catalog.js';
 import { matchesLabels, type Labels } from '../../catalog/port/labels.js';
-import type { Awc } from '../../service/workspace/awc.js';
+import type { AwcApi } from '../../service/workspace/awc-api.js';
 import type { ScopeRegistry } from '../../service/workspace/scope-registry.js';
 
 /** The snapshots a server was started with: `--snapshot REF` (repeatable) and `--snapshot-label k=v` (repeatable, all must match). */
@@ -29,7 +29,7 @@ export class SnapshotScope {
   ) {}
 
   /** The visible snapshots, newest first (every one for `--scope all`). */
-  async list(awc: Awc): Promise<SnapshotRow[]> {
+  async list(awc: AwcApi): Promise<SnapshotRow[]> {
     const all = await awc.listSnapshots();
     if (this.scope.unrestricted) return all;
     const ids = await this.visibleIds(awc, all);
@@ -47,7 +47,7 @@ export class SnapshotScope {
    * that is missing or ambiguous in the namespace, is looked for among the visible ones only.
    * @throws E_NOT_FOUND (the same for hidden and missing)
    */
-  async find(awc: Awc, ref: string, candidate?: SnapshotRow): Promise<SnapshotRow> {
+  async find(awc: AwcApi, ref: string, candidate?: SnapshotRow): Promise<SnapshotRow> {
     if (this.scope.unrestricted) return candidate ?? awc.getSnapshot(ref);
     const all = await awc.listSnapshots();
     const ids = await this.visibleIds(awc, all);
@@ -64,7 +64,7 @@ export class SnapshotScope {
   }
 
   /** Whether a snapshot id is visible (always for `--scope all`). */
-  async sees(awc: Awc, id: string): Promise<boolean> {
+  async sees(awc: AwcApi, id: string): Promise<boolean> {
     if (this.scope.unrestricted) return true;
     return (await this.visibleIds(awc, await awc.listSnapshots())).has(id);
   }
@@ -77,7 +77,7 @@ export class SnapshotScope {
     });
   }
 
-  private async visibleIds(awc: Awc, all: readonly SnapshotRow[]): Promise<Set<string>> {
+  private async visibleIds(awc: AwcApi, all: readonly SnapshotRow[]): Promise<Set<string>> {
     const byId = new Map(all.map((s) => [s.id, s]));
     const ids = new Set<string>();
     for (const ref of this.grant.refs) {
@@ -102,7 +102,7 @@ export class SnapshotScope {
 }
 
 /** The snapshot `ref` names, or undefined when none or several do (E_NOT_FOUND, E_AMBIGUOUS). @throws what else getSnapshot throws */
-export async function snapshotOrNone(awc: Awc, ref: string): Promise<SnapshotRow | undefined> {
+export async function snapshotOrNone(awc: AwcApi, ref: string): Promise<SnapshotRow | undefined> {
   return awc.getSnapshot(ref).catch((err: unknown) => {
     if (err instanceof AwcError && (err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS')) return undefined;
     throw err;

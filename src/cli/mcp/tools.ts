@@ -4,10 +4,10 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import type { SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
-import type { Awc } from '../../service/workspace/awc.js';
+import type { AwcApi } from '../../service/workspace/awc-api.js';
 import type { ScopeRegistry } from '../../service/workspace/scope-registry.js';
 import { computeUsage } from '../../service/workspace/usage.js';
-import { throughDaemon } from '../remote/through-daemon.js';
+import { throughDaemon, type OpenedAwc } from '../remote/through-daemon.js';
 import type { McpRoot } from './path-root.js';
 import { absPathInput, OUTPUT, refInput } from './schemas.js';
 import { snapshotOrNone, type SnapshotScope } from './snapshot-scope.js';
@@ -15,7 +15,7 @@ import { toolError, toolOk } from './tool-result.js';
 
 /** What the tools need: the service for one call (opened and closed around it), the scope, the snapshots it sees, its root, and a stderr logger. */
 export interface ToolContext {
-  withAwc<T>(fn: (awc: Awc) => Promise<T>): Promise<T>;
+  withAwc<T>(fn: (awc: OpenedAwc) => Promise<T>): Promise<T>;
   scope: ScopeRegistry;
   snapshots: SnapshotScope;
   root: McpRoot;
@@ -28,19 +28,19 @@ function hints(readOnly: boolean, destructive: boolean, idempotent: boolean): To
 }
 
 /** A workspace by ref that this server's scope owns. @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE */
-async function owned(awc: Awc, scope: ScopeRegistry, ref: string): Promise<WorkspaceRow> {
+async function owned(awc: AwcApi, scope: ScopeRegistry, ref: string): Promise<WorkspaceRow> {
   const ws = await awc.getWorkspace(ref);
   await scope.check(ws);
   return ws;
 }
 
 /** A snapshot ref the server sees (SnapshotScope.find). @throws E_NOT_FOUND (hidden or missing alike) */
-async function snapshotRef(awc: Awc, snapshots: SnapshotScope, ref: string): Promise<SnapshotRow> {
+async function snapshotRef(awc: AwcApi, snapshots: SnapshotScope, ref: string): Promise<SnapshotRow> {
   return snapshots.find(awc, ref, await snapshotOrNone(awc, ref));
 }
 
 /** The id of a snapshot or workspace ref (checkedRef). @throws as checkedRef */
-async function refId(awc: Awc, ctx: Pick<ToolContext, 'scope' | 'snapshots'>, ref: string): Promise<string> {
+async function refId(awc: AwcApi, ctx: Pick<ToolContext, 'scope' | 'snapshots'>, ref: string): Promise<string> {
   const r = await checkedRef(awc, ctx, ref);
   return r.kind === 'snapshot' ? r.snapshot.id : r.id;
 }
@@ -51,7 +51,7 @@ async function refId(awc: Awc, ctx: Pick<ToolContext, 'scope' | 'snapshots'>, re
  * @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE
  */
 async function checkedRef(
-  awc: Awc,
+  awc: AwcApi,
   ctx: Pick<ToolContext, 'scope' | 'snapshots'>,
   ref: string,
 ): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; id: string }> {
@@ -85,12 +85,11 @@ const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
  * against `ctx.snapshots` (E_NOT_FOUND), and every path against `ctx.root` (E_OUT_OF_SCOPE).
  */
 export function registerTools(server: McpServer, ctx: ToolContext): void {
-  const { scope, snapshots, root } = ctx;
-  const tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
+  const tool: Tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
     name: string,
     cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
     // (checked against `output` at run time, by the SDK's server before sending, and by its client)
-    run: (args: z.infer<z.ZodObject<I>>, awc: Awc) => Promise<object>,
+    run: (args: z.infer<z.ZodObject<I>>, awc: OpenedAwc) => Promise<object>,
   ): void => {
     const handler = async (args: z.infer<z.ZodObject<I>>) => {
       try {
@@ -111,7 +110,19 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       handler as never,
     );
   };
+  for (const group of [snapshotTools, workspaceTools, changeTools, outputTools, usageTool]) group(tool, ctx);
+}
 
+/** Registers one tool: its name, schemas and annotations, and what it runs with the service opened for the call. */
+type Tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
+  name: string,
+  cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
+  run: (args: z.infer<z.ZodObject<I>>, awc: OpenedAwc) => Promise<object>,
+) => void;
+
+/** The tools `snapshot_list` and `workspace_fork`. */
+function snapshotTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, snapshots, root } = ctx;
   tool(
     'snapshot_list',
     {
@@ -160,7 +171,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { workspaces: out };
     },
   );
+}
 
+/** The tools `workspace_list`, `workspace_show`, `workspace_mount` and `workspace_unmount`. */
+function workspaceTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, root } = ctx;
   tool(
     'workspace_list',
     {
@@ -233,7 +248,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { workspace: r.workspace, path: r.path, pending: r.pending };
     },
   );
+}
 
+/** The tools `workspace_checkpoint` and `workspace_diff`. */
+function changeTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, snapshots } = ctx;
   tool(
     'workspace_checkpoint',
     {
@@ -282,7 +301,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { from: r.from, to: r.to, changes: r.changes, ...left, ...(format === 'patch' ? { patch: r.patch ?? '' } : {}) };
     },
   );
+}
 
+/** The tools `workspace_export` and `workspace_remove`. */
+function outputTools(tool: Tool, ctx: ToolContext): void {
+  const { scope, root } = ctx;
   tool(
     'workspace_export',
     {
@@ -341,7 +364,11 @@ export function registerTools(server: McpServer, ctx: ToolContext): void {
       return { kind: 'workspace' as const, id: r.id, unmounted: r.unmounted, discarded: r.discarded, ...(r.kept ? { kept: r.kept } : {}) };
     },
   );
+}
 
+/** The tools `usage`. */
+function usageTool(tool: Tool, ctx: ToolContext): void {
+  const { scope } = ctx;
   tool(
     'usage',
     {

@@ -1,6 +1,5 @@
-import type { Awc } from '../../service/workspace/awc.js';
 import { claudeAwc, localClaudeAwc, type ClaudeAwc } from '../../service/claude/claude-port.js';
-import type { RemoteAwc } from './remote-awc.js';
+import { throughDaemon, type OpenedAwc } from './through-daemon.js';
 
 /**
  * The service of the Claude Code commands for what `withAwc` opened: an Awc in process, or
@@ -9,9 +8,9 @@ import type { RemoteAwc } from './remote-awc.js';
  * tar's `--exclude`. Small and type-only at its top: the CLI loads it inside an action.
  * @throws E_DAEMON_UNAVAILABLE (the daemon does not answer on the user's socket)
  */
-export async function openClaudeAwc(awc: Awc): Promise<ClaudeAwc> {
-  if (!isRemoteAwc(awc)) return localClaudeAwc(awc);
-  const remote = awc as unknown as RemoteAwc;
+export async function openClaudeAwc(awc: OpenedAwc): Promise<ClaudeAwc> {
+  if (!throughDaemon(awc)) return localClaudeAwc(awc);
+  const remote = awc;
   const { host } = await remote.userStatus();
   return claudeAwc(remote, host, (source, opts) =>
     remote.importSnapshot(source, { message: opts.message, labels: opts.labels, onProgress: opts.onProgress, exclude: opts.leaveOut }),
@@ -19,7 +18,4 @@ export async function openClaudeAwc(awc: Awc): Promise<ClaudeAwc> {
 }
 
 /** True when `awc` is an ordinary user's client of the root daemon (remoteAwc), not an Awc in process. */
-export function isRemoteAwc(awc: Awc): boolean {
-  // the proxy has it as its own property; an Awc has no such member
-  return 'userStatus' in awc;
-}
+export const isRemoteAwc = throughDaemon;

@@ -3,69 +3,28 @@ import * as fs from 'node:fs';
 import { resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import { UserClient, type UserStatus } from '../../daemon/users/user-client.js';
-import type { Awc, ImportResult } from '../../service/workspace/awc.js';
+import { UserClient } from '../../daemon/users/user-client.js';
+import type { ImportResult } from '../../service/workspace/awc.js';
+import type { ExportOptions, ExportResult } from '../../service/workspace/awc-api.js';
 import type { ImportOptions } from '../../service/import/import-snapshot.js';
 import type { GitImportOptions } from '../../service/git/git-import.js';
 import type { CheckpointGitOptions, GitExportOptions } from '../../service/git/git-export.js';
+import { homeOnly } from './through-daemon.js';
+import type { RemoteAwc, RemoteImportOptions } from './remote-api.js';
 import { checkpointGitAsUser, exportGitAsUser, importGitAsUser, type GitCalls } from './remote-git.js';
-import type { RemoteMethod } from '../../service/workspace/remote-methods.js';
 import { extractTarToDir } from '../../service/tar/extract-tar-dir.js';
 import { PendingFile } from '../../service/tar/pending-file.js';
 import { checkTarTarget } from '../../service/tar/export-tar.js';
 import { withSourcePath } from '../../service/refs/run-target.js';
 import { restoreKeptSet } from '../../service/kept/kept-files.js';
-import type { UsageReport } from '../../service/workspace/usage.js';
-import type { AttachResult, DetachResult } from '../../service/attach/attach.js';
 import type { KeptSetBytes } from '../../daemon/users/user-methods.js';
 
 /** Properties of Awc that are the home's own (catalog, store, paths): never through the daemon. */
 const LOCAL_ONLY = ['catalog', 'store', 'paths', 'config', 'reader'];
 
-/** What `awc export` returns. */
-type ExportResult = Awc['export'] extends (...a: never[]) => Promise<infer R> ? R : never;
-/** The export options of `awc export`. */
-type ExportOptions = Parameters<Awc['export']>[1];
-
-/**
- * The part of {@link Awc} the CLI's commands use, as an ordinary user's CLI gets it: every
- * method of REMOTE_METHODS (src/service/workspace/remote-methods.ts) goes to the root daemon as
- * `POST /v1/call`; `importSnapshot` and `export` move their files as tar streams made and
- * read by this process, as the user.
- */
-export type RemoteAwc = Pick<
-  Awc,
-  | Exclude<RemoteMethod, `leases.${string}` | `kept.${string}` | `content.${string}` | 'usage' | 'attach' | 'detach'>
-  | 'export'
-  | 'importGit'
-  | 'exportGit'
-  | 'checkpointGit'
-  | 'close'
-  | 'namespace'
-> & {
-  leases: Pick<Awc['leases'], 'list' | 'show'>;
-  /** `awc attach` / `awc detach` of a worktree of this user (src/service/attach/attach.ts with asUser, in the daemon). */
-  attach(dir: string, opts?: { snapshot?: string }): Promise<AttachResult>;
-  detach(dir: string, opts?: { force?: boolean }): Promise<DetachResult>;
-  /** The usage report of the namespace, made by the daemon (src/daemon/users/user-methods.ts). */
-  usage(): Promise<UsageReport>;
-  /** The kept sets of workspaces this user mounted; restore writes them as the user. */
-  kept: { [K in keyof Awc['kept']]: (...a: Parameters<Awc['kept'][K]>) => Promise<ReturnType<Awc['kept'][K]>> };
-  importSnapshot(source: string, opts?: RemoteImportOptions): Promise<ImportResult>;
-  /** `GET /v1/status` of the daemon (who it takes this user for; its host). @throws E_DAEMON_UNAVAILABLE */
-  userStatus(): Promise<UserStatus>;
-};
-
-/** The import options a user's import takes: `skip` (a function) cannot cross to the daemon; `exclude` says the same as data. */
-export type RemoteImportOptions = Omit<ImportOptions, 'skip' | 'filter' | 'testHooks'> & {
-  /** Paths left out of a directory import, relative to its root with `/` (each with everything below it). */
-  exclude?: readonly string[];
-};
-
 /**
  * The service facade of an ordinary user's CLI over the per-user socket `socket` (a Proxy:
- * a method the daemon does not allow answers E_USAGE from the daemon). The commands take it
- * as their `Awc`.
+ * a method the daemon does not allow answers E_USAGE from the daemon).
  */
 export function remoteAwc(socket: string, namespace: string): RemoteAwc {
   const client = new UserClient(socket);
@@ -119,10 +78,7 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
       if (p in t) return t[p as string];
       if (typeof p !== 'string' || p === 'then') return undefined;
       // what lives in root's home is not handed out: a command that needs it says so
-      if (LOCAL_ONLY.includes(p))
-        throw new AwcError('E_USAGE', `this command needs the home itself (${p}); it is not available through the daemon`, {
-          hint: 'Ask an administrator to run it as root.',
-        });
+      if (LOCAL_ONLY.includes(p)) throw homeOnly(p);
       return call(p);
     },
   }) as unknown as RemoteAwc;

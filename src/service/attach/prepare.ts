@@ -1,6 +1,7 @@
 import * as fs from 'node:fs/promises';
 import { AwcError } from '../../core/errors.js';
-import type { Awc, ImportResult } from '../workspace/awc.js';
+import type { ImportResult } from '../workspace/awc.js';
+import type { AwcApi } from '../workspace/awc-api.js';
 import type { ImportOptions } from '../import/import-snapshot.js';
 import { envKey, type EnvKeyOptions, type EnvKeyResult } from './env-key.js';
 import { ENV_DIRS_LABEL, ENV_KEY_LABEL } from './attach.js';
@@ -21,7 +22,7 @@ export interface PrepareResult extends ImportResult {
  *   and what Awc.importSnapshot throws
  */
 export async function prepare(
-  awc: Awc,
+  awc: Pick<AwcApi, 'importSnapshot'>,
   dir: string,
   opts: Pick<ImportOptions, 'name' | 'message' | 'onProgress' | 'onWarning'> & EnvKeyOptions = {},
 ): Promise<PrepareResult> {

@@ -1,7 +1,7 @@
-import type { DriverReport } from '../../drivers/detect/detect-driver.js';
 import type { Awc } from '../workspace/awc.js';
 import type { ImportOptions } from '../import/import-snapshot.js';
 import type { RemoteMethod } from '../workspace/remote-methods.js';
+import type { AwcApi } from '../workspace/awc-api.js';
 
 /**
  * The Awc methods the Claude Code commands call (`awc hook claude`, `awc init claude`,
@@ -38,21 +38,19 @@ export interface ClaudeImportOptions extends Pick<ImportOptions, 'message' | 'la
  * The steps that need no privilege run in the caller's process, as the caller: the
  * directories, git, `.claude/settings.json`, reading the project for the import.
  */
-export type ClaudeAwc = Omit<Pick<Awc, ClaudeMethod | 'namespace'>, 'doctor'> & {
+export type ClaudeAwc = Pick<AwcApi, ClaudeMethod | 'namespace'> & {
   /** This host's name in the catalog (the root daemon's, for a user): what `mountHost` of a workspace mounted here says. */
   readonly host: string;
-  /** The mount driver of this host (a promise through the daemon). */
-  doctor(): DriverReport | Promise<DriverReport>;
   /** Imports the project as a new snapshot (Awc.importSnapshot; for a user, a tar the CLI makes as them). */
   importSnapshot(source: string, opts: ClaudeImportOptions): ReturnType<Awc['importSnapshot']>;
 };
 
 /**
- * A ClaudeAwc over `awc` (an Awc, or the Awc-shaped client of the root daemon): its methods
+ * A ClaudeAwc over `awc` (an Awc, or the client of the root daemon): its methods
  * of {@link CLAUDE_METHODS} bound to it, `host` as given, and `importSnapshot` as `importer`
  * (the two differ in how they leave directories out).
  */
-export function claudeAwc(awc: Pick<Awc, ClaudeMethod | 'namespace'>, host: string, importer: ClaudeAwc['importSnapshot']): ClaudeAwc {
+export function claudeAwc(awc: Pick<AwcApi, ClaudeMethod | 'namespace'>, host: string, importer: ClaudeAwc['importSnapshot']): ClaudeAwc {
   const out: Record<string, unknown> = { namespace: awc.namespace, host, importSnapshot: importer };
   for (const m of CLAUDE_METHODS) out[m] = (awc[m] as (...a: unknown[]) => unknown).bind(awc);
   return out as ClaudeAwc;

@@ -20,7 +20,7 @@ import { readHostState, removeHostState, type WorkspaceHostState } from '../../d
 import { OverlayMountDriver } from '../../drivers/overlay/overlay-mount-driver.js';
 import { CopyMountDriver } from '../../drivers/copy/copy-mount-driver.js';
 import { refuseWhileUsed } from '../../drivers/port/mount-use.js';
-import { changingOf } from '../import/import-snapshot.js';
+import { changingOf, importSnapshot, type ImportOptions, type ImportResult } from '../import/import-snapshot.js';
 import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from '../diff/diff-refs.js';
 import { countRoot } from '../capture/tree-stats.js';
 import { prepareHome } from './private-home.js';
@@ -30,33 +30,18 @@ import { runGc, type GcOptions, type GcReport } from '../gc/gc.js';
 import { runFsck, type FsckOptions, type FsckReport } from '../fsck/fsck.js';
 import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
-import { captureFields, type CaptureFields } from '../capture/capture-classes.js';
+import { CaptureRecorder, captureFields, type CaptureFields } from '../capture/capture-classes.js';
 import { KeptFiles } from '../kept/kept-commands.js';
 import { LiveState, type KeptFields } from './live-state.js';
 import { exportRef } from '../export/export-ref.js';
-import { AwcTransfer } from './awc-transfer.js';
+import type { GitImportOptions, GitImportResult } from '../git/git-import.js';
+import type { CheckpointGitOptions, GitExportOptions, GitExportResult } from '../git/git-export.js';
+import type { AwcApi, CheckpointResult } from './awc-api.js';
 
 export type { MountResult, Progress } from '../../drivers/port/mount-driver.js';
 export type { ImportResult } from '../import/import-snapshot.js';
 
-/**
- * Result of a checkpoint. `changed` is false when the workspace equals its head (no snapshot made).
- * `secrets`, `dropped`, `classes`: what the capture filter left out and the files and bytes per class (capture-classes.ts).
- */
-export interface CheckpointResult extends CaptureFields {
-  id: string;
-  root: Digest;
-  changed: boolean;
-  parent: string;
-  files: number;
-  bytes: number;
-  filesRead: number;
-  newBytes: number;
-  /** Entries the snapshot cannot hold (sockets), left out with this reason. */
-  skipped: { path: string; reason: string }[];
-  /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
-  changing?: string[];
-}
+export type { CheckpointResult } from './awc-api.js';
 
 /**
  * The workspace service: the five primitives (snapshot, fork, mount, checkpoint,
@@ -65,7 +50,7 @@ export interface CheckpointResult extends CaptureFields {
  * or the catalog records, or by `awc doctor`'s answer for a new mount). Overlay mounts run
  * in the host daemon, reached through the HostDaemonPort handed to `open`.
  */
-export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext {
+export class Awc implements AwcApi, DriverContext {
   readonly paths: AwcPaths;
   /** This host's side of the lease protocol (sessions, the fencing token, what `ls` and `show` say). */
   readonly leases: LeaseGuard;
@@ -80,7 +65,6 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
     readonly store: ObjectStore,
     private readonly daemon: HostDaemonPort,
   ) {
-    super();
     this.paths = pathsOf(config);
     this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
@@ -492,5 +476,35 @@ export class Awc extends AwcTransfer<CheckpointResult> implements DriverContext 
    */
   export(ref: string, opts: Parameters<typeof exportRef>[2]): ReturnType<typeof exportRef> {
     return exportRef(this, ref, opts);
+  }
+
+  /**
+   * Imports a directory or a tar file as a new snapshot. `allowChanging`: a file of a
+   * directory that keeps changing while read is stored as last read and listed in `changing`.
+   * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
+   */
+  importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
+    const filter = () => new CaptureRecorder(this.reader(), { dropScratch: false });
+    return retryCondemned((n) =>
+      importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { gitProofStore: this.store, ...opts, filter }, n),
+    );
+  }
+
+  /** `awc snapshot import --git` (see importGit). @throws E_GIT_NOT_A_REPO, E_GIT_BAD_REV, E_GIT_FAILED, and as importSnapshot */
+  async importGit(repo: string, opts: GitImportOptions = {}): Promise<GitImportResult> {
+    return (await import('../git/git-import.js')).importGit(this, repo, opts);
+  }
+
+  /**
+   * `awc export <ref> --git <repo> --branch B` (see exportGit): the snapshot's changes against its base as one commit.
+   * @throws E_GIT_NO_BASE, E_GIT_BRANCH_EXISTS, E_GIT_BRANCH_CHECKED_OUT, E_GIT_NOT_A_REPO, E_GIT_FAILED, E_USAGE, E_NOT_FOUND
+   */
+  async exportGit(ref: string, opts: GitExportOptions): Promise<GitExportResult> {
+    return (await import('../git/git-export.js')).exportGit(this, ref, opts);
+  }
+
+  /** `awc checkpoint --git-branch B` (see checkpointGit): a checkpoint, then exportGit of the new head. @throws as checkpoint and exportGit */
+  async checkpointGit(wsRef: string, opts: CheckpointGitOptions): Promise<{ checkpoint: CheckpointResult; git: GitExportResult }> {
+    return (await import('../git/git-export.js')).checkpointGit(this, wsRef, opts);
   }
 }

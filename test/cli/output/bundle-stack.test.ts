@@ -29,11 +29,11 @@ process.stdout.write = (...a) => { if (n++ === 0) throw new TypeError('injected'
   assert.match(r.stderr, /E_INTERNAL: injected/);
   const frames = r.stderr.split('\n').filter((l) => /^\s+at /.test(l));
   assert.ok(
-    frames.some((f) => f.includes(join(PROJECT, 'src', 'cli', 'output.ts') + ':')),
+    frames.some((f) => f.includes(join(PROJECT, 'src', 'cli', 'output', 'output.ts') + ':')),
     `a frame names src/cli/output/output.ts:\n${r.stderr}`,
   );
   assert.ok(
-    frames.some((f) => f.includes(join(PROJECT, 'src', 'cli', 'main.ts') + ':')),
+    frames.some((f) => f.includes(join(PROJECT, 'src', 'cli', 'entry', 'main.ts') + ':')),
     r.stderr,
   );
   assert.deepEqual(
