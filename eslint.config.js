@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
-const NOT_YET_SPLIT = [];
+const NOT_YET_SPLIT = ['src/cli/demo/demo-fanout.ts', 'src/cli/demo/demo-main.ts'];
 
 export default tseslint.config(
   { ignores: ['dist/', 'node_modules/'] },
