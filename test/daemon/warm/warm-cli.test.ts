@@ -248,7 +248,7 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
   });
 
   it('a worker that accepted runs nothing until the front says go: a front that left after A leaves no trace', async () => {
-    const build = readFileSync(join(dirname(CLI), '..', '..', 'cli', BUILD_ID_FILE), 'utf8').trim();
+    const build = readFileSync(join(dirname(CLI), '..', '..', '..', 'cli', BUILD_ID_FILE), 'utf8').trim();
     const name = 'never-forked';
     // gone after the first answer, without G
     const first = (await firstAnswer({ build, argv: ['fork', 'base', '--name', name], env: { PATH: process.env.PATH, AWC_HOME: home } }))
