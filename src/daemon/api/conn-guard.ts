@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type RequestListener, type Server, 
 import { AwcError } from '../../core/errors.js';
 import { DEFAULT_DAEMON_LIMITS, limitsOf, type DaemonLimits } from '../../config/daemon-limits.js';
 import { bodyBudget } from './body-budget.js';
-import { sendJson } from './http-json.js';
+import { lingeringClose, sendJson } from './http-json.js';
 import type { LogEvents, Logger } from '../../core/log.js';
 
 /** How long a refused connection is kept to answer its request with the refusal before it is closed (ms). */
@@ -118,7 +118,8 @@ export function warmLimits(config: Partial<DaemonLimits>): { maxWaiting: number;
  *   `E_REQUEST_STALLED`; one that keeps sending never is, however long it takes (no
  *   whole-request limit: Node's requestTimeout is 0);
  * - a request answered before its body ended (refused over the body budget, or too large) has
- *   its connection closed once the answer is written, never left waiting for the rest.
+ *   its connection closed once the answer is written (a lingering close: what still comes is
+ *   discarded for LINGER_MS, 2 s, so the client reads the answer), never left waiting for the rest.
  *
  * Emits 'log' (`{level, msg, uid, cap}` once per refusal streak of a user).
  */
@@ -152,9 +153,10 @@ export class ConnectionGuard extends EventEmitter<LogEvents> {
       req.socket.setTimeout(0);
       // its body is timed by what it sends, never by how long it takes (an upload of hours flows on)
       this.watchBody(uid, req, res);
-      // answered before its body ended (refused: over the budget, too large): closed, never left waiting for the rest
+      // answered before its body ended (refused: over the budget, too large): closed once the client
+      // could read the answer (a lingering close of LINGER_MS), never left waiting for the rest
       res.once('finish', () => {
-        if (!req.complete) req.socket.destroySoon();
+        if (!req.complete) lingeringClose(req);
       });
       handler(req, res);
     });

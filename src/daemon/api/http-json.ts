@@ -9,6 +9,30 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(data);
 }
 
+/** How long a connection answered before its request's body ended still reads (and discards) what comes, in ms. */
+export const LINGER_MS = 2000;
+
+const lingering = new WeakSet<object>();
+
+/**
+ * A lingering close (Apache httpd's `lingering_close`; RFC 9112 §9.6) of a connection whose
+ * answer was written before its request's body ended (an upload over its cap, a refused body):
+ * the daemon's side is ended (FIN after the answer) while what the client still sends is read and
+ * discarded for LINGER_MS at most, then the socket is destroyed. Closing at once would make the
+ * client's next write fail with EPIPE before it reads the answer, so it would see the daemon
+ * vanish instead of the error. Call it once the answer is written (its `finish`); a second call
+ * on the same connection does nothing.
+ */
+export function lingeringClose(req: IncomingMessage): void {
+  const socket = req.socket;
+  if (socket.destroyed || lingering.has(socket)) return;
+  lingering.add(socket);
+  req.resume();
+  socket.end();
+  const t = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(t));
+}
+
 /** The most a JSON request body may be (bytes): a run request's environment and arguments fit well under it. */
 export const MAX_JSON_BODY = 8 * 1024 * 1024;
 

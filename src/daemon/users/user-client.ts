@@ -71,7 +71,9 @@ export class UserClient {
     method = 'POST',
   ): Promise<IncomingMessage> {
     return new Promise((resolve, reject) => {
+      let answered = false;
       const req = request({ socketPath: this.socket, method, path, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+        answered = true;
         if ((res.statusCode ?? 500) < 400) return resolve(res);
         readAll(res).then((b) => {
           req.destroy(); // an error answered before the body was all sent (an upload over its cap): stop sending
@@ -84,6 +86,9 @@ export class UserClient {
       });
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (err instanceof AwcError) return reject(err);
+        // the answer came before the body was all sent (an upload over its cap): a write after the
+        // daemon closed (EPIPE) says nothing more; the answer is read (readAll) and decides
+        if (answered) return;
         reject(new AwcError('E_DAEMON_UNAVAILABLE', `the host daemon did not answer on ${this.socket}: ${err.message}`));
       });
       if (body === undefined || typeof body === 'string') {

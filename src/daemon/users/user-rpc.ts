@@ -114,13 +114,8 @@ export class UserRpc {
       await (this.endpoints[route as UserRoute] as Handler<UserRoute>)({ user, req, res }, body as never);
     } catch (err) {
       const e = toAwcError(err);
-      // a body not read to its end (an upload over its cap): answer, discard what still comes
-      // (the client stops sending once it reads the error) and close after 5 s at most
-      if (!req.complete) {
-        req.resume();
-        const t = setTimeout(() => req.socket.destroy(), 5000).unref();
-        req.socket.once('close', () => clearTimeout(t));
-      }
+      // a body not read to its end (an upload over its cap): answered, then the connection is
+      // closed by ConnectionGuard's lingering close (the client reads the answer, then stops sending)
       if (res.headersSent) {
         // answered already (a stalled body: ConnectionGuard): nothing more to say
         if (!res.writableEnded) res.destroy(e);
