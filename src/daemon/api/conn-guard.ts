@@ -165,6 +165,9 @@ export class ConnectionGuard extends EventEmitter<LogEvents> {
     server.requestTimeout = 0;
     server.keepAliveTimeout = idle;
     server.timeout = 0;
+    // past the cap and as many refused ones waiting, a connection is closed by Node as it is accepted,
+    // before a socket or parser exists for it: what admit() would do, at a fraction of the cost in a flood
+    server.maxConnections = 2 * this.limits.userMaxConnections;
     server.on('connection', (socket: Socket) => this.admit(uid, socket));
     return server;
   }
