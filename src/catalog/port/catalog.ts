@@ -8,9 +8,9 @@ import type { LabelPatch, Labels } from './labels.js';
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
  * pack and blob records). Implemented by `KyselyCatalog` (sql/, the queries of every SQL
- * dialect) with one adapter per dialect: `SqliteCatalog` (sqlite/) now, PostgreSQL later
- * with the same schema. Mutations that must be atomic are single transactions. Every
- * adapter runs the contract suite test/contracts/catalog.contract.ts.
+ * dialect) with one adapter per dialect, both with the same schema: `SqliteCatalog`
+ * (sqlite/) and `PostgresCatalog` (postgres/). Mutations that must be atomic are single
+ * transactions. Every adapter runs the contract suite test/contracts/catalog.contract.ts.
  */
 
 /** A snapshot row. Times are ISO-8601 strings (UTC). */

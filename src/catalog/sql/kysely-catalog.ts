@@ -35,7 +35,7 @@ import type { LabelPatch, Labels } from '../port/labels.js';
  * once for every SQL dialect (one schema, one set of migrations: migrations.ts). A dialect
  * is a sibling folder that brings its Kysely dialect (driver, connection set-up,
  * transaction start) and its `SqlDialect` (errors, clock), and names the adapter: `sqlite/SqliteCatalog`
- * (better-sqlite3, the embedded default), later `postgres/PostgresCatalog` (pg).
+ * (better-sqlite3, the embedded default) and `postgres/PostgresCatalog` (pg).
  *
  * The queries are grouped by concern: `BlobQueries` (blob index, packs), `SnapshotQueries`
  * (snapshots, checkpoint commit), `WorkspaceQueries` (fork, lookups, mount state), over a

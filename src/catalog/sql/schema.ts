@@ -3,7 +3,7 @@ import type { ColumnType, Insertable, Selectable } from 'kysely';
 /**
  * Table types of the catalog database, as Kysely sees them (snake_case column names).
  *
- * Portability rules (SQLite now, PostgreSQL later with the same migrations):
+ * Portability rules (SQLite and PostgreSQL run the same migrations):
  * - ids and names are `text`; timestamps are `text` ISO-8601 UTC (`2025-01-31T12:00:00.000Z`),
  *   which sort correctly as strings;
  * - byte sizes and offsets are SQL `bigint`: better-sqlite3 returns them as JS numbers, `pg`

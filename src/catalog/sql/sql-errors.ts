@@ -2,7 +2,7 @@ import type { AwcError } from '../../core/errors.js';
 
 /**
  * What a SQL dialect tells the dialect-neutral queries about its driver's errors. Each
- * dialect folder (`sqlite/`, later `postgres/`) implements it next to its driver:
+ * dialect folder (`sqlite/`, `postgres/`) implements it next to its driver:
  * SQLite reads better-sqlite3's `err.code` (`SQLITE_CONSTRAINT_UNIQUE`, `SQLITE_BUSY`,
  * `SQLITE_FULL`…); PostgreSQL reads pg's SQLSTATE (`23505` unique violation, `40001` /
  * `40P01` serialization failure / deadlock → E_CATALOG_BUSY, `53100` disk full → E_NO_SPACE).

@@ -26,7 +26,7 @@ import type { ContentPlane } from '../../host/read-path/content-plane.js';
  * | `awc_checkpoints_total` | counter | `driver` | checkpoints run (reported by the CLI, see `recordCheckpoint`) |
  * | `awc_checkpoint_bytes_total` | counter | | new bytes stored by checkpoints |
  * | `awc_checkpoint_duration_seconds` | histogram | | checkpoint wall time |
- * | `awc_lease_events_total` | counter | `event` | lease events (acquired, renewed, lost, taken-over…; registered, used later) |
+ * | `awc_lease_events_total` | counter | `event` | lease events (acquired, renewed, lost, taken-over…); registered, but nothing increments it: it stays 0 |
  * | `awc_cache_bytes` | gauge | | bytes held by the chunk cache |
  * | `awc_cache_budget_bytes` | gauge | | the cache's byte budget |
  * | `awc_mounted_workspaces` | gauge | | workspaces mounted by this daemon |

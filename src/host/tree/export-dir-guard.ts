@@ -6,11 +6,12 @@ import { AwcError, toAwcError } from '../../core/errors.js';
 import { mountPoints } from '../mount/mount-table.js';
 
 /**
- * The checks `export --dir` makes before it touches anything (issue 7 item 8): the target
- * must not be, hold or lie inside the AWC home, and must not be a mount point nor have one
- * below it (replacing it would delete another file system's files, or fail half-way with
- * EBUSY). Paths are compared as real paths (symlinks and `..` resolved). Then the target's
- * own checks and, once the tree is complete, its move into place (moveInPlace).
+ * The checks `export --dir` makes before it touches anything (docs/decisions.md,
+ * "`export --dir` writes beside the target"): the target must not be, hold or lie inside the
+ * AWC home, and must not be a mount point nor have one below it (replacing it would delete
+ * another file system's files, or fail half-way with EBUSY). Paths are compared as real
+ * paths (symlinks and `..` resolved). Then the target's own checks and, once the tree is
+ * complete, its move into place (moveInPlace).
  */
 
 /** Real path of `path`, or of its nearest existing ancestor joined with the rest when it does not exist yet. */

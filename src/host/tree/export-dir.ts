@@ -94,8 +94,8 @@ export interface ExportDirOptions {
   /** The AWC home: a target that is, holds or is inside it is refused (E_USAGE). */
   home?: string;
   /**
-   * The cross-file read window (src/store/content/read-window.ts): bounds, or `false` for the old
-   * path (each file read on its own, as the reader does; the benchmark's baseline). Default on.
+   * The cross-file read window (src/store/content/read-window.ts): bounds, or `false` to read
+   * each file on its own, as the reader does (the benchmark's baseline). Default on.
    */
   readWindow?: ReadWindowOptions | false;
 }

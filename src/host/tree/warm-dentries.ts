@@ -14,10 +14,10 @@ const DIR_FLAGS = fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constant
 /**
  * Looks up every path under `root` once, with a real `lstat` of each name and a `readdir` of
  * each directory, so that a freshly mounted overlay has an inode and a dentry for every path
- * before the first tool walks it (issue 11 part 1; docs/explanation/git.md "Where the floor
- * comes from": the first lookup of each path in a new overlay mount costs about 6 µs of CPU
- * more than the next, and `git status` pays it for every tracked file). The kernel keeps those
- * dentries for every process, so the walk may run in any process that can see the mount.
+ * before the first tool walks it (docs/explanation/git.md "Where the floor comes from": the
+ * first lookup of each path in a new overlay mount costs about 6 µs of CPU more than the
+ * next, and `git status` pays it for every tracked file). The kernel keeps those dentries
+ * for every process, so the walk may run in any process that can see the mount.
  *
  * The walk is GNU find's (`find -P … -xdev -printf '%y%s'`: `%s` makes it lstat each entry,
  * which `-printf ''` would not, as d_type suffices there): its fts walks with `openat` and

@@ -6,12 +6,13 @@ import { toAwcError } from '../../core/errors.js';
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
 
 /**
- * Which extended attributes a tree records (docs/reference/formats.md, "xattrs"; issue 12
- * item 13): every namespace the file system exposes (`user.*`, `security.*` such as
- * `security.capability`, `system.posix_acl_access` / `system.posix_acl_default` that carry
- * ACLs, `trusted.*`), except overlayfs's own bookkeeping, `trusted.overlay.*`, which AWC's
- * mounts use (redirects, metacopy and opaque marks, origins) and which a checkpoint must
- * never record. `user.overlay.*` is ordinary user data: AWC's overlays use the `trusted.`
+ * Which extended attributes a tree records (docs/reference/formats.md, "xattrs";
+ * docs/decisions.md, "Xattrs of every namespace are recorded"): every namespace the file
+ * system exposes (`user.*`, `security.*` such as `security.capability`,
+ * `system.posix_acl_access` / `system.posix_acl_default` that carry ACLs, `trusted.*`),
+ * except overlayfs's own bookkeeping, `trusted.overlay.*`, which AWC's mounts use
+ * (redirects, metacopy and opaque marks, origins) and which a checkpoint must never
+ * record. `user.overlay.*` is ordinary user data: AWC's overlays use the `trusted.`
  * namespace, where the kernel treats `user.overlay.*` as any other xattr.
  */
 

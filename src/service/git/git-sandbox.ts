@@ -6,9 +6,9 @@ import { AwcError } from '../../core/errors.js';
 import { within } from '../../core/path-within.js';
 
 /**
- * Git on a snapshot's repository without the snapshot's configuration (issue 24 item 1,
- * docs/explanation/security.md "Snapshot content never runs", docs/explanation/git.md
- * "How AWC runs git").
+ * Git on a snapshot's repository without the snapshot's configuration
+ * (docs/explanation/security.md "Snapshot content never runs", docs/explanation/git.md
+ * "Running git safely").
  *
  * Git always reads `config` (and what it includes), `hooks/` and `info/attributes` from its
  * common directory. A sandbox is a private directory (0700, under the system's temporary

@@ -13,14 +13,14 @@ export interface WarmWorkspaceResult extends WarmResult {
 }
 
 /**
- * Warms a freshly mounted workspace for its first walk (`awc mount --warm`, issue 11 part 1;
+ * Warms a freshly mounted workspace for its first walk (`awc mount --warm`;
  * docs/explanation/git.md "Where the floor comes from"): first every path is looked up once
  * (warmDentries); then, where the root holds a `.git` directory (lstat, never followed), git
  * itself runs `status --porcelain` there once, so that what git's first status touches beyond
- * one lstat of each path is warm too (not the `.gitignore` lookups nor the tree objects:
- * warming those alone did not help; what it is was not found). Measured on a 100 000-file repository: after the
- * walk alone the agent's first `git status` was 1.3–1.6× a warm one in the base; after the
- * walk and git's status, 1.18× (npm run bench:git, docs/benchmarks.md).
+ * one lstat of each path is warm too (more than the `.gitignore` lookups or the tree
+ * objects: git.md says what was tried). On a 100 000-file repository the agent's first
+ * `git status` is 1.3–1.6× a warm one in the base after the walk alone, 1.18× after the walk
+ * and git's status (npm run bench:git, docs/benchmarks.md).
  *
  * The status changes nothing and runs nothing of the snapshot's: it runs in a git sandbox
  * (src/service/git/git-sandbox.ts): the workspace's HEAD, index and objects are read, but the

@@ -139,7 +139,7 @@ export async function exportTar(
   out: string | NodeJS.WritableStream,
   opts: { readWindow?: ReadWindowOptions | false } = {},
 ): Promise<ExportCounts> {
-  // Trees and files in walk order through the read window (src/store/content/read-window.ts); `false`: the old path.
+  // Trees and files in walk order through the read window (src/store/content/read-window.ts); `false`: each file on its own through `reader`.
   const window = opts.readWindow === false ? undefined : new ReadWindow(reader, root, opts.readWindow);
   try {
     return await writeTar(reader, window ?? reader, root, out);
