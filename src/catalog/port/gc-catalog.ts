@@ -1,6 +1,9 @@
 import type { Digest } from '../../core/digest.js';
 import type { BlobLocation, PackIndexEntry, WrittenPack } from '../../store/pack/pack-types.js';
 
+/** Default time-to-live of the gc lock (GcCatalog.acquireLock), renewed at every step: 15 min. */
+export const DEFAULT_LOCK_TTL_MS = 15 * 60_000;
+
 /**
  * The catalog's side of `rm` and `gc` (docs/explanation/gc.md): the fleet-wide gc lock,
  * the listings a mark starts from, and the guarded transitions of snapshot rows and pack

@@ -216,9 +216,9 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       blobIndex: (ns) => catalog.blobIndex(ns),
       cacheDir: this.paths.cache,
       cacheBytes: this.config.cacheBytes,
+      logger: this.log,
     });
     await this.plane.open();
-    this.plane.on('log', this.log);
     this.metrics.observe(this.plane);
     // Hot arena: read-ahead chunks that are whole content objects are copied where the FUSE
     // reader workers answer their READs themselves (no main-thread hop on a cold read).
@@ -328,18 +328,23 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
 
   /** The overlay mounts of this host over the content FUSE server: their layers are registered with the content plane and announced to the server. */
   private startOverlays(fuse: ContentFuse): OverlayHost {
-    const overlays = new OverlayHost(this.config, this.paths, this.catalog, {
-      reader: (ns) => this.plane.reader(ns),
-      addLayer: (ns, layer) => {
-        this.plane.register(ns, layer.meta.contents);
-        fuse.reserve(Object.keys(layer.meta.contents).length);
-        fuse.announce(contentSizes(layer.meta.contents));
+    const overlays = new OverlayHost(
+      this.config,
+      this.paths,
+      this.catalog,
+      {
+        reader: (ns) => this.plane.reader(ns),
+        addLayer: (ns, layer) => {
+          this.plane.register(ns, layer.meta.contents);
+          fuse.reserve(Object.keys(layer.meta.contents).length);
+          fuse.announce(contentSizes(layer.meta.contents));
+        },
+        shortNameFree: (hex) => fuse.shortNameFree(hex),
+        gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
+        resumedConnection: () => fuse.resumedConnection,
       },
-      shortNameFree: (hex) => fuse.shortNameFree(hex),
-      gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
-      resumedConnection: () => fuse.resumedConnection,
-    });
-    overlays.on('log', this.log);
+      this.log,
+    );
     overlays.on('op', (e) => {
       this.metrics.mountOperations.inc({ op: e.op, driver: 'overlay' });
       this.metrics.mountedWorkspaces.set(overlays.size);

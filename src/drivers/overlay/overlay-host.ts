@@ -25,7 +25,7 @@ import { overlayUpper, probeUpperInUse, upperInUse } from './upper-use.js';
 import { undoMountRecord } from '../port/undo-mount-record.js';
 import { openOwnedTarget } from '../../host/mount/owned-target.js';
 import { join } from 'node:path';
-import type { LogRecord } from '../../core/log.js';
+import type { LogRecord, Logger } from '../../core/log.js';
 
 /** A workspace's directories on this host (see workspaceDirs). */
 type WorkspaceDirs = ReturnType<typeof workspaceDirs>;
@@ -66,7 +66,7 @@ export interface OverlayContent {
 
 /** Events of an {@link OverlayHost}. */
 export interface OverlayHostEvents {
-  /** A log line (`{level, msg, ...}`). */
+  /** A log line (`{level, msg, ...}`), when it was given no logger. */
   log: [LogRecord];
   /** A mount operation done (for the daemon's metrics). */
   op: [{ op: 'mount' | 'remount' | 'unmount' }];
@@ -84,8 +84,8 @@ export interface OverlayStatus {
  * host daemon (which owns the content FUSE server the overlays read their data from).
  * Builds (once per snapshot) the layer directories, mounts one overlayfs per workspace
  * with a private upper, unmounts, and after a restart adopts or remounts what the catalog
- * records as mounted here (never two overlays on one upper). Emits `log` and `op` events;
- * never prints.
+ * records as mounted here (never two overlays on one upper). Logs to its `logger` (default:
+ * its `'log'` event) and emits `op` events; never prints.
  */
 export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
@@ -97,21 +97,25 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   private readonly layerUse = new LayerUse();
   /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
   private readonly waiting: PendingRemounts;
+  private readonly log: Logger;
 
+  /** `logger`: where it logs (default: its `'log'` event). */
   constructor(
     private readonly config: AwcConfig,
     private readonly paths: AwcPaths,
     private readonly catalog: Catalog,
     private readonly content: OverlayContent,
+    logger?: Logger,
   ) {
     super();
+    this.log = logger ?? ((l) => void this.emit('log', l));
     this.waiting = new PendingRemounts(
       paths.workspaces,
       async (ns, wsId, path) => {
         await this.catalog.setMount(wsId, null);
         await this.mount(ns, wsId, path, 'remount');
       },
-      (l) => this.emit('log', l),
+      this.log,
     );
   }
 
@@ -145,7 +149,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         if (!mounted.has(id) && !(state.mount && (await probeUpperInUse(dirs.upper, dirs.dir)))) continue;
         await this.layer(state.namespace, state.layerRoot, state.owner);
       } catch (err) {
-        this.emit('log', { level: 'error', msg: 'layer of a mounted workspace failed', workspace: id, err: String(err) });
+        this.log({ level: 'error', msg: 'layer of a mounted workspace failed', workspace: id, err: String(err) });
       }
     }
   }
@@ -169,13 +173,13 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
             : undefined;
         if (state) {
           this.mounts.set(ws.id, { namespace: ws.namespace, path: ws.mountPath, uid: state.owner?.uid });
-          this.emit('log', { level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
+          this.log({ level: 'info', msg: 'adopted', workspace: ws.id, path: ws.mountPath });
           continue;
         }
         if (await this.waiting.tryRemount(ws.namespace, ws.id, ws.mountPath))
-          this.emit('log', { level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
+          this.log({ level: 'info', msg: 'remounted', workspace: ws.id, path: ws.mountPath });
       } catch (err) {
-        this.emit('log', { level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
+        this.log({ level: 'error', msg: 'remount failed', workspace: ws.id, err: String(err) });
       }
     }
   }
@@ -185,7 +189,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     const owned = new Set([...this.mounts.values(), ...this.waiting.entries().map(([, w]) => w)].map((m) => m.path));
     const strays = findLeftovers(this.paths, readMountInfo()).filter((l) => l.kind === 'overlay' && !owned.has(l.path));
     for (const c of await cleanLeftovers(strays))
-      this.emit('log', { level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
+      this.log({ level: 'warn', msg: 'stray overlay unmounted', path: c.path, lazy: c.lazy, err: c.error });
   }
 
   /**
@@ -366,7 +370,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
           busy.push({ workspace: id, path: m.path });
           continue;
         }
-        this.emit('log', { level: 'warn', msg: 'busy mount detached lazily', workspace: id, path: m.path });
+        this.log({ level: 'warn', msg: 'busy mount detached lazily', workspace: id, path: m.path });
         await unmount(m.path, true);
       }
       await this.catalog.setMount(id, null);

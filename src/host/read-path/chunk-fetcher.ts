@@ -8,21 +8,102 @@ import { DEFAULT_PACK_INDEX_BYTES } from '../../store/pack/pack-index-cache.js';
 import type { BlobIndex, BlobLocation } from '../../store/pack/pack-types.js';
 import { MERGE_GAP_BYTES, MERGE_MAX_BYTES, RangePlanner } from '../../store/pack/range-plan.js';
 import type { ChunkCache } from './chunk-cache.js';
-import type { BackendReadEvent, ChunkFetcherEvents, ChunkFetcherStats, Group, Want, WantAt } from './fetch-types.js';
-import { DEFAULT_READ_AHEAD_MIN_BYTES, ReadAhead } from './read-ahead.js';
+import {
+  DEFAULT_READ_AHEAD_MIN_BYTES,
+  ReadAhead,
+  type Group,
+  type ReadAheadEvents,
+  type ReadAheadSource,
+  type ReadAheadStats,
+  type Want,
+  type WantAt,
+} from './read-ahead.js';
 import { Semaphore } from '../../core/semaphore.js';
 import { Singleflight } from './singleflight.js';
 
-export type {
-  BackendReadEvent,
-  BlobErrorEvent,
-  CacheErrorEvent,
-  ChunkFetcherEvents,
-  ChunkFetcherStats,
-  FetchEvent,
-  JoinEvent,
-  PackIndexErrorEvent,
-} from './fetch-types.js';
+/** Payload of the `'backend-read'` event: one ranged read of a pack (offset and bytes in bytes). */
+export interface BackendReadEvent {
+  pack: string;
+  offset: number;
+  /** Bytes the store returned. */
+  bytes: number;
+  /** True for the single-blob re-read after a verification failure. */
+  refetch: boolean;
+  /** `'blobs'`: stored blobs (asked for, or read ahead); `'pack-index'`: the tail of a pack (its index and footer). */
+  kind: 'blobs' | 'pack-index';
+}
+
+/** Payload of the `'fetch'` event: a chunk (raw size in bytes) fetched from the backend and verified. */
+export interface FetchEvent {
+  digest: Digest;
+  bytes: number;
+  /** True for a chunk read ahead (kept in memory, asked for by nobody yet). */
+  readAhead?: boolean;
+}
+
+/** Payload of the `'join'` event: a caller shared a read already in flight. */
+export interface JoinEvent {
+  /** `'chunk'`: same chunk digest; `'range'`: same (pack, offset, length); `'window'`: a read-ahead window covering the chunk. */
+  kind: 'chunk' | 'range' | 'window';
+  key: string;
+}
+
+/** Payload of the `'refetch'`, `'integrity-error'` and `'read-ahead-drop'` events: a blob of a pack and what was wrong with it. */
+export interface BlobErrorEvent {
+  digest: Digest;
+  pack: string;
+  error: unknown;
+}
+
+/** Payload of the `'cache-error'` event: a verified chunk the cache could not write (it was still returned). */
+export interface CacheErrorEvent {
+  digest: Digest;
+  error: unknown;
+}
+
+/** Payload of the `'pack-index-error'` event: a pack's index is unusable (no read-ahead there for a minute). */
+export interface PackIndexErrorEvent {
+  pack: string;
+  error: unknown;
+}
+
+/** The events of a `ChunkFetcher` (typed `EventEmitter` map; payloads above). */
+export type ChunkFetcherEvents = {
+  'backend-read': [BackendReadEvent];
+  fetch: [FetchEvent];
+  join: [JoinEvent];
+  refetch: [BlobErrorEvent];
+  'integrity-error': [BlobErrorEvent];
+  'cache-error': [CacheErrorEvent];
+  'read-ahead-drop': [BlobErrorEvent];
+  'pack-index-error': [PackIndexErrorEvent];
+  /** A chunk whose pack the store no longer has is looked up again (gc repacked it). */
+  relocate: [RelocateEvent];
+};
+
+/** Payload of the `'relocate'` event: the chunk and the pack the store no longer has. */
+export interface RelocateEvent {
+  digest: Digest;
+  pack: string;
+}
+
+/** Counters of a `ChunkFetcher` (monotonic; the read-ahead's counters are in ReadAheadStats). */
+export interface ChunkFetcherStats extends ReadAheadStats {
+  /** Ranged reads issued to the store (refetches and pack-index reads included). */
+  backendReads: number;
+  /** Bytes returned by those reads. */
+  backendBytes: number;
+  /** Blobs that failed verification once and were read again on their own. */
+  refetches: number;
+  /** Blobs that failed verification twice (reported as E_INTEGRITY). */
+  integrityErrors: number;
+  /** Verified chunks that could not be written to the cache (still returned to the caller). */
+  cacheErrors: number;
+  /** Chunks looked up again because the store no longer had the pack they were located in. */
+  relocations: number;
+  /** Ranged reads of pack tails (pack indexes) for read-ahead (also in backendReads). */
+  packIndexReads: number;
+}
 
 /** Options of a {@link ChunkFetcher}. */
 export interface ChunkFetcherOptions {
@@ -110,8 +191,6 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
   private readonly ahead: ReadAhead | undefined;
   /** The read-ahead's triggers (chunks whose first hit starts a window), empty when it is off. */
   private readonly triggers: Map<Digest, unknown>;
-  /** Read-ahead work in flight (windows, index loads), for idle(). */
-  private readonly background = new Set<Promise<unknown>>();
 
   /**
    * @throws E_USAGE for a non-positive maxMergeBytes / maxConcurrentReads, a negative
@@ -154,21 +233,7 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
     });
     this.ahead =
       readAheadMax > 0
-        ? new ReadAhead(
-            {
-              cache: this.cache,
-              planner: this.planner,
-              stats: this.stats,
-              events: this,
-              packSize: (pack) => this.store.size(pack),
-              readRange: (pack, offset, length, refetch, kind) => this.readRange(pack, offset, length, refetch, kind),
-              deliverGroup: (g, span) => this.deliverGroup(g, span),
-              deliverBlob: (want, loc, span, spanStart) => this.deliverBlob(want, loc, span, spanStart),
-              requeue: (want) => this.push(want),
-              track: (p) => this.track(p),
-            },
-            { maxBytes: readAheadMax, minBytes: readAheadMin, packIndexBytes },
-          )
+        ? new ReadAhead(this.readAheadSource(), { maxBytes: readAheadMax, minBytes: readAheadMin, packIndexBytes })
         : undefined;
     this.triggers = this.ahead?.triggers ?? new Map();
     this.chunkFlights.on('join', (key: string) => this.emit('join', { kind: 'chunk', key }));
@@ -200,11 +265,12 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
    * finished writing what was fetched (for shutdown and tests); never rejects.
    */
   async idle(): Promise<void> {
-    while (this.queue.length > 0 || this.chunkFlights.inFlight > 0 || this.rangeFlights.inFlight > 0 || this.background.size > 0) {
+    const ahead = this.ahead;
+    while (this.queue.length > 0 || this.chunkFlights.inFlight > 0 || this.rangeFlights.inFlight > 0 || (ahead?.pending ?? 0) > 0) {
       if (this.queue.length > 0) await new Promise((r) => setImmediate(r));
       await this.chunkFlights.settled();
       await this.rangeFlights.settled();
-      if (this.background.size > 0) await Promise.allSettled([...this.background]);
+      await ahead?.settled();
     }
     await this.cache.idle();
   }
@@ -251,6 +317,20 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
   }
 
   // ---------------------------------------------------------------------------------------
+
+  /** This fetcher as its read-ahead sees it (ReadAheadSource). */
+  private readAheadSource(): ReadAheadSource {
+    return {
+      cache: this.cache,
+      planner: this.planner,
+      stats: this.stats,
+      emit: (event, ...args) => void this.emit<keyof ReadAheadEvents>(event, ...args),
+      packSize: (pack) => this.store.size(pack),
+      readRange: (pack, offset, length, kind) => this.readRange(pack, offset, length, false, kind),
+      deliverBlob: (want, loc, span, spanStart) => this.deliverBlob(want, loc, span, spanStart),
+      requeue: (want) => this.push(want),
+    };
+  }
 
   private async resolve(refs: readonly ChunkRef[], index: BlobIndex, checkCache: boolean): Promise<Buffer[]> {
     const out: Buffer[] = new Array(refs.length);
@@ -416,10 +496,5 @@ export class ChunkFetcher extends EventEmitter<ChunkFetcherEvents> {
         this.reads.release();
       }
     });
-  }
-
-  private track(p: Promise<unknown>): void {
-    this.background.add(p);
-    void p.finally(() => this.background.delete(p));
   }
 }

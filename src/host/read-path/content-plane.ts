@@ -5,7 +5,7 @@ import type { BlobIndex } from '../../store/pack/pack-types.js';
 import { CachedContentSource, type LayerContents } from './cached-content-source.js';
 import { ChunkCache } from './chunk-cache.js';
 import { ChunkFetcher } from './chunk-fetcher.js';
-import type { LogRecord } from '../../core/log.js';
+import type { LogRecord, Logger } from '../../core/log.js';
 
 /** Default pack read-ahead window of the host (8 MiB). */
 export const DEFAULT_HOST_READ_AHEAD_BYTES = 8 * 1024 * 1024;
@@ -22,9 +22,11 @@ export interface ContentPlaneOptions {
   cacheBytes: number;
   /** Largest read-ahead window in bytes; default DEFAULT_HOST_READ_AHEAD_BYTES (0: off). */
   readAheadBytes?: number;
+  /** Where it logs its ContentPlaneLog records (default: its `'log'` event). */
+  logger?: Logger;
 }
 
-/** Payload of the `'log'` event: something worth a line in the daemon's log (never printed here). */
+/** A record it logs (to its `logger`, else as its `'log'` event): something worth a line in the daemon's log (never printed here). */
 export interface ContentPlaneLog extends LogRecord {
   level: 'warn' | 'error';
   msg: string;
@@ -70,9 +72,10 @@ export interface ArenaSink {
  *     window in the background once a reader is half way through the current one;
  *  3. hits served by the main thread reach the same trigger through fetcher.getSync.
  *
- * Events: `'log'` (ContentPlaneLog: integrity errors, refetches, cache corruption and write
- * failures, dropped read-ahead chunks, unusable pack indexes). Counters and per-chunk events
- * are on the parts' own typed emitters (`cache`, `fetcher`): subscribe there (no extra hop).
+ * Logs (ContentPlaneLog, to the `logger` option, else as `'log'` events): integrity errors,
+ * refetches, cache corruption and write failures, dropped read-ahead chunks, unusable pack
+ * indexes. Counters and per-chunk events are on the parts' own typed emitters (`cache`,
+ * `fetcher`): subscribe there (no extra hop).
  * Never prints.
  *
  * @example
@@ -108,7 +111,7 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
     });
     // The FUSE server writes a synchronous answer out before it reads again: multi-chunk reads can share one scratch buffer.
     this.source = new CachedContentSource(this.fetcher, { reuseSyncBuffers: true });
-    this.wireLog();
+    this.wireLog(opts.logger ?? ((l: ContentPlaneLog) => void this.emit('log', l)));
   }
 
   /**
@@ -162,9 +165,8 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
     return this.fetcher.idle();
   }
 
-  /** Maps the parts' rare events (failures) to `'log'` events. */
-  private wireLog(): void {
-    const log = (l: ContentPlaneLog): void => void this.emit('log', l);
+  /** Maps the parts' rare events (failures) to log records. */
+  private wireLog(log: (l: ContentPlaneLog) => void): void {
     this.cache.on('corrupt', (e) => log({ level: 'warn', msg: 'cache corrupt', digest: e.digest, reason: e.reason }));
     this.fetcher.on('integrity-error', (e) => log({ level: 'error', msg: 'integrity', digest: e.digest, pack: e.pack }));
     this.fetcher.on('refetch', (e) => log({ level: 'warn', msg: 'refetch', digest: e.digest, pack: e.pack }));

@@ -1,13 +1,11 @@
-import type { EventEmitter } from 'node:events';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import { decodeBlob } from '../../store/pack/pack.js';
 import type { PackIndex } from '../../store/pack/pack-index.js';
 import { PackIndexCache, type PackSlot } from '../../store/pack/pack-index-cache.js';
-import type { BlobLocation } from '../../store/pack/pack-types.js';
-import type { RangePlanner } from '../../store/pack/range-plan.js';
+import type { BlobIndex, BlobLocation } from '../../store/pack/pack-types.js';
+import type { BlobRange, RangePlanner } from '../../store/pack/range-plan.js';
 import type { ChunkCache } from './chunk-cache.js';
-import type { BackendReadEvent, ChunkFetcherEvents, ChunkFetcherStats, Group, Want, WantAt } from './fetch-types.js';
 
 /** Default first read-ahead window of a stream (512 KiB; never more than the largest window). */
 export const DEFAULT_READ_AHEAD_MIN_BYTES = 512 * 1024;
@@ -57,24 +55,73 @@ interface AheadState {
 
 type Slot = PackSlot<AheadState>;
 
-/** What the read-ahead uses of its fetcher. */
-export interface ReadAheadDeps {
-  cache: ChunkCache;
-  planner: RangePlanner;
-  stats: ChunkFetcherStats;
-  events: EventEmitter<ChunkFetcherEvents>;
-  /** Size of a pack in bytes. */
+/** A missing chunk waiting for the fetcher's next plan (`loc` when already located). */
+export interface Want {
+  digest: Digest;
+  index: BlobIndex;
+  loc?: BlobLocation;
+  /** True once it was looked up again after its pack was gone (a want is relocated at most once). */
+  relocated?: boolean;
+  resolve(b: Buffer): void;
+  reject(e: unknown): void;
+}
+
+/** A located missing chunk. */
+export interface WantAt {
+  loc: BlobLocation;
+  want: Want;
+}
+
+/** One planned ranged read: [start, end) of a pack and the blobs asked for in it, by offset. */
+export type Group = BlobRange<WantAt>;
+
+/** The counters a read-ahead adds to (monotonic; part of ChunkFetcherStats). */
+export interface ReadAheadStats {
+  /** Reads that went on past the blobs asked for (read-ahead windows). */
+  readAheadWindows: number;
+  /** Of those, windows read in the background, before any miss, for a reader half way through the previous one. */
+  readAheadAsync: number;
+  /** Chunks read ahead: decoded, verified and kept in memory before anyone asked for them. */
+  readAheadChunks: number;
+  /** Raw bytes of those chunks. */
+  readAheadBytes: number;
+  /** Read-ahead chunks that failed verification: dropped, never served (a request refetches them). */
+  readAheadDropped: number;
+}
+
+/** The events a read-ahead reports through its source (a subset of ChunkFetcherEvents, the same payloads). */
+export type ReadAheadEvents = {
+  /** A request joined a window in flight (`key`: `pack@start+length`). */
+  join: [{ kind: 'window'; key: string }];
+  /** A chunk read ahead was verified and kept in memory (raw `bytes`). */
+  fetch: [{ digest: Digest; bytes: number; readAhead: true }];
+  /** A chunk read ahead failed verification and was dropped. */
+  'read-ahead-drop': [{ digest: Digest; pack: string; error: unknown }];
+  /** A pack's index is unusable (no read-ahead there for a while). */
+  'pack-index-error': [{ pack: string; error: unknown }];
+};
+
+/** What a read-ahead needs of the fetcher it widens reads for (ChunkFetcher passes one). */
+export interface ReadAheadSource {
+  /** The fetcher's chunk cache: which chunks are held already; read-ahead chunks are kept in its memory tier. */
+  readonly cache: ChunkCache;
+  /** The fetcher's merge limits: whether two blobs share one read, and maxGapBytes. */
+  readonly planner: RangePlanner;
+  /** The fetcher's live counters; read-ahead adds to these. */
+  readonly stats: ReadAheadStats;
+  /** Reports an event on the fetcher. */
+  emit<K extends keyof ReadAheadEvents>(event: K, ...args: ReadAheadEvents[K]): void;
+  /** Size of a pack in bytes. @throws (rejects) as the store does. */
   packSize(pack: string): Promise<number>;
-  /** One ranged read (singleflighted, counted). */
-  readRange(pack: string, offset: number, length: number, refetch: boolean, kind?: BackendReadEvent['kind']): Promise<Buffer>;
-  /** Decodes, verifies and delivers the asked-for blobs of a group from its span. */
-  deliverGroup(g: Group, span: Buffer): void;
-  /** Decodes, verifies and delivers one asked-for blob from a span read from byte `spanStart`. */
+  /**
+   * One ranged read of a pack (offset and length in bytes), singleflighted and counted as a
+   * backend read; `kind` `'pack-index'` for a pack's tail. @throws (rejects) as the store does.
+   */
+  readRange(pack: string, offset: number, length: number, kind: 'blobs' | 'pack-index'): Promise<Buffer>;
+  /** Decodes, verifies and delivers one asked-for blob from a span read from byte `spanStart` (refetched alone when bad). */
   deliverBlob(want: Want, loc: BlobLocation, span: Buffer, spanStart: number): void;
-  /** Queues a want for the next plan. */
+  /** Queues a want for the fetcher's next plan. */
   requeue(want: Want): void;
-  /** Work in the background, awaited by idle(). */
-  track(p: Promise<unknown>): void;
 }
 
 /** Options of a {@link ReadAhead} (bytes). */
@@ -127,21 +174,23 @@ export class ReadAhead {
   private readonly max: number;
   private readonly min: number;
   private readonly packs: PackIndexCache<AheadState>;
+  /** Work in flight (windows, index loads), for settled(). */
+  private readonly background = new Set<Promise<unknown>>();
 
-  /** @param deps what it uses of its fetcher; @param opts window sizes (validated by the fetcher). */
+  /** @param source what it uses of its fetcher; @param opts window sizes (validated by the fetcher). */
   constructor(
-    private readonly deps: ReadAheadDeps,
+    private readonly source: ReadAheadSource,
     opts: ReadAheadOptions,
   ) {
     this.max = opts.maxBytes;
     this.min = Math.min(opts.maxBytes, opts.minBytes ?? DEFAULT_READ_AHEAD_MIN_BYTES);
     this.packs = new PackIndexCache<AheadState>({
-      size: (pack) => deps.packSize(pack),
-      read: (pack, offset, length) => deps.readRange(pack, offset, length, false, 'pack-index'),
+      size: (pack) => source.packSize(pack),
+      read: (pack, offset, length) => source.readRange(pack, offset, length, 'pack-index'),
       maxBytes: opts.packIndexBytes,
       create: () => ({ streams: [], windows: [] }),
       busy: (s) => s.windows.length > 0,
-      onError: (pack, error) => deps.events.emit('pack-index-error', { pack, error }),
+      onError: (pack, error) => source.emit('pack-index-error', { pack, error }),
     });
   }
 
@@ -155,9 +204,19 @@ export class ReadAhead {
     return this.packs.bytes;
   }
 
+  /** Windows being read and pack indexes being loaded. */
+  get pending(): number {
+    return this.background.size;
+  }
+
+  /** Resolves once the work in flight when called has settled (see pending); never rejects. */
+  async settled(): Promise<void> {
+    if (this.background.size > 0) await Promise.allSettled([...this.background]);
+  }
+
   /** Plans the reads of one pack's missing blobs (sorted by offset) with read-ahead. */
   plan(pack: string, items: WantAt[]): void {
-    const { cache, planner } = this.deps;
+    const { cache, planner } = this.source;
     const ps = this.packs.slot(pack);
     const windows = ps.state.windows;
     const groups: Group[] = [];
@@ -204,7 +263,7 @@ export class ReadAhead {
     this.triggers.delete(digest);
     const ps = this.packs.peek(t.pack);
     if (!ps || !ps.index || ps.state.windows.some((w) => w.start <= t.at && t.at < w.end)) return;
-    if (this.startWindow(ps, { pack: t.pack, start: t.at, end: t.at, items: [] }, Infinity)) this.deps.stats.readAheadAsync++;
+    if (this.startWindow(ps, { pack: t.pack, start: t.at, end: t.at, items: [] }, Infinity)) this.source.stats.readAheadAsync++;
   }
 
   /**
@@ -214,7 +273,7 @@ export class ReadAhead {
    */
   private joinWindow(w: Window, want: Want, loc: BlobLocation): void {
     this.windowJoins++;
-    this.deps.events.emit('join', { kind: 'window', key: `${loc.pack}@${w.start}+${w.end - w.start}` });
+    this.source.emit('join', { kind: 'window', key: `${loc.pack}@${w.start}+${w.end - w.start}` });
     // `held`: the window's bytes, kept by a request that waited while the window ended
     const serve = (held?: Buffer): void => {
       const span = w.span ?? held;
@@ -224,7 +283,7 @@ export class ReadAhead {
         void w.whenPlanned.then(() => serve(span));
         return;
       }
-      const b = this.deps.cache.getSync(want.digest, { quiet: true });
+      const b = this.source.cache.getSync(want.digest, { quiet: true });
       if (b) {
         if (this.triggers.size > 0) this.trigger(want.digest);
         want.resolve(b);
@@ -232,13 +291,13 @@ export class ReadAhead {
       }
       const from = loc.offset - w.start;
       if (span && from >= 0 && from + loc.storedLength <= span.length) {
-        this.deps.deliverBlob(want, loc, span, w.start);
+        this.source.deliverBlob(want, loc, span, w.start);
         if (this.triggers.size > 0) this.trigger(want.digest);
         return;
       }
       // The read failed or came back short: read it on its own once the window is gone
       // (planned while it is still there, the request would only join it again).
-      void w.gone.then(() => this.deps.requeue({ ...want, loc }));
+      void w.gone.then(() => this.source.requeue({ ...want, loc }));
     };
     if (w.span) serve();
     else void w.arrived.then((span) => serve(span));
@@ -295,7 +354,7 @@ export class ReadAhead {
       clearTimeout(cap);
       leave();
     });
-    this.deps.track(run);
+    this.track(run);
     return true;
   }
 
@@ -311,20 +370,20 @@ export class ReadAhead {
     const length = w.end - w.start;
     let span: Buffer;
     try {
-      span = await this.deps.readRange(g.pack, w.start, length, false);
+      span = await this.source.readRange(g.pack, w.start, length, 'blobs');
     } catch (err) {
       for (const it of g.items) it.want.reject(err);
       return;
     }
     w.span = span;
     arrive(span);
-    this.deps.deliverGroup({ ...g, end: w.end }, span);
+    for (const { loc, want } of g.items) this.source.deliverBlob(want, loc, span, g.start);
     if (index === null) return;
     // Anything in the span besides the blobs asked for (after them, or between them)?
     let asked = 0;
     for (const it of g.items) asked += it.loc.storedLength;
     if (asked >= span.length) return;
-    this.deps.stats.readAheadWindows++;
+    this.source.stats.readAheadWindows++;
     // An index already here is used without an await: the next window's trigger is then
     // registered before any request that joined this window is served.
     if (index === undefined) index = ps.index !== undefined ? ps.index : await this.loadIndex(g.pack, ps);
@@ -338,7 +397,7 @@ export class ReadAhead {
    * registers the trigger that starts the next window and calls `planned`. Never rejects.
    */
   private async keepAhead(ps: Slot, g: Group, w: Window, index: PackIndex, span: Buffer, planned: () => void): Promise<void> {
-    const { cache, stats, events } = this.deps;
+    const { cache, stats } = this.source;
     const start = w.start;
     const asked = new Set<number>();
     for (const it of g.items) asked.add(it.loc.offset);
@@ -346,7 +405,7 @@ export class ReadAhead {
     const first = g.items.length > 0 ? g.items[0].loc : undefined;
     const at = first ? index.firstAtOrAfter(first.offset) : 0;
     if (first && (at >= index.count || index.offsets[at] !== first.offset || index.digestAt(at) !== first.digest)) {
-      events.emit('pack-index-error', {
+      this.source.emit('pack-index-error', {
         pack: g.pack,
         error: new AwcError('E_FORMAT', `pack ${g.pack}: its index does not list ${first.digest} at ${first.offset}`),
       });
@@ -398,14 +457,14 @@ export class ReadAhead {
         raw = decodeBlob(span.subarray(from, from + storedLength), entry);
       } catch (err) {
         stats.readAheadDropped++;
-        events.emit('read-ahead-drop', { digest, pack: g.pack, error: err });
+        this.source.emit('read-ahead-drop', { digest, pack: g.pack, error: err });
         continue;
       }
       if (entry.codec === 'none') raw = Buffer.from(raw); // a copy: do not pin the span
       if (cache.remember(digest, raw, { verified: true })) {
         stats.readAheadChunks++;
         stats.readAheadBytes += raw.length;
-        events.emit('fetch', { digest, bytes: raw.length, readAhead: true });
+        this.source.emit('fetch', { digest, bytes: raw.length, readAhead: true });
       }
     }
   }
@@ -417,7 +476,7 @@ export class ReadAhead {
    */
   private windowEnd(ps: Slot, index: PackIndex, g: Group, limit: number): number {
     const windows = ps.state.windows;
-    const maxGap = this.deps.planner.limits.maxGapBytes;
+    const maxGap = this.source.planner.limits.maxGapBytes;
     let end = g.end;
     let heldRun = 0;
     for (let i = index.firstAtOrAfter(g.end); i < index.count; i++) {
@@ -425,7 +484,7 @@ export class ReadAhead {
       const e = offset + index.stored[i];
       if (e > limit) break;
       if (windows.some((w) => offset < w.end && e > w.start)) break;
-      if (index.isChunk(i) && this.deps.cache.has(index.digestAt(i))) {
+      if (index.isChunk(i) && this.source.cache.has(index.digestAt(i))) {
         heldRun += e - offset;
         if (heldRun > maxGap) break;
         continue; // not the new end yet: do not end a window on chunks already held
@@ -439,7 +498,7 @@ export class ReadAhead {
   /** The read stream a window [start, end) continues (the closest one whose last window ended at most maxGapBytes before `start`, or inside the window: its next window, twice as big), or a new one. */
   private streamAt(ps: Slot, start: number, end: number): { next: number; size: number } {
     const streams = ps.state.streams;
-    const maxGap = this.deps.planner.limits.maxGapBytes;
+    const maxGap = this.source.planner.limits.maxGapBytes;
     let i = -1;
     for (let k = 0; k < streams.length; k++) {
       const s = streams[k];
@@ -465,7 +524,12 @@ export class ReadAhead {
   private loadIndex(pack: string, ps: Slot): Promise<PackIndex | null> {
     const was = ps.loading;
     const p = this.packs.load(pack, ps, (size) => ps.state.windows.find((x) => x.end >= size));
-    if (p !== was && ps.loading === p) this.deps.track(p);
+    if (p !== was && ps.loading === p) this.track(p);
     return p;
+  }
+
+  private track(p: Promise<unknown>): void {
+    this.background.add(p);
+    void p.finally(() => this.background.delete(p));
   }
 }

@@ -10,6 +10,7 @@
  */
 import type { FileHandle } from 'node:fs/promises';
 import { MIN_HOLE, type Extent } from '../../core/sparse.js';
+import { isExtentMismatch, placeExtents } from '../../store/content/sparse-read.js';
 
 /** Holes are left for whole zero blocks of this many bytes, aligned in the file. */
 const HOLE_BLOCK = 4096;
@@ -54,20 +55,13 @@ export async function writeDense(fh: FileHandle, body: AsyncIterable<Buffer>): P
  * @returns `size` when the data fit the extents exactly, else -1
  */
 export async function writeExtents(fh: FileHandle, body: AsyncIterable<Buffer>, extents: readonly Extent[], size: number): Promise<number> {
-  let i = 0;
-  let done = 0; // bytes of extents[i] written
-  for await (let buf of body) {
-    while (buf.length > 0) {
-      if (i >= extents.length) return -1;
-      const [o, l] = extents[i];
-      const n = Math.min(buf.length, l - done);
-      await writeAll(fh, buf, 0, n, o + done);
-      buf = buf.subarray(n);
-      done += n;
-      if (done === l) [i, done] = [i + 1, 0];
-    }
+  try {
+    for await (const p of placeExtents(size, extents, body)) if (p.data) await writeAll(fh, p.data, 0, p.data.length, p.offset);
+  } catch (err) {
+    if (isExtentMismatch(err)) return -1;
+    throw err;
   }
-  return i === extents.length ? size : -1;
+  return size;
 }
 
 /** Writes `buf[from, to)` at file offset `base + from`. */

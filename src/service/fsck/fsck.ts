@@ -1,7 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Catalog } from '../../catalog/port/catalog.js';
-import type { GcPack, GcSnapshot } from '../../catalog/port/gc-catalog.js';
+import { DEFAULT_LOCK_TTL_MS, type GcPack, type GcSnapshot } from '../../catalog/port/gc-catalog.js';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
@@ -11,7 +11,6 @@ import { checkPacks, type PackCheck } from './fsck-packs.js';
 import { reindexFromPacks, type Relocate } from './fsck-repair.js';
 import type { FsckProblem, FsckReport, FsckWarning } from './fsck-types.js';
 import { attribute, walkSnapshots, type NamespaceNeeds } from './fsck-walk.js';
-import { DEFAULT_LOCK_TTL_MS } from '../gc/gc.js';
 
 export type { FsckKind, FsckProblem, FsckReport, FsckWarning } from './fsck-types.js';
 

@@ -8,7 +8,7 @@
 import { killPoint } from '../../core/kill-point.js';
 import { newGcOwner, takeGcLock } from './gc-owner.js';
 import type { Catalog } from '../../catalog/port/catalog.js';
-import type { GcCatalog, GcPack, GcSnapshot } from '../../catalog/port/gc-catalog.js';
+import { DEFAULT_LOCK_TTL_MS, type GcCatalog, type GcPack, type GcSnapshot } from '../../catalog/port/gc-catalog.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { AwcError } from '../../core/errors.js';
 import { gitProofRoot } from '../../store/content/git-proof-record.js';
@@ -20,8 +20,6 @@ import { packKeyHex } from '../../store/pack/pack.js';
 export const DEFAULT_GRACE_MS = 24 * 3_600_000;
 /** Default retention of unnamed, unheld snapshots: 7 days. */
 export const DEFAULT_RETENTION_MS = 7 * 86_400_000;
-/** Default time-to-live of the gc lock, renewed at every step: 15 min. */
-export const DEFAULT_LOCK_TTL_MS = 15 * 60_000;
 
 /** Options of {@link runGc}. Durations in ms. */
 export interface GcOptions {

@@ -9,7 +9,7 @@ import { splitDev, type Entry, type EntryAttrs, type FileEntry, type TreeObject 
 import type { ExportCounts } from '../../host/tree/export-dir.js';
 import type { ContentReader } from '../../store/content/content-reader.js';
 import { ReadWindow, type ReadWindowOptions, type TreeContentSource } from '../../store/content/read-window.js';
-import { RawPax } from './pax-raw.js';
+import { RawPax, type RawPaxRecord } from './pax-raw.js';
 import { PendingFile } from './pending-file.js';
 import { hasEscape, nameToBytes } from '../../core/raw-name.js';
 import { dataBytes } from '../../core/sparse.js';
@@ -106,14 +106,14 @@ function ustarMtime(ns: string): Date {
  * pax records of one entry's attributes: text records, and (with `raw`) the records whose
  * values are raw bytes (an xattr value that is not UTF-8, written through RawPax).
  */
-function paxRecords(a: EntryAttrs, raw: boolean): { pax: Record<string, string>; rawPax: [string, Buffer][] } {
+function paxRecords(a: EntryAttrs, raw: boolean): { pax: Record<string, string>; rawPax: RawPaxRecord[] } {
   const pax: Record<string, string> = { mtime: nsToPaxTime(a.mtimeNs), uid: String(a.uid), gid: String(a.gid) };
-  const rawPax: [string, Buffer][] = [];
+  const rawPax: RawPaxRecord[] = [];
   for (const [name, b64] of Object.entries(a.xattrs ?? {})) {
     const value = Buffer.from(b64, 'base64');
     const text = value.toString('utf8');
     if (!name.includes('=') && Buffer.from(text, 'utf8').equals(value)) pax[`SCHILY.xattr.${name}`] = text;
-    else if (!name.includes('=') && raw) rawPax.push([`SCHILY.xattr.${name}`, value]);
+    else if (!name.includes('=') && raw) rawPax.push({ key: `SCHILY.xattr.${name}`, value });
     else pax[`LIBARCHIVE.xattr.${encodeURIComponent(name)}`] = b64;
   }
   return { pax, rawPax };
@@ -238,13 +238,13 @@ class TarWriter {
 
   /** Names that are not UTF-8 go as raw `path`/`linkpath` records under `hdrcharset=BINARY` (src/service/tar/pax-raw.ts). */
   private rawNames(h: TarHeader): void {
-    const records: [string, Buffer][] = [];
-    if (hasEscape(h.name)) records.push(['path', nameToBytes(h.name)]);
-    if (h.linkname && hasEscape(h.linkname)) records.push(['linkpath', nameToBytes(h.linkname)]);
+    const records: RawPaxRecord[] = [];
+    if (hasEscape(h.name)) records.push({ key: 'path', value: nameToBytes(h.name) });
+    if (h.linkname && hasEscape(h.linkname)) records.push({ key: 'linkpath', value: nameToBytes(h.linkname) });
     if (records.length === 0) return;
     if (!this.rawPax)
       throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(h.name)}: this tar-stream cannot write names that are not UTF-8`);
-    this.rawPax.attach(h, [['hdrcharset', Buffer.from('BINARY')], ...records]);
+    this.rawPax.attach(h, [{ key: 'hdrcharset', value: Buffer.from('BINARY') }, ...records]);
   }
 
   /** Writes one entry (a regular file's body from `body`), resolved once the packer has it. */
@@ -369,7 +369,7 @@ class TarWriter {
         if (!this.rawPax)
           throw new AwcError('E_UNSUPPORTED', `${JSON.stringify(path)}: this tar-stream cannot write names that are not UTF-8`);
         delete h.pax['GNU.sparse.name'];
-        this.rawPax.attach(h, [['GNU.sparse.name', nameToBytes(path)]]);
+        this.rawPax.attach(h, [{ key: 'GNU.sparse.name', value: nameToBytes(path) }]);
       }
       h.size = map.length + dataBytes(e.extents);
       body = prepend(map, this.walker.readData(e));

@@ -13,6 +13,12 @@ import { AwcError } from '../../core/errors.js';
  * back byte for byte).
  */
 
+/** One raw pax record: its key and its value as raw bytes (written `<len> <key>=<value>\n`). */
+export interface RawPaxRecord {
+  key: string;
+  value: Buffer;
+}
+
 /** Fixed layout of the ustar header fields rewritten here. */
 const SIZE_OFFSET = 124;
 const CHECKSUM_OFFSET = 148;
@@ -67,7 +73,7 @@ interface PackInternals {
 
 /** Raw pax records attached to tar-stream headers of one pack (see the module docs). */
 export class RawPax {
-  private readonly raw = new WeakMap<object, [string, Buffer][]>();
+  private readonly raw = new WeakMap<object, RawPaxRecord[]>();
 
   /**
    * Hooks `pack`. Returns undefined when tar-stream's internals are not as expected (then
@@ -93,9 +99,9 @@ export class RawPax {
       const [paxHeader, body] = pushed;
       const main = pushed[pushed.length - 1]!;
       // a raw record replaces tar-stream's record of the same key (e.g. `path` of a raw name, which it wrote as UTF-8)
-      const replaced = new Set(raw.map(([k]) => k));
+      const replaced = new Set(raw.map((r) => r.key));
       const kept = paxRecords(body!).filter((r) => !replaced.has(r.key));
-      const full = Buffer.concat([...kept.map((r) => r.record), ...raw.map(([k, v]) => paxRecord(k, v))]);
+      const full = Buffer.concat([...kept.map((r) => r.record), ...raw.map((r) => paxRecord(r.key, r.value))]);
       this.push(patchUstar(paxHeader!, full.length));
       this.push(full);
       if (full.length % BLOCK) this.push(Buffer.alloc(BLOCK - (full.length % BLOCK)));
@@ -105,11 +111,11 @@ export class RawPax {
   }
 
   /**
-   * Attaches raw records (key → bytes) to `header`, which must also carry a `pax` object
+   * Attaches raw records to `header`, which must also carry a `pax` object
    * (possibly empty); records attached earlier stay. A key tar-stream also writes (`path`,
    * `linkpath`) is written once, with the raw value.
    */
-  attach(header: object, records: [string, Buffer][]): void {
+  attach(header: object, records: RawPaxRecord[]): void {
     if (records.length > 0) this.raw.set(header, [...(this.raw.get(header) ?? []), ...records]);
   }
 }

@@ -132,15 +132,15 @@ describe('export --dir from a tar stream, in process', () => {
     const name = Buffer.from([0x66, 0xff, 0x2e]); // "f\xff." (not UTF-8)
     const h1 = { name: './f', type: 'file' as const, mode: 0o644, size: 3, pax: {} };
     raw.attach(h1, [
-      ['path', Buffer.concat([Buffer.from('./'), name])],
-      ['SCHILY.xattr.user.bin', Buffer.from([0, 0xff, 1])],
+      { key: 'path', value: Buffer.concat([Buffer.from('./'), name]) },
+      { key: 'SCHILY.xattr.user.bin', value: Buffer.from([0, 0xff, 1]) },
     ]);
     pack.entry(h1, 'raw');
     const h2 = { name: './l', type: 'symlink' as const, linkname: './t', pax: {} };
-    raw.attach(h2, [['linkpath', name]]);
+    raw.attach(h2, [{ key: 'linkpath', value: name }]);
     pack.entry(h2);
     const h3 = { name: './h', type: 'link' as const, linkname: './f', pax: {} };
-    raw.attach(h3, [['linkpath', Buffer.concat([Buffer.from('./'), name])]]);
+    raw.attach(h3, [{ key: 'linkpath', value: Buffer.concat([Buffer.from('./'), name]) }]);
     pack.entry(h3);
     pack.finalize();
     const out = join(work, 'raw');
