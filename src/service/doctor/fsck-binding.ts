@@ -2,7 +2,7 @@ import { redactUrl } from '../../config/backend-url.js';
 import { bindCatalogToStore } from '../../catalog/open/store-binding.js';
 import type { Awc } from '../workspace/awc.js';
 import type { FsckOptions } from '../fsck/fsck.js';
-import type { FsckReport } from '../fsck/fsck-types.js';
+import type { FsckReport } from '../fsck/fsck-report.js';
 
 /**
  * `awc fsck` on a home the CLI opened with `checking` (Awc.open): the check (Awc.fsck), then

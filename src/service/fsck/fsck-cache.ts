@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { Digest } from '../../core/digest.js';
 import { toAwcError } from '../../core/errors.js';
 import { MAX_BLOB_SIZE } from '../../store/pack/pack.js';
-import type { FsckProblem } from './fsck-types.js';
+import type { FsckProblem } from './fsck-report.js';
 
 const HEX2 = /^[0-9a-f]{2}$/;
 const HEX64 = /^[0-9a-f]{64}$/;

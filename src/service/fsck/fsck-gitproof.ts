@@ -7,7 +7,7 @@ import type { Entry, FileEntry } from '../../core/tree.js';
 import type { ContentReader } from '../../store/content/content-reader.js';
 import { getGitProof, gitProofRoot, isProven, type GitIndexProof } from '../../store/content/git-proof-record.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
-import type { FsckProblem, FsckWarning } from './fsck-types.js';
+import type { FsckProblem, FsckWarning } from './fsck-report.js';
 
 /** A snapshot root the check of its proof can read: the snapshots holding it and a reader of their namespace. */
 export interface ProofRoot {

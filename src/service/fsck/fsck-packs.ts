@@ -6,7 +6,7 @@ import { Semaphore } from '../../core/semaphore.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { decodeBlob, PACK_FOOTER_SIZE, packKeyHex, parsePackFooter, parsePackIndex } from '../../store/pack/pack.js';
 import type { BlobLocation, PackIndexEntry } from '../../store/pack/pack-types.js';
-import type { FsckProblem } from './fsck-types.js';
+import type { FsckProblem } from './fsck-report.js';
 
 /** What the check of one pack found. */
 export interface PackCheck {

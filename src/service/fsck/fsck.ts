@@ -9,10 +9,10 @@ import { checkCacheFiles } from './fsck-cache.js';
 import { checkGitProofs, type ProofRoot } from './fsck-gitproof.js';
 import { checkPacks, type PackCheck } from './fsck-packs.js';
 import { reindexFromPacks, type Relocate } from './fsck-repair.js';
-import type { FsckProblem, FsckReport, FsckWarning } from './fsck-types.js';
+import type { FsckProblem, FsckReport, FsckWarning } from './fsck-report.js';
 import { attribute, walkSnapshots, type NamespaceNeeds } from './fsck-walk.js';
 
-export type { FsckKind, FsckProblem, FsckReport, FsckWarning } from './fsck-types.js';
+export type { FsckKind, FsckProblem, FsckReport, FsckWarning } from './fsck-report.js';
 
 /** Options of {@link runFsck}. */
 export interface FsckOptions {
