@@ -9,7 +9,6 @@ import type { ExportOptions, ExportResult } from '../../service/workspace/awc-ap
 import type { ImportOptions } from '../../service/import/import-snapshot.js';
 import type { GitImportOptions } from '../../service/git/git-import.js';
 import type { CheckpointGitOptions, GitExportOptions } from '../../service/git/git-export.js';
-import { homeOnly } from './through-daemon.js';
 import type { RemoteAwc, RemoteImportOptions } from './remote-api.js';
 import { checkpointGitAsUser, exportGitAsUser, importGitAsUser, type GitCalls } from './remote-git.js';
 import { extractTarToDir } from '../../service/tar/extract-tar-dir.js';
@@ -18,13 +17,12 @@ import { checkTarTarget } from '../../service/tar/export-tar.js';
 import { withSourcePath } from '../../service/refs/run-target.js';
 import { restoreKeptSet } from '../../service/kept/kept-files.js';
 import type { KeptSetBytes } from '../../daemon/users/user-methods.js';
-
-/** Properties of Awc that are the home's own (catalog, store, paths): never through the daemon. */
-const LOCAL_ONLY = ['catalog', 'store', 'paths', 'config', 'reader'];
+import type { AttachResult, DetachResult } from '../../service/attach/attach.js';
 
 /**
- * The service facade of an ordinary user's CLI over the per-user socket `socket` (a Proxy:
- * a method the daemon does not allow answers E_USAGE from the daemon).
+ * The service facade of an ordinary user's CLI over the per-user socket `socket`: every method
+ * of {@link RemoteAwc} is one call of the daemon's call table (src/daemon/users/user-methods.ts)
+ * or one of its endpoints; what lives in root's home (the catalog, the store, gc) is not here.
  */
 export function remoteAwc(socket: string, namespace: string): RemoteAwc {
   const client = new UserClient(socket);
@@ -33,22 +31,41 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     (method: string) =>
     (...args: unknown[]): Promise<unknown> =>
       client.call(namespace, method, absolutePaths(method, args));
+  // typed by the member it fills in (its arguments and result as RemoteAwc declares them): the
+  // daemon's answer is that method's result, checked by the same schema on its side
+  const rpc =
+    <A extends unknown[], R>(method: string) =>
+    (...args: A): Promise<R> =>
+      call(method)(...args) as Promise<R>;
   // git runs in this process, as the user; these are what it needs of the daemon (src/cli/remote/remote-git.ts)
-  const git = {
-    resolve: call('resolve'),
-    getSnapshot: call('getSnapshot'),
-    getWorkspace: call('getWorkspace'),
-    checkpoint: call('checkpoint'),
+  const git: GitCalls = {
+    resolve: rpc('resolve'),
+    getSnapshot: rpc('getSnapshot'),
+    getWorkspace: rpc('getWorkspace'),
+    checkpoint: rpc('checkpoint'),
     importDir: (dir: string, o: ImportOptions) => importAsUser(client, namespace, dir, o),
-  } as GitCalls;
-  const own: Record<string, unknown> = {
+  };
+  return {
     namespace,
     close: async () => undefined,
-    leases: { list: call('leases.list'), show: call('leases.show') },
-    usage: call('usage'),
+    listSnapshots: rpc('listSnapshots'),
+    listWorkspaces: rpc('listWorkspaces'),
+    getSnapshot: rpc('getSnapshot'),
+    getWorkspace: rpc('getWorkspace'),
+    resolve: rpc('resolve'),
+    setLabels: rpc('setLabels'),
+    fork: rpc('fork'),
+    mount: rpc('mount'),
+    unmount: rpc('unmount'),
+    checkpoint: rpc('checkpoint'),
+    diff: rpc('diff'),
+    rm: rpc('rm'),
+    doctor: rpc('doctor'),
+    leases: { list: rpc('leases.list'), show: rpc('leases.show') },
+    usage: rpc('usage'),
     kept: {
-      ls: call('kept.ls'),
-      rm: call('kept.rm'),
+      ls: rpc('kept.ls'),
+      rm: rpc('kept.rm'),
       restore: async (ref: string, dir: string) => {
         const { set, contents } = (await client.call(namespace, 'kept.read', [ref])) as KeptSetBytes;
         // as the user, into a directory of theirs: each file created exclusively, 0600
@@ -64,24 +81,15 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
       if (!fs.statSync(real, { throwIfNoEntry: false })?.isDirectory())
         throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${dir}`);
       const { envKey } = await import('../../service/attach/env-key.js');
-      return client.call(namespace, 'attach', [real, { snapshot: opts.snapshot, key: await envKey(real) }]);
+      return (await client.call(namespace, 'attach', [real, { snapshot: opts.snapshot, key: await envKey(real) }])) as AttachResult;
     },
     detach: async (dir: string, opts: { force?: boolean } = {}) =>
-      client.call(namespace, 'detach', [realOr(dir), { force: opts.force === true }]),
+      (await client.call(namespace, 'detach', [realOr(dir), { force: opts.force === true }])) as DetachResult,
     importGit: (repo: string, opts: GitImportOptions = {}) => importGitAsUser(git, repo, opts),
     exportGit: (ref: string, opts: GitExportOptions) => exportGitAsUser(client, namespace, git, ref, opts),
     checkpointGit: (ws: string, opts: CheckpointGitOptions) => checkpointGitAsUser(client, namespace, git, ws, opts),
     export: (ref: string, opts: ExportOptions) => exportAsUser(client, namespace, ref, opts),
   };
-  return new Proxy(own, {
-    get: (t, p) => {
-      if (p in t) return t[p as string];
-      if (typeof p !== 'string' || p === 'then') return undefined;
-      // what lives in root's home is not handed out: a command that needs it says so
-      if (LOCAL_ONLY.includes(p)) throw homeOnly(p);
-      return call(p);
-    },
-  }) as unknown as RemoteAwc;
 }
 
 /** The real path of `dir`, or its absolute path when it is gone (a detach of a removed worktree). */
