@@ -26,17 +26,13 @@ import type { AttachResult, DetachResult } from '../../service/attach/attach.js'
  */
 export function remoteAwc(socket: string, namespace: string): RemoteAwc {
   const client = new UserClient(socket);
-  // paths are the caller's: relative ones are resolved here, in the caller's directory, never in the daemon's
-  const call =
-    (method: string) =>
-    (...args: unknown[]): Promise<unknown> =>
-      client.call(namespace, method, absolutePaths(method, args));
   // typed by the member it fills in (its arguments and result as RemoteAwc declares them): the
-  // daemon's answer is that method's result, checked by the same schema on its side
+  // daemon's answer is that method's result, checked by the same schema on its side; paths are
+  // the caller's: relative ones are resolved here, in the caller's directory, never in the daemon's
   const rpc =
     <A extends unknown[], R>(method: string) =>
     (...args: A): Promise<R> =>
-      call(method)(...args) as Promise<R>;
+      client.call(namespace, method, absolutePaths(method, args)) as Promise<R>;
   // git runs in this process, as the user; these are what it needs of the daemon (src/cli/remote/remote-git.ts)
   const git: GitCalls = {
     resolve: rpc('resolve'),
