@@ -104,6 +104,8 @@ export interface AwcPaths {
   userSockets: string;
   /** Overlay layers built for an ordinary user (`<uid>/<root hex>`: owners mapped to that user). */
   userLayers: string;
+  /** Per-class counts of snapshot roots (`<root hex>.json`; src/service/capture/class-cache.ts). */
+  classCounts: string;
 }
 
 /** The default of `uploadMaxBytes`: 32 GiB. */
@@ -390,5 +392,6 @@ export function pathsOf(
     workspaces: join(hostDir, 'workspaces'),
     userSockets: userSocketsDirOf(config),
     userLayers: join(hostDir, 'user-layers'),
+    classCounts: join(hostDir, 'class-counts'),
   };
 }

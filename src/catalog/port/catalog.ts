@@ -54,6 +54,19 @@ export interface ListFilter {
 }
 
 /** Input for a new snapshot: what the content writer produced plus metadata. */
+/**
+ * A snapshot's stored files and bytes per capture class (docs/explanation/capture-classes.md),
+ * with `key`, the digest of the `.awc.json` policy they were counted under: a checkpoint adds
+ * what changed to its head's counts instead of walking the whole tree
+ * (src/service/capture/class-delta.ts).
+ */
+export interface SnapshotClassCounts {
+  key: string;
+  durable: { files: number; bytes: number };
+  reconstructible: { files: number; bytes: number };
+  ignored: { files: number; bytes: number };
+}
+
 export interface NewSnapshot {
   namespace: string;
   root: Digest;
@@ -102,6 +115,15 @@ export interface Catalog {
 
   /** Resolves a snapshot by exact id, exact name, or unique id prefix (≥ 4 chars). @throws E_NOT_FOUND, E_AMBIGUOUS */
   getSnapshot(namespace: string, ref: string): Promise<SnapshotRow>;
+
+  /** The class counts recorded with snapshot `id` (exact id), or undefined (none recorded, or no such snapshot). */
+  snapshotClasses(namespace: string, id: string): Promise<SnapshotClassCounts | undefined>;
+
+  /**
+   * Records the class counts of snapshot `id` (counted after its commit, since they read the
+   * snapshot's own `.gitignore` files): one UPDATE; nothing when the snapshot is gone.
+   */
+  setSnapshotClasses(namespace: string, id: string, classes: SnapshotClassCounts): Promise<void>;
   /** Snapshots, newest first; with `filter.labels`, only those carrying every given label. */
   listSnapshots(namespace: string, filter?: ListFilter): Promise<SnapshotRow[]>;
   /** Deletes a snapshot row. @throws E_NOT_FOUND, E_IN_USE (a workspace or snapshot refers to it) */

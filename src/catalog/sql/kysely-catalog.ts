@@ -14,6 +14,7 @@ import type {
   NewSnapshot,
   SnapshotRow,
   WorkspaceRow,
+  SnapshotClassCounts,
 } from '../port/catalog.js';
 import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from './migrations.js';
 import type { Database } from './schema.js';
@@ -112,6 +113,16 @@ export class KyselyCatalog implements Catalog {
   /** See `SnapshotQueries.getSnapshot`. @throws E_NOT_FOUND, E_AMBIGUOUS */
   getSnapshot(namespace: string, ref: string): Promise<SnapshotRow> {
     return this.#snapshots.getSnapshot(namespace, ref);
+  }
+
+  /** See `SnapshotQueries.snapshotClasses`. */
+  snapshotClasses(namespace: string, id: string): Promise<SnapshotClassCounts | undefined> {
+    return this.#snapshots.snapshotClasses(namespace, id);
+  }
+
+  /** See `SnapshotQueries.setSnapshotClasses`. */
+  setSnapshotClasses(namespace: string, id: string, classes: SnapshotClassCounts): Promise<void> {
+    return this.#snapshots.setSnapshotClasses(namespace, id, classes);
   }
 
   /** Snapshots of `namespace`, newest first, those with every label of `filter.labels`. */

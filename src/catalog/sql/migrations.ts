@@ -271,6 +271,21 @@ const m0005Identity: Migration = {
   },
 };
 
+/**
+ * 0006_snapshot_classes: `snapshots.classes`, the snapshot's files per capture class as JSON
+ * (SnapshotClassCounts), null when not counted: a checkpoint adds what changed to its head's.
+ */
+const m0006SnapshotClasses: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema.alterTable('snapshots').addColumn('classes', 'text').execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.alterTable('snapshots').dropColumn('classes').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
@@ -278,6 +293,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0003_gc': m0003Gc,
   '0004_labels': m0004Labels,
   '0005_identity': m0005Identity,
+  '0006_snapshot_classes': m0006SnapshotClasses,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

@@ -80,6 +80,8 @@ export interface SnapshotsTable {
   byte_count: BigIntColumn;
   /** Labels as a JSON object of strings, keys sorted (0004_labels; catalog/labels.ts). */
   labels: ColumnType<string, string | undefined, string>;
+  /** SnapshotClassCounts as JSON, or null when not counted (0006_snapshot_classes). */
+  classes: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** Table `workspaces`: writable lines of work; name unique per namespace where not null. */

@@ -1,7 +1,7 @@
 import type { Transaction } from 'kysely';
 import { killPoint } from '../../core/kill-point.js';
 import { AwcError } from '../../core/errors.js';
-import type { CheckpointCommit, ListFilter, NewSnapshot, SnapshotRow } from '../port/catalog.js';
+import type { CheckpointCommit, ListFilter, NewSnapshot, SnapshotClassCounts, SnapshotRow } from '../port/catalog.js';
 import { labelsToText, matchesLabels } from '../port/labels.js';
 import { newId } from '../port/ids.js';
 import { checkName } from '../port/names.js';
@@ -67,6 +67,7 @@ export class SnapshotQueries {
       file_count: s.fileCount,
       byte_count: s.byteCount,
       labels: labelsToText(s.labels),
+      classes: null,
     };
   }
 
@@ -175,6 +176,37 @@ export class SnapshotQueries {
     });
   }
 
+  /** The class counts recorded with snapshot `id` of `namespace`, or undefined (none, unreadable, or no such snapshot). */
+  async snapshotClasses(namespace: string, id: string): Promise<SnapshotClassCounts | undefined> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const nsId = await ctx.findNs(namespace);
+      if (!nsId) return undefined;
+      const r = await ctx.db
+        .selectFrom('snapshots')
+        .select('classes')
+        .where('id', '=', id)
+        .where('namespace', '=', nsId)
+        .executeTakeFirst();
+      return r?.classes ? parseClassCounts(r.classes) : undefined;
+    });
+  }
+
+  /** Records the class counts of snapshot `id` of `namespace` (one UPDATE; nothing when it is gone). */
+  async setSnapshotClasses(namespace: string, id: string, classes: SnapshotClassCounts): Promise<void> {
+    const ctx = this.ctx;
+    await ctx.read(async () => {
+      const nsId = await ctx.findNs(namespace);
+      if (!nsId) return;
+      await ctx.db
+        .updateTable('snapshots')
+        .set({ classes: JSON.stringify(classes) })
+        .where('id', '=', id)
+        .where('namespace', '=', nsId)
+        .execute();
+    });
+  }
+
   /** Snapshots of `namespace`, newest first (created_at, then id, descending); only those with every label of `filter.labels`. */
   async listSnapshots(namespace: string, filter?: ListFilter): Promise<SnapshotRow[]> {
     const ctx = this.ctx;
@@ -233,5 +265,20 @@ export class SnapshotQueries {
       }
       await trx.deleteFrom('snapshots').where('id', '=', id).execute();
     });
+  }
+}
+
+/** A `classes` column's JSON as SnapshotClassCounts, or undefined when it is not of that shape. */
+function parseClassCounts(text: string): SnapshotClassCounts | undefined {
+  try {
+    const v = JSON.parse(text) as SnapshotClassCounts;
+    const ok = (c: unknown) =>
+      typeof c === 'object' &&
+      c !== null &&
+      Number.isFinite((c as { files: unknown }).files) &&
+      Number.isFinite((c as { bytes: unknown }).bytes);
+    return typeof v.key === 'string' && ok(v.durable) && ok(v.reconstructible) && ok(v.ignored) ? v : undefined;
+  } catch {
+    return undefined;
   }
 }

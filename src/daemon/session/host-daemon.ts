@@ -1,3 +1,4 @@
+import { ClassCountCache } from '../../service/capture/class-cache.js';
 import { EventEmitter } from 'node:events';
 import type { LogEvents, Logger } from '../../core/log.js';
 import { connect } from 'node:net';
@@ -255,7 +256,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   private async listen(gid: number | undefined): Promise<void> {
     configureDaemonLimits(this.config);
     this.sweeper = new HostSweeper(
-      { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays },
+      { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays, classCounts: new ClassCountCache(this.paths.classCounts) },
       this.metrics,
       this.config.sweepIntervalMs,
       this.log,

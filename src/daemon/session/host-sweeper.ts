@@ -4,6 +4,7 @@ import type { Catalog } from '../../catalog/port/catalog.js';
 import type { ChunkCache } from '../../host/read-path/chunk-cache.js';
 import { HostSweep, type HostSweepReport, type SweepableLayers } from '../../service/gc/host-sweep.js';
 import type { DaemonMetrics } from '../metrics/metrics.js';
+import type { ClassCountCache } from '../../service/capture/class-cache.js';
 import type { LogEvents, Logger } from '../../core/log.js';
 
 /** Events of a {@link HostSweeper}: log lines for the daemon's log. */
@@ -32,7 +33,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
   private readonly log: Logger;
 
   constructor(
-    opts: { catalog: Catalog; cache?: ChunkCache; layers?: SweepableLayers },
+    opts: { catalog: Catalog; cache?: ChunkCache; layers?: SweepableLayers; classCounts?: ClassCountCache },
     metrics: DaemonMetrics,
     private readonly intervalMs: number,
     logger?: Logger,

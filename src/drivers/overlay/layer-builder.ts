@@ -149,6 +149,7 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
       tree.close();
     }
     await writeFilePrivate(join(tmp, 'meta.json'), JSON.stringify(meta));
+    await writeFilePrivate(join(tmp, LINKS_FILE), JSON.stringify(meta.hardlinks));
     try {
       await rename(tmp, base);
     } catch (err) {
@@ -336,6 +337,31 @@ export function major(dev: number): number {
 /** Linux dev_t minor number (glibc encoding). */
 export function minor(dev: number): number {
   return (dev & 0xff) | ((dev >>> 12) & 0xfff00);
+}
+
+/** The layer's hardlink groups alone (LayerMeta.hardlinks), beside `meta.json`: what a checkpoint needs of a layer. */
+const LINKS_FILE = 'links.json';
+
+/**
+ * What a checkpoint needs of the built layer of `root` (src/drivers/overlay/upper-merge.ts):
+ * its hardlink groups, read from the small `links.json` alone, and its contents, read from
+ * `meta.json` only if asked (its size follows the snapshot's file count). Undefined when the
+ * layer is not built, or was built before `links.json` existed (then use buildLayer).
+ * Cost: O(hardlink groups), not O(files).
+ */
+export async function readLayerLinks(
+  root: Digest,
+  layersDir: string,
+): Promise<{ hardlinks: LayerMeta['hardlinks']; contents: () => Promise<LayerContents> } | undefined> {
+  const base = join(layersDir, digestHex(root));
+  let hardlinks: LayerMeta['hardlinks'];
+  try {
+    hardlinks = JSON.parse(await readFile(join(base, LINKS_FILE), 'utf8')) as LayerMeta['hardlinks'];
+  } catch {
+    return undefined;
+  }
+  const contents = async (): Promise<LayerContents> => (JSON.parse(await readFile(join(base, 'meta.json'), 'utf8')) as LayerMeta).contents;
+  return { hardlinks, contents };
 }
 
 /** True when the layer of `root` is already built under `layersDir`. */

@@ -19,7 +19,8 @@ import type {
   UnmountResult,
 } from '../port/mount-driver.js';
 import { removeHostState, workspaceDirs, type WorkspaceHostState } from '../port/workspace-state.js';
-import { buildLayer } from './layer-builder.js';
+import { buildLayer, readLayerLinks } from './layer-builder.js';
+import type { LayerContents } from '../../host/read-path/cached-content-source.js';
 import { overlayChecks } from './overlay-checks.js';
 import { mergeUpper } from './upper-merge.js';
 import { readUpperCache, writeUpperCache } from './upper-stat-cache.js';
@@ -106,17 +107,14 @@ export class OverlayMountDriver implements MountDriver {
   async scan(state: WorkspaceHostState, writer: ContentWriter, opts: ScanOptions = {}): Promise<ScanResult> {
     const { ctx } = this;
     const dirs = workspaceDirs(ctx.paths.workspaces, state.workspaceId);
-    // (an ordinary user's workspace has its own layer tree; its metadata is the same)
-    const layer = state.owner
-      ? await buildLayer(ctx.reader(), state.layerRoot, join(ctx.paths.userLayers, String(state.owner.uid)), { owner: state.owner })
-      : await buildLayer(ctx.reader(), state.layerRoot, ctx.paths.layers);
+    const layer = await this.layerLinks(state);
     const r = await mergeUpper({
       src: ctx.reader(writer.sessionBlob.bind(writer)),
       base: state.layerRoot,
       upper: dirs.upper,
       writer,
-      hardlinks: layer.meta.hardlinks,
-      contents: layer.meta.contents,
+      hardlinks: layer.hardlinks,
+      contents: layer.contents,
       statCache: await readUpperCache(dirs.dir),
       allowChanging: opts.allowChanging ?? false,
       filter: opts.filter,
@@ -128,6 +126,23 @@ export class OverlayMountDriver implements MountDriver {
       changing: r.changing,
       committed: () => writeUpperCache(dirs.dir, r.statCache),
     };
+  }
+
+  /**
+   * The hardlink groups and (on demand) contents of the workspace's layer, without reading
+   * the layer's whole meta (readLayerLinks); a layer that is missing or older is built or
+   * read whole (buildLayer). An ordinary user's workspace has its own layer tree, with the
+   * same metadata.
+   */
+  private async layerLinks(
+    state: WorkspaceHostState,
+  ): Promise<{ hardlinks: Record<string, string[]>; contents: () => Promise<LayerContents> }> {
+    const { ctx } = this;
+    const layersDir = state.owner ? join(ctx.paths.userLayers, String(state.owner.uid)) : ctx.paths.layers;
+    const links = await readLayerLinks(state.layerRoot, layersDir);
+    if (links) return links;
+    const layer = await buildLayer(ctx.reader(), state.layerRoot, layersDir, state.owner ? { owner: state.owner } : {});
+    return { hardlinks: layer.meta.hardlinks, contents: async () => layer.meta.contents };
   }
 
   /** Whether an earlier overlay (detached, or in another mount namespace) still uses the upper (see upper-use.ts). */

@@ -1,10 +1,10 @@
 import * as fs from 'node:fs';
 import type * as Xattr from 'fs-xattr';
 import { lazyRequire } from '../../core/lazy-require.js';
-import { isDigest, type Digest } from '../../core/digest.js';
+import { digestHex, isDigest, type Digest } from '../../core/digest.js';
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { AwcError } from '../../core/errors.js';
-import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs } from '../../core/tree.js';
+import { compareNames, type ChunkRef, type DirEntry, type Entry, type EntryAttrs, type FileEntry } from '../../core/tree.js';
 import type { TreeSource } from '../../store/content/tree-source.js';
 import { parseContentRedirect, shortContentName } from '../../core/content-name.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
@@ -37,6 +37,9 @@ interface MDir {
   children: Map<string, MEntry>;
 }
 type MEntry = Entry | MDir;
+
+/** The data part of a file entry: what a metadata-only copy keeps of its lower. */
+type FileData = Pick<FileEntry, 'digest' | 'size' | 'chunks' | 'extents'>;
 
 /** Result of a merge: the new root digest and what the upper held. */
 export interface MergeResult {
@@ -103,7 +106,12 @@ function sameStat(hit: UpperStatEntry, st: fs.BigIntStats): boolean {
  * Hardlink groups of the base (`hardlinks`: first path → further names) whose first name
  * was changed are re-rooted on their first surviving name, as overlayfs shows them.
  *
- * @param contents content hex → chunks of the base's files (the layer's meta), for redirects into the content lower
+ * Cost: O(entries of the upper + bytes of the full copies read + depth of each touched path),
+ * never O(base tree): the base is read only along the upper's paths, unchanged subtrees stay
+ * as their digests, and only hardlink groups whose first name the upper touches are checked.
+ *
+ * @param contents content hex → chunks of the base's files (the layer's meta), for a redirect into the content lower that
+ *   names no base file at the same path (a renamed metadata-only copy); a function is called only then
  * @throws E_CHANGED_DURING_READ when a file keeps changing while it is read (retryable); E_INTEGRITY when a metacopy file's lower is missing; E_SOURCE_NOT_FOUND when the upper is not a directory
  */
 export async function mergeUpper(opts: {
@@ -112,7 +120,7 @@ export async function mergeUpper(opts: {
   upper: string;
   writer: MergeWriter;
   hardlinks?: Record<string, string[]>;
-  contents?: LayerContents;
+  contents?: LayerContents | (() => Promise<LayerContents>);
   /** Content of upper files already stored by an earlier checkpoint, by path (see UpperStatCache). */
   statCache?: UpperStatCache;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing. */
@@ -120,7 +128,15 @@ export async function mergeUpper(opts: {
   /** The capture filter: full copies it calls secret or scratch are left out and reported to it (metadata-only copies are in the store already). */
   filter?: CaptureFilter;
 }): Promise<MergeResult> {
-  const m = new Merger(opts.src, opts.writer, opts.contents ?? {}, opts.statCache ?? {}, opts.allowChanging ?? false, opts.filter);
+  const contents = opts.contents ?? {};
+  const m = new Merger(
+    opts.src,
+    opts.writer,
+    typeof contents === 'function' ? contents : async () => contents,
+    opts.statCache ?? {},
+    opts.allowChanging ?? false,
+    opts.filter,
+  );
   const baseRoot = await opts.src.readRoot(opts.base);
   m.baseRootTree = baseRoot.tree;
   const children = await m.loadChildren(baseRoot.tree);
@@ -148,11 +164,13 @@ class Merger {
   changing: string[] = [];
   private inodes = new Map<bigint, string>();
   nextCache: UpperStatCache = {};
+  /** Every path of the upper the merge visited (a base hardlink group is re-rooted only when its first name is under one). */
+  private touched = new Set<string>();
 
   constructor(
     private src: TreeSource,
     private writer: MergeWriter,
-    private contents: LayerContents,
+    private loadContents: () => Promise<LayerContents>,
     private statCache: UpperStatCache,
     private allowChanging: boolean,
     private filter: CaptureFilter | undefined,
@@ -176,21 +194,39 @@ class Merger {
     return e?.type === 'file' && this.filter ? (await this.filter.readStored(e)).toString('utf8') : undefined;
   }
 
-  /** Short content name → hex over `contents`, built on first need (see shortContentName). */
+  /** Short content name → hex over the layer's contents, built on first need (see shortContentName). */
   private shortNames: Map<string, string> | undefined;
+  private contents: LayerContents | undefined;
 
   /**
-   * The content hex a redirect into the content lower names (`/<aa>/<hex>` or `/<short name>`),
-   * or undefined when the redirect is not of that shape (or names no content of the base).
+   * The data a redirect into the content lower names (`/<aa>/<hex>` or `/<short name>`): the
+   * base file at `from` when its content is the one named (a metadata-only copy-up in place),
+   * else looked up in the layer's contents (loaded on first need); undefined when the redirect
+   * is not of that shape or names no content of the base.
    */
-  contentOfRedirect(redirect: string): string | undefined {
+  async contentOfRedirect(redirect: string, from: string | null): Promise<{ digest: Digest; data: FileData } | undefined> {
     const r = parseContentRedirect(redirect);
-    if (r?.form !== 'short') return r?.hex;
-    if (!this.shortNames) {
-      this.shortNames = new Map();
-      for (const hex in this.contents) this.shortNames.set(shortContentName(hex), hex);
+    if (!r) return undefined;
+    const here = from === null ? undefined : await this.lookupBase(from);
+    if (here?.type === 'file') {
+      const hex = digestHex(here.digest);
+      if (r.form === 'short' ? shortContentName(hex) === r.short : hex === r.hex)
+        return { digest: here.digest, data: { digest: here.digest, size: here.size, chunks: here.chunks, ...sparseOf(here.extents) } };
     }
-    return this.shortNames.get(r.short);
+    this.contents ??= await this.loadContents();
+    let hex = r.form === 'short' ? undefined : r.hex;
+    if (r.form === 'short') {
+      if (!this.shortNames) {
+        this.shortNames = new Map();
+        for (const h in this.contents) this.shortNames.set(shortContentName(h), h);
+      }
+      hex = this.shortNames.get(r.short);
+    }
+    const known = hex === undefined ? undefined : this.contents[hex];
+    const digest = `sha256:${hex}` as Digest;
+    if (!known || !isDigest(digest)) return undefined;
+    const [size, chunks, extents] = known;
+    return { digest, data: { digest, size, chunks: chunks.map(([d, sz]) => ({ digest: d, size: sz })), ...sparseOf(extents) } };
   }
 
   async loadChildren(tree: Digest): Promise<Map<string, MEntry>> {
@@ -224,6 +260,7 @@ class Merger {
     const names = dir.list().map(nameFromBytes).sort(compareNames);
     for (const name of names) {
       const relPath = dir.childRel(name);
+      this.touched.add(relPath);
       const base = children.get(name);
       const found = dir.open(name, undefined);
       if (!found) {
@@ -348,27 +385,21 @@ class Merger {
     const ov = overlayXattrs(p);
     const attrs0 = attrsFromStat(st, readXattrs(p));
     if (ov.metacopy) {
-      let data: { digest: Digest; size: number; chunks: ChunkRef[]; extents?: Extent[] } | undefined;
+      let data: FileData | undefined;
       let baseFile: Entry | undefined;
-      const hex = ov.redirect !== undefined ? this.contentOfRedirect(ov.redirect) : undefined;
-      if (hex !== undefined) {
-        const digest = `sha256:${hex}` as Digest;
-        const known = this.contents[hex];
-        if (known && isDigest(digest)) {
-          const [size, chunks, extents] = known;
-          data = { digest, size, chunks: chunks.map(([d, s]) => ({ digest: d, size: s })), ...sparseOf(extents) };
-        }
-      } else {
+      const samePath = lowerPath === null ? null : joinRel(lowerPath, name);
+      // a redirect into the content lower names the data itself; one that names none is a path of the layer
+      const content = ov.redirect === undefined ? undefined : await this.contentOfRedirect(ov.redirect, samePath);
+      if (content) data = content.data;
+      else {
         const from =
-          ov.redirect !== undefined
-            ? ov.redirect.startsWith('/')
+          ov.redirect === undefined
+            ? samePath
+            : ov.redirect.startsWith('/')
               ? ov.redirect.slice(1)
               : lowerPath === null
                 ? null
-                : joinRel(lowerPath, ov.redirect)
-            : lowerPath === null
-              ? null
-              : joinRel(lowerPath, name);
+                : joinRel(lowerPath, ov.redirect);
         baseFile = from === null ? undefined : await this.lookupBase(from);
         if (baseFile?.type === 'file')
           data = { digest: baseFile.digest, size: baseFile.size, chunks: baseFile.chunks, ...sparseOf(baseFile.extents) };
@@ -410,9 +441,13 @@ class Merger {
     return { type: 'file', name, ...attrsFromStat(after, readXattrs(p)), ...body };
   }
 
-  /** Re-roots base hardlink groups whose first name no longer holds the shared inode. */
+  /**
+   * Re-roots base hardlink groups whose first name no longer holds the shared inode. Only a
+   * group whose first name, or a directory above it, is in the upper can have lost it.
+   */
   async fixHardlinks(root: Map<string, MEntry>, groups: Record<string, string[]>): Promise<void> {
     for (const [first, others] of Object.entries(groups)) {
+      if (!this.touchedAt(first)) continue;
       const baseFirst = await this.lookupBase(first);
       if (!baseFirst || baseFirst.type !== 'file') continue;
       const now = await this.getM(root, first);
@@ -428,6 +463,12 @@ class Merger {
       await this.setM(root, head, { ...baseFirst, name: basename(head) });
       for (const o of rest) await this.setM(root, o, { type: 'hardlink', name: basename(o), target: head });
     }
+  }
+
+  /** True when the upper holds `path` or a directory above it. */
+  private touchedAt(path: string): boolean {
+    for (let i = path.indexOf('/'); i >= 0; i = path.indexOf('/', i + 1)) if (this.touched.has(path.slice(0, i))) return true;
+    return this.touched.has(path);
   }
 
   private async getM(root: Map<string, MEntry>, path: string): Promise<MEntry | undefined> {

@@ -3,6 +3,7 @@ import type { Digest } from '../../core/digest.js';
 import type { Catalog } from '../../catalog/port/catalog.js';
 import type { ChunkCache } from '../../host/read-path/chunk-cache.js';
 import type { DroppedLayer, LayerSweepResult } from '../../drivers/overlay/layer-sweep.js';
+import type { ClassCountCache } from '../capture/class-cache.js';
 
 /** Digests per round of blob-row lookups in the chunk part of a sweep. */
 export const SWEEP_LOOKUP_BATCH = 1000;
@@ -18,6 +19,8 @@ export interface HostSweepReport {
     leftovers: { count: number; bytes: number };
   };
   chunks: { dropped: number; kept: number; bytes: number };
+  /** Files of class counts of roots that are no snapshot any more (src/service/capture/class-cache.ts). */
+  classCounts: { dropped: number };
   /** layers.bytes + chunks.bytes + layers.leftovers.bytes */
   freedBytes: number;
   durationMs: number;
@@ -36,6 +39,8 @@ export interface HostSweepOptions {
   cache?: ChunkCache;
   /** The host's layers (absent: no overlays here). */
   layers?: SweepableLayers;
+  /** The host's class counts (absent: none kept here). */
+  classCounts?: ClassCountCache;
   /** Test-only injection point: awaited after the blob rows of a batch of cached chunks were looked up, before any is dropped. */
   hooks?: { afterLookup?(digests: readonly Digest[]): void | Promise<void> };
 }
@@ -56,6 +61,7 @@ export type HostSweepEvents = {
  *
  * - **Layers** go by sweepLayers' rule: a layer whose root is the root of no snapshot row in
  *   the catalog (any namespace) and that nothing on this host uses.
+ * - **Class counts** of roots that are the root of no snapshot row go (a cache).
  * - **Cache entries** go when their digest has no blob row in any namespace that has a
  *   snapshot: gc removes a blob's rows only when it deletes the pack that held it, after the
  *   re-mark found no live snapshot reaching it, so no live snapshot (and no mount, whose layer
@@ -99,6 +105,7 @@ export class HostSweep extends EventEmitter<HostSweepEvents> {
       dryRun,
       layers: { dropped: [], kept: 0, bytes: 0, leftovers: { count: 0, bytes: 0 } },
       chunks: { dropped: 0, kept: 0, bytes: 0 },
+      classCounts: { dropped: 0 },
       freedBytes: 0,
       durationMs: 0,
     };
@@ -138,6 +145,8 @@ export class HostSweep extends EventEmitter<HostSweepEvents> {
       }
       if (!dryRun) await cache.idle();
     }
+    if (this.opts.classCounts)
+      report.classCounts.dropped = await this.opts.classCounts.sweep(async () => new Set((await snapshots()).map((s) => s.root)), dryRun);
     report.freedBytes = report.layers.bytes + report.layers.leftovers.bytes + report.chunks.bytes;
     report.durationMs = Math.round(performance.now() - t0);
     this.emit('done', report);

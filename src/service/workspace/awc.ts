@@ -2,7 +2,7 @@ import { resolve } from 'node:path';
 import { killPoint } from '../../core/kill-point.js';
 import { AwcError } from '../../core/errors.js';
 import type { Digest } from '../../core/digest.js';
-import type { Catalog, ListFilter, SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { Catalog, ListFilter, SnapshotClassCounts, SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
 import type { LabelPatch, Labels } from '../../catalog/port/labels.js';
 import { resolveRef, type ResolvedRef } from '../refs/resolve-ref.js';
 import { openBoundCatalog, openCatalog, refuseLostCatalog } from '../../catalog/open/open-catalog.js';
@@ -22,7 +22,8 @@ import { CopyMountDriver } from '../../drivers/copy/copy-mount-driver.js';
 import { refuseWhileUsed } from '../../drivers/port/mount-use.js';
 import { changingOf, importSnapshot, type ImportOptions, type ImportResult } from '../import/import-snapshot.js';
 import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from '../diff/diff-refs.js';
-import { countRoot } from '../capture/tree-stats.js';
+import { diffRootCounts } from '../capture/tree-stats.js';
+import { ClassCountCache } from '../capture/class-cache.js';
 import { prepareHome } from './private-home.js';
 import { removeRef, type RemoveResult, type UnmountFlags } from './remove.js';
 import { retryCondemned, type CommitHooks } from '../refs/commit-retry.js';
@@ -30,7 +31,7 @@ import { runGc, type GcOptions, type GcReport } from '../gc/gc.js';
 import { runFsck, type FsckOptions, type FsckReport } from '../fsck/fsck.js';
 import { NO_DAEMON } from './no-daemon.js';
 import { LeaseGuard } from './lease-guard.js';
-import { CaptureRecorder, captureFields, type CaptureFields } from '../capture/capture-classes.js';
+import { CaptureRecorder, captureFields, policyOf, storedClasses, type CaptureFields } from '../capture/capture-classes.js';
 import { KeptFiles } from '../kept/kept-commands.js';
 import { LiveState, type KeptFields } from './live-state.js';
 import { exportRef } from '../export/export-ref.js';
@@ -58,6 +59,8 @@ export class Awc implements AwcApi, DriverContext {
   readonly kept: KeptFiles;
   private readonly drivers: Record<MountDriverName, MountDriver>;
   private readonly live: LiveState;
+  /** Class counts of snapshot roots on this host (checkpoints count what changed). */
+  private readonly classCache: ClassCountCache;
 
   private constructor(
     readonly config: AwcConfig,
@@ -69,6 +72,7 @@ export class Awc implements AwcApi, DriverContext {
     this.leases = new LeaseGuard(catalog, config, daemon === NO_DAEMON ? undefined : daemon, this.paths.workspaces);
     this.drivers = { overlay: new OverlayMountDriver(this, daemon), copy: new CopyMountDriver(this) };
     this.kept = new KeptFiles(this.paths);
+    this.classCache = new ClassCountCache(this.paths.classCounts);
     this.live = new LiveState({
       drivers: this.drivers,
       paths: this.paths,
@@ -383,7 +387,8 @@ export class Awc implements AwcApi, DriverContext {
       ...rest,
     });
     const rec = this.live.capture();
-    if (!state) return { ...unchanged({ filesRead: 0, skipped: [] }), ...(await captureFields(this.reader(), head.root, rec)) };
+    const classesOf = (snapshotId: string, root: Digest) => this.classFields(head, snapshotId, root, rec);
+    if (!state) return { ...unchanged({ filesRead: 0, skipped: [] }), ...(await classesOf(head.id, head.root)) };
     const startedAtMs = await this.catalog.nowMs();
     // the fencing token: this host's live lease (a lost one refuses the checkpoint here, and the commit re-checks it)
     const lease = await this.leases.commitLease(ws);
@@ -392,11 +397,13 @@ export class Awc implements AwcApi, DriverContext {
     killPoint('checkpoint.scan.after');
     if (scan.root === head.root) {
       await this.reportCheckpoint(state.driver, t0, 0);
-      const fields = await captureFields(this.reader(), head.root, rec);
+      const fields = await classesOf(head.id, head.root);
       return { ...unchanged({ filesRead: scan.filesRead, skipped: scan.skipped, ...changingOf(scan.changing) }), ...fields };
     }
     const packs = await writer.flush();
-    const counts = await countRoot(this.reader(writer.sessionBlob.bind(writer)), scan.root);
+    // the head's counts plus what changed since: only the changed directories are read
+    const delta = await diffRootCounts(this.reader(writer.sessionBlob.bind(writer)), head.root, scan.root);
+    const counts = { files: head.fileCount + delta.files, bytes: head.byteCount + delta.bytes };
     await opts.testHooks?.beforeCommit?.(attempt);
     await opts.beforeCommit?.();
     killPoint('checkpoint.commit.before');
@@ -421,7 +428,7 @@ export class Awc implements AwcApi, DriverContext {
     await scan.committed(snap);
     killPoint('checkpoint.cache.after');
     // after the commit: the class counts read the new .gitignore files, whose chunks the index has only now
-    const fields = await captureFields(this.reader(), scan.root, rec);
+    const fields = await classesOf(snap.id, scan.root);
     await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
     return {
       id: snap.id,
@@ -436,6 +443,27 @@ export class Awc implements AwcApi, DriverContext {
       ...changingOf(scan.changing),
       ...fields,
     };
+  }
+
+  /**
+   * The capture fields of snapshot `snapshotId` (tree `root`) made from `head` by the walk
+   * `rec`: its class counts are the head's (as the catalog or this host's cache holds them)
+   * plus what changed (storedClasses), recorded in the catalog when it had none. A failed
+   * record is dropped (a cache: the next checkpoint counts in full).
+   */
+  private async classFields(head: SnapshotRow, snapshotId: string, root: Digest, rec: CaptureRecorder): Promise<CaptureFields> {
+    let asked: { recorded?: SnapshotClassCounts } | undefined;
+    const prior = {
+      root: head.root,
+      classes: async () => (asked = { recorded: await this.catalog.snapshotClasses(this.namespace, head.id) }).recorded,
+    };
+    const c = await captureFields(this.reader(), root, rec, { cache: this.classCache, prior });
+    const record = (id: string, counts: SnapshotClassCounts) =>
+      this.catalog.setSnapshotClasses(this.namespace, id, counts).catch(() => undefined);
+    if (c.prior) await record(head.id, c.prior);
+    // a new snapshot's, or the head's when the catalog was asked and had none under this policy
+    if (snapshotId !== head.id || (asked && asked.recorded?.key !== c.stored.key)) await record(snapshotId, c.stored);
+    return c.fields;
   }
 
   /** Best effort: tells a running host daemon about the checkpoint for its metrics (see HostDaemonPort.reportCheckpoint). */
@@ -483,11 +511,38 @@ export class Awc implements AwcApi, DriverContext {
    * directory that keeps changing while read is stored as last read and listed in `changing`.
    * @throws E_SOURCE_NOT_FOUND, E_NAME_TAKEN, E_PATH_TRAVERSAL, E_CHANGED_DURING_READ
    */
-  importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
-    const filter = () => new CaptureRecorder(this.reader(), { dropScratch: false });
-    return retryCondemned((n) =>
-      importSnapshot(this.catalog, this.namespace, () => this.writer(), source, { gitProofStore: this.store, ...opts, filter }, n),
+  async importSnapshot(source: string, opts: ImportOptions = {}): Promise<ImportResult> {
+    let rec: CaptureRecorder | undefined;
+    let writer: ContentWriter | undefined;
+    const filter = () => (rec = new CaptureRecorder(this.reader(), { dropScratch: false }));
+    const r = await retryCondemned((n) =>
+      importSnapshot(
+        this.catalog,
+        this.namespace,
+        () => (writer = this.writer()),
+        source,
+        { gitProofStore: this.store, ...opts, filter },
+        n,
+      ),
     );
+    if (rec && writer) await this.recordImportClasses(r, rec, writer);
+    return r;
+  }
+
+  /**
+   * Counts an import's classes while its trees are in the writer's memory and records them
+   * in the catalog, so the first checkpoint of every workspace made from it counts only what
+   * it changed. The import is committed: a count that fails is left to that checkpoint.
+   */
+  private async recordImportClasses(r: ImportResult, rec: CaptureRecorder, writer: ContentWriter): Promise<void> {
+    try {
+      const { stored } = await storedClasses(this.reader(writer.sessionBlob.bind(writer)), r.root as Digest, policyOf(rec), {
+        cache: this.classCache,
+      });
+      await this.catalog.setSnapshotClasses(this.namespace, r.id, stored);
+    } catch {
+      // the first checkpoint counts (storedClasses), and records it
+    }
   }
 
   /** `awc snapshot import --git` (see importGit). @throws E_GIT_NOT_A_REPO, E_GIT_BAD_REV, E_GIT_FAILED, and as importSnapshot */

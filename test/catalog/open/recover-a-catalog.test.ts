@@ -46,6 +46,9 @@ async function identityRow(url: string) {
 async function downgradeTo0004(url: string): Promise<void> {
   const c = (await openCatalog(url)) as KyselyCatalog;
   try {
+    // and every migration after 0005, so the upgrade applies them again in order
+    await c.db.schema.alterTable('snapshots').dropColumn('classes').execute();
+    await sql`delete from awc_migration where name = '0006_snapshot_classes'`.execute(c.db);
     await c.db.schema.dropTable('catalog_identity').execute();
     await sql`delete from awc_migration where name = '0005_identity'`.execute(c.db);
   } finally {

@@ -49,6 +49,9 @@ async function withCatalog<T>(url: string, fn: (c: KyselyCatalog) => Promise<T>)
 /** Takes a catalog back to before 0005 (an awc of before the upgrade): no identity table, no migration row. */
 async function downgradeTo0004(url: string): Promise<void> {
   await withCatalog(url, async (c) => {
+    // and every migration after 0005, so the upgrade applies them again in order
+    await c.db.schema.alterTable('snapshots').dropColumn('classes').execute();
+    await sql`delete from awc_migration where name = '0006_snapshot_classes'`.execute(c.db);
     await c.db.schema.dropTable('catalog_identity').execute();
     await sql`delete from awc_migration where name = '0005_identity'`.execute(c.db);
   });

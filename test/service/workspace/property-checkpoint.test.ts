@@ -3,7 +3,9 @@
  * random sequences of edits made in a mounted workspace, the checkpoint holds exactly the
  * tree seen through the mount — its `export --dir` shows the same types, modes, contents,
  * link targets and nanosecond mtimes, and its `export --tar` re-imports to the same root
- * digest — on both mount drivers. Names are drawn outside the secret and scratch patterns.
+ * digest — on both mount drivers. The edits come in two rounds, each checkpointed; each
+ * checkpoint's files, bytes and classes (issue 26: counted as its head's plus what changed)
+ * equal a whole count of its tree. Names are drawn outside the secret and scratch patterns.
  * A failure prints fast-check's seed and the shrunk counterexample.
  */
 import { strict as assert } from 'node:assert';
@@ -30,6 +32,11 @@ import { after, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { detectDriver } from '../../../src/drivers/detect/detect-driver.js';
 import { awcOk, cleanupMounts } from '../../helpers/cli.js';
+import { Awc } from '../../../src/service/workspace/awc.js';
+import type { Digest } from '../../../src/core/digest.js';
+import { countRoot } from '../../../src/service/capture/tree-stats.js';
+import { countStoredClasses } from '../../../src/service/capture/capture-classes.js';
+import { CapturePolicy, parseProjectConfig } from '../../../src/service/capture/capture-policy.js';
 
 /** Names: one of a few letters, then two more (never a secret, scratch or reconstructible pattern). */
 const name = fc.tuple(fc.constantFrom('n', 'q', 'w'), fc.stringMatching(/^[a-f0-9]{1,2}$/)).map(([a, b]) => a + b);
@@ -88,6 +95,7 @@ const edit = fc.oneof(
   fc.record({ op: fc.constant('symlink' as const), dir: fc.nat(), n: name, target: fc.constantFrom('n1', 'q0/w1', '../..', 'gone') }),
   fc.record({ op: fc.constant('hardlink' as const), pick: fc.nat(), dir: fc.nat(), n: name }),
   fc.record({ op: fc.constant('rmdir-recreate' as const), dir: fc.nat(), n: name, c: content }),
+  fc.record({ op: fc.constant('gitignore' as const), dir: fc.nat(), text: fc.constantFrom('q*\n', 'w1/\n', 'n0\n!n0/q1\n', '') }),
 );
 type Edit = typeof edit extends fc.Arbitrary<infer T> ? T : never;
 
@@ -136,6 +144,8 @@ function apply(mnt: string, e: Edit): void {
       case 'hardlink':
         if (files.length) linkSync(at(files[e.pick % files.length]!), inDir(e.dir, e.n));
         return;
+      case 'gitignore':
+        return writeFileSync(inDir(e.dir, '.gitignore'), e.text);
       case 'rmdir-recreate': {
         const d = inDir(e.dir, e.n);
         rmSync(d, { recursive: true, force: true });
@@ -161,6 +171,27 @@ function shown(root: string): Map<string, string> {
     out.set(rel, `${kind} ${mode.toString(8)} ${what} ${st.mtimeNs}`);
   }
   return out;
+}
+
+/**
+ * A checkpoint's files, bytes and classes (counted from its head's plus what changed) equal
+ * a whole count of its tree.
+ */
+async function assertWholeCounts(
+  home: string,
+  driver: 'overlay' | 'copy',
+  cp: { root: Digest; files: number; bytes: number; classes: Record<string, { files: number; bytes: number }> },
+): Promise<void> {
+  const svc = await Awc.open({ home, mountDriver: driver });
+  try {
+    const reader = svc.reader();
+    assert.deepEqual({ files: cp.files, bytes: cp.bytes }, await countRoot(reader, cp.root), 'files and bytes as a whole count');
+    const policy = new CapturePolicy(parseProjectConfig(undefined), { dropScratch: true });
+    const { durable, reconstructible, ignored } = cp.classes;
+    assert.deepEqual({ durable, reconstructible, ignored }, await countStoredClasses(reader, cp.root, policy), 'classes as a whole walk');
+  } finally {
+    await svc.close();
+  }
 }
 
 for (const driver of ['overlay', 'copy'] as const)
@@ -190,15 +221,20 @@ for (const driver of ['overlay', 'copy'] as const)
             awcOk(home, ['mount', ws, mnt], env);
             try {
               assert.deepEqual(shown(mnt), shown(src), 'the mount shows the imported tree');
-              for (const e of edits) apply(mnt, e);
-              const seen = shown(mnt);
-              const cp = awcOk(home, ['checkpoint', ws], env);
-              const out = join(dir, 'out');
-              awcOk(home, ['export', cp.id, '--dir', out, '--keep-privileges'], env);
-              assert.deepEqual(shown(out), seen, 'export --dir of the checkpoint');
-              const tar = join(dir, 'cp.tar');
-              awcOk(home, ['export', cp.id, '--tar', tar], env);
-              assert.equal(awcOk(home, ['snapshot', 'import', tar], env).root, cp.root, 'export --tar re-imports to the same root');
+              // two rounds: the second checkpoint counts from the first's counts (what changed only)
+              const half = Math.ceil(edits.length / 2);
+              for (const [r, round] of [edits.slice(0, half), edits.slice(half)].entries()) {
+                for (const e of round) apply(mnt, e);
+                const seen = shown(mnt);
+                const cp = awcOk(home, ['checkpoint', ws], env);
+                await assertWholeCounts(home, driver, cp);
+                const out = join(dir, `out${r}`);
+                awcOk(home, ['export', cp.id, '--dir', out, '--keep-privileges'], env);
+                assert.deepEqual(shown(out), seen, 'export --dir of the checkpoint');
+                const tar = join(dir, `cp${r}.tar`);
+                awcOk(home, ['export', cp.id, '--tar', tar], env);
+                assert.equal(awcOk(home, ['snapshot', 'import', tar], env).root, cp.root, 'export --tar re-imports to the same root');
+              }
             } finally {
               awcOk(home, ['unmount', ws, '--discard'], env);
               awcOk(home, ['rm', ws], env);
