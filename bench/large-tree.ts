@@ -45,10 +45,13 @@ export function largeTreeDir(cacheDir: string, source: string): string {
   return join(cacheDir, `large-tree-${createHash('sha256').update(src).digest('hex').slice(0, 12)}`);
 }
 
-/** Throws a clear message when a tree is below LARGE_TREE_MIN (`quick` lets any size through). */
+/** A large-tree source (or copy) below LARGE_TREE_MIN: the run stops with this message (no stack). */
+export class LargeTreeRefused extends Error {}
+
+/** Throws LargeTreeRefused when a tree is below LARGE_TREE_MIN (`quick` lets any size through). */
 function checkSize(what: string, files: number, diskBytes: number, quick: boolean): void {
   if (quick || (files >= LARGE_TREE_MIN.files && diskBytes >= LARGE_TREE_MIN.diskBytes)) return;
-  throw new Error(
+  throw new LargeTreeRefused(
     `tree (c) must be the users' size: ${what} holds ${files} files and ${fmtBytes(diskBytes)} on disk, under the ` +
       `${LARGE_TREE_MIN.files} files and ${fmtBytes(LARGE_TREE_MIN.diskBytes)} the large tree needs; ` +
       `give a bigger directory with --large-source DIR (or --quick to run on a small one anyway)`,
@@ -74,7 +77,7 @@ export async function ensureLargeTree(opts: {
     checkSize(`the copy ${dir} (of ${m.source})`, m.files, m.diskBytes, opts.quick);
     return { ...m, built: false };
   }
-  if (!existsSync(source)) throw new Error(`--large-source ${source} does not exist`);
+  if (!existsSync(source)) throw new LargeTreeRefused(`--large-source ${source} does not exist`);
   opts.log(`tree (c): measuring ${source}…`);
   const src = treeStats(source);
   checkSize(source, src.files, duBytes(source), opts.quick);

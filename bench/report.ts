@@ -28,6 +28,19 @@ export interface BenchResult {
   plan: Record<string, unknown>;
 }
 
+/** What the trees are and how a fresh machine makes them (under the Trees table of docs/benchmarks.md). */
+export const TREES_TEXT = [
+  'Tree (a) is copied from this checkout at the start of each run. Tree (b) is built once under the bench cache directory',
+  '(`--cache-dir`, default /var/tmp/awc-bench: `npm install --ignore-scripts` of the packages in bench/big-tree.ts, then a',
+  'git repository with package.json and the lockfile) and reused. Tree (c), the large tree (issue 26, "fast at the users\'',
+  'size"), runs only when asked (`--trees a,c` or `a,b,c`): a still copy (`cp -a`) of the machine\'s `/usr` (on the bench',
+  'machine, Debian 12 with Node.js, Python and CUDA: about 117 000 files, 5.3 GiB on disk), or of `--large-source DIR`. A',
+  'fresh machine makes it on first use, `<cache>/large-tree` with the marker `<cache>/large-tree.ready.json` beside it (a few',
+  'minutes); later runs reuse it (remove both to make it again). The run refuses a source under 5 GiB on disk (`du`) or',
+  '100 000 files unless `--quick`. It has no git repository and no npm lockfile, so the worktree baseline and the build and',
+  'test figures are skipped on it (build and test run on tree (a) only).',
+].join(' ');
+
 const metText = (m: boolean | null) => (m === null ? '—' : m ? 'met' : '**not met**');
 
 /** A plain-text table for the terminal. */
@@ -107,6 +120,8 @@ export function renderMarkdown(
     out.push(
       `| (${t.label}) | ${esc(t.title)} | ${t.files} | ${fmtBytes(t.bytes)} | ${t.dirs} | ${t.symlinks} | ${fmtMs(t.importMs)} | ${fmtBytes(t.storedBytes)} |`,
     );
+  out.push('');
+  out.push(TREES_TEXT);
   out.push('');
   out.push('## Results');
   out.push('');

@@ -34,7 +34,7 @@ import { join, resolve } from 'node:path';
 import { detectDriver } from '../src/drivers/detect/detect-driver.js';
 import { ensureBigTree } from './big-tree.js';
 import { closeTree, openAwc, PROJECT, type Figure, type FigureId, type Plan, type TreeCtx, type TreeLabel } from './common.js';
-import { ensureLargeTree } from './large-tree.js';
+import { ensureLargeTree, LargeTreeRefused, type LargeTree } from './large-tree.js';
 import { figCheckpoint } from './fig-checkpoint.js';
 import { figImport } from './fig-import.js';
 import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
@@ -203,7 +203,7 @@ function largeTitle(source: string, files: number): string {
 }
 
 /** The trees the run measures (those --trees selects), made or found in the cache as needed. */
-async function treeSources(args: Args, runDir: string, log: (s: string) => void): Promise<Source[]> {
+async function treeSources(args: Args, runDir: string, large: LargeTree | undefined, log: (s: string) => void): Promise<Source[]> {
   const sources: Source[] = [];
   if (args.trees.has('a') || (!args.quick && args.trees.has('b'))) {
     // tree (a): a still copy of this checkout with its node_modules (dist/ is build output and changes)
@@ -222,8 +222,7 @@ async function treeSources(args: Args, runDir: string, log: (s: string) => void)
       });
     }
   }
-  if (args.trees.has('c')) {
-    const large = await ensureLargeTree({ cacheDir: args.cacheDir, source: args.largeSource, quick: args.quick, log });
+  if (large) {
     sources.push({ label: 'c', title: largeTitle(large.source, large.files), dir: large.dir, repo: null });
   }
   return sources.filter((x) => args.trees.has(x.label));
@@ -345,6 +344,10 @@ async function main(): Promise<number> {
   const doc = detectDriver('overlay');
   if (doc.driver !== 'overlay') throw new Error(`the benchmark needs the overlay driver: ${doc.reason}`);
   mkdirSync(args.cacheDir, { recursive: true });
+  // tree (c) first: a source too small is refused before anything else is made
+  const large = args.trees.has('c')
+    ? await ensureLargeTree({ cacheDir: args.cacheDir, source: args.largeSource, quick: args.quick, log })
+    : undefined;
   const runDir = mkdtempSync(join(args.cacheDir, 'run-'));
   log(`AWC benchmark${args.quick ? ' (quick)' : ''} — scratch ${runDir}`);
   const machine = machineInfo(runDir);
@@ -353,7 +356,7 @@ async function main(): Promise<number> {
   const figures: Figure[] = [];
   const trees: BenchResult['trees'] = [];
   try {
-    for (const s of await treeSources(args, runDir, log)) {
+    for (const s of await treeSources(args, runDir, large, log)) {
       log(`\n== tree (${s.label}): ${s.dir}`);
       const ctx = await openTree(s, args, runDir, log, want('import') && runsOn('import', s.label, args.quick));
       ctxs.push(ctx);
@@ -385,7 +388,9 @@ async function main(): Promise<number> {
   };
   if (args.json) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
   else process.stdout.write('\n' + renderTable(result) + '\n');
-  const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
+  // docs/benchmarks.md only from a full run (every group on trees (a) and (b), with or without (c))
+  const full = !args.quick && args.only.size === 0 && args.trees.has('a') && args.trees.has('b');
+  const out = args.out ?? (full ? join(PROJECT, 'docs', 'benchmarks.md') : undefined);
   if (out) {
     // the catalog under many clients (bench/catalog-load.ts), on full runs; bench/CATALOG-LOAD.md keeps the last one
     if (!args.quick && args.only.size === 0)
@@ -434,7 +439,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`bench: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.stderr.write(`bench: ${err instanceof LargeTreeRefused ? err.message : ((err as Error)?.stack ?? String(err))}\n`);
     process.exit(1);
   },
 );
