@@ -23,13 +23,28 @@ export const FIGURE_IDS = [
   'fanout-backend',
   'fanout-disk',
   'daemon-rss',
+  'checkpoint-first',
+  'checkpoint',
+  'checkpoint-unchanged',
+  'cli-checkpoint',
+  'cli-checkpoint-unchanged',
+  'import',
 ] as const;
 export type FigureId = (typeof FIGURE_IDS)[number];
+
+/**
+ * Figures a `--quick` run measures only on tree (c) (when `--trees` selects it), never on tree (a):
+ * the import against `cp -a` (it drops the page cache twice; on tree (a) it says little).
+ */
+export const QUICK_LARGE_TREE_ONLY: readonly FigureId[] = ['import'];
+
+/** A tree's label: (a) this checkout, (b) the npm packages, (c) the large tree (a copy of /usr). */
+export type TreeLabel = 'a' | 'b' | 'c';
 
 /** One row of the result table. */
 export interface Figure {
   id: FigureId;
-  tree: 'a' | 'b';
+  tree: TreeLabel;
   name: string;
   /** AWC's value, in `unit`. */
   awc: number;
@@ -77,21 +92,29 @@ export interface Plan {
   buildProject: string;
   /** Fill the local npm cache (network) before the timed `npm ci --offline` runs. */
   primeNpmCache: boolean;
+  /** Checkpoints of each kind (changed, unchanged) in process; through the CLI; native stat walks (their baseline). */
+  checkpointIters: number;
+  cliCheckpointIters: number;
+  walkIters: number;
 }
 
 /** A tree under test and its AWC home. */
 export interface TreeCtx {
-  label: 'a' | 'b';
+  label: TreeLabel;
   title: string;
   /** Native directory (the import source, and the native baseline). */
   dir: string;
   stats: TreeStats;
-  /** Git repository for the worktree baseline (a copy of the checkout, or the big tree). */
-  repo: string;
+  /** Git repository for the worktree baseline (a copy of the checkout, or the big tree); null: none (tree (c)), the baseline is skipped. */
+  repo: string | null;
+  /** A file of the tree (relative path) that "ready to read" reads: package.json, or the tree's first file. */
+  probe: string;
   home: string;
   awc: Awc;
   snapshotId: string;
   importMs: number;
+  /** Whether the import started right after a drop of the caches (the import figure needs it). */
+  importCold: boolean;
   storedBytes: number;
   /** Scratch space for mounts and copies. */
   scratch: string;

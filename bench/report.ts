@@ -1,4 +1,4 @@
-import type { Figure } from './common.js';
+import type { Figure, TreeLabel } from './common.js';
 import { fmtBytes, fmtMs, type MachineInfo } from './util.js';
 import { catalogLoadSection } from './catalog-load.js';
 import { exportWindowSection } from './export-window.js';
@@ -10,7 +10,7 @@ export interface BenchResult {
   quick: boolean;
   machine: MachineInfo;
   trees: {
-    label: 'a' | 'b';
+    label: TreeLabel;
     title: string;
     dir: string;
     files: number;
@@ -27,6 +27,19 @@ export interface BenchResult {
   loadAvgEnd: number[];
   plan: Record<string, unknown>;
 }
+
+/** What the trees are and how a fresh machine makes them (under the Trees table of docs/benchmarks.md). */
+export const TREES_TEXT = [
+  'Tree (a) is copied from this checkout at the start of each run. Tree (b) is built once under the bench cache directory',
+  '(`--cache-dir`, default /var/tmp/awc-bench: `npm install --ignore-scripts` of the packages in bench/big-tree.ts, then a',
+  'git repository with package.json and the lockfile) and reused. Tree (c), the large tree (issue 26, "fast at the users\'',
+  'size"), runs only when asked (`--trees a,c` or `a,b,c`): a still copy (`cp -a`) of the machine\'s `/usr` (on the bench',
+  'machine, Debian 12 with Node.js, Python and CUDA: about 117 000 files, 5.3 GiB on disk), or of `--large-source DIR`. A',
+  'fresh machine makes it on first use, `<cache>/large-tree` with the marker `<cache>/large-tree.ready.json` beside it (a few',
+  'minutes); later runs reuse it (remove both to make it again). The run refuses a source under 5 GiB on disk (`du`) or',
+  '100 000 files unless `--quick`. It has no git repository and no npm lockfile, so the worktree baseline and the build and',
+  'test figures are skipped on it (build and test run on tree (a) only).',
+].join(' ');
 
 const metText = (m: boolean | null) => (m === null ? '—' : m ? 'met' : '**not met**');
 
@@ -77,7 +90,10 @@ export function renderMarkdown(
   out.push('npm run bench                          # every figure, both trees; rewrites this file');
   out.push('node dist/bench/run.js --quick         # small inputs only (tree (a), 10 workspaces), no network, < 2 min');
   out.push(
-    'node dist/bench/run.js --only fanout   # one figure group (fork, mount, read-warm, read-cold, build, fanout); --json for machine output',
+    'node dist/bench/run.js --only fanout   # one figure group (fork, mount, read-warm, read-cold, build, fanout, checkpoint, import); --json for machine output',
+  );
+  out.push(
+    'node dist/bench/run.js --trees a,c    # trees (a, b, c; default a,b): (c) is the large tree, a copy of /usr (--large-source DIR)',
   );
   out.push('npm run bench:compare -- --before DIR   # quick runs of another built checkout and this one, alternating');
   out.push('```');
@@ -104,6 +120,8 @@ export function renderMarkdown(
     out.push(
       `| (${t.label}) | ${esc(t.title)} | ${t.files} | ${fmtBytes(t.bytes)} | ${t.dirs} | ${t.symlinks} | ${fmtMs(t.importMs)} | ${fmtBytes(t.storedBytes)} |`,
     );
+  out.push('');
+  out.push(TREES_TEXT);
   out.push('');
   out.push('## Results');
   out.push('');
@@ -135,7 +153,7 @@ export function renderMarkdown(
   }
   out.push('');
   out.push(
-    'Baselines: `cp -a` copies the whole tree; `git worktree add --detach` + `npm ci --offline --ignore-scripts` checks the repository out again and installs its dependencies from the local npm cache (no network; install scripts skipped, so native addons are not rebuilt: a lower bound of a real install). Reads use one sequential reader with blocking 1 MiB reads (what cat, tar or grep -r do). "Cold" means a freshly started daemon with an empty chunk cache, a fresh mount, then `sync; echo 3 > /proc/sys/vm/drop_caches` right before reading; the native side drops the caches the same way.',
+    'Baselines: `cp -a` copies the whole tree; `git worktree add --detach` + `npm ci --offline --ignore-scripts` checks the repository out again and installs its dependencies from the local npm cache (no network; install scripts skipped, so native addons are not rebuilt: a lower bound of a real install). Reads use one sequential reader with blocking 1 MiB reads (what cat, tar or grep -r do). "Cold" means a freshly started daemon with an empty chunk cache, a fresh mount, then `sync; echo 3 > /proc/sys/vm/drop_caches` right before reading; the native side drops the caches the same way. The checkpoint rows are set against a warm native stat walk of the tree (readdir + lstat of every entry: what a checkpoint that looks at every file costs at least), the CLI checkpoints against the start of the same CLI (`--version`), the import against `cp -a` of the tree (both after a drop of the caches).',
   );
   if (analysis) {
     out.push('');

@@ -3,14 +3,24 @@
  * The AWC benchmark suite: every figure of docs/benchmarks.md in one run on one machine, each
  * next to its baseline from the same run.
  *
- *   node dist/bench/run.js [--quick] [--only <group>[,<group>…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b]
+ *   node dist/bench/run.js [--quick] [--only <group>[,<group>…]] [--out FILE] [--json] [--keep] [--cache-dir DIR]
+ *                          [--trees a,b,c] [--large-source DIR]
  *
  * Groups: fork, mount (fork-mount, first-mount, cli-fork-mount), read-warm, read-cold,
- * build (build, test), fanout (fanout-backend, fanout-disk, daemon-rss); a figure id selects
- * its group. Trees: (a) a copy of this checkout with its node_modules (dist/ left out);
- * (b) unless --quick, a tree of real npm packages ≥ 10× (a), built once under the cache dir
- * (default /var/tmp/awc-bench/big-tree) and reused. `--quick`: tree (a) only, few iterations,
- * 10 workspaces, no network. Without --quick and --only, docs/benchmarks.md is rewritten (or
+ * build (build, test), fanout (fanout-backend, fanout-disk, daemon-rss), checkpoint
+ * (checkpoint-first, checkpoint, checkpoint-unchanged, cli-checkpoint, cli-checkpoint-unchanged),
+ * import; a figure id selects its group. Trees (`--trees`, default a,b): (a) a copy of this
+ * checkout with its node_modules (dist/ left out); (b) unless --quick, a tree of real npm
+ * packages ≥ 10× (a), built once under the cache dir (default /var/tmp/awc-bench/big-tree) and
+ * reused; (c) only when asked (`--trees a,c`), the large tree: a still copy (`cp -a`) of this
+ * machine's /usr (or of `--large-source DIR`) made once under the cache dir
+ * (`<cache>/large-tree`) and reused, refused under 5 GiB on disk or 100 000 files unless
+ * --quick (bench/large-tree.ts says how a fresh machine makes it). Tree (c) has no git
+ * repository or lockfile: the worktree baseline and build/test are skipped on it (as build is on
+ * (b)). The import figure times the tree's import against `cp -a`, both after a drop of the
+ * caches. `--quick`: tree (a) only (and (c) when --trees names it), few iterations, 10 workspaces,
+ * no network; the checkpoint group on tree (a) only, the import figure on tree (c) only.
+ * Without --quick and --only, docs/benchmarks.md is rewritten (or
  * --out FILE); such a full run also measures the catalog under load, the export read window, the
  * CLI latency (bench/cli-latency.ts), the build reuse at the stable path (bench/build-reuse.ts)
  * and the first `git status` in a fresh workspace (bench/git-status.ts) and keeps their sections. Needs root, /dev/fuse and Linux ≥ 6.5 (the overlay driver).
@@ -23,7 +33,10 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { detectDriver } from '../src/drivers/detect/detect-driver.js';
 import { ensureBigTree } from './big-tree.js';
-import { closeTree, openAwc, PROJECT, type Figure, type Plan, type TreeCtx } from './common.js';
+import { closeTree, openAwc, PROJECT, type Figure, type FigureId, type Plan, type TreeCtx, type TreeLabel } from './common.js';
+import { ensureLargeTree, LargeTreeRefused, type LargeTree } from './large-tree.js';
+import { figCheckpoint } from './fig-checkpoint.js';
+import { figImport } from './fig-import.js';
 import { CATALOG_LOAD_DEFAULTS, CATALOG_LOAD_FILE, runCatalogLoad } from './catalog-load.js';
 import { EXPORT_WINDOW_FILE, runExportWindow } from './export-window.js';
 import { CLI_LATENCY_FILE, runCliLatency } from './cli-latency.js';
@@ -33,7 +46,7 @@ import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
 import { figReadCold, figReadWarm } from './fig-read.js';
 import { renderMarkdown, renderTable, type BenchResult } from './report.js';
-import { fmtBytes, fmtMs, lazyUnmountUnder, machineInfo, mountsUnder, now, runTimed, treeStats } from './util.js';
+import { dropCaches, fmtBytes, fmtMs, lazyUnmountUnder, machineInfo, mountsUnder, now, runTimed, treeStats } from './util.js';
 
 const GROUPS: Record<string, string[]> = {
   fork: ['fork'],
@@ -42,6 +55,8 @@ const GROUPS: Record<string, string[]> = {
   'read-cold': ['read-cold'],
   build: ['build', 'test'],
   fanout: ['fanout-backend', 'fanout-disk', 'daemon-rss'],
+  checkpoint: ['checkpoint-first', 'checkpoint', 'checkpoint-unchanged', 'cli-checkpoint', 'cli-checkpoint-unchanged'],
+  import: ['import'],
 };
 
 interface Args {
@@ -51,8 +66,10 @@ interface Args {
   json: boolean;
   keep: boolean;
   cacheDir: string;
-  /** Trees to run (default: a and b; --quick: a). */
+  /** Trees to run (default: a and b; --quick: a, and c when named). */
   trees: Set<string>;
+  /** What tree (c) is a copy of (default /usr). */
+  largeSource: string;
   /** Re-render the markdown from a saved `--json` result (no measuring). */
   render?: string;
   /** Source of tree (a) instead of this checkout (so two builds can be measured on one tree). */
@@ -60,7 +77,15 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const a: Args = { quick: false, only: new Set(), json: false, keep: false, cacheDir: '/var/tmp/awc-bench', trees: new Set(['a', 'b']) };
+  const a: Args = {
+    quick: false,
+    only: new Set(),
+    json: false,
+    keep: false,
+    cacheDir: '/var/tmp/awc-bench',
+    trees: new Set(['a', 'b']),
+    largeSource: '/usr',
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const val = () => {
@@ -75,9 +100,10 @@ function parseArgs(argv: string[]): Args {
     else if (k === '--render') a.render = resolve(val());
     else if (k === '--cache-dir') a.cacheDir = resolve(val());
     else if (k === '--tree-a') a.treeA = resolve(val());
+    else if (k === '--large-source') a.largeSource = resolve(val());
     else if (k === '--trees') {
       a.trees = new Set(val().split(','));
-      if ([...a.trees].some((t) => t !== 'a' && t !== 'b')) throw new Error('--trees takes a, b or a,b');
+      if ([...a.trees].some((t) => !['a', 'b', 'c'].includes(t))) throw new Error('--trees takes a comma-separated list of a, b and c');
     } else if (k === '--only') {
       for (const name of val().split(',')) {
         const g = Object.entries(GROUPS).find(([group, ids]) => group === name || ids.includes(name));
@@ -89,7 +115,7 @@ function parseArgs(argv: string[]): Args {
       }
     } else if (k === '--help' || k === '-h') {
       process.stdout.write(
-        'usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b] [--tree-a DIR] [--render RESULT.json]\n',
+        'usage: node dist/bench/run.js [--quick] [--only <group>[,…]] [--out FILE] [--json] [--keep] [--cache-dir DIR] [--trees a,b,c] [--large-source DIR] [--tree-a DIR] [--render RESULT.json]\n',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${k}`);
@@ -97,7 +123,7 @@ function parseArgs(argv: string[]): Args {
   return a;
 }
 
-function plan(quick: boolean, tree: 'a' | 'b'): Plan {
+function plan(quick: boolean, tree: TreeLabel): Plan {
   if (quick) {
     return {
       forkIters: 5,
@@ -112,14 +138,18 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
       testFiles: ['dist/test/core/fastcdc.test.js'],
       buildProject: 'bench/tsconfig.quick.json',
       primeNpmCache: false,
+      checkpointIters: 3,
+      cliCheckpointIters: 2,
+      walkIters: 1,
     };
   }
   return {
     forkIters: 25,
     forkMountIters: 20,
     cliIters: 5,
-    cpIters: tree === 'a' ? 3 : 2,
-    worktreeIters: tree === 'a' ? 2 : 1,
+    // tree (c): one cp -a of 5+ GiB is a minute; it has no repository for a worktree
+    cpIters: { a: 3, b: 2, c: 1 }[tree],
+    worktreeIters: { a: 2, b: 1, c: 0 }[tree],
     readIters: 3,
     buildIters: 5,
     fanoutWorkspaces: 100,
@@ -133,6 +163,9 @@ function plan(quick: boolean, tree: 'a' | 'b'): Plan {
     ],
     buildProject: '.',
     primeNpmCache: true,
+    checkpointIters: 10,
+    cliCheckpointIters: 5,
+    walkIters: 3,
   };
 }
 
@@ -152,6 +185,133 @@ function readBenchFile(name: string): string | undefined {
 function readAnalysis(): string | undefined {
   const f = join(PROJECT, 'bench', 'ANALYSIS.md');
   return existsSync(f) ? readFileSync(f, 'utf8') : undefined;
+}
+
+/** A tree to measure: its label, what the report calls it, where it is, and its git repository (if any). */
+interface Source {
+  label: TreeLabel;
+  title: string;
+  dir: string;
+  repo: string | null;
+}
+
+/** What tree (c) is, for the report: the source and, for /usr, the system it belongs to. */
+function largeTitle(source: string, files: number): string {
+  const os = /^PRETTY_NAME="?([^"\n]*)"?$/m.exec(existsSync('/etc/os-release') ? readFileSync('/etc/os-release', 'utf8') : '')?.[1];
+  const what = source === '/usr' ? `this machine's /usr${os ? ` (${os})` : ''}` : source;
+  return `the large tree: a still copy (cp -a) of ${what}, ${files} files; no git repository or lockfile (worktree baseline, build and test skipped)`;
+}
+
+/** The trees the run measures (those --trees selects), made or found in the cache as needed. */
+async function treeSources(args: Args, runDir: string, large: LargeTree | undefined, log: (s: string) => void): Promise<Source[]> {
+  const sources: Source[] = [];
+  if (args.trees.has('a') || (!args.quick && args.trees.has('b'))) {
+    // tree (a): a still copy of this checkout with its node_modules (dist/ is build output and changes)
+    const treeA = join(runDir, 'tree-a');
+    await runTimed('cp', ['-a', (args.treeA ?? PROJECT).replace(/\/$/, ''), treeA]);
+    for (const d of ['dist', '.awc-test']) rmSync(join(treeA, d), { recursive: true, force: true });
+    sources.push({ label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA, repo: treeA });
+    if (!args.quick && args.trees.has('b')) {
+      const aBytes = treeStats(treeA).bytes;
+      const big = await ensureBigTree({ cacheDir: args.cacheDir, minBytes: 10 * aBytes, log });
+      sources.push({
+        label: 'b',
+        title: `real npm packages (${big.packages.length} top-level: ${big.packages.slice(0, 8).join(', ')}, …) as a git repo with package.json + lockfile`,
+        dir: big.dir,
+        repo: big.dir,
+      });
+    }
+  }
+  if (large) {
+    sources.push({ label: 'c', title: largeTitle(large.source, large.files), dir: large.dir, repo: null });
+  }
+  return sources.filter((x) => args.trees.has(x.label));
+}
+
+/**
+ * Whether a figure group runs on a tree: build/test on (a) only (the others have no project to
+ * build); in --quick, the checkpoint group on (a) only and the import figure on (c) only.
+ */
+function runsOn(group: string, label: TreeLabel, quick: boolean): boolean {
+  if (group === 'build') return label === 'a';
+  if (quick && group === 'checkpoint') return label === 'a';
+  if (quick && group === 'import') return label === 'c';
+  return true;
+}
+
+/** Opens the tree's home and imports the tree (after a drop of the caches when `coldImport`: the import figure times it). */
+async function openTree(s: Source, args: Args, runDir: string, log: (s: string) => void, coldImport: boolean): Promise<TreeCtx> {
+  const stats = treeStats(s.dir);
+  const home = join(runDir, `home-${s.label}`);
+  const scratch = join(runDir, `scratch-${s.label}`);
+  mkdirSync(scratch, { recursive: true });
+  const awc = await openAwc(home);
+  if (coldImport) dropCaches();
+  const ti = now();
+  const snap = await awc.importSnapshot(s.dir, { name: `tree-${s.label}` });
+  const importMs = now() - ti;
+  log(`  ${stats.files} files, ${fmtBytes(stats.bytes)}; imported in ${fmtMs(importMs)} (stored ${fmtBytes(snap.storedBytes)})`);
+  return {
+    label: s.label,
+    title: s.title,
+    dir: s.dir,
+    stats,
+    repo: s.repo,
+    probe: existsSync(join(s.dir, 'package.json')) ? 'package.json' : stats.paths[0],
+    home,
+    awc,
+    snapshotId: snap.id,
+    importMs,
+    importCold: coldImport,
+    storedBytes: snap.storedBytes,
+    scratch,
+    trash: join(runDir, 'trash'),
+    plan: plan(args.quick, s.label),
+  };
+}
+
+/** The report's row for a tree. */
+function treeRow(ctx: TreeCtx): BenchResult['trees'][number] {
+  const { label, title, dir, stats, snapshotId, importMs, storedBytes } = ctx;
+  return {
+    label,
+    title,
+    dir,
+    files: stats.files,
+    bytes: stats.bytes,
+    dirs: stats.dirs,
+    symlinks: stats.symlinks,
+    snapshotId,
+    importMs,
+    storedBytes,
+  };
+}
+
+/** Runs the wanted figure groups on one tree, appending (and logging) their rows to `figures`. */
+async function runFigures(ctx: TreeCtx, args: Args, figures: Figure[], log: (s: string) => void): Promise<void> {
+  const want = (group: string) => (args.only.size === 0 || args.only.has(group)) && runsOn(group, ctx.label, args.quick);
+  // a larger tree's row is judged against tree (a)'s ("the same at 10× the tree")
+  const prev = (id: FigureId) => (ctx.label !== 'a' ? figures.find((f) => f.id === id && f.tree === 'a') : undefined);
+  const add = (fs: Figure | Figure[]) => {
+    for (const f of Array.isArray(fs) ? fs : [fs]) {
+      figures.push(f);
+      log(`  ${f.id}: ${f.awcText} | ${f.baselineText} | ${f.ratioText} | ${f.met === null ? '—' : f.met ? 'met' : 'NOT MET'}`);
+    }
+  };
+  if (ctx.repo === null && (args.only.size === 0 || args.only.has('build')))
+    log(`  build and test skipped on tree (${ctx.label}): no git repository or project to build`);
+  if (want('import')) add(await figImport(ctx, log));
+  if (want('fork') || want('mount')) {
+    log('  baselines (cp -a; git worktree add + npm ci --offline --ignore-scripts)…');
+    ctx.baselines = await measureBaselines(ctx, log);
+  }
+  if (want('fork')) add(await figFork(ctx, prev('fork')));
+  if (want('mount')) add(await figForkMount(ctx, prev('fork-mount'), log));
+  if (want('checkpoint')) add(await figCheckpoint(ctx, prev, log));
+  if (want('read-warm')) add(await figReadWarm(ctx));
+  if (want('read-cold')) add(await figReadCold(ctx));
+  if (want('build')) add(await figBuild(ctx, log));
+  if (want('fanout')) add(await figFanout(ctx, log));
 }
 
 async function main(): Promise<number> {
@@ -184,6 +344,10 @@ async function main(): Promise<number> {
   const doc = detectDriver('overlay');
   if (doc.driver !== 'overlay') throw new Error(`the benchmark needs the overlay driver: ${doc.reason}`);
   mkdirSync(args.cacheDir, { recursive: true });
+  // tree (c) first: a source too small is refused before anything else is made
+  const large = args.trees.has('c')
+    ? await ensureLargeTree({ cacheDir: args.cacheDir, source: args.largeSource, quick: args.quick, log })
+    : undefined;
   const runDir = mkdtempSync(join(args.cacheDir, 'run-'));
   log(`AWC benchmark${args.quick ? ' (quick)' : ''} — scratch ${runDir}`);
   const machine = machineInfo(runDir);
@@ -192,79 +356,13 @@ async function main(): Promise<number> {
   const figures: Figure[] = [];
   const trees: BenchResult['trees'] = [];
   try {
-    // tree (a): a still copy of this checkout with its node_modules (dist/ is build output and changes)
-    const treeA = join(runDir, 'tree-a');
-    await runTimed('cp', ['-a', (args.treeA ?? PROJECT).replace(/\/$/, ''), treeA]);
-    for (const d of ['dist', '.awc-test']) rmSync(join(treeA, d), { recursive: true, force: true });
-    const sources: { label: 'a' | 'b'; title: string; dir: string }[] = [
-      { label: 'a', title: 'this checkout with its node_modules (a still copy; dist/ left out)', dir: treeA },
-    ];
-    if (!args.quick && args.trees.has('b')) {
-      const aBytes = treeStats(treeA).bytes;
-      const big = await ensureBigTree({ cacheDir: args.cacheDir, minBytes: 10 * aBytes, log });
-      sources.push({
-        label: 'b',
-        title: `real npm packages (${big.packages.length} top-level: ${big.packages.slice(0, 8).join(', ')}, …) as a git repo with package.json + lockfile`,
-        dir: big.dir,
-      });
-    }
-    for (const s of sources.filter((x) => args.trees.has(x.label))) {
+    for (const s of await treeSources(args, runDir, large, log)) {
       log(`\n== tree (${s.label}): ${s.dir}`);
-      const stats = treeStats(s.dir);
-      const home = join(runDir, `home-${s.label}`);
-      const scratch = join(runDir, `scratch-${s.label}`);
-      mkdirSync(scratch, { recursive: true });
-      const awc = await openAwc(home);
-      const ti = now();
-      const snap = await awc.importSnapshot(s.dir, { name: `tree-${s.label}` });
-      const importMs = now() - ti;
-      log(`  ${stats.files} files, ${fmtBytes(stats.bytes)}; imported in ${fmtMs(importMs)} (stored ${fmtBytes(snap.storedBytes)})`);
-      const ctx: TreeCtx = {
-        label: s.label,
-        title: s.title,
-        dir: s.dir,
-        stats,
-        repo: s.dir,
-        home,
-        awc,
-        snapshotId: snap.id,
-        importMs,
-        storedBytes: snap.storedBytes,
-        scratch,
-        trash: join(runDir, 'trash'),
-        plan: plan(args.quick, s.label),
-      };
+      const ctx = await openTree(s, args, runDir, log, want('import') && runsOn('import', s.label, args.quick));
       ctxs.push(ctx);
-      trees.push({
-        label: s.label,
-        title: s.title,
-        dir: s.dir,
-        files: stats.files,
-        bytes: stats.bytes,
-        dirs: stats.dirs,
-        symlinks: stats.symlinks,
-        snapshotId: snap.id,
-        importMs,
-        storedBytes: snap.storedBytes,
-      });
-      const prev = (id: string) => (s.label === 'b' ? figures.find((f) => f.id === id && f.tree === 'a') : undefined);
-      const add = (fs: Figure | Figure[]) => {
-        for (const f of Array.isArray(fs) ? fs : [fs]) {
-          figures.push(f);
-          log(`  ${f.id}: ${f.awcText} | ${f.baselineText} | ${f.ratioText} | ${f.met === null ? '—' : f.met ? 'met' : 'NOT MET'}`);
-        }
-      };
+      trees.push(treeRow(ctx));
       try {
-        if (want('fork') || want('mount')) {
-          log('  baselines (cp -a; git worktree add + npm ci --offline --ignore-scripts)…');
-          ctx.baselines = await measureBaselines(ctx, log);
-        }
-        if (want('fork')) add(await figFork(ctx, prev('fork')));
-        if (want('mount')) add(await figForkMount(ctx, prev('fork-mount'), log));
-        if (want('read-warm')) add(await figReadWarm(ctx));
-        if (want('read-cold')) add(await figReadCold(ctx));
-        if (want('build') && s.label === 'a') add(await figBuild(ctx, log));
-        if (want('fanout')) add(await figFanout(ctx, log));
+        await runFigures(ctx, args, figures, log);
       } finally {
         await closeTree(ctx);
       }
@@ -290,7 +388,9 @@ async function main(): Promise<number> {
   };
   if (args.json) process.stdout.write(JSON.stringify(result, null, 2) + '\n');
   else process.stdout.write('\n' + renderTable(result) + '\n');
-  const out = args.out ?? (args.quick || args.only.size > 0 || args.trees.size < 2 ? undefined : join(PROJECT, 'docs', 'benchmarks.md'));
+  // docs/benchmarks.md only from a full run (every group on trees (a) and (b), with or without (c))
+  const full = !args.quick && args.only.size === 0 && args.trees.has('a') && args.trees.has('b');
+  const out = args.out ?? (full ? join(PROJECT, 'docs', 'benchmarks.md') : undefined);
   if (out) {
     // the catalog under many clients (bench/catalog-load.ts), on full runs; bench/CATALOG-LOAD.md keeps the last one
     if (!args.quick && args.only.size === 0)
@@ -339,7 +439,7 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`bench: ${(err as Error)?.stack ?? String(err)}\n`);
+    process.stderr.write(`bench: ${err instanceof LargeTreeRefused ? err.message : ((err as Error)?.stack ?? String(err))}\n`);
     process.exit(1);
   },
 );
