@@ -10,6 +10,7 @@ import type { Digest } from '../../core/digest.js';
 import { libcCalls } from '../../host/sys/libc.js';
 import { MS_NODEV, MS_NOSUID, MS_RDONLY } from '../../host/mount/mount-syscall.js';
 import { unmount } from '../../host/mount/mount-commands.js';
+import { isMounted } from '../../host/mount/mount-table.js';
 import { findExecutable, hashFd } from './layer-image.js';
 
 /** The first Linux release whose EROFS mounts a regular file directly (CONFIG_EROFS_FS_BACKED_BY_FILE). */
@@ -78,10 +79,11 @@ export async function verifyLayerImageFd(fd: number, expected: Digest, what: str
  * download, not root.) mount(2) is called in this thread: EROFS reads only the local image,
  * never a FUSE server of this process. Cost: one read of the image (about 1 ms a MiB) and one
  * mount(2) (a few ms).
- * @throws E_INTEGRITY on a digest mismatch or a file swapped meanwhile; E_LAYER_IMAGE_UNSUPPORTED when the kernel cannot
+ * @throws E_TARGET_BUSY when `mountDir` is a mount point already; E_INTEGRITY on a digest mismatch or a file swapped meanwhile; E_LAYER_IMAGE_UNSUPPORTED when the kernel cannot
  *   mount a file as EROFS; E_PERMISSION without root; E_MOUNT_FAILED otherwise (e.g. a corrupt image), with the errno
  */
 export async function mountLayerImage(imageFile: string, mountDir: string, expected: Digest): Promise<void> {
+  if (isMounted(mountDir)) throw new AwcError('E_TARGET_BUSY', `${mountDir} is already a mount point`);
   const fh = await open(imageFile, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
   try {
     const before = await fh.stat({ bigint: true });

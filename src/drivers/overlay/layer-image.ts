@@ -81,7 +81,8 @@ const LOST_FOUND = Buffer.from('lost+found');
  * with `lost+found` (it leaves those out), no name of 255 bytes (it cuts names to 254 and then
  * fails), no mtime in the two seconds before the epoch (see {@link LAYER_IMAGE_EPOCH}).
  * (erofs-utils 1.8.5 takes 255-byte names.) Walks with raw (Buffer) names; never follows a symlink.
- * Cost: one readdir per directory and one lstat per entry.
+ * Cost: one readdir per directory and one lstat per entry, synchronous (2 s for 108k entries
+ * on a busy 2-core machine): run it off an event loop that must stay free, as the daemon's.
  * @throws E_UNSUPPORTED naming the first such path (`details.path`, relative to the tree)
  */
 export function checkLayerTree(treeDir: string): void {
@@ -135,7 +136,8 @@ export async function hashFd(fd: number): Promise<{ digest: Digest; bytes: numbe
  * on failure nothing is left. Cost: O(files), and mkfs.erofs reads (and hashes) every
  * placeholder's zeros: about 5 s a GiB of snapshot on a 2-core machine (docs/explanation/layer-images.md).
  * @returns the image's sha256, size in bytes and build time in ms
- * @throws E_LAYER_IMAGE_UNSUPPORTED without mkfs.erofs, E_UNSUPPORTED for a tree it would not copy exactly (see {@link checkLayerTree}), E_INTERNAL when it fails
+ * @throws E_LAYER_IMAGE_UNSUPPORTED without mkfs.erofs, E_UNSUPPORTED for a tree it would not copy exactly (see {@link checkLayerTree}),
+ *   E_NO_SPACE on a full disk, E_INTERNAL when mkfs.erofs fails otherwise
  */
 export async function buildLayerImage(layerTreeDir: string, outFile: string, opts: BuildLayerImageOptions = {}): Promise<LayerImage> {
   const t0 = performance.now();
@@ -148,9 +150,13 @@ export async function buildLayerImage(layerTreeDir: string, outFile: string, opt
     const env = { ...process.env, SOURCE_DATE_EPOCH: LAYER_IMAGE_EPOCH };
     const r = await runCommand(mkfs, mkfsArgs(tmp, layerTreeDir), [], opts.timeoutMs ?? 30 * 60_000, env);
     if (r.code !== 0) {
-      const why =
-        r.code === null ? `killed (${r.signal ?? r.stderr.trim()})` : `exit ${r.code}: ${(r.stderr || r.stdout).trim().slice(-2000)}`;
-      throw new AwcError('E_INTERNAL', `mkfs.erofs of ${layerTreeDir} failed (${why})`);
+      const out = (r.stderr || r.stdout).trim().slice(-2000);
+      const why = r.code === null ? `killed (${r.signal ?? out})` : `exit ${r.code}: ${out}`;
+      // mkfs.erofs prints strerror: a full disk is the environment's; anything else is a tree AWC should have refused
+      throw new AwcError(
+        /No space left|Disk quota/i.test(out) ? 'E_NO_SPACE' : 'E_INTERNAL',
+        `mkfs.erofs of ${layerTreeDir} failed (${why})`,
+      );
     }
     await chmod(tmp, 0o600);
     await fh.sync();

@@ -213,6 +213,7 @@ describe('layer images', { skip }, () => {
     writeSync(fd, Buffer.from([readFileSync(bad)[2000]! ^ 1]), 0, 1, 2000);
     closeSync(fd);
     await assert.rejects(mountLayerImage(bad, mk('tampered'), digest), { code: 'E_INTEGRITY' });
+    await assert.rejects(mountLayerImage(image, d('ws'), digest), { code: 'E_TARGET_BUSY' }, 'never over a mount point');
     assert.equal(mountsAt(d('tampered')).length, 0);
     writeFileSync(bad, readFileSync(image).subarray(0, 8192));
     await assert.rejects(mountLayerImage(bad, d('tampered'), digest), { code: 'E_INTEGRITY' });
