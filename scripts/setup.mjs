@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
-// System tools AWC shells out to: util-linux mount/umount, coreutils mknod, git (tests, export --git), python3/make/g++ (native addons).
+// System tools AWC shells out to: util-linux mount/umount, coreutils mknod, git (tests, export --git), python3/make/g++ (native addons),
+// mkfs.erofs (layer images, docs/explanation/layer-images.md).
 const wanted = [
   ['mount', 'mount'],
   ['git', 'git'],
@@ -17,6 +18,7 @@ const wanted = [
   ['g++', 'g++'],
   ['python3', 'python3'],
   ['setfattr', 'attr'],
+  ['mkfs.erofs', 'erofs-utils'],
 ];
 const missing = wanted.filter(([cmd]) => !has(cmd)).map(([, pkg]) => pkg);
 if (missing.length > 0) {

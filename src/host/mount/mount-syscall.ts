@@ -1,6 +1,7 @@
 import { libcCalls } from '../sys/libc.js';
 
 /** mount(2) flags AWC uses (linux/fs.h). */
+export const MS_RDONLY = 1;
 export const MS_NOSUID = 2;
 export const MS_NODEV = 4;
 
