@@ -1,7 +1,13 @@
 import { strict as assert } from 'node:assert';
 import { describe, it } from 'node:test';
 import type { Catalog } from '../../src/catalog/port/catalog.js';
-import { bindCatalogToStore, newIdentityId, readStoreIdentity, type BindOptions } from '../../src/catalog/open/store-binding.js';
+import {
+  bindCatalogToStore,
+  newIdentityId,
+  readStoreIdentity,
+  STORE_IDENTITY_KEY,
+  type BindOptions,
+} from '../../src/catalog/open/store-binding.js';
 import { AwcError } from '../../src/core/errors.js';
 import { FsObjectStore } from '../../src/store/fs/fs-object-store.js';
 import { makeTempDir, removeTempDir } from '../helpers/temp-dir.js';
@@ -148,6 +154,30 @@ export function catalogIdentityContract(name: string, factory: CatalogFactory): 
         const row = await cat.identity().read();
         assert.notEqual(row!.catalogId, dead.catalogId, "the dead proposer's ids are never bound (it may still write them to its store)");
         assert.notEqual(row!.storeId, dead.storeId);
+      }));
+
+    it('a host taken over while it writes its store object (judged dead, only stalled) takes the object back and is refused', () =>
+      withTwoHosts(async (cat, other) => {
+        const dir = await makeTempDir('awc-bind-stall-');
+        try {
+          // the store of the stalled host: right after its identity object is written, the other host takes the row over
+          const stalled = new (class extends FsObjectStore {
+            override async put(key: string, body: Uint8Array): Promise<void> {
+              await super.put(key, body);
+              if (key !== STORE_IDENTITY_KEY) return;
+              const row = (await other.identity().read())!;
+              await other.identity().takeOver(row, { catalogId: newIdentityId('cat'), storeId: newIdentityId('st') });
+            }
+          })(`${dir}/stalled`);
+          await assert.rejects(bindCatalogToStore(cat, stalled, where, { pollMs: 5 }), (e: unknown) => {
+            assert.ok(e instanceof AwcError && e.code === 'E_STORE_MISMATCH', String(e));
+            return true;
+          });
+          assert.equal(await readStoreIdentity(stalled), undefined, 'the stalled host took its object back');
+          assert.equal((await cat.identity().read())?.state, 'pending', "the other host's row stands");
+        } finally {
+          await removeTempDir(dir);
+        }
       }));
 
     it('content counts namespaces, snapshots and packs', () =>

@@ -330,12 +330,29 @@ async function claim(
       { catalog: pair(row), store: back && pair(back) },
     );
   const done = await catalog.identity().confirm(row.catalogId);
-  if (done.state !== 'bound' || !sameIds(done, row))
+  if (done.state !== 'bound' || !sameIds(done, row)) {
+    // judged dead while it wrote (a stalled host): its object names ids never bound; take it back
+    await withdrawStoreIdentity(store, row);
     throw mismatch(`another host took over the catalog's pending identity ${row.catalogId} before this host confirmed it`, where, {
       catalog: pair(done),
       proposed: pair(row),
     });
+  }
   return { identity: done, outcome };
+}
+
+/**
+ * Removes the store's identity object if it still names `row`'s ids (a claim that lost its row
+ * to a take-over), so the store is as it was and the next bind of this home starts clean. Best
+ * effort: the caller reports the lost race either way.
+ */
+async function withdrawStoreIdentity(store: ObjectStore, row: CatalogIdentity): Promise<void> {
+  try {
+    const obj = await readStoreIdentity(store);
+    if (obj && sameIds(obj, row)) await store.delete(STORE_IDENTITY_KEY);
+  } catch {
+    // the store is unreachable: the next bind reports the object it finds
+  }
 }
 
 /**

@@ -9,6 +9,31 @@ const loadIgnore = lazyRequire<typeof IgnoreFactory>('ignore');
 const ignore = (): Ignore => loadIgnore()();
 
 /**
+ * Whether node-ignore can match with the gitignore pattern `line`. It compiles a pattern to a
+ * regular expression only when it first tests a path, and throws then on what no regular
+ * expression takes (a bracket range out of order, as bytes that are not text make, e.g.
+ * `[--!]`). git never fails on a pattern; such a pattern matches nothing here.
+ */
+export function isUsablePattern(line: string): boolean {
+  try {
+    const one = ignore().add(line);
+    one.ignores('x');
+    one.ignores('x/y/');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A matcher of a workspace's `.gitignore` text (untrusted content): its lines in order, but
+ * those node-ignore cannot compile (isUsablePattern), which match nothing as git's would.
+ */
+export function gitignoreMatcher(text: string): Ignore {
+  return ignore().add(text.split(/\r?\n/).filter(isUsablePattern));
+}
+
+/**
  * The per-project capture configuration, `.awc.json` at the workspace root
  * (docs/reference/capture-config.md). Every list holds gitignore-style patterns matched
  * against the slash path from the workspace root.
@@ -195,6 +220,9 @@ export function parseProjectConfig(text: string | undefined): ProjectCaptureConf
     }
     if (!Array.isArray(val) || !val.every((p) => typeof p === 'string' && p.trim() !== '' && !p.includes('\0')))
       throw bad(`${JSON.stringify(k)} must be a list of non-empty gitignore patterns`);
+    const unusable = (val as string[]).find((p) => !isUsablePattern(p));
+    if (unusable !== undefined)
+      throw bad(`${JSON.stringify(k)}: ${JSON.stringify(unusable)} is not a gitignore pattern this can match with`);
     cfg[k as 'secrets'] = val as string[];
   }
   return cfg;
@@ -249,7 +277,7 @@ export class CapturePolicy {
 
   /** The root directory's filter, given the root's `.gitignore` text. */
   root(gitignore: string | undefined): PolicyDir {
-    return new PolicyDir(this, '', gitignore ? [{ base: '', ig: ignore().add(gitignore) }] : [], null, false);
+    return new PolicyDir(this, '', gitignore ? [{ base: '', ig: gitignoreMatcher(gitignore) }] : [], null, false);
   }
 }
 
@@ -315,7 +343,7 @@ export class PolicyDir implements CaptureDirFilter {
     const cls = this.classOf(name, true);
     if (cls !== 'durable') return new PolicyDir(this.p, path, [], cls, inRecon);
     const text = await gitignore();
-    const chain = text ? [...this.chain, { base: path, ig: ignore().add(text) }] : this.chain;
+    const chain = text ? [...this.chain, { base: path, ig: gitignoreMatcher(text) }] : this.chain;
     return new PolicyDir(this.p, path, chain, null, inRecon);
   }
 }
