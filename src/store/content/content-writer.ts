@@ -11,6 +11,8 @@ import type { BlobIndex, BlobKind, WrittenPack } from '../pack/pack-types.js';
 import { closeFd, fstatBig, openFd, readFully, sameFile, sourceError } from './fd-io.js';
 import { captureSparseFd, captureSparseStream } from './sparse-capture.js';
 import type { Extent } from '../../core/sparse.js';
+import { ChunkPool } from './chunk-pool.js';
+import { readPooled } from './pooled-read.js';
 
 /**
  * A second hash over a file's bytes in the same read pass (e.g. git's blob id): called with
@@ -64,6 +66,12 @@ export interface ContentWriterOptions {
    * Costs as much memory as the new bytes.
    */
   keepChunks?: boolean;
+  /**
+   * Worker threads that chunk and hash files read by `writeFile`/`writeFileFd` (./chunk-pool.ts):
+   * default the process's shared pool (one per core beyond the first), null to do it on the
+   * calling thread. Either gives the same digests and chunks.
+   */
+  chunkPool?: ChunkPool | null;
   /** Test-only fault injection: called after a file's bytes were read and before it is stat'ed again. */
   testHooks?: { afterRead?(path: string, attempt: number): void | Promise<void> };
 }
@@ -72,6 +80,8 @@ export interface ContentWriterOptions {
 export const DEFAULT_PACK_BYTES = 32 * 1024 * 1024;
 /** Size in bytes of one read from a file (4 MiB). */
 export const READ_SIZE = 4 * 1024 * 1024;
+/** Files from this size (bytes) are chunked by the pool; smaller ones cost less than the round trip. */
+const POOL_MIN_BYTES = 64 * 1024;
 /** Trees/roots queued before their index lookup is done as one batch. */
 const META_BATCH = 256;
 /** A stream's chunks are looked up in batches of up to this many chunks… */
@@ -108,6 +118,7 @@ export class ContentWriter {
   private readonly dryRun: boolean;
   private readonly keepChunks: boolean;
   private readonly hooks: ContentWriterOptions['testHooks'];
+  private readonly chunkPool: ChunkPool | undefined;
   /** Digests known to exist: found in the index or written (queued in a pack) by this writer. */
   private readonly known = new Set<Digest>();
   /** Keys of existing packs that index lookups found blobs in (what a commit must find still live). */
@@ -133,6 +144,7 @@ export class ContentWriter {
     this.dryRun = opts.dryRun ?? false;
     this.keepChunks = this.dryRun && (opts.keepChunks ?? false);
     this.hooks = opts.testHooks;
+    this.chunkPool = opts.chunkPool === null ? undefined : (opts.chunkPool ?? ChunkPool.shared());
   }
 
   /**
@@ -361,6 +373,8 @@ export class ContentWriter {
       let content: FileContent;
       if (extents) {
         content = await captureSparseFd(fd, size, extents, (b) => this.storeChunks(b));
+      } else if (this.chunkPool && size >= POOL_MIN_BYTES) {
+        content = await readPooled(fd, size + 1, this.chunkPool, (b) => this.storeChunks(b), h);
       } else if (size < READ_SIZE) {
         // One read (plus one byte to notice growth), one index lookup.
         const buf = Buffer.allocUnsafe(size + 1);
