@@ -1,9 +1,10 @@
 /**
  * Worker threads that chunk and hash file contents for ContentWriter (issue 26: an import
  * uses every core). The main thread reads a file in windows and posts each window to one
- * worker (its ArrayBuffer transferred, not copied); the worker (./chunk-worker.ts) cuts it
- * with FastCDC, hashes every chunk and the whole content with SHA-256 and transfers the
- * window back with the chunk lengths and digests. Dedup lookups, compression (libuv's pool)
+ * worker (a SharedArrayBuffer: neither copied nor transferred, which costs the main thread a
+ * GC of external memory per window); the worker (./chunk-worker.ts) cuts it with FastCDC,
+ * hashes every chunk and the whole content with SHA-256 and answers with the chunk lengths
+ * and digests. Dedup lookups, compression (libuv's pool)
  * and pack appends stay with the writer on the main thread. The results are the ones the
  * writer computes inline (same cut points: FastCDC's cuts do not depend on how the input is
  * split), so digests, chunks and trees do not depend on the pool.
@@ -17,34 +18,31 @@ import { Worker } from 'node:worker_threads';
 import { AwcError } from '../../core/errors.js';
 import type { Digest } from '../../core/digest.js';
 
-/** A window posted to a worker: session `sid`, its first `len` bytes of `buf`, `final` for the file's last window. */
+/** A window posted to a worker: session `sid`, its first `len` bytes of `buf` (shared), `final` for the file's last window. */
 export interface ChunkRequest {
   id: number;
   sid: number;
-  buf: ArrayBuffer;
+  buf: SharedArrayBuffer;
   len: number;
   final: boolean;
 }
 
-/** The chunks this window completed (lengths in bytes, digests), `buf` handed back, and with `final` the whole content's digest. */
+/** The chunks this window completed (lengths in bytes, digests), and with `final` the whole content's digest. */
 export interface ChunkReply {
   id: number;
-  buf: ArrayBuffer;
   lens: number[];
   digests: Digest[];
   whole?: Digest;
 }
 
-/** A window the worker could not process (`error`: its message), `buf` handed back. */
+/** A window the worker could not process (`error`: its message). */
 export interface ChunkFailure {
   id: number;
-  buf: ArrayBuffer;
   error: string;
 }
 
-/** What a window gave: the window back (a Buffer over the same memory) and the chunks it completed. */
+/** What a window gave: the chunks it completed (lengths in bytes, digests) and, for the last, the whole content's digest. */
 export interface ChunkResult {
-  buf: Buffer;
   lens: number[];
   digests: Digest[];
   whole?: Digest;
@@ -81,7 +79,7 @@ class PoolWorker {
     return new Promise<ChunkResult>((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(req.id, { resolve, reject });
-      this.worker.postMessage(req, [req.buf]);
+      this.worker.postMessage(req);
     });
   }
 
@@ -90,9 +88,8 @@ class PoolWorker {
     if (!p) return;
     this.pending.delete(m.id);
     if (this.pending.size === 0) this.worker.unref();
-    const buf = Buffer.from(m.buf, 0, m.buf.byteLength);
     if ('error' in m) p.reject(new AwcError('E_INTERNAL', `chunking failed in a worker thread: ${m.error}`));
-    else p.resolve({ buf, lens: m.lens, digests: m.digests, whole: m.whole });
+    else p.resolve({ lens: m.lens, digests: m.digests, whole: m.whole });
   }
 }
 
@@ -149,6 +146,11 @@ export class ChunkPool {
 
 let sharedPool: ChunkPool | null | undefined;
 
+/** A window of `bytes` bytes that a ChunkSession can post: a Buffer over a new SharedArrayBuffer. */
+export function newWindow(bytes: number): Buffer {
+  return Buffer.from(new SharedArrayBuffer(bytes));
+}
+
 /** One file's windows on one worker, posted in order; `abort` drops an unfinished one. */
 export class ChunkSession {
   private done = false;
@@ -160,15 +162,15 @@ export class ChunkSession {
   ) {}
 
   /**
-   * Posts the first `len` bytes of `buf` (a Buffer that owns its whole ArrayBuffer, e.g. from
-   * Buffer.allocUnsafeSlow; detached until this resolves, then given back as `buf`).
-   * @throws E_INTERNAL when the worker failed or died
+   * Posts the first `len` bytes of `buf`, a Buffer over a whole SharedArrayBuffer (see
+   * newWindow); do not modify them until this resolved.
+   * @throws E_INTERNAL when the worker failed or died, or `buf` is not shared
    */
   push(buf: Buffer, len: number, final: boolean): Promise<ChunkResult> {
-    if (buf.byteOffset !== 0 || buf.buffer.byteLength !== buf.length)
-      throw new AwcError('E_INTERNAL', 'ChunkSession.push: the buffer must own its ArrayBuffer');
+    if (!(buf.buffer instanceof SharedArrayBuffer) || buf.byteOffset !== 0)
+      throw new AwcError('E_INTERNAL', 'ChunkSession.push: the window must be a whole SharedArrayBuffer');
     if (final) this.done = true;
-    return this.w.post({ id: this.id(), sid: this.sid, buf: buf.buffer as ArrayBuffer, len, final });
+    return this.w.post({ id: this.id(), sid: this.sid, buf: buf.buffer, len, final });
   }
 
   /** Drops the session in its worker when it did not end with a final push. */

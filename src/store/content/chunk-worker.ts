@@ -3,8 +3,7 @@
  * (src/core/fastcdc.ts) and hashes each chunk and the whole content with SHA-256, for one
  * or more files at a time, each a session that the main thread feeds in order.
  *
- * Messages in: ChunkRequest (the window's ArrayBuffer transferred); out: ChunkReply (the same
- * ArrayBuffer transferred back, untouched) or ChunkFailure.
+ * Messages in: ChunkRequest (a window in shared memory, only read); out: ChunkReply or ChunkFailure.
  */
 import { parentPort } from 'node:worker_threads';
 import { createHash, type Hash } from 'node:crypto';
@@ -12,7 +11,7 @@ import { Chunker } from '../../core/fastcdc.js';
 import { sha256, type Digest } from '../../core/digest.js';
 import type { ChunkFailure, ChunkReply, ChunkRequest } from './chunk-pool.js';
 
-/** One file in progress: its chunker, its whole-content hash (undefined until a second push), and whether it was pushed before. */
+/** One file in progress: its chunker, and its whole-content hash (undefined until a second push). */
 interface Session {
   chunker: Chunker;
   whole: Hash | undefined;
@@ -38,18 +37,18 @@ function handle(req: ChunkRequest): ChunkReply {
     const last = s.chunker.finish();
     if (last) take(last);
     const whole = digests.length === 1 ? digests[0] : sha256(view);
-    return { id: req.id, buf: req.buf, lens, digests, whole };
+    return { id: req.id, lens, digests, whole };
   }
   s.whole ??= createHash('sha256');
   s.whole.update(view);
   if (!req.final) {
     sessions.set(req.sid, s);
-    return { id: req.id, buf: req.buf, lens, digests };
+    return { id: req.id, lens, digests };
   }
   sessions.delete(req.sid);
   const last = s.chunker.finish();
   if (last) take(last);
-  return { id: req.id, buf: req.buf, lens, digests, whole: `sha256:${s.whole.digest('hex')}` };
+  return { id: req.id, lens, digests, whole: `sha256:${s.whole.digest('hex')}` };
 }
 
 parentPort?.on('message', (req: ChunkRequest | { abort: number }) => {
@@ -59,10 +58,10 @@ parentPort?.on('message', (req: ChunkRequest | { abort: number }) => {
   }
   try {
     const reply = handle(req);
-    parentPort!.postMessage(reply, [reply.buf]);
+    parentPort!.postMessage(reply);
   } catch (err) {
     sessions.delete(req.sid);
-    const fail: ChunkFailure = { id: req.id, buf: req.buf, error: err instanceof Error ? err.message : String(err) };
-    parentPort!.postMessage(fail, [req.buf]);
+    const fail: ChunkFailure = { id: req.id, error: err instanceof Error ? err.message : String(err) };
+    parentPort!.postMessage(fail);
   }
 });

@@ -3,13 +3,13 @@
  * it has worker threads. The file is read in windows of READ_SIZE bytes; each window goes
  * to the file's worker session, which returns the chunks it completed; their bytes are
  * views of the window (or, for a chunk that spans two windows, a copy of both parts), handed
- * to `store` before the previous window is reused. Windows are recycled (fresh memory costs a
- * page fault per 4 KiB on first touch); at most WINDOW_CACHE of them are kept.
+ * to `store` before the previous window is reused. Windows (shared memory) are recycled: fresh
+ * memory costs a page fault per 4 KiB on first touch; at most WINDOW_CACHE of them are kept.
  */
 import type { Hash } from 'node:crypto';
 import type { ChunkRef } from '../../core/tree.js';
 import type { Digest } from '../../core/digest.js';
-import type { ChunkPool, ChunkResult } from './chunk-pool.js';
+import { newWindow, type ChunkPool, type ChunkResult } from './chunk-pool.js';
 import { readFully } from './fd-io.js';
 
 /** Size in bytes of one read window (4 MiB, the writer's READ_SIZE). */
@@ -19,7 +19,7 @@ const WINDOW_CACHE = 16;
 const idle: Buffer[] = [];
 
 function takeWindow(): Buffer {
-  return idle.pop() ?? Buffer.allocUnsafeSlow(WINDOW_SIZE);
+  return idle.pop() ?? newWindow(WINDOW_SIZE);
 }
 
 function giveWindow(b: Buffer): void {
@@ -70,7 +70,7 @@ export async function readPooled(
       if (n > 0) h?.update(win.subarray(0, n));
       const final = n < want || pos + n >= limit;
       const r: ChunkResult = await s.push(win, n, final);
-      const cur: Placed = { buf: r.buf, start: pos, len: n };
+      const cur: Placed = { buf: win, start: pos, len: n };
       pos += n;
       const batch = r.lens.map((len, i) => {
         const data = sliceOf(prev, cur, next, len);
