@@ -6,13 +6,11 @@ import { sha256, type Digest } from '../../core/digest.js';
 import { Chunker, chunkBuffer, MAX_SIZE } from '../../core/fastcdc.js';
 import { encodeRoot, encodeTree, type ChunkRef, type Entry, type RootObject } from '../../core/tree.js';
 import type { ObjectStore } from '../object/object-store.js';
-import { encodeBlob, PackWriter, type EncodedBlob } from '../pack/pack.js';
+import { PackWriter } from '../pack/pack.js';
 import type { BlobIndex, BlobKind, WrittenPack } from '../pack/pack-types.js';
 import { closeFd, fstatBig, openFd, readFully, sameFile, sourceError } from './fd-io.js';
 import { captureSparseFd, captureSparseStream } from './sparse-capture.js';
 import type { Extent } from '../../core/sparse.js';
-import { ChunkPool } from './chunk-pool.js';
-import { readPooled } from './pooled-read.js';
 
 /**
  * A second hash over a file's bytes in the same read pass (e.g. git's blob id): called with
@@ -66,12 +64,6 @@ export interface ContentWriterOptions {
    * Costs as much memory as the new bytes.
    */
   keepChunks?: boolean;
-  /**
-   * Worker threads that chunk and hash files read by `writeFile`/`writeFileFd` (./chunk-pool.ts):
-   * default the process's shared pool (one per core beyond the first), null to do it on the
-   * calling thread. Either gives the same digests and chunks.
-   */
-  chunkPool?: ChunkPool | null;
   /** Test-only fault injection: called after a file's bytes were read and before it is stat'ed again. */
   testHooks?: { afterRead?(path: string, attempt: number): void | Promise<void> };
 }
@@ -80,8 +72,6 @@ export interface ContentWriterOptions {
 export const DEFAULT_PACK_BYTES = 32 * 1024 * 1024;
 /** Size in bytes of one read from a file (4 MiB). */
 export const READ_SIZE = 4 * 1024 * 1024;
-/** Files from this size (bytes) are chunked by the pool; smaller ones cost less than the round trip. */
-const POOL_MIN_BYTES = 64 * 1024;
 /** Trees/roots queued before their index lookup is done as one batch. */
 const META_BATCH = 256;
 /** A stream's chunks are looked up in batches of up to this many chunks… */
@@ -118,7 +108,6 @@ export class ContentWriter {
   private readonly dryRun: boolean;
   private readonly keepChunks: boolean;
   private readonly hooks: ContentWriterOptions['testHooks'];
-  private readonly chunkPool: ChunkPool | undefined;
   /** Digests known to exist: found in the index or written (queued in a pack) by this writer. */
   private readonly known = new Set<Digest>();
   /** Keys of existing packs that index lookups found blobs in (what a commit must find still live). */
@@ -130,10 +119,6 @@ export class ContentWriter {
   private pack: PackWriter | undefined;
   private readonly written: WrittenPack[] = [];
   private upload: Promise<void> | undefined;
-  /** Buffers of uploaded packs, reused for the next packs (fresh memory is page-faulted in at ~8 µs per 4 KiB here). */
-  private readonly spare: Buffer[] = [];
-  /** Packs finished so far (uploaded or queued). */
-  private rotations = 0;
   private failure: unknown;
 
   /** @param opts store and index to write to and dedup against; see ContentWriterOptions. */
@@ -144,7 +129,6 @@ export class ContentWriter {
     this.dryRun = opts.dryRun ?? false;
     this.keepChunks = this.dryRun && (opts.keepChunks ?? false);
     this.hooks = opts.testHooks;
-    this.chunkPool = opts.chunkPool === null ? undefined : (opts.chunkPool ?? ChunkPool.shared());
   }
 
   /**
@@ -373,8 +357,6 @@ export class ContentWriter {
       let content: FileContent;
       if (extents) {
         content = await captureSparseFd(fd, size, extents, (b) => this.storeChunks(b));
-      } else if (this.chunkPool && size >= POOL_MIN_BYTES) {
-        content = await readPooled(fd, size + 1, this.chunkPool, (b) => this.storeChunks(b), h);
       } else if (size < READ_SIZE) {
         // One read (plus one byte to notice growth), one index lookup.
         const buf = Buffer.allocUnsafe(size + 1);
@@ -440,19 +422,14 @@ export class ContentWriter {
         this.reused.add(loc.pack);
       }
     }
-    const fresh: PendingChunk[] = [];
     for (const b of batch) {
       if (this.known.has(b.digest)) continue;
       this.known.add(b.digest);
       this.stats.newChunks++;
       this.stats.newBytes += b.data.length;
       if (this.keepChunks) this.session.set(b.digest, Buffer.from(b.data)); // a copy: read buffers are reused
-      fresh.push(b);
+      if (!this.dryRun) await this.append('chunk', b.digest, b.data);
     }
-    if (this.dryRun || fresh.length === 0) return;
-    // lz4 on libuv's pool, all of the batch at once; appended in batch order (same bytes as compressing in add).
-    const encoded = await Promise.all(fresh.map((b) => encodeBlob(b.data)));
-    for (let i = 0; i < fresh.length; i++) await this.append('chunk', fresh[i].digest, fresh[i].data, encoded[i]);
   }
 
   private async queueMeta(kind: BlobKind, digest: Digest, bytes: Buffer): Promise<void> {
@@ -479,13 +456,9 @@ export class ContentWriter {
   }
 
   /** Adds a blob to the current pack; uploads the pack once it reaches packBytes. */
-  private async append(kind: BlobKind, digest: Digest, raw: Uint8Array, encoded?: EncodedBlob): Promise<void> {
-    if (!this.pack) {
-      const cap = Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536;
-      // After a first full pack, the next ones start at full size (no copies while they grow).
-      this.pack = new PackWriter(cap, this.spare.pop() ?? (this.rotations > 0 ? Buffer.allocUnsafe(cap) : undefined));
-    }
-    this.pack.add(kind, digest, raw, encoded);
+  private async append(kind: BlobKind, digest: Digest, raw: Uint8Array): Promise<void> {
+    this.pack ??= new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536);
+    this.pack.add(kind, digest, raw);
     if (this.pack.size >= this.packBytes) await this.rotate();
   }
 
@@ -498,7 +471,6 @@ export class ContentWriter {
     const pw = this.pack;
     if (!pw) return;
     this.pack = undefined;
-    this.rotations++;
     const fin = pw.finish();
     const prev = this.upload ?? Promise.resolve();
     this.upload = prev
@@ -506,7 +478,6 @@ export class ContentWriter {
         if (this.failure !== undefined) return;
         killPoint('pack.upload.before');
         await this.store.put(fin.key, fin.bytes);
-        if (this.spare.length < 2) this.spare.push(pw.buffer); // stores keep no reference to a body once put resolved
         killPoint('pack.upload.after');
         this.written.push({ key: fin.key, size: fin.bytes.length, blobs: fin.entries.map((e) => ({ ...e, pack: fin.key })) });
         this.stats.packs++;

@@ -14,17 +14,9 @@ export function closeFd(fd: number): Promise<void> {
   return new Promise((res, rej) => fs.close(fd, (err) => (err ? rej(err) : res())));
 }
 
-/**
- * fstat(2) with bigint fields, as a promise. Called synchronously: fstat of an open descriptor
- * never waits for the disk (the inode is in memory since open), and a trip through libuv's
- * pool costs more than the call (two per file read).
- */
+/** fstat(2) with bigint fields, as a promise. */
 export function fstatBig(fd: number): Promise<BigIntStats> {
-  try {
-    return Promise.resolve(fs.fstatSync(fd, { bigint: true }));
-  } catch (err) {
-    return Promise.reject(err as Error);
-  }
+  return new Promise((res, rej) => fs.fstat(fd, { bigint: true }, (err, st) => (err ? rej(err) : res(st))));
 }
 
 /** Reads into `buf` from file offset `position` until it is full or the file ends; returns the bytes read. */

@@ -12,7 +12,7 @@ export interface ListedObject {
  * test/contracts/object-store.contract.ts.
  */
 export interface ObjectStore {
-  /** Stores `body` under `key` if absent (idempotent; an existing object is left as is). Keeps no reference to `body` once it resolved (a writer reuses the buffer). */
+  /** Stores `body` under `key` if absent (idempotent; an existing object is left as is). */
   put(key: string, body: Uint8Array): Promise<void>;
   /**
    * Reads an object, or `length` bytes from `offset` (bytes). A range reaching past the end

@@ -91,18 +91,10 @@ export class PackWriter {
   /**
    * @param capacityHint expected final pack size in bytes: the buffer starts at up to 1 MiB
    *   and doubles up to this size (then grows as needed), so small packs stay small.
-   * @param reuse a buffer to build the pack in (e.g. the `buffer` of a pack whose upload
-   *   completed): its old bytes are overwritten. Fresh memory costs a page fault per 4 KiB
-   *   on first touch, about as much as the copy itself, so a writer of many packs reuses them.
    */
-  constructor(capacityHint = 1 << 20, reuse?: Buffer) {
+  constructor(capacityHint = 1 << 20) {
     this.capacityHint = Math.max(4096, capacityHint);
-    this.buf = reuse && reuse.length >= 4096 ? reuse : Buffer.allocUnsafe(Math.min(this.capacityHint, 1 << 20));
-  }
-
-  /** The buffer the pack is built in (after `finish`, `bytes` is a view of it): hand it to a later PackWriter once those bytes are no longer used. */
-  get buffer(): Buffer {
-    return this.buf;
+    this.buf = Buffer.allocUnsafe(Math.min(this.capacityHint, 1 << 20));
   }
 
   /** Number of blobs added. */
@@ -119,12 +111,20 @@ export class PackWriter {
    * Appends a blob: `raw` is its uncompressed content (bytes, copied), `digest` its sha256.
    * @returns its index entry (offset and lengths in bytes). @throws E_INTERNAL after finish or for a blob over MAX_BLOB_SIZE.
    */
-  add(kind: BlobKind, digest: Digest, raw: Uint8Array, encoded?: EncodedBlob): PackIndexEntry {
+  add(kind: BlobKind, digest: Digest, raw: Uint8Array): PackIndexEntry {
     if (this.finished) throw new AwcError('E_INTERNAL', 'PackWriter.add after finish');
     if (raw.length > MAX_BLOB_SIZE) throw new AwcError('E_INTERNAL', `blob of ${raw.length} bytes is too large for a pack`);
     const had = this.seen.get(digest);
     if (had) return had;
-    const { codec, stored } = encoded ?? encodeBlobSync(raw);
+    let codec: Codec = 'none';
+    let stored: Uint8Array = raw;
+    if (raw.length >= 64 && worthCompressing(raw)) {
+      const c = lz4().compressSync(Buffer.from(raw.buffer, raw.byteOffset, raw.length));
+      if (c.length <= raw.length - (raw.length >>> 3)) {
+        codec = 'lz4';
+        stored = c;
+      }
+    }
     this.ensure(stored.length);
     this.buf.set(stored, this.len);
     const entry: PackIndexEntry = { digest, kind, codec, offset: this.len, storedLength: stored.length, rawLength: raw.length };
@@ -169,38 +169,6 @@ export class PackWriter {
     this.buf.copy(grown, 0, 0, this.len);
     this.buf = grown;
   }
-}
-
-/** How a blob is stored in a pack: its codec and its stored bytes (`raw` itself for `none`). */
-export interface EncodedBlob {
-  codec: Codec;
-  stored: Uint8Array;
-}
-
-/** True when `raw` is to be tried with lz4 (at least 64 bytes and a sample that compresses, see worthCompressing). */
-function tryLz4(raw: Uint8Array): boolean {
-  return raw.length >= 64 && worthCompressing(raw);
-}
-
-/** The lz4 result when it saves at least an eighth of `raw`, else `raw` as it is. */
-function pick(raw: Uint8Array, c: Buffer): EncodedBlob {
-  return c.length <= raw.length - (raw.length >>> 3) ? { codec: 'lz4', stored: c } : { codec: 'none', stored: raw };
-}
-
-/** Chooses a blob's codec and compresses it, on the calling thread (what `PackWriter.add` does without `encoded`). */
-export function encodeBlobSync(raw: Uint8Array): EncodedBlob {
-  if (!tryLz4(raw)) return { codec: 'none', stored: raw };
-  return pick(raw, lz4().compressSync(Buffer.from(raw.buffer, raw.byteOffset, raw.length)));
-}
-
-/**
- * As encodeBlobSync, with the compression on libuv's thread pool (lz4-napi `compress`, the
- * same LZ4 block format and bytes): a writer encodes the new blobs of a batch at once, off
- * the main thread, then adds them in order. `raw` must not change until it resolves.
- */
-export async function encodeBlob(raw: Uint8Array): Promise<EncodedBlob> {
-  if (!tryLz4(raw)) return { codec: 'none', stored: raw };
-  return pick(raw, await lz4().compress(raw));
 }
 
 /** Bytes sampled from the middle of a large blob to decide whether compressing it can pay. */

@@ -241,7 +241,8 @@ for (const driver of ['overlay', 'copy'] as const)
               rmSync(dir, { recursive: true, force: true });
             }
           }),
-          { numRuns: 25, interruptAfterTimeLimit: 8 * 60_000, markInterruptAsFailure: false },
+          // 15 cases of two checkpointed rounds each: about the checkpoints (and the minutes) of 25 cases of one round
+          { numRuns: 15, interruptAfterTimeLimit: 8 * 60_000, markInterruptAsFailure: false },
         );
       });
     },

@@ -4,8 +4,6 @@ import { createHash, randomBytes } from 'node:crypto';
 import { sha256 } from '../../../src/core/digest.js';
 import {
   decodeBlob,
-  encodeBlob,
-  encodeBlobSync,
   PACK_ENTRY_SIZE,
   PACK_FOOTER_SIZE,
   PACK_MAGIC,
@@ -149,24 +147,4 @@ test('a truncated or foreign pack is rejected (E_FORMAT)', () => {
     () => decodeBlob(pack.bytes.subarray(e.offset, e.offset + e.storedLength - 1), e),
     (err) => code(err) === 'E_FORMAT',
   );
-});
-
-test('a pack built with blobs encoded off the main thread, in a reused buffer, has the bytes of one built by add alone', async () => {
-  const { blobs, pack } = build();
-  const old = new PackWriter(1024);
-  for (const b of blobs) old.add(b.kind, sha256(b.raw), b.raw);
-  old.finish();
-  const reused = old.buffer;
-  reused.fill(0xee); // the old pack's bytes are overwritten, never read
-  const w = new PackWriter(1024, reused);
-  for (const b of blobs) {
-    const enc = await encodeBlob(b.raw);
-    assert.deepEqual(enc, encodeBlobSync(b.raw));
-    w.add(b.kind, sha256(b.raw), b.raw, enc);
-  }
-  const again = w.finish();
-  assert.equal(w.buffer, reused, 'the pack was built in the buffer given');
-  assert.equal(again.key, pack.key);
-  assert.ok(again.bytes.equals(pack.bytes));
-  assert.ok(again.entries.some((e) => e.codec === 'lz4') && again.entries.some((e) => e.codec === 'none'));
 });
