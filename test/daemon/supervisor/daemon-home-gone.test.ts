@@ -39,11 +39,13 @@ describe('a daemon whose home is removed', { skip: process.getuid?.() === 0 ? fa
     assert.ok(alive(daemon) && alive(supervisor) && existsSync(socket), 'running');
     // as a test's cleanup does: the content mount detached (lazily), then the home removed
     spawnSync('umount', ['-l', join(home, 'host', 'content')]);
-    rmSync(home, { recursive: true, force: true });
+    // the daemon may still write a file in it while it is removed (ENOTEMPTY): retried, as a cleanup would
+    rmSync(home, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
     const deadline = Date.now() + 30_000;
     while ((alive(daemon) || alive(supervisor)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
     assert.equal(alive(daemon), false, 'the daemon stopped');
     assert.equal(alive(supervisor), false, 'its supervisor too');
     assert.equal(existsSync(socket), false, 'its socket is gone');
+    assert.equal(existsSync(home), false, 'it did not make its home again');
   });
 });
