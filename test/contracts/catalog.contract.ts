@@ -11,6 +11,7 @@ import { catalogConcurrencyContract } from './catalog-concurrency.contract.js';
 import { catalogLeaseContract } from './catalog-leases.contract.js';
 import { catalogLabelContract } from './catalog-labels.contract.js';
 import { catalogIdentityContract } from './catalog-identity.contract.js';
+import { catalogImageContract } from './catalog-images.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -412,4 +413,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
   catalogLeaseContract(name, factory);
   catalogLabelContract(name, factory);
   catalogIdentityContract(name, factory);
+  catalogImageContract(name, factory);
 }

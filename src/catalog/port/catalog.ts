@@ -4,6 +4,9 @@ import type { BlobIndex, WrittenPack } from '../../store/pack/pack-types.js';
 import type { GcCatalog } from './gc-catalog.js';
 import type { CatalogIdentityPort } from './identity.js';
 import type { LabelPatch, Labels } from './labels.js';
+import type { LayerImageRecord, NewLayerImage } from './layer-images.js';
+
+export type { LayerImageRecord, NewLayerImage } from './layer-images.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
@@ -241,6 +244,22 @@ export interface Catalog {
    * E_IN_USE (head or layer of a workspace; without `force` also a workspace's base or the parent of named snapshots)
    */
   removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }>;
+  // --- shared layer images (docs/explanation/layer-images.md#the-plan-for-sharing-images) ---
+  /** The layer image record of snapshot root `root` in `namespace`, or undefined (none, or an unknown namespace). */
+  layerImage(namespace: string, root: Digest): Promise<LayerImageRecord | undefined>;
+  /**
+   * Records `rec` as the layer image of its root (creating the namespace on first use), stamped
+   * with the database's now, and returns the stored record. First wins: when the root already
+   * has one (another host won the race), nothing is written and that record is returned; the
+   * caller then uses it (and may delete its own uploaded objects).
+   * `INSERT … ON CONFLICT DO NOTHING`, then read back. @throws E_USAGE (a malformed field)
+   */
+  recordLayerImage(namespace: string, rec: NewLayerImage): Promise<LayerImageRecord>;
+  /** The layer image records of `namespace` whose root is the root of no snapshot of it (gc deletes them), by root. */
+  layerImagesWithoutSnapshot(namespace: string): Promise<LayerImageRecord[]>;
+  /** Deletes the layer image record of `root` in `namespace`; nothing when there is none. */
+  deleteLayerImage(namespace: string, root: Digest): Promise<void>;
+
   /** The gc lock, listings and guarded transitions. */
   gc(): GcCatalog;
   /** The catalog's identity and the store it is bound to (src/catalog/open/store-binding.ts). */

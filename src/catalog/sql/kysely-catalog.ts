@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { Digest } from '../../core/digest.js';
 import { toAwcError } from '../../core/errors.js';
 import type { BlobIndex } from '../../store/pack/pack-types.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
@@ -15,6 +16,8 @@ import type {
   SnapshotRow,
   WorkspaceRow,
   SnapshotClassCounts,
+  LayerImageRecord,
+  NewLayerImage,
 } from '../port/catalog.js';
 import { MIGRATIONS, MIGRATION_TABLE, migrateToLatest } from './migrations.js';
 import type { Database } from './schema.js';
@@ -23,6 +26,7 @@ import { BlobQueries } from './blob-queries.js';
 import { GcQueries } from './gc-queries.js';
 import { IdentityQueries } from './identity-queries.js';
 import type { CatalogIdentityPort } from '../port/identity.js';
+import { LayerImageQueries } from './layer-image-queries.js';
 import { LeaseQueries } from './lease-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
@@ -39,8 +43,9 @@ import type { LabelPatch, Labels } from '../port/labels.js';
  * (better-sqlite3, the embedded default) and `postgres/PostgresCatalog` (pg).
  *
  * The queries are grouped by concern: `BlobQueries` (blob index, packs), `SnapshotQueries`
- * (snapshots, checkpoint commit), `WorkspaceQueries` (fork, lookups, mount state), over a
- * shared `SqlContext` (namespace ids, error-mapping read and transaction wrappers).
+ * (snapshots, checkpoint commit), `WorkspaceQueries` (fork, lookups, mount state),
+ * `LayerImageQueries` (records of shared layer images), over a shared `SqlContext`
+ * (namespace ids, error-mapping read and transaction wrappers).
  *
  * Check-and-set operations (checkpoint commit, fork, mount) are written so they stay
  * correct under PostgreSQL's READ COMMITTED too: conditional `UPDATE … WHERE head = ?`
@@ -56,6 +61,7 @@ export class KyselyCatalog implements Catalog {
   readonly #gc: GcQueries;
   readonly #leases: LeaseQueries;
   readonly #identity: IdentityQueries;
+  readonly #images: LayerImageQueries;
 
   /**
    * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
@@ -68,6 +74,7 @@ export class KyselyCatalog implements Catalog {
     this.#workspaces = new WorkspaceQueries(this.#ctx);
     this.#gc = new GcQueries(this.#ctx);
     this.#identity = new IdentityQueries(this.#ctx);
+    this.#images = new LayerImageQueries(this.#ctx);
     this.#leases = new LeaseQueries(this.#ctx, this.#workspaces);
     this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs, this.#leases);
   }
@@ -206,6 +213,26 @@ export class KyselyCatalog implements Catalog {
   /** See `GcQueries.removeSnapshot`. @throws E_NOT_FOUND, E_IN_USE */
   removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }> {
     return this.#gc.removeSnapshot(namespace, id, opts);
+  }
+
+  /** See `LayerImageQueries.layerImage`. */
+  layerImage(namespace: string, root: Digest): Promise<LayerImageRecord | undefined> {
+    return this.#images.layerImage(namespace, root);
+  }
+
+  /** See `LayerImageQueries.recordLayerImage` (first wins). @throws E_USAGE, E_CHANGED_DURING_READ */
+  recordLayerImage(namespace: string, rec: NewLayerImage): Promise<LayerImageRecord> {
+    return this.#images.recordLayerImage(namespace, rec);
+  }
+
+  /** See `LayerImageQueries.layerImagesWithoutSnapshot`. */
+  layerImagesWithoutSnapshot(namespace: string): Promise<LayerImageRecord[]> {
+    return this.#images.layerImagesWithoutSnapshot(namespace);
+  }
+
+  /** See `LayerImageQueries.deleteLayerImage`. */
+  deleteLayerImage(namespace: string, root: Digest): Promise<void> {
+    return this.#images.deleteLayerImage(namespace, root);
   }
 
   /** The gc lock, listings and guarded transitions (`GcQueries`). */

@@ -286,6 +286,37 @@ const m0006SnapshotClasses: Migration = {
   },
 };
 
+/**
+ * 0007_layer_images: `layer_images`, one row per (namespace, root): the shared EROFS image of a
+ * snapshot root's layer and its content index (digests `sha256:<hex>` as text, sizes in bytes),
+ * the host that built it and `created_at` (ms by the database's clock). The first row of a root
+ * wins (`INSERT … ON CONFLICT DO NOTHING`). `snapshots_namespace_root_idx` lets gc find the
+ * records whose root no snapshot has any more (docs/explanation/layer-images.md).
+ */
+const m0007LayerImages: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('layer_images')
+      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+      .addColumn('root', 'text', (c) => c.notNull())
+      .addColumn('image', 'text', (c) => c.notNull())
+      .addColumn('image_bytes', 'bigint', (c) => c.notNull())
+      .addColumn('index_digest', 'text', (c) => c.notNull())
+      .addColumn('index_bytes', 'bigint', (c) => c.notNull())
+      .addColumn('built_by', 'text', (c) => c.notNull())
+      .addColumn('created_at', 'bigint', (c) => c.notNull())
+      .addPrimaryKeyConstraint('layer_images_pk', ['namespace', 'root'])
+      .execute();
+    await db.schema.createIndex('snapshots_namespace_root_idx').on('snapshots').columns(['namespace', 'root']).execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropIndex('snapshots_namespace_root_idx').execute();
+    await db.schema.dropTable('layer_images').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
@@ -294,6 +325,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0004_labels': m0004Labels,
   '0005_identity': m0005Identity,
   '0006_snapshot_classes': m0006SnapshotClasses,
+  '0007_layer_images': m0007LayerImages,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

@@ -164,6 +164,28 @@ export interface CatalogIdentityTable {
 }
 
 /**
+ * Table `layer_images` (0007): the shared layer image of a snapshot root, primary key
+ * (namespace, root); the first row of a root wins (docs/explanation/layer-images.md).
+ */
+export interface LayerImagesTable {
+  namespace: string;
+  /** `sha256:<hex>` of the snapshot root the image shows. */
+  root: string;
+  /** `sha256:<hex>` of the EROFS image bytes (object `images/<hex>.erofs`). */
+  image: string;
+  /** Image size in bytes. */
+  image_bytes: BigIntColumn;
+  /** `sha256:<hex>` of the content index bytes (object `images/<hex>.index`). */
+  index_digest: string;
+  /** Content index size in bytes. */
+  index_bytes: BigIntColumn;
+  /** The host id that built the image. */
+  built_by: string;
+  /** When it was recorded, ms since the epoch by the database's clock. */
+  created_at: BigIntColumn;
+}
+
+/**
  * The catalog database. Reserved for a later migration (not created yet): `audit_events`
  * (id, namespace, at, actor, action, subject, details JSON as text).
  */
@@ -177,6 +199,7 @@ export interface Database {
   hosts: HostsTable;
   leases: LeasesTable;
   catalog_identity: CatalogIdentityTable;
+  layer_images: LayerImagesTable;
 }
 
 /** A selected `snapshots` row. */

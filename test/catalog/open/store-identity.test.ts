@@ -50,6 +50,9 @@ async function withCatalog<T>(url: string, fn: (c: KyselyCatalog) => Promise<T>)
 async function downgradeTo0004(url: string): Promise<void> {
   await withCatalog(url, async (c) => {
     // and every migration after 0005, so the upgrade applies them again in order
+    await c.db.schema.dropIndex('snapshots_namespace_root_idx').execute();
+    await c.db.schema.dropTable('layer_images').execute();
+    await sql`delete from awc_migration where name = '0007_layer_images'`.execute(c.db);
     await c.db.schema.alterTable('snapshots').dropColumn('classes').execute();
     await sql`delete from awc_migration where name = '0006_snapshot_classes'`.execute(c.db);
     await c.db.schema.dropTable('catalog_identity').execute();
