@@ -29,6 +29,8 @@ export const FIGURE_IDS = [
   'cli-checkpoint',
   'cli-checkpoint-unchanged',
   'import',
+  'image-share',
+  'new-host-mount',
 ] as const;
 export type FigureId = (typeof FIGURE_IDS)[number];
 

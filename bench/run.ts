@@ -44,6 +44,7 @@ import { BUILD_REUSE_DEFAULTS, BUILD_REUSE_FILE, buildReuseUnavailable, runBuild
 import { figBuild } from './fig-build.js';
 import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
+import { figNewHostMount } from './fig-new-host.js';
 import { figReadCold, figReadWarm } from './fig-read.js';
 import { renderMarkdown, renderTable, type BenchResult } from './report.js';
 import { dropCaches, fmtBytes, fmtMs, lazyUnmountUnder, machineInfo, mountsUnder, now, runTimed, treeStats } from './util.js';
@@ -57,6 +58,7 @@ const GROUPS: Record<string, string[]> = {
   fanout: ['fanout-backend', 'fanout-disk', 'daemon-rss'],
   checkpoint: ['checkpoint-first', 'checkpoint', 'checkpoint-unchanged', 'cli-checkpoint', 'cli-checkpoint-unchanged'],
   import: ['import'],
+  'new-host': ['image-share', 'new-host-mount'],
 };
 
 interface Args {
@@ -308,6 +310,7 @@ async function runFigures(ctx: TreeCtx, args: Args, figures: Figure[], log: (s: 
   if (want('fork')) add(await figFork(ctx, prev('fork')));
   if (want('mount')) add(await figForkMount(ctx, prev('fork-mount'), log));
   if (want('checkpoint')) add(await figCheckpoint(ctx, prev, log));
+  if (want('new-host')) add(await figNewHostMount(ctx, log));
   if (want('read-warm')) add(await figReadWarm(ctx));
   if (want('read-cold')) add(await figReadCold(ctx));
   if (want('build')) add(await figBuild(ctx, log));

@@ -73,6 +73,13 @@ export interface AwcConfig extends Partial<DaemonLimits> {
    */
   warmCli: 'on' | 'off';
   /**
+   * Whether hosts share layer images through the object store (`layerImages`,
+   * `AWC_LAYER_IMAGES`): `auto` (the default) builds and shares them when the catalog is
+   * PostgreSQL (a fleet), `on` always, `off` never; a host uses a shared image it can mount
+   * unless this is `off` (docs/explanation/layer-images.md).
+   */
+  layerImages?: 'off' | 'auto' | 'on';
+  /**
    * The most bytes an ordinary user's `snapshot import` may upload to the root daemon
    * (`uploadMaxBytes`, `AWC_UPLOAD_MAX_BYTES`; default 32 GiB): the tar the user's process
    * makes, with sparse files as their data only (docs/explanation/security.md "Uploads").
@@ -106,6 +113,8 @@ export interface AwcPaths {
   userLayers: string;
   /** Per-class counts of snapshot roots (`<root hex>.json`; src/service/capture/class-cache.ts). */
   classCounts: string;
+  /** Layer images being built to be shared (src/drivers/overlay/shared-image.ts; emptied when the daemon starts). */
+  imageBuilds: string;
 }
 
 /** The default of `uploadMaxBytes`: 32 GiB. */
@@ -137,6 +146,7 @@ export const CONFIG_KEYS = {
   sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
   warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
   uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
+  layerImages: { env: 'AWC_LAYER_IMAGES', type: 'string' },
   ...DAEMON_LIMIT_KEYS,
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
@@ -153,7 +163,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const { ns, pb, cb } = checkBasics(merged);
   const { socket, cacheDir, group } = checkLocations(merged);
   const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
-  const { sweepIntervalMs, users, warmCli, uploadMaxBytes } = checkDaemonKeys(merged);
+  const { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages } = checkDaemonKeys(merged);
   return {
     home,
     namespace: ns,
@@ -171,6 +181,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     sweepIntervalMs,
     warmCli,
     uploadMaxBytes,
+    layerImages,
     ...parseDaemonLimits(merged),
     ...(users ? { users } : {}),
   };
@@ -254,7 +265,9 @@ function checkLocations(merged: Record<string, unknown>): { socket?: string; cac
 }
 
 /** Checks sweepIntervalMs, users, warmCli and uploadMaxBytes of merged settings. @throws E_CONFIG naming the key */
-function checkDaemonKeys(merged: Record<string, unknown>): Pick<AwcConfig, 'sweepIntervalMs' | 'users' | 'warmCli' | 'uploadMaxBytes'> {
+function checkDaemonKeys(
+  merged: Record<string, unknown>,
+): Pick<AwcConfig, 'sweepIntervalMs' | 'users' | 'warmCli' | 'uploadMaxBytes' | 'layerImages'> {
   const sweepIntervalMs = merged.sweepIntervalMs ?? 3_600_000;
   if (
     typeof sweepIntervalMs !== 'number' ||
@@ -273,7 +286,12 @@ function checkDaemonKeys(merged: Record<string, unknown>): Pick<AwcConfig, 'swee
     throw new AwcError('E_CONFIG', `invalid uploadMaxBytes ${JSON.stringify(merged.uploadMaxBytes)}`, {
       hint: `Use a whole number of bytes, at least 1048576 (1 MiB; default ${DEFAULT_UPLOAD_MAX_BYTES}, 32 GiB).`,
     });
-  return { sweepIntervalMs, users, warmCli, uploadMaxBytes };
+  const layerImages = merged.layerImages ?? 'auto';
+  if (layerImages !== 'auto' && layerImages !== 'on' && layerImages !== 'off')
+    throw new AwcError('E_CONFIG', `invalid layerImages ${JSON.stringify(merged.layerImages)}`, {
+      hint: 'Use "auto" (the default), "on" or "off".',
+    });
+  return { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages };
 }
 
 /**
@@ -393,5 +411,6 @@ export function pathsOf(
     userSockets: userSocketsDirOf(config),
     userLayers: join(hostDir, 'user-layers'),
     classCounts: join(hostDir, 'class-counts'),
+    imageBuilds: join(hostDir, 'image-builds'),
   };
 }

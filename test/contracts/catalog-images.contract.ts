@@ -129,6 +129,26 @@ export function catalogImageContract(name: string, factory: CatalogFactory): voi
         assert.equal(await cat.layerImage('team-b', root), undefined);
       }));
 
+    it('lists every record of every namespace with its namespace, by namespace and root', () =>
+      withCat(async (cat) => {
+        assert.deepEqual(await cat.listLayerImages(), []);
+        const r1 = sha256('root/list/1');
+        const r2 = sha256('root/list/2');
+        const recs = [
+          { ...(await cat.recordLayerImage(NS, image(r1, 'x'))), namespace: NS },
+          { ...(await cat.recordLayerImage(NS, image(r2, 'y'))), namespace: NS },
+          { ...(await cat.recordLayerImage('team-b', image(r1, 'z'))), namespace: 'team-b' },
+        ];
+        const order = (x: { namespace: string; root: string }, y: { namespace: string; root: string }): number =>
+          x.namespace < y.namespace ? -1 : x.namespace > y.namespace ? 1 : x.root < y.root ? -1 : x.root > y.root ? 1 : 0;
+        assert.deepEqual(await cat.listLayerImages(), recs.sort(order));
+        await cat.deleteLayerImage(NS, r1);
+        assert.deepEqual(
+          await cat.listLayerImages(),
+          recs.filter((r) => !(r.namespace === NS && r.root === r1)),
+        );
+      }));
+
     it('refuses a malformed record and writes nothing', () =>
       withCat(async (cat) => {
         const root = sha256('root/bad');

@@ -257,6 +257,8 @@ export interface Catalog {
   recordLayerImage(namespace: string, rec: NewLayerImage): Promise<LayerImageRecord>;
   /** The layer image records of `namespace` whose root is the root of no snapshot of it (gc deletes them), by root. */
   layerImagesWithoutSnapshot(namespace: string): Promise<LayerImageRecord[]>;
+  /** Every layer image record of every namespace, with the namespace's name (gc reads them all). */
+  listLayerImages(): Promise<(LayerImageRecord & { namespace: string })[]>;
   /** Deletes the layer image record of `root` in `namespace`; nothing when there is none. */
   deleteLayerImage(namespace: string, root: Digest): Promise<void>;
 

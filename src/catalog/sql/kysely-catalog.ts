@@ -230,6 +230,11 @@ export class KyselyCatalog implements Catalog {
     return this.#images.layerImagesWithoutSnapshot(namespace);
   }
 
+  /** See `LayerImageQueries.listLayerImages`. */
+  listLayerImages(): Promise<(LayerImageRecord & { namespace: string })[]> {
+    return this.#images.listLayerImages();
+  }
+
   /** See `LayerImageQueries.deleteLayerImage`. */
   deleteLayerImage(namespace: string, root: Digest): Promise<void> {
     return this.#images.deleteLayerImage(namespace, root);

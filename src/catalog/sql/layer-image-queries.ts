@@ -101,6 +101,22 @@ export class LayerImageQueries {
     });
   }
 
+  /** Every record of every namespace, with its namespace's name, by namespace and root (gc: src/service/gc/gc-images.ts). */
+  async listLayerImages(): Promise<(LayerImageRecord & { namespace: string })[]> {
+    const ctx = this.ctx;
+    return ctx.read(async () => {
+      const rows = await ctx.db
+        .selectFrom('layer_images as li')
+        .innerJoin('namespaces as n', 'n.id', 'li.namespace')
+        .selectAll('li')
+        .select('n.name as ns_name')
+        .orderBy('n.name')
+        .orderBy('li.root')
+        .execute();
+      return rows.map((r) => ({ ...toRecord(r), namespace: r.ns_name }));
+    });
+  }
+
   /** Deletes the record of `root` in `namespace`; nothing when there is none. */
   async deleteLayerImage(namespace: string, root: Digest): Promise<void> {
     const ctx = this.ctx;

@@ -74,6 +74,7 @@ export const command: CliCommand = {
               `${would}adopt ${r.packs.adopted.count} pack(s) no row names as condemned (${formatBytes(r.packs.adopted.bytes)})`,
               `${would}repack ${r.packs.repacked.count} pack(s) (${formatBytes(r.packs.repacked.bytes)}, ${formatBytes(r.packs.repacked.liveBytes)} of it live)`,
               `${would}remove ${r.gitProofs.removed} git proof(s) of removed snapshots`,
+              `${would}remove ${r.layerImages.records} shared layer image record(s) of removed snapshots and ${r.layerImages.objects} image object(s)`,
               ...(local ? [sweepText(local)] : []),
             ].join('\n'),
           );

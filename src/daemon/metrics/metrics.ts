@@ -63,6 +63,8 @@ export class DaemonMetrics {
   readonly mountOperations: Counter<'op' | 'driver'>;
   /** Commands handed to a warm CLI worker, by the caller's uid. */
   readonly warmCommands: Counter<'uid'>;
+  /** Shared layer images (src/drivers/overlay/shared-image.ts), label `outcome` (`published` | `mounted` | `fallback`) and `reason` (a fallback's error code, else ''). */
+  readonly layerImages: Counter<'outcome' | 'reason'>;
   /** Label `driver`. */
   readonly checkpoints: Counter<'driver'>;
   /** New bytes stored by checkpoints. */
@@ -109,6 +111,11 @@ export class DaemonMetrics {
       ['op'],
     );
     this.mountOperations = counter('awc_mount_operations_total', 'Successful mount operations, by operation and driver.', ['op', 'driver']);
+    this.layerImages = counter(
+      'awc_layer_images_total',
+      'Shared layer images: built and shared here, mounted from another host, or not usable (the layer built here), by outcome and reason.',
+      ['outcome', 'reason'],
+    );
     this.warmCommands = counter('awc_warm_cli_commands_total', 'Commands handed to a warm CLI worker, by uid.', ['uid']);
     this.checkpoints = counter('awc_checkpoints_total', 'Checkpoints run, by mount driver.', ['driver']);
     this.checkpointBytes = counter('awc_checkpoint_bytes_total', 'New bytes stored by checkpoints.');

@@ -343,9 +343,11 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
         shortNameFree: (hex) => fuse.shortNameFree(hex),
         gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
         resumedConnection: () => fuse.resumedConnection,
+        store: this.store,
       },
       this.log,
     );
+    overlays.on('image', (e) => this.metrics.layerImages.inc({ outcome: e.outcome, reason: e.reason ?? '' }));
     overlays.on('op', (e) => {
       this.metrics.mountOperations.inc({ op: e.op, driver: 'overlay' });
       this.metrics.mountedWorkspaces.set(overlays.size);

@@ -339,8 +339,8 @@ export function minor(dev: number): number {
   return (dev & 0xff) | ((dev >>> 12) & 0xfff00);
 }
 
-/** The layer's hardlink groups alone (LayerMeta.hardlinks), beside `meta.json`: what a checkpoint needs of a layer. */
-const LINKS_FILE = 'links.json';
+/** The file of a layer's hardlink groups alone (LayerMeta.hardlinks), beside `meta.json`: what a checkpoint needs of a layer. */
+export const LINKS_FILE = 'links.json';
 
 /**
  * What a checkpoint needs of the built layer of `root` (src/drivers/overlay/upper-merge.ts):

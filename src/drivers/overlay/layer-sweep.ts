@@ -2,6 +2,7 @@ import { renameSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { allocatedBytesOf } from '../../core/allocated-bytes.js';
 import { removeTree } from '../../core/remove-tree.js';
+import { unmountLayerTree } from './shared-image.js';
 import { join } from 'node:path';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
@@ -97,6 +98,7 @@ export async function sweepLayers(opts: LayerSweepOptions): Promise<LayerSweepRe
       }
       renameSync(path, trash);
       opts.forget(root);
+      await unmountLayerTree(trash); // an image-backed layer: its image's own bytes are counted, not its mount's
       const bytes = await allocatedBytes(trash);
       await removeTree(trash);
       out.dropped.push({ root, bytes });

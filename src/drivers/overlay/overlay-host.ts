@@ -14,7 +14,9 @@ import { checkMountTarget, unmount } from '../../host/mount/mount-commands.js';
 import { mountsAt, readMountInfo } from '../../host/mount/mount-table.js';
 import { describeUse, type Holder } from '../port/mount-use.js';
 import { readHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../port/workspace-state.js';
-import { buildLayer, type Layer } from './layer-builder.js';
+import { buildLayer, hasLayer, type Layer } from './layer-builder.js';
+import { SharedLayerImages, type LayerImageEvent } from './shared-image.js';
+import type { ObjectStore } from '../../store/object/object-store.js';
 import type { LayerGitIndexSource } from './layer-git-index.js';
 import { LayerUse } from './layer-use.js';
 import { sweepLayers, type LayerSweepResult } from './layer-sweep.js';
@@ -62,6 +64,8 @@ export interface OverlayContent {
   gitIndex?: (ns: string) => LayerGitIndexSource;
   /** True when the daemon took over the content FUSE connection of the one before it. */
   resumedConnection(): boolean;
+  /** The object store layer images are shared through (src/drivers/overlay/shared-image.ts); absent: every layer is built here. */
+  store?: ObjectStore;
 }
 
 /** Events of an {@link OverlayHost}. */
@@ -70,6 +74,8 @@ export interface OverlayHostEvents {
   log: [LogRecord];
   /** A mount operation done (for the daemon's metrics). */
   op: [{ op: 'mount' | 'remount' | 'unmount' }];
+  /** A shared layer image published, mounted, or not usable (for the daemon's metrics). */
+  image: [LayerImageEvent];
 }
 
 /** The overlay workspace mounts of this host, as the daemon reports them. */
@@ -98,6 +104,8 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /** Workspaces whose old overlay sits on a dead connection and is still used: remounted once it is free. */
   private readonly waiting: PendingRemounts;
   private readonly log: Logger;
+  /** The layer images this host shares with the others (absent: `layerImages` is off, or no store was given). */
+  private readonly images: SharedLayerImages | undefined;
 
   /** `logger`: where it logs (default: its `'log'` event). */
   constructor(
@@ -109,6 +117,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   ) {
     super();
     this.log = logger ?? ((l) => void this.emit('log', l));
+    this.images = this.sharedImages();
     this.waiting = new PendingRemounts(
       paths.workspaces,
       async (ns, wsId, path) => {
@@ -417,17 +426,34 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     });
   }
 
+  /** The shared layer images of this host, by the `layerImages` policy (`auto`: built and shared when the catalog is PostgreSQL). */
+  private sharedImages(): SharedLayerImages | undefined {
+    const policy = this.config.layerImages ?? 'auto';
+    if (policy === 'off' || !this.content.store) return undefined;
+    const images = new SharedLayerImages({
+      catalog: this.catalog,
+      store: this.content.store,
+      host: this.config.host,
+      workDir: this.paths.imageBuilds,
+      publish: policy === 'on' || (policy === 'auto' && this.config.catalog.startsWith('postgres')),
+      hold: (root) => this.layerUse.acquire(root),
+      logger: this.log,
+    });
+    images.on('image', (e) => this.emit('image', e));
+    return images;
+  }
+
+  /** Resolves when the layer images this host is sharing are built and recorded (tests, benchmarks). */
+  imagesIdle(): Promise<void> {
+    return this.images?.idle() ?? Promise.resolve();
+  }
+
   /** The layer of a snapshot root, built once per host and registered with the content plane once per daemon. */
   private layer(ns: string, root: Digest, owner?: MountOwner): Promise<Layer> {
     const key = `${ns}\0${owner ? `${owner.uid}:${owner.gid}` : ''}\0${root}`;
     let p = this.layers.get(key);
     if (!p) {
-      const dir = owner ? join(this.paths.userLayers, String(owner.uid)) : this.paths.layers;
-      p = buildLayer(this.content.reader(ns), root, dir, {
-        shortNameFree: this.content.shortNameFree,
-        owner,
-        git: this.content.gitIndex?.(ns),
-      }).then((layer) => {
+      p = this.loadLayer(ns, root, owner).then((layer) => {
         this.content.addLayer(ns, layer);
         return layer;
       });
@@ -435,5 +461,30 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       this.layers.set(key, p);
     }
     return p;
+  }
+
+  /**
+   * The layer of `root`: an image-backed layer of this host (mounted again if needed), else,
+   * when this host has none, the image another host shared (docs/explanation/layer-images.md),
+   * else a layer directory built here, whose image this host then shares in the background.
+   * An ordinary user's layer (owners mapped to the user) is always a directory built here.
+   */
+  private async loadLayer(ns: string, root: Digest, owner?: MountOwner): Promise<Layer> {
+    const dir = owner ? join(this.paths.userLayers, String(owner.uid)) : this.paths.layers;
+    const images = owner ? undefined : this.images;
+    const shortNameFree = this.content.shortNameFree ?? (() => true);
+    const reopened = await images?.reopen(root, dir);
+    if (reopened) return reopened;
+    if (images && !(await hasLayer(root, dir))) {
+      const fetched = await images.fetch(ns, root, dir, shortNameFree);
+      if (fetched) return fetched;
+    }
+    const layer = await buildLayer(this.content.reader(ns), root, dir, {
+      shortNameFree: this.content.shortNameFree,
+      owner,
+      git: this.content.gitIndex?.(ns),
+    });
+    images?.publishLater(ns, root, layer);
+    return layer;
   }
 }

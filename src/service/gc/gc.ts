@@ -12,6 +12,7 @@ import { DEFAULT_LOCK_TTL_MS, type GcCatalog, type GcPack, type GcSnapshot } fro
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { AwcError } from '../../core/errors.js';
 import { gitProofRoot } from '../../store/content/git-proof-record.js';
+import { planLayerImages, removeLayerImages, type LayerImagePlan } from './gc-images.js';
 import { markLive, type MarkResult } from './gc-mark.js';
 import { countRepack, DEFAULT_REPACK_BELOW, planRepack, repack, type RepackCandidate, type RepackCount } from './gc-repack.js';
 import { packKeyHex } from '../../store/pack/pack.js';
@@ -73,6 +74,8 @@ export interface GcReport {
   incomplete: { removed: number; bytes: number };
   /** Git-index proof records (`gitproof/…`) of roots no live snapshot holds, stored more than the grace ago: removed (or, dry, to remove). */
   gitProofs: { removed: number };
+  /** Shared layer images (src/service/gc/gc-images.ts): catalog records of roots no live snapshot holds, and `images/…` objects no record names, older than the grace: removed (or, dry, to remove). */
+  layerImages: { records: number; objects: number };
 }
 
 const count = (ps: readonly { size: number }[]): PackCount => ({ count: ps.length, bytes: ps.reduce((n, p) => n + p.size, 0) });
@@ -109,6 +112,8 @@ export interface GcPlan {
   repack: RepackCandidate[];
   /** Step 9: keys of git-index proof records of roots no live snapshot holds, older than the grace. */
   gitProofs: string[];
+  /** Step 10: shared layer images of removed roots. */
+  layerImages: LayerImagePlan;
 }
 
 /** The options of one run with their defaults applied. */
@@ -131,7 +136,7 @@ interface GcRun {
  * dead gc left, remove unreferenced snapshot rows, mark, un-condemn what is live again,
  * delete what a previous run condemned more than `graceMs` ago and this mark still finds
  * unreachable, condemn what this mark finds unreachable, repack live packs that are mostly
- * garbage (src/service/gc/gc-repack.ts), sweep incomplete uploads and the git-index proofs of removed snapshots (both older than `graceMs`), unlock.
+ * garbage (src/service/gc/gc-repack.ts), sweep incomplete uploads, the git-index proofs and the shared layer images of removed snapshots (all older than `graceMs`), unlock.
  * A dry run computes the plan ({@link planGc}) and reports it: no lock, no write.
  * @throws E_USAGE (repackBelow outside 0..1), E_GC_RUNNING (another gc holds the lock), E_GC_LOCK_LOST (this one stalled past
  *   its lock), E_OBJECT_NOT_FOUND / E_INTEGRITY (a live blob cannot be read: nothing is
@@ -181,6 +186,7 @@ function reportOf(dryRun: boolean, p: GcPlan, incomplete: { removed: number; byt
     blobs: { live: p.liveBlobs },
     incomplete,
     gitProofs: { removed: p.gitProofs.length },
+    layerImages: { records: p.layerImages.records.length, objects: p.layerImages.keys.length },
   };
 }
 
@@ -205,6 +211,7 @@ async function planGc(run: GcRun): Promise<GcPlan> {
     adopt: await planAdopt(run, marked.rows, snaps.now),
     repack: planRepack(marked.packs, marked.mark.locations, run.repackBelow),
     gitProofs: await planGitProofs(run, marked.plan.live),
+    layerImages: await planLayerImages(run.catalog, run.store, marked.plan.live, run.graceMs),
   };
 }
 
@@ -247,8 +254,10 @@ async function executeGc(run: GcRun): Promise<GcReport> {
     const incomplete = await run.store.sweepIncomplete(run.graceMs);
     const gitProofs = await planGitProofs(run, marked.plan.live);
     for (const key of gitProofs) await run.store.delete(key);
+    const layerImages = await planLayerImages(run.catalog, run.store, marked.plan.live, run.graceMs);
+    await removeLayerImages(run.catalog, run.store, layerImages);
     killPoint('gc.sweep.after');
-    const done = { ...marked.plan, removeSnapshots: removed, delete: deleted, adopt, repack: repacked, gitProofs };
+    const done = { ...marked.plan, removeSnapshots: removed, delete: deleted, adopt, repack: repacked, gitProofs, layerImages };
     return reportOf(false, done, incomplete);
   } finally {
     await run.gc.releaseLock(run.owner).catch(() => undefined);

@@ -1,0 +1,305 @@
+/**
+ * Layer images shared through the object store (issue 26: the first mount of a snapshot on a
+ * host that never saw it; docs/explanation/layer-images.md, "Sharing images"). The composefs
+ * model: the first host that builds a snapshot's layer directory packs it into an EROFS image
+ * (src/drivers/overlay/layer-image.ts) in the background and uploads it with the layer's content
+ * index; the catalog records both digests (first writer wins). Every other host fetches the two
+ * objects, checks their digests, mounts the image file-backed as the layer's tree and serves the
+ * index's contents, instead of walking every tree of the snapshot.
+ */
+import { EventEmitter } from 'node:events';
+import * as fs from 'node:fs';
+import { mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { gunzip as gunzipCb, gzip as gzipCb, constants as zlibConstants } from 'node:zlib';
+import { AwcError, toAwcError } from '../../core/errors.js';
+import { digestHex, isDigest, sha256, type Digest } from '../../core/digest.js';
+import type { Logger, LogRecord } from '../../core/log.js';
+import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
+import { removeTree } from '../../core/remove-tree.js';
+import type { Catalog, LayerImageRecord } from '../../catalog/port/catalog.js';
+import type { ObjectStore } from '../../store/object/object-store.js';
+import { imageObjectKey } from '../../store/content/image-object.js';
+import { isMounted } from '../../host/mount/mount-table.js';
+import { unmount } from '../../host/mount/mount-commands.js';
+import { LINKS_FILE, type Layer, type LayerMeta } from './layer-builder.js';
+import { buildLayerImage } from './layer-image.js';
+import { layerImageSupport, mountLayerImage, type LayerImageSupport } from './layer-image-mount.js';
+
+const gzip = promisify(gzipCb);
+const gunzip = promisify(gunzipCb);
+
+/** `<base>/image.json`: marks a layer whose tree is a mounted image, and the image file's own sha256 (checked at each mount). */
+const IMAGE_MARK = 'image.json';
+/** `<base>/image.erofs`: the image file (uncompressed, 0600). */
+const IMAGE_FILE = 'image.erofs';
+
+/** When hosts share layer images (`layerImages`, `AWC_LAYER_IMAGES`): `auto` shares them when the catalog is PostgreSQL (a fleet). */
+export type LayerImagePolicy = 'off' | 'auto' | 'on';
+
+/** One use of a shared image, for the daemon's metrics (`awc_layer_images_total`). */
+export interface LayerImageEvent {
+  /** `published`: built and shared; `mounted`: a layer taken from a shared image; `fallback`: one could not be used, the layer is built here. */
+  outcome: 'published' | 'mounted' | 'fallback';
+  /** Why a fallback happened (an AwcError code, or `unsupported` / `short-name`). */
+  reason?: string;
+  /** Time taken in ms (fetch, check and mount; or build and upload). */
+  ms: number;
+}
+
+/** Events of {@link SharedLayerImages}. */
+export interface SharedLayerImagesEvents {
+  image: [LayerImageEvent];
+  log: [LogRecord];
+}
+
+/** What {@link SharedLayerImages} works with. */
+export interface SharedLayerImagesOptions {
+  catalog: Catalog;
+  store: ObjectStore;
+  /** This host's name (recorded as the builder). */
+  host: string;
+  /** A private directory for image builds (0700; emptied at start). */
+  workDir: string;
+  /** Whether this host builds and shares images of the layers it builds (it always uses shared ones it can mount). */
+  publish: boolean;
+  /** Holds a layer root while its image is built, so the host sweep keeps the layer (LayerUse.acquire). */
+  hold: (root: Digest) => () => void;
+  /** What this host can do (default: {@link layerImageSupport}). */
+  support?: LayerImageSupport;
+  logger?: Logger;
+}
+
+/**
+ * The shared layer images of one host daemon: reopens image-backed layers after a restart,
+ * fetches and mounts images other hosts shared, and shares the images of layers this host
+ * built (one build at a time, in the background, once per root). Emits `image` events; logs
+ * to its logger (default: its `log` event); never prints.
+ */
+export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
+  private readonly support: LayerImageSupport;
+  private readonly log: Logger;
+  /** Roots whose image this daemon shared or tried to (never twice). */
+  private readonly tried = new Set<Digest>();
+  /** The builds, one at a time; the first empties the work directory of what an earlier daemon's builds left. */
+  private queue: Promise<void> = Promise.resolve();
+  private cleaned = false;
+
+  constructor(private readonly opts: SharedLayerImagesOptions) {
+    super();
+    this.support = opts.support ?? layerImageSupport();
+    this.log = opts.logger ?? ((l) => void this.emit('log', l));
+  }
+
+  /**
+   * The image-backed layer of `root` in `layersDir` when there is one, its image mounted (again,
+   * after a reboot: checked against the digest kept beside it); undefined for a layer directory
+   * or no layer. An image that no longer mounts is removed, so the caller builds the layer.
+   * @throws what reading the layer's files throws
+   */
+  async reopen(root: Digest, layersDir: string): Promise<Layer | undefined> {
+    const base = join(layersDir, digestHex(root));
+    let mark: { v: 1; image: Digest };
+    try {
+      mark = JSON.parse(await readFile(join(base, IMAGE_MARK), 'utf8')) as typeof mark;
+    } catch {
+      return undefined;
+    }
+    const tree = join(base, 'tree');
+    if (!isMounted(tree)) {
+      try {
+        await mountLayerImage(join(base, IMAGE_FILE), tree, mark.image);
+      } catch (err) {
+        this.log({ level: 'warn', msg: 'a layer image no longer mounts: the layer is built again', root, error: (err as Error).message });
+        await dropLayerDir(base);
+        return undefined;
+      }
+    }
+    return { dir: tree, meta: JSON.parse(await readFile(join(base, 'meta.json'), 'utf8')) as LayerMeta };
+  }
+
+  /**
+   * The layer of `root` from the image another host shared, when the catalog records one and
+   * this host can mount it: both objects fetched, their digests checked, the image mounted at
+   * `<layersDir>/<root hex>/tree` and the content index written beside it. Undefined when there
+   * is none or it cannot be used (a `fallback` event and a log line say why): the caller builds
+   * the layer. `shortNameFree` is the content FUSE server's (a short name another object holds
+   * on this host makes the image unusable here). Never throws for a bad image.
+   */
+  async fetch(ns: string, root: Digest, layersDir: string, shortNameFree: (hex: string) => boolean): Promise<Layer | undefined> {
+    if (!this.support.mount) return undefined;
+    const rec = await this.opts.catalog.layerImage(ns, root);
+    if (!rec) return undefined;
+    const t0 = performance.now();
+    try {
+      const layer = await this.fetchRecord(rec, layersDir, shortNameFree);
+      if (layer) this.emit('image', { outcome: 'mounted', ms: performance.now() - t0 });
+      return layer;
+    } catch (err) {
+      const e = toAwcError(err);
+      this.emit('image', { outcome: 'fallback', reason: e.code, ms: performance.now() - t0 });
+      this.log({
+        level: 'warn',
+        msg: 'a shared layer image cannot be used: the layer is built here',
+        root,
+        code: e.code,
+        error: e.message,
+      });
+      return undefined;
+    }
+  }
+
+  /** The layer from `rec`'s objects, or undefined when a layer of the root appeared meanwhile. @throws E_INTEGRITY, E_FORMAT, E_LAYER_IMAGE_UNSUPPORTED, the store's and the mount's errors */
+  private async fetchRecord(rec: LayerImageRecord, layersDir: string, shortNameFree: (hex: string) => boolean): Promise<Layer | undefined> {
+    const [image, meta] = await Promise.all([fetchObject(this.opts.store, rec.image), fetchObject(this.opts.store, rec.index)]);
+    const layerMeta = parseContentIndex(meta, rec.root);
+    for (const hex of Object.keys(layerMeta.contents))
+      if (!shortNameFree(hex))
+        throw new AwcError(
+          'E_LAYER_IMAGE_UNSUPPORTED',
+          `content ${hex} of the image shares its short name with another object of this host`,
+        );
+    await mkdirPrivate(layersDir);
+    const base = join(layersDir, digestHex(rec.root));
+    const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
+    await mkdirPrivate(tmp);
+    try {
+      const imageDigest = sha256(image);
+      await writeFilePrivate(join(tmp, IMAGE_FILE), image);
+      await writeFilePrivate(join(tmp, 'meta.json'), JSON.stringify(layerMeta));
+      await writeFilePrivate(join(tmp, LINKS_FILE), JSON.stringify(layerMeta.hardlinks));
+      await writeFilePrivate(join(tmp, IMAGE_MARK), JSON.stringify({ v: 1, image: imageDigest }));
+      await mkdir(join(tmp, 'tree'), { mode: 0o700 });
+      await mountLayerImage(join(tmp, IMAGE_FILE), join(tmp, 'tree'), imageDigest);
+      await rename(tmp, base);
+    } catch (err) {
+      await dropLayerDir(tmp);
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOTEMPTY' || code === 'EEXIST') return undefined; // a layer was built meanwhile: the caller takes it
+      throw err;
+    }
+    return { dir: join(base, 'tree'), meta: layerMeta };
+  }
+
+  /**
+   * Shares the image of `layer` (built on this host from `root` of `ns`) in the background,
+   * once per root and one build at a time, when this host publishes and can build and mount
+   * images, the layer shows the snapshot's own `.git/index`, and no host shared one yet.
+   * Never throws: a failure is logged.
+   */
+  publishLater(ns: string, root: Digest, layer: Layer): void {
+    if (!this.opts.publish || !this.support.build || !this.support.mount || layer.meta.gitIndex || this.tried.has(root)) return;
+    this.tried.add(root);
+    this.queue = this.queue.then(() =>
+      this.publish(ns, root, layer).catch((err) => {
+        const e = toAwcError(err);
+        this.log({ level: 'warn', msg: 'the layer image was not shared', root, code: e.code, error: e.message });
+      }),
+    );
+  }
+
+  /** Resolves when every image build asked for so far is done. */
+  idle(): Promise<void> {
+    return this.queue;
+  }
+
+  private async publish(ns: string, root: Digest, layer: Layer): Promise<void> {
+    if (!this.cleaned) {
+      this.cleaned = true;
+      await removeTree(this.opts.workDir);
+    }
+    if (await this.opts.catalog.layerImage(ns, root)) return;
+    const release = this.opts.hold(root);
+    const t0 = performance.now();
+    try {
+      if (!fs.existsSync(layer.dir)) return; // swept meanwhile
+      const rec = await shareLayerImage(this.opts, ns, root, layer);
+      this.emit('image', { outcome: 'published', ms: performance.now() - t0 });
+      this.log({ level: 'info', msg: 'shared a layer image', root, imageBytes: rec.imageBytes, indexBytes: rec.indexBytes });
+    } finally {
+      release();
+    }
+  }
+}
+
+/**
+ * Packs the built layer `layer` of `root` into an EROFS image (in `workDir`, removed after),
+ * uploads it and the layer's content index (its `meta.json`), both gzip-compressed (level 1)
+ * and named by the SHA-256 of their stored bytes, then records both in the catalog for `ns`.
+ * First wins: when another host recorded one meanwhile, that record is returned (the objects
+ * uploaded here are left for gc). Cost: about what building the layer cost (mkfs.erofs reads
+ * every placeholder), plus two uploads (about 5 MB and a few MB at 100k files).
+ * @returns the record that stands
+ * @throws E_LAYER_IMAGE_UNSUPPORTED (no mkfs.erofs), E_UNSUPPORTED (a tree mkfs.erofs would not copy exactly), E_NO_SPACE, what the store and the catalog throw
+ */
+export async function shareLayerImage(
+  opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host' | 'workDir'>,
+  ns: string,
+  root: Digest,
+  layer: Layer,
+): Promise<LayerImageRecord> {
+  await mkdirPrivate(opts.workDir);
+  const file = join(opts.workDir, `${digestHex(root)}-${process.pid}-${Date.now()}.erofs`);
+  try {
+    await buildLayerImage(layer.dir, file);
+    const imageGz = await gzip(await readFile(file), { level: zlibConstants.Z_BEST_SPEED });
+    const indexGz = await gzip(JSON.stringify(layer.meta), { level: zlibConstants.Z_BEST_SPEED });
+    const image = sha256(imageGz);
+    const index = sha256(indexGz);
+    await opts.store.put(imageObjectKey(image), imageGz);
+    await opts.store.put(imageObjectKey(index), indexGz);
+    return await opts.catalog.recordLayerImage(ns, {
+      root,
+      image,
+      imageBytes: imageGz.length,
+      index,
+      indexBytes: indexGz.length,
+      builtBy: opts.host,
+    });
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
+/** Reads the object stored with sha256 `d` and checks its bytes, then gunzips them. @throws E_INTEGRITY, E_NOT_FOUND, what the store throws */
+async function fetchObject(store: ObjectStore, d: Digest): Promise<Buffer> {
+  const key = imageObjectKey(d);
+  const body = await store.get(key);
+  const got = sha256(body);
+  if (got !== d)
+    throw new AwcError('E_INTEGRITY', `object ${key} has digest ${got}, expected ${d}: it is not used`, {
+      details: { key, expected: d, actual: got },
+    });
+  try {
+    return await gunzip(body);
+  } catch (err) {
+    throw new AwcError('E_FORMAT', `object ${key} is not gzip: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** The layer meta a content index holds, checked for shape and root. @throws E_FORMAT */
+export function parseContentIndex(bytes: Buffer, root: Digest): LayerMeta {
+  let m: LayerMeta;
+  try {
+    m = JSON.parse(bytes.toString('utf8')) as LayerMeta;
+  } catch (err) {
+    throw new AwcError('E_FORMAT', `a layer content index is not JSON: ${(err as Error).message}`, { cause: err });
+  }
+  const obj = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v);
+  if (!obj(m) || m.v !== 1 || m.root !== root || !isDigest(m.root) || !obj(m.contents) || !obj(m.hardlinks) || m.gitIndex !== undefined)
+    throw new AwcError('E_FORMAT', `a layer content index does not describe root ${root}`);
+  return m;
+}
+
+/** Unmounts the image of the layer directory `base` when its tree is one (lazily: nothing may use it by now). */
+export async function unmountLayerTree(base: string): Promise<void> {
+  const tree = join(base, 'tree');
+  if (isMounted(tree)) await unmount(tree, true);
+}
+
+/** Unmounts a layer's image (when mounted) and removes the layer directory `base`. */
+export async function dropLayerDir(base: string): Promise<void> {
+  await unmountLayerTree(base);
+  await removeTree(base);
+}
