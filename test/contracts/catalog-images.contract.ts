@@ -21,7 +21,7 @@ function image(root: Digest, seed = 'a', builtBy = 'host-a'): NewLayerImage {
 
 /**
  * The layer image part of the catalog contract (0007_layer_images, src/catalog/port/layer-images.ts;
- * docs/explanation/layer-images.md#the-plan-for-sharing-images): one record per (namespace, root)
+ * docs/explanation/layer-images.md#sharing-images): one record per (namespace, root)
  * read back as written and stamped by the database's clock, first wins (in sequence and in a
  * race between two connections), the gc listing of records whose root no snapshot has, delete,
  * validation that writes nothing, and namespaces as boundaries.

@@ -244,7 +244,7 @@ export interface Catalog {
    * E_IN_USE (head or layer of a workspace; without `force` also a workspace's base or the parent of named snapshots)
    */
   removeSnapshot(namespace: string, id: string, opts?: { force?: boolean }): Promise<{ reparented: string[]; rebased: string[] }>;
-  // --- shared layer images (docs/explanation/layer-images.md#the-plan-for-sharing-images) ---
+  // --- shared layer images (docs/explanation/layer-images.md#sharing-images) ---
   /** The layer image record of snapshot root `root` in `namespace`, or undefined (none, or an unknown namespace). */
   layerImage(namespace: string, root: Digest): Promise<LayerImageRecord | undefined>;
   /**

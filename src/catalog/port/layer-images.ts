@@ -3,18 +3,18 @@ import { AwcError } from '../../core/errors.js';
 
 /**
  * A snapshot root's layer image, shared through the object store (docs/explanation/layer-images.md,
- * "The plan for sharing images"): a host that built the root's layer packs it into an EROFS image
+ * "Sharing images"): a host that built the root's layer packs it into an EROFS image
  * and uploads the image and its content index; other hosts find both through this record. One
  * record per (namespace, root): the first recorded wins (migration 0007_layer_images).
  */
 export interface LayerImageRecord {
   /** The snapshot root the image shows. */
   root: Digest;
-  /** sha256 of the EROFS image bytes (the object `images/<hex>.erofs` under the namespace's store). */
+  /** sha256 of the stored (gzip-compressed) EROFS image bytes, the object `images/<aa>/<hex>` (src/store/content/image-object.ts). */
   image: Digest;
   /** The image's size in bytes. */
   imageBytes: number;
-  /** sha256 of the content index object's bytes (the object `images/<hex>.index`). */
+  /** sha256 of the stored (gzip-compressed) content index bytes, the object `images/<aa>/<hex>`. */
   index: Digest;
   /** The content index's size in bytes. */
   indexBytes: number;

@@ -25,7 +25,7 @@ function toRecord(r: Selectable<LayerImagesTable>): LayerImageRecord {
 /**
  * The `layer_images` queries of the catalog (dialect-neutral; migration 0007_layer_images): the
  * record of a snapshot root's shared EROFS image and content index
- * (docs/explanation/layer-images.md#the-plan-for-sharing-images). One row per (namespace, root),
+ * (docs/explanation/layer-images.md#sharing-images). One row per (namespace, root),
  * the primary key; the first recorded wins, so hosts that built the same root at once agree on
  * one image without a lock.
  */
