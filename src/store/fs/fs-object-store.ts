@@ -134,7 +134,10 @@ export class FsObjectStore implements ObjectStore {
   /**
    * Removes the temporary files (`.tmp-…`) that a `put` killed midway left behind, when
    * their mtime is more than `olderThanMs` milliseconds ago (a younger one may belong to a
-   * `put` still running). Walks the whole store without following symlinks.
+   * `put` still running), and never one named by a process of this host that is alive
+   * (`.tmp-<pid>-…`: a `put` still running, whatever its age; with `olderThanMs` 0 a gc would
+   * otherwise take the file a concurrent writer is about to link). Walks the whole store
+   * without following symlinks.
    * @returns how many files were removed and their bytes. @throws E_PERMISSION / E_IO… on I/O errors
    */
   async sweepIncomplete(olderThanMs: number): Promise<{ removed: number; bytes: number }> {
@@ -152,7 +155,7 @@ export class FsObjectStore implements ObjectStore {
       for await (const d of entries) {
         const p = join(dir, d.name);
         if (d.isDirectory()) await sweep(p);
-        else if (d.isFile() && d.name.startsWith('.tmp-')) {
+        else if (d.isFile() && d.name.startsWith('.tmp-') && !writerAlive(d.name)) {
           const st = await lstat(p).catch(() => undefined);
           if (!st?.isFile() || st.mtimeMs >= before) continue;
           await unlink(p).then(
@@ -199,6 +202,18 @@ export class FsObjectStore implements ObjectStore {
   private path(key: string): string {
     checkKey(key);
     return join(this.root, ...key.split('/'));
+  }
+}
+
+/** Whether the temporary file `name` (`.tmp-<pid>-<random>`) names a live process of this host (EPERM: alive, another user's). */
+function writerAlive(name: string): boolean {
+  const pid = Number(/^\.tmp-(\d+)-/.exec(name)?.[1]);
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

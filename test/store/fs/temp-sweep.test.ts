@@ -20,8 +20,8 @@ describe('leftover temporary objects', () => {
     try {
       awcOk(home, ['snapshot', 'import', src], { AWC_MOUNT_DRIVER: 'copy' });
       const packDir = dirname(join(home, 'objects', findPack(join(home, 'objects'))));
-      const old = join(packDir, '.tmp-4242-0123456789ab');
-      const fresh = join(packDir, '.tmp-4243-0123456789ab');
+      const old = join(packDir, '.tmp-99999993-0123456789ab');
+      const fresh = join(packDir, '.tmp-99999994-0123456789ab');
       writeFileSync(old, Buffer.alloc(1024 * 1024));
       writeFileSync(fresh, 'still being written');
       utimesSync(old, twoHoursAgo, twoHoursAgo);
@@ -34,7 +34,7 @@ describe('leftover temporary objects', () => {
     }
   });
 
-  test('FsObjectStore.sweepIncomplete: only old .tmp- regular files, never through a symlink', async () => {
+  test('FsObjectStore.sweepIncomplete: only old .tmp- regular files of writers that no longer run, never through a symlink', async () => {
     const root = join(work, 'store');
     const store = new FsObjectStore(root);
     await store.put('packs/ab/abcd', Buffer.from('pack'));
@@ -42,15 +42,21 @@ describe('leftover temporary objects', () => {
     writeFileSync(outside, "not the store's");
     utimesSync(outside, twoHoursAgo, twoHoursAgo);
     symlinkSync(outside, join(root, 'packs', 'ab', '.tmp-link'));
-    const old = join(root, 'packs', 'ab', '.tmp-1-old');
+    // writers that no longer run (pids above Linux's pid_max, 2^22)
+    const old = join(root, 'packs', 'ab', '.tmp-99999991-old');
     writeFileSync(old, 'x'.repeat(10));
     utimesSync(old, twoHoursAgo, twoHoursAgo);
-    writeFileSync(join(root, 'packs', '.tmp-2-new'), 'y');
+    writeFileSync(join(root, 'packs', '.tmp-99999992-new'), 'y');
+    // a writer that runs (this process): kept whatever its age and the grace
+    const live = join(root, 'packs', 'ab', `.tmp-${process.pid}-live`);
+    writeFileSync(live, 'z'.repeat(5));
+    utimesSync(live, twoHoursAgo, twoHoursAgo);
     assert.deepEqual(await store.sweepIncomplete(3600_000), { removed: 1, bytes: 10 });
     assert.equal(existsSync(old), false);
     assert.equal(existsSync(outside), true);
-    assert.equal(existsSync(join(root, 'packs', '.tmp-2-new')), true);
+    assert.equal(existsSync(join(root, 'packs', '.tmp-99999992-new')), true);
     assert.deepEqual(await store.sweepIncomplete(0), { removed: 1, bytes: 1 }, 'a grace of 0 takes the fresh one too');
+    assert.equal(existsSync(live), true, "a live writer's file is never taken");
     assert.equal((await store.get('packs/ab/abcd')).toString(), 'pack');
   });
 });
