@@ -10,7 +10,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 // System tools AWC shells out to: util-linux mount/umount, coreutils mknod, git (tests, export --git), python3/make/g++ (native addons),
-// mkfs.erofs (layer images, docs/explanation/layer-images.md).
+// mkfs.erofs (layer images, docs/explanation/layer-images.md), pkill (the tests stop a test user's processes).
 const wanted = [
   ['mount', 'mount'],
   ['git', 'git'],
@@ -19,6 +19,7 @@ const wanted = [
   ['python3', 'python3'],
   ['setfattr', 'attr'],
   ['mkfs.erofs', 'erofs-utils'],
+  ['pkill', 'procps'],
 ];
 const missing = wanted.filter(([cmd]) => !has(cmd)).map(([, pkg]) => pkg);
 if (missing.length > 0) {

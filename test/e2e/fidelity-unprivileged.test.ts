@@ -45,7 +45,8 @@ describe('xattrs that need privileges, as an ordinary user', { skip: canCreateUs
   });
   after(() => {
     for (const m of ['w', 'out']) execFileSync('sh', ['-c', `umount -l ${join(uhome, m)} 2>/dev/null || true`]);
-    // a process of the user's own home (its warm CLI) may still be writing there as it exits: retried on ENOTEMPTY
+    // a process of the user's own home (its daemon, its warm CLI) may still be writing there: stopped first, and retried on ENOTEMPTY
+    user?.stopProcesses();
     rmSync(work, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
     user?.remove();
   });

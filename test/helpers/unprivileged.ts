@@ -16,7 +16,9 @@ export interface TestUser {
   dir(path: string): string;
   /** Runs a Node script (CommonJS, argv[1] = `arg`) as this user and parses its stdout as JSON. */
   node(script: string, arg?: string): any;
-  /** Removes the user (and its group). Never throws. */
+  /** Kills every process of the user (SIGKILL) and waits until none is left (10 s at most): a daemon or warm CLI of a home the user made. Never throws. */
+  stopProcesses(): void;
+  /** Kills the user's processes, then removes the user (and its group). Never throws. */
   remove(): void;
 }
 
@@ -85,7 +87,14 @@ export function createTestUser(): TestUser {
       if (r.status !== 0) throw new Error(`node as ${name} exited ${r.status}: ${r.stderr}`);
       return JSON.parse(r.stdout);
     },
+    stopProcesses(): void {
+      // SIGKILL every process of the user (a daemon or warm CLI of its own home), then wait until none is left (10 s at most)
+      const until = Date.now() + 10_000;
+      while (spawnSync('pkill', ['-KILL', '-u', String(uid)]).status === 0 && Date.now() < until)
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 50);
+    },
     remove(): void {
+      this.stopProcesses();
       retryLocked('userdel', [name], [6], true);
       retryLocked('groupdel', [name], [6], true);
     },
