@@ -29,6 +29,11 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
   const base = join(ctx.awc.paths.layers, digestHex(snap.root));
   if (!existsSync(join(base, 'meta.json'))) await mountOnce(ctx.awc, ctx, join(ctx.scratch, 'nh-layer'));
   const meta = JSON.parse(readFileSync(join(base, 'meta.json'), 'utf8')) as LayerMeta;
+  if (meta.gitIndex) {
+    // such a layer shows a .git/index of its own directory's inodes: never shared (docs/explanation/layer-images.md)
+    log(`  new-host figures skipped on tree (${ctx.label}): its layer rewrites .git/index, so its image is not shared`);
+    return [];
+  }
   const t0 = now();
   const rec = await shareLayerImage(
     { catalog: ctx.awc.catalog, store: ctx.awc.store, host: ctx.awc.config.host, workDir: join(ctx.scratch, 'image-builds') },
@@ -37,7 +42,7 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
     { dir: join(base, 'tree'), meta },
   );
   const shareMs = now() - t0;
-  log(`  image shared in ${fmtMs(shareMs)}: image ${fmtBytes(rec.imageBytes)}, content index ${fmtBytes(rec.indexBytes)} (gzip)`);
+  log(`  image shared in ${fmtMs(shareMs)}: image ${fmtBytes(rec.imageBytes)}, content index ${fmtBytes(rec.indexBytes)} (lz4)`);
   const withImage = await newHostMount(ctx, 'on');
   log(`  new host, shared image: ${fmtMs(withImage)}`);
   const building = await newHostMount(ctx, 'off');
@@ -59,9 +64,7 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
       ratioText: '—',
       target: '— (reported; in the background of the first host)',
       met: null,
-      notes: [
-        'mkfs.erofs of the built layer, gzip -1 of the image and of the layer meta, two uploads to the local store, one catalog record.',
-      ],
+      notes: ['mkfs.erofs of the built layer, lz4 of the image and of the layer meta, two uploads to the local store, one catalog record.'],
     },
     {
       id: 'new-host-mount',

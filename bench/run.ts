@@ -9,7 +9,8 @@
  * Groups: fork, mount (fork-mount, first-mount, cli-fork-mount), read-warm, read-cold,
  * build (build, test), fanout (fanout-backend, fanout-disk, daemon-rss), checkpoint
  * (checkpoint-first, checkpoint, checkpoint-unchanged, cli-checkpoint, cli-checkpoint-unchanged),
- * import; a figure id selects its group. Trees (`--trees`, default a,b): (a) a copy of this
+ * import, new-host (image-share, new-host-mount: a host that never saw the snapshot mounts the
+ * layer image this host shared, against building the layer there); a figure id selects its group. Trees (`--trees`, default a,b): (a) a copy of this
  * checkout with its node_modules (dist/ left out); (b) unless --quick, a tree of real npm
  * packages ≥ 10× (a), built once under the cache dir (default /var/tmp/awc-bench/big-tree) and
  * reused; (c) only when asked (`--trees a,c`), the large tree: a still copy (`cp -a`) of this
@@ -19,7 +20,7 @@
  * repository or lockfile: the worktree baseline and build/test are skipped on it (as build is on
  * (b)). The import figure times the tree's import against `cp -a`, both after a drop of the
  * caches. `--quick`: tree (a) only (and (c) when --trees names it), few iterations, 10 workspaces,
- * no network; the checkpoint group on tree (a) only, the import figure on tree (c) only.
+ * no network; the checkpoint group on tree (a) only, the import figure and the new-host group on tree (c) only.
  * Without --quick and --only, docs/benchmarks.md is rewritten (or
  * --out FILE); such a full run also measures the catalog under load, the export read window, the
  * CLI latency (bench/cli-latency.ts), the build reuse at the stable path (bench/build-reuse.ts)
@@ -237,7 +238,7 @@ async function treeSources(args: Args, runDir: string, large: LargeTree | undefi
 function runsOn(group: string, label: TreeLabel, quick: boolean): boolean {
   if (group === 'build') return label === 'a';
   if (quick && group === 'checkpoint') return label === 'a';
-  if (quick && group === 'import') return label === 'c';
+  if (quick && (group === 'import' || group === 'new-host')) return label === 'c';
   return true;
 }
 

@@ -10,11 +10,11 @@ import { AwcError } from '../../core/errors.js';
 export interface LayerImageRecord {
   /** The snapshot root the image shows. */
   root: Digest;
-  /** sha256 of the stored (gzip-compressed) EROFS image bytes, the object `images/<aa>/<hex>` (src/store/content/image-object.ts). */
+  /** sha256 of the stored (lz4-compressed) EROFS image bytes, the object `images/<aa>/<hex>` (src/store/content/image-object.ts). */
   image: Digest;
   /** The image's size in bytes. */
   imageBytes: number;
-  /** sha256 of the stored (gzip-compressed) content index bytes, the object `images/<aa>/<hex>`. */
+  /** sha256 of the stored (lz4-compressed) content index bytes, the object `images/<aa>/<hex>`. */
   index: Digest;
   /** The content index's size in bytes. */
   indexBytes: number;

@@ -171,11 +171,11 @@ export interface LayerImagesTable {
   namespace: string;
   /** `sha256:<hex>` of the snapshot root the image shows. */
   root: string;
-  /** `sha256:<hex>` of the EROFS image bytes (the stored, gzip-compressed image: object `images/<aa>/<hex>`). */
+  /** `sha256:<hex>` of the EROFS image bytes (the stored, lz4-compressed image: object `images/<aa>/<hex>`). */
   image: string;
   /** Image size in bytes. */
   image_bytes: BigIntColumn;
-  /** `sha256:<hex>` of the content index bytes (the stored, gzip-compressed content index: object `images/<aa>/<hex>`). */
+  /** `sha256:<hex>` of the content index bytes (the stored, lz4-compressed content index: object `images/<aa>/<hex>`). */
   index_digest: string;
   /** Content index size in bytes. */
   index_bytes: BigIntColumn;

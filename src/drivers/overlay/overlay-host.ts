@@ -453,8 +453,12 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     const key = `${ns}\0${owner ? `${owner.uid}:${owner.gid}` : ''}\0${root}`;
     let p = this.layers.get(key);
     if (!p) {
+      const t0 = performance.now();
       p = this.loadLayer(ns, root, owner).then((layer) => {
+        const t1 = performance.now();
         this.content.addLayer(ns, layer);
+        const ms = (t: number) => Math.round(t * 10) / 10;
+        this.log({ level: 'info', msg: 'layer ready', root, loadMs: ms(t1 - t0), registerMs: ms(performance.now() - t1) });
         return layer;
       });
       p.catch(() => this.layers.delete(key));

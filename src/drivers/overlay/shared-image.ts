@@ -11,8 +11,8 @@ import { EventEmitter } from 'node:events';
 import * as fs from 'node:fs';
 import { mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
-import { gunzip as gunzipCb, gzip as gzipCb, constants as zlibConstants } from 'node:zlib';
+import type * as Lz4 from 'lz4-napi';
+import { lazyRequire } from '../../core/lazy-require.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { digestHex, isDigest, sha256, type Digest } from '../../core/digest.js';
 import type { Logger, LogRecord } from '../../core/log.js';
@@ -27,8 +27,8 @@ import { LINKS_FILE, type Layer, type LayerMeta } from './layer-builder.js';
 import { buildLayerImage } from './layer-image.js';
 import { layerImageSupport, mountLayerImage, type LayerImageSupport } from './layer-image-mount.js';
 
-const gzip = promisify(gzipCb);
-const gunzip = promisify(gunzipCb);
+/** lz4-napi, loaded on first use: images and content indexes are stored lz4-compressed (block format with the size prepended, as packs' blobs). */
+const lz4 = lazyRequire<typeof Lz4>('lz4-napi');
 
 /** `<base>/image.json`: marks a layer whose tree is a mounted image, and the image file's own sha256 (checked at each mount). */
 const IMAGE_MARK = 'image.json';
@@ -152,34 +152,25 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
 
   /** The layer from `rec`'s objects, or undefined when a layer of the root appeared meanwhile. @throws E_INTEGRITY, E_FORMAT, E_LAYER_IMAGE_UNSUPPORTED, the store's and the mount's errors */
   private async fetchRecord(rec: LayerImageRecord, layersDir: string, shortNameFree: (hex: string) => boolean): Promise<Layer | undefined> {
-    const [image, meta] = await Promise.all([fetchObject(this.opts.store, rec.image), fetchObject(this.opts.store, rec.index)]);
-    const layerMeta = parseContentIndex(meta, rec.root);
-    for (const hex of Object.keys(layerMeta.contents))
+    const t = [performance.now()];
+    const lap = (): void => void t.push(performance.now());
+    const [image, index] = await Promise.all([fetchObject(this.opts.store, rec.image), fetchObject(this.opts.store, rec.index)]);
+    lap();
+    const meta = parseContentIndex(index, rec.root);
+    lap();
+    for (const hex of Object.keys(meta.contents))
       if (!shortNameFree(hex))
         throw new AwcError(
           'E_LAYER_IMAGE_UNSUPPORTED',
           `content ${hex} of the image shares its short name with another object of this host`,
         );
-    await mkdirPrivate(layersDir);
-    const base = join(layersDir, digestHex(rec.root));
-    const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
-    await mkdirPrivate(tmp);
-    try {
-      const imageDigest = sha256(image);
-      await writeFilePrivate(join(tmp, IMAGE_FILE), image);
-      await writeFilePrivate(join(tmp, 'meta.json'), JSON.stringify(layerMeta));
-      await writeFilePrivate(join(tmp, LINKS_FILE), JSON.stringify(layerMeta.hardlinks));
-      await writeFilePrivate(join(tmp, IMAGE_MARK), JSON.stringify({ v: 1, image: imageDigest }));
-      await mkdir(join(tmp, 'tree'), { mode: 0o700 });
-      await mountLayerImage(join(tmp, IMAGE_FILE), join(tmp, 'tree'), imageDigest);
-      await rename(tmp, base);
-    } catch (err) {
-      await dropLayerDir(tmp);
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOTEMPTY' || code === 'EEXIST') return undefined; // a layer was built meanwhile: the caller takes it
-      throw err;
-    }
-    return { dir: join(base, 'tree'), meta: layerMeta };
+    lap();
+    const layer = await placeImageLayer(layersDir, rec.root, image, index, meta, lap);
+    lap();
+    const [fetchMs, parseMs, namesMs, writeMs, mountMs] = t.slice(1).map((x, i) => Math.round(x - t[i]!));
+    if (layer)
+      this.log({ level: 'info', msg: 'mounted a shared layer image', root: rec.root, fetchMs, parseMs, namesMs, writeMs, mountMs });
+    return layer;
   }
 
   /**
@@ -225,13 +216,13 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
 
 /**
  * Packs the built layer `layer` of `root` into an EROFS image (in `workDir`, removed after),
- * uploads it and the layer's content index (its `meta.json`), both gzip-compressed (level 1)
+ * uploads it and the layer's content index (its `meta.json`), both lz4-compressed
  * and named by the SHA-256 of their stored bytes, then records both in the catalog for `ns`.
  * First wins: when another host recorded one meanwhile, that record is returned (the objects
  * uploaded here are left for gc). Cost: about what building the layer cost (mkfs.erofs reads
  * every placeholder), plus two uploads (about 5 MB and a few MB at 100k files).
  * @returns the record that stands
- * @throws E_LAYER_IMAGE_UNSUPPORTED (no mkfs.erofs), E_UNSUPPORTED (a tree mkfs.erofs would not copy exactly), E_NO_SPACE, what the store and the catalog throw
+ * @throws E_LAYER_IMAGE_UNSUPPORTED (no mkfs.erofs), E_UNSUPPORTED (a layer that rewrites `.git/index`, or a tree mkfs.erofs would not copy exactly), E_NO_SPACE, what the store and the catalog throw
  */
 export async function shareLayerImage(
   opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host' | 'workDir'>,
@@ -239,22 +230,24 @@ export async function shareLayerImage(
   root: Digest,
   layer: Layer,
 ): Promise<LayerImageRecord> {
+  if (layer.meta.gitIndex)
+    throw new AwcError('E_UNSUPPORTED', `the layer of ${root} rewrites .git/index with its own inodes: its image is not shared`);
   await mkdirPrivate(opts.workDir);
   const file = join(opts.workDir, `${digestHex(root)}-${process.pid}-${Date.now()}.erofs`);
   try {
     await buildLayerImage(layer.dir, file);
-    const imageGz = await gzip(await readFile(file), { level: zlibConstants.Z_BEST_SPEED });
-    const indexGz = await gzip(JSON.stringify(layer.meta), { level: zlibConstants.Z_BEST_SPEED });
-    const image = sha256(imageGz);
-    const index = sha256(indexGz);
-    await opts.store.put(imageObjectKey(image), imageGz);
-    await opts.store.put(imageObjectKey(index), indexGz);
+    const imageLz = await lz4().compress(await readFile(file));
+    const indexLz = await lz4().compress(Buffer.from(JSON.stringify(layer.meta)));
+    const image = sha256(imageLz);
+    const index = sha256(indexLz);
+    await opts.store.put(imageObjectKey(image), imageLz);
+    await opts.store.put(imageObjectKey(index), indexLz);
     return await opts.catalog.recordLayerImage(ns, {
       root,
       image,
-      imageBytes: imageGz.length,
+      imageBytes: imageLz.length,
       index,
-      indexBytes: indexGz.length,
+      indexBytes: indexLz.length,
       builtBy: opts.host,
     });
   } finally {
@@ -262,7 +255,45 @@ export async function shareLayerImage(
   }
 }
 
-/** Reads the object stored with sha256 `d` and checks its bytes, then gunzips them. @throws E_INTEGRITY, E_NOT_FOUND, what the store throws */
+/**
+ * Writes the image (0600) and its content index into a temporary layer directory beside
+ * `<layersDir>/<root hex>`, mounts the image on its `tree` (checked against the image's own
+ * digest) and renames the directory into place; `lap` is called once the files are written.
+ * Undefined when a layer of the root appeared meanwhile (its directory is then left as it is).
+ * @throws the mount's errors (nothing is left then)
+ */
+async function placeImageLayer(
+  layersDir: string,
+  root: Digest,
+  image: Buffer,
+  index: Buffer,
+  meta: LayerMeta,
+  lap: () => void,
+): Promise<Layer | undefined> {
+  await mkdirPrivate(layersDir);
+  const base = join(layersDir, digestHex(root));
+  const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
+  await mkdirPrivate(tmp);
+  try {
+    const imageDigest = sha256(image);
+    await writeFilePrivate(join(tmp, IMAGE_FILE), image);
+    await writeFilePrivate(join(tmp, 'meta.json'), index); // the index is the layer's meta.json, as checked
+    await writeFilePrivate(join(tmp, LINKS_FILE), JSON.stringify(meta.hardlinks));
+    await writeFilePrivate(join(tmp, IMAGE_MARK), JSON.stringify({ v: 1, image: imageDigest }));
+    await mkdir(join(tmp, 'tree'), { mode: 0o700 });
+    lap();
+    await mountLayerImage(join(tmp, IMAGE_FILE), join(tmp, 'tree'), imageDigest);
+    await rename(tmp, base);
+  } catch (err) {
+    await dropLayerDir(tmp);
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOTEMPTY' || code === 'EEXIST') return undefined; // a layer was built meanwhile: the caller takes it
+    throw err;
+  }
+  return { dir: join(base, 'tree'), meta };
+}
+
+/** Reads the object stored with sha256 `d` and checks its bytes, then decompresses them (lz4). @throws E_INTEGRITY, E_FORMAT, what the store throws */
 async function fetchObject(store: ObjectStore, d: Digest): Promise<Buffer> {
   const key = imageObjectKey(d);
   const body = await store.get(key);
@@ -272,9 +303,9 @@ async function fetchObject(store: ObjectStore, d: Digest): Promise<Buffer> {
       details: { key, expected: d, actual: got },
     });
   try {
-    return await gunzip(body);
+    return await lz4().uncompress(body);
   } catch (err) {
-    throw new AwcError('E_FORMAT', `object ${key} is not gzip: ${(err as Error).message}`, { cause: err });
+    throw new AwcError('E_FORMAT', `object ${key} is not lz4: ${(err as Error).message}`, { cause: err });
   }
 }
 

@@ -1,7 +1,7 @@
 /**
  * Object-store keys of shared layer images and their content indexes (src/drivers/overlay/shared-image.ts;
  * docs/reference/formats.md#object-store-key-layout): `images/<aa>/<64 hex>`, the hex being the SHA-256 of
- * the stored (gzip-compressed) bytes.
+ * the stored (lz4-compressed) bytes.
  */
 import { digestHex, type Digest } from '../../core/digest.js';
 

@@ -172,6 +172,17 @@ describe('layer images shared between hosts', { skip }, () => {
     assert.deepEqual(done.layerImages, { records: 1, objects: 2 });
     assert.deepEqual(keys(), [], 'the image and its content index are gone');
     assert.deepEqual(run('a', gc).layerImages, { records: 0, objects: 0 }, 'and the record: the next gc finds nothing');
+
+    // host B's sweep drops its image-backed layer of the removed root: the image unmounted, the directory gone
+    const base = join(home('b'), 'host', 'layers', layerHex);
+    assert.equal(fsTypeAt(join(base, 'tree')), 'erofs');
+    const sweep = run('b', ['gc', '--local']);
+    assert.ok(
+      sweep.layers.dropped.some((d: { root: string }) => d.root === `sha256:${layerHex}`),
+      JSON.stringify(sweep.layers),
+    );
+    assert.equal(fsTypeAt(join(base, 'tree')), undefined, 'the image is unmounted');
+    assert.equal(existsSync(base), false, 'the layer directory is gone');
   });
 });
 
