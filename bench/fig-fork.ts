@@ -3,6 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { CLI, fmtRatio, restartDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
 import { fmtMs, median, now, runTimed, setAside } from './util.js';
+import type { Awc } from '../src/service/workspace/awc.js';
 
 /**
  * The two baselines of "a new workspace" (measured once per tree, shared by the fork and
@@ -108,11 +109,11 @@ export async function figFork(ctx: TreeCtx, other: Figure | undefined): Promise<
   };
 }
 
-/** Mounts a fresh fork and reads one file through it: "ready to read". */
-async function forkMountRead(ctx: TreeCtx, dir: string): Promise<number> {
+/** Mounts a fresh fork of the tree's snapshot at `dir` through `awc` (default: the tree's home) and reads one file through it: "ready to read". Returns the ms. */
+export async function forkMountRead(ctx: TreeCtx, dir: string, awc: Awc = ctx.awc): Promise<number> {
   const t0 = now();
-  const [ws] = await ctx.awc.fork(ctx.snapshotId);
-  await ctx.awc.mount(ws.id, dir);
+  const [ws] = await awc.fork(ctx.snapshotId);
+  await awc.mount(ws.id, dir);
   readFileSync(join(dir, ctx.probe));
   return now() - t0;
 }

@@ -7,6 +7,7 @@ import type { LayerMeta } from '../src/drivers/overlay/layer-builder.js';
 import { shareLayerImage } from '../src/drivers/overlay/shared-image.js';
 import { layerImageSupport } from '../src/drivers/overlay/layer-image-mount.js';
 import { fmtRatio, stopDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
+import { forkMountRead } from './fig-fork.js';
 import { fmtBytes, fmtMs, lazyUnmountUnder, now, setAside } from './util.js';
 
 /**
@@ -27,7 +28,7 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
   }
   const snap = await ctx.awc.getSnapshot(ctx.snapshotId);
   const base = join(ctx.awc.paths.layers, digestHex(snap.root));
-  if (!existsSync(join(base, 'meta.json'))) await mountOnce(ctx.awc, ctx, join(ctx.scratch, 'nh-layer'));
+  if (!existsSync(join(base, 'meta.json'))) await forkMountRead(ctx, join(ctx.scratch, 'nh-layer'));
   const meta = JSON.parse(readFileSync(join(base, 'meta.json'), 'utf8')) as LayerMeta;
   if (meta.gitIndex) {
     // such a layer shows a .git/index of its own directory's inodes: never shared (docs/explanation/layer-images.md)
@@ -87,15 +88,6 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
   ];
 }
 
-/** Forks the snapshot, mounts it at `dir` and reads the probe file; returns the ms. */
-async function mountOnce(awc: Awc, ctx: TreeCtx, dir: string): Promise<number> {
-  const t0 = now();
-  const [ws] = await awc.fork(ctx.snapshotId);
-  await awc.mount(ws.id, dir);
-  readFileSync(join(dir, ctx.probe));
-  return now() - t0;
-}
-
 /** A new host (a fresh home on this tree's catalog and store, `layerImages` as given): its first mount of the snapshot, in ms. */
 async function newHostMount(ctx: TreeCtx, layerImages: 'on' | 'off'): Promise<number> {
   const home = join(ctx.scratch, `new-host-${layerImages}`);
@@ -112,7 +104,7 @@ async function newHostMount(ctx: TreeCtx, layerImages: 'on' | 'off'): Promise<nu
   const awc = await Awc.open({ home }, { daemon: (cfg) => new DaemonClient(cfg) });
   try {
     await new DaemonClient(awc.config).start();
-    return await mountOnce(awc, ctx, join(ctx.scratch, `nh-${layerImages}`));
+    return await forkMountRead(ctx, join(ctx.scratch, `nh-${layerImages}`), awc);
   } finally {
     await unmountAll(awc);
     await stopDaemon(awc);

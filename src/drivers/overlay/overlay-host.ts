@@ -443,11 +443,6 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     return images;
   }
 
-  /** Resolves when the layer images this host is sharing are built and recorded (tests, benchmarks). */
-  imagesIdle(): Promise<void> {
-    return this.images?.idle() ?? Promise.resolve();
-  }
-
   /** The layer of a snapshot root, built once per host and registered with the content plane once per daemon. */
   private layer(ns: string, root: Digest, owner?: MountOwner): Promise<Layer> {
     const key = `${ns}\0${owner ? `${owner.uid}:${owner.gid}` : ''}\0${root}`;

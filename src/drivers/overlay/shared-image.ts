@@ -35,17 +35,12 @@ const IMAGE_MARK = 'image.json';
 /** `<base>/image.erofs`: the image file (uncompressed, 0600). */
 const IMAGE_FILE = 'image.erofs';
 
-/** When hosts share layer images (`layerImages`, `AWC_LAYER_IMAGES`): `auto` shares them when the catalog is PostgreSQL (a fleet). */
-export type LayerImagePolicy = 'off' | 'auto' | 'on';
-
 /** One use of a shared image, for the daemon's metrics (`awc_layer_images_total`). */
 export interface LayerImageEvent {
   /** `published`: built and shared; `mounted`: a layer taken from a shared image; `fallback`: one could not be used, the layer is built here. */
   outcome: 'published' | 'mounted' | 'fallback';
-  /** Why a fallback happened (an AwcError code, or `unsupported` / `short-name`). */
+  /** Why a fallback happened: the AwcError code (E_INTEGRITY, E_FORMAT, E_LAYER_IMAGE_UNSUPPORTED, …). */
   reason?: string;
-  /** Time taken in ms (fetch, check and mount; or build and upload). */
-  ms: number;
 }
 
 /** Events of {@link SharedLayerImages}. */
@@ -60,7 +55,7 @@ export interface SharedLayerImagesOptions {
   store: ObjectStore;
   /** This host's name (recorded as the builder). */
   host: string;
-  /** A private directory for image builds (0700; emptied at start). */
+  /** A private directory for image builds (0700; emptied before this daemon's first build). */
   workDir: string;
   /** Whether this host builds and shares images of the layers it builds (it always uses shared ones it can mount). */
   publish: boolean;
@@ -131,14 +126,13 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
     if (!this.support.mount) return undefined;
     const rec = await this.opts.catalog.layerImage(ns, root);
     if (!rec) return undefined;
-    const t0 = performance.now();
     try {
       const layer = await this.fetchRecord(rec, layersDir, shortNameFree);
-      if (layer) this.emit('image', { outcome: 'mounted', ms: performance.now() - t0 });
+      if (layer) this.emit('image', { outcome: 'mounted' });
       return layer;
     } catch (err) {
       const e = toAwcError(err);
-      this.emit('image', { outcome: 'fallback', reason: e.code, ms: performance.now() - t0 });
+      this.emit('image', { outcome: 'fallback', reason: e.code });
       this.log({
         level: 'warn',
         msg: 'a shared layer image cannot be used: the layer is built here',
@@ -190,11 +184,6 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
     );
   }
 
-  /** Resolves when every image build asked for so far is done. */
-  idle(): Promise<void> {
-    return this.queue;
-  }
-
   private async publish(ns: string, root: Digest, layer: Layer): Promise<void> {
     if (!this.cleaned) {
       this.cleaned = true;
@@ -202,11 +191,10 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
     }
     if (await this.opts.catalog.layerImage(ns, root)) return;
     const release = this.opts.hold(root);
-    const t0 = performance.now();
     try {
       if (!fs.existsSync(layer.dir)) return; // swept meanwhile
       const rec = await shareLayerImage(this.opts, ns, root, layer);
-      this.emit('image', { outcome: 'published', ms: performance.now() - t0 });
+      this.emit('image', { outcome: 'published' });
       this.log({ level: 'info', msg: 'shared a layer image', root, imageBytes: rec.imageBytes, indexBytes: rec.indexBytes });
     } finally {
       release();
