@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -159,7 +160,10 @@ describe('awc mcp: confined to its root and to its snapshots', () => {
         if (!r.isError) written++;
       }
     } finally {
+      // gone before anything is looked at: a kill is delivered later, and one more rename would move the directory under the checks below
+      const exited = flipper.exitCode !== null || flipper.signalCode !== null ? Promise.resolve() : once(flipper, 'exit');
       flipper.kill('SIGKILL');
+      await exited;
     }
     assert.deepEqual(readdirSync(away), [], 'nothing was written outside the root');
     assert.ok(written > 0, 'some exports landed in the directory (the test raced)');
