@@ -336,6 +336,13 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       {
         reader: (ns) => this.plane.reader(ns),
         addLayer: (ns, layer) => {
+          if ('index' in layer) {
+            this.plane.addIndex(ns, layer.index);
+            fuse
+              .guardShortNames(layer.index.sizes())
+              .catch((err: unknown) => this.log({ level: 'error', msg: 'short-name check failed', err: String(err) }));
+            return;
+          }
           this.plane.register(ns, layer.meta.contents);
           fuse.reserve(Object.keys(layer.meta.contents).length);
           fuse.announce(contentSizes(layer.meta.contents));

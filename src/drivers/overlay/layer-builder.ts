@@ -14,7 +14,7 @@ import { longContentRedirect, shortContentRedirect } from '../../core/content-na
 import { DirFd, fdPath } from '../../core/dir-fd.js';
 import { fsPath } from '../../core/raw-name.js';
 import { removeTree } from '../../core/remove-tree.js';
-import type { LayerContents } from '../../host/read-path/cached-content-source.js';
+import { ContentIndex, contentsLookup, type ContentLookup, type LayerContents } from '../../store/content/content-index.js';
 import { writeLayerGitIndex, type LayerGitIndexResult, type LayerGitIndexSource, type LayerPaths } from './layer-git-index.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
@@ -341,18 +341,21 @@ export function minor(dev: number): number {
 
 /** The file of a layer's hardlink groups alone (LayerMeta.hardlinks), beside `meta.json`: what a checkpoint needs of a layer. */
 export const LINKS_FILE = 'links.json';
+/** An image-backed layer's content index (src/store/content/content-index.ts; uncompressed, 0600), in place of `meta.json`. */
+export const INDEX_FILE = 'index.bin';
 
 /**
- * What a checkpoint needs of the built layer of `root` (src/drivers/overlay/upper-merge.ts):
- * its hardlink groups, read from the small `links.json` alone, and its contents, read from
- * `meta.json` only if asked (its size follows the snapshot's file count). Undefined when the
+ * What a checkpoint needs of the layer of `root` (src/drivers/overlay/upper-merge.ts): its
+ * hardlink groups, read from the small `links.json` alone, and its contents, read only if
+ * asked: from `meta.json` (its size follows the snapshot's file count), or for an image-backed
+ * layer its content index `index.bin` (looked up, not parsed whole). Undefined when the
  * layer is not built, or was built before `links.json` existed (then use buildLayer).
  * Cost: O(hardlink groups), not O(files).
  */
 export async function readLayerLinks(
   root: Digest,
   layersDir: string,
-): Promise<{ hardlinks: LayerMeta['hardlinks']; contents: () => Promise<LayerContents> } | undefined> {
+): Promise<{ hardlinks: LayerMeta['hardlinks']; contents: () => Promise<ContentLookup> } | undefined> {
   const base = join(layersDir, digestHex(root));
   let hardlinks: LayerMeta['hardlinks'];
   try {
@@ -360,7 +363,11 @@ export async function readLayerLinks(
   } catch {
     return undefined;
   }
-  const contents = async (): Promise<LayerContents> => (JSON.parse(await readFile(join(base, 'meta.json'), 'utf8')) as LayerMeta).contents;
+  const contents = async (): Promise<ContentLookup> => {
+    const index = await readFile(join(base, INDEX_FILE)).catch(() => undefined);
+    if (index) return ContentIndex.parse(index, root);
+    return contentsLookup((JSON.parse(await readFile(join(base, 'meta.json'), 'utf8')) as LayerMeta).contents);
+  };
   return { hardlinks, contents };
 }
 

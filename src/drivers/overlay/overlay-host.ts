@@ -14,8 +14,8 @@ import { checkMountTarget, unmount } from '../../host/mount/mount-commands.js';
 import { mountsAt, readMountInfo } from '../../host/mount/mount-table.js';
 import { describeUse, type Holder } from '../port/mount-use.js';
 import { readHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../port/workspace-state.js';
-import { buildLayer, hasLayer, type Layer } from './layer-builder.js';
-import { SharedLayerImages, type LayerImageEvent } from './shared-image.js';
+import { buildLayer, hasLayer } from './layer-builder.js';
+import { SharedLayerImages, type LayerImageEvent, type LoadedLayer } from './shared-image.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import type { LayerGitIndexSource } from './layer-git-index.js';
 import { LayerUse } from './layer-use.js';
@@ -56,8 +56,12 @@ export interface MountOwner {
 export interface OverlayContent {
   /** A tree reader of a namespace (layers are built from it). */
   reader(ns: string): TreeSource;
-  /** Makes a layer's content objects servable by the content FUSE server (called once per layer and daemon). */
-  addLayer(ns: string, layer: Layer): void;
+  /**
+   * Makes a layer's content objects servable by the content FUSE server (called once per layer
+   * and daemon): a built layer's are registered and announced, a shared image's content index
+   * is added to be looked up lazily.
+   */
+  addLayer(ns: string, layer: LoadedLayer): void;
   /** Whether a short content name is free in the FUSE server's table (see buildLayer's `shortNameFree`); absent: no server yet. */
   shortNameFree?: (hex: string) => boolean;
   /** Where layers of a namespace find the proofs that give workspaces a trusted `.git/index` (see buildLayer's `git`); absent: the snapshot's own index. */
@@ -95,7 +99,7 @@ export interface OverlayStatus {
  */
 export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /** Layers in use on this host, by namespace and root: built (or loaded) and registered once. */
-  private layers = new Map<string, Promise<Layer>>();
+  private layers = new Map<string, Promise<LoadedLayer>>();
   private mounts = new Map<string, { namespace: string; path: string; uid?: number }>();
   /** Mounts of each ordinary user under way (see userMountSlot). */
   private readonly userMountsStarting = new Map<number, number>();
@@ -444,7 +448,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   }
 
   /** The layer of a snapshot root, built once per host and registered with the content plane once per daemon. */
-  private layer(ns: string, root: Digest, owner?: MountOwner): Promise<Layer> {
+  private layer(ns: string, root: Digest, owner?: MountOwner): Promise<LoadedLayer> {
     const key = `${ns}\0${owner ? `${owner.uid}:${owner.gid}` : ''}\0${root}`;
     let p = this.layers.get(key);
     if (!p) {
@@ -468,14 +472,13 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
    * else a layer directory built here, whose image this host then shares in the background.
    * An ordinary user's layer (owners mapped to the user) is always a directory built here.
    */
-  private async loadLayer(ns: string, root: Digest, owner?: MountOwner): Promise<Layer> {
+  private async loadLayer(ns: string, root: Digest, owner?: MountOwner): Promise<LoadedLayer> {
     const dir = owner ? join(this.paths.userLayers, String(owner.uid)) : this.paths.layers;
     const images = owner ? undefined : this.images;
-    const shortNameFree = this.content.shortNameFree ?? (() => true);
     const reopened = await images?.reopen(root, dir);
     if (reopened) return reopened;
     if (images && !(await hasLayer(root, dir))) {
-      const fetched = await images.fetch(ns, root, dir, shortNameFree);
+      const fetched = await images.fetch(ns, root, dir);
       if (fetched) return fetched;
     }
     const layer = await buildLayer(this.content.reader(ns), root, dir, {

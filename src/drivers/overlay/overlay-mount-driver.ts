@@ -20,7 +20,7 @@ import type {
 } from '../port/mount-driver.js';
 import { removeHostState, workspaceDirs, type WorkspaceHostState } from '../port/workspace-state.js';
 import { buildLayer, readLayerLinks } from './layer-builder.js';
-import type { LayerContents } from '../../host/read-path/cached-content-source.js';
+import { contentsLookup, type ContentLookup } from '../../store/content/content-index.js';
 import { overlayChecks } from './overlay-checks.js';
 import { mergeUpper } from './upper-merge.js';
 import { readUpperCache, writeUpperCache } from './upper-stat-cache.js';
@@ -136,13 +136,13 @@ export class OverlayMountDriver implements MountDriver {
    */
   private async layerLinks(
     state: WorkspaceHostState,
-  ): Promise<{ hardlinks: Record<string, string[]>; contents: () => Promise<LayerContents> }> {
+  ): Promise<{ hardlinks: Record<string, string[]>; contents: () => Promise<ContentLookup> }> {
     const { ctx } = this;
     const layersDir = state.owner ? join(ctx.paths.userLayers, String(state.owner.uid)) : ctx.paths.layers;
     const links = await readLayerLinks(state.layerRoot, layersDir);
     if (links) return links;
     const layer = await buildLayer(ctx.reader(), state.layerRoot, layersDir, state.owner ? { owner: state.owner } : {});
-    return { hardlinks: layer.meta.hardlinks, contents: async () => layer.meta.contents };
+    return { hardlinks: layer.meta.hardlinks, contents: async () => contentsLookup(layer.meta.contents) };
   }
 
   /** Whether an earlier overlay (detached, or in another mount namespace) still uses the upper (see upper-use.ts). */

@@ -14,16 +14,17 @@ import { join } from 'node:path';
 import type * as Lz4 from 'lz4-napi';
 import { lazyRequire } from '../../core/lazy-require.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import { digestHex, isDigest, sha256, type Digest } from '../../core/digest.js';
+import { digestHex, sha256, type Digest } from '../../core/digest.js';
 import type { Logger, LogRecord } from '../../core/log.js';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import { removeTree } from '../../core/remove-tree.js';
 import type { Catalog, LayerImageRecord } from '../../catalog/port/catalog.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { imageObjectKey } from '../../store/content/image-object.js';
+import { ContentIndex } from '../../store/content/content-index.js';
 import { isMounted } from '../../host/mount/mount-table.js';
 import { unmount } from '../../host/mount/mount-commands.js';
-import { LINKS_FILE, type Layer, type LayerMeta } from './layer-builder.js';
+import { INDEX_FILE, LINKS_FILE, type Layer } from './layer-builder.js';
 import { buildLayerImage } from './layer-image.js';
 import { layerImageSupport, mountLayerImage, type LayerImageSupport } from './layer-image-mount.js';
 
@@ -34,6 +35,19 @@ const lz4 = lazyRequire<typeof Lz4>('lz4-napi');
 const IMAGE_MARK = 'image.json';
 /** `<base>/image.erofs`: the image file (uncompressed, 0600). */
 const IMAGE_FILE = 'image.erofs';
+
+/**
+ * A layer whose tree is a mounted shared image. Its content index is looked up lazily (at the
+ * content FUSE server's first LOOKUP of each object), never registered whole.
+ */
+export interface ImageLayer {
+  /** The mounted image: the overlay's lower. */
+  dir: string;
+  index: ContentIndex;
+}
+
+/** A layer as a host loads it: a layer directory built here, or a shared image. */
+export type LoadedLayer = Layer | ImageLayer;
 
 /** One use of a shared image, for the daemon's metrics (`awc_layer_images_total`). */
 export interface LayerImageEvent {
@@ -93,7 +107,7 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
    * or no layer. An image that no longer mounts is removed, so the caller builds the layer.
    * @throws what reading the layer's files throws
    */
-  async reopen(root: Digest, layersDir: string): Promise<Layer | undefined> {
+  async reopen(root: Digest, layersDir: string): Promise<ImageLayer | undefined> {
     const base = join(layersDir, digestHex(root));
     let mark: { v: 1; image: Digest };
     try {
@@ -111,7 +125,7 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
         return undefined;
       }
     }
-    return { dir: tree, meta: JSON.parse(await readFile(join(base, 'meta.json'), 'utf8')) as LayerMeta };
+    return { dir: tree, index: ContentIndex.parse(await readFile(join(base, INDEX_FILE)), root) };
   }
 
   /**
@@ -122,12 +136,12 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
    * the layer. `shortNameFree` is the content FUSE server's (a short name another object holds
    * on this host makes the image unusable here). Never throws for a bad image.
    */
-  async fetch(ns: string, root: Digest, layersDir: string, shortNameFree: (hex: string) => boolean): Promise<Layer | undefined> {
+  async fetch(ns: string, root: Digest, layersDir: string): Promise<ImageLayer | undefined> {
     if (!this.support.mount) return undefined;
     const rec = await this.opts.catalog.layerImage(ns, root);
     if (!rec) return undefined;
     try {
-      const layer = await this.fetchRecord(rec, layersDir, shortNameFree);
+      const layer = await this.fetchRecord(rec, layersDir);
       if (layer) this.emit('image', { outcome: 'mounted' });
       return layer;
     } catch (err) {
@@ -144,26 +158,18 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
     }
   }
 
-  /** The layer from `rec`'s objects, or undefined when a layer of the root appeared meanwhile. @throws E_INTEGRITY, E_FORMAT, E_LAYER_IMAGE_UNSUPPORTED, the store's and the mount's errors */
-  private async fetchRecord(rec: LayerImageRecord, layersDir: string, shortNameFree: (hex: string) => boolean): Promise<Layer | undefined> {
+  /** The layer from `rec`'s objects, or undefined when a layer of the root appeared meanwhile. @throws E_INTEGRITY, E_FORMAT, the store's and the mount's errors */
+  private async fetchRecord(rec: LayerImageRecord, layersDir: string): Promise<ImageLayer | undefined> {
     const t = [performance.now()];
     const lap = (): void => void t.push(performance.now());
     const [image, index] = await Promise.all([fetchObject(this.opts.store, rec.image), fetchObject(this.opts.store, rec.index)]);
     lap();
-    const meta = parseContentIndex(index, rec.root);
+    const parsed = ContentIndex.parse(index, rec.root);
     lap();
-    for (const hex of Object.keys(meta.contents))
-      if (!shortNameFree(hex))
-        throw new AwcError(
-          'E_LAYER_IMAGE_UNSUPPORTED',
-          `content ${hex} of the image shares its short name with another object of this host`,
-        );
+    const layer = await placeImageLayer(layersDir, rec.root, image, index, parsed, lap);
     lap();
-    const layer = await placeImageLayer(layersDir, rec.root, image, index, meta, lap);
-    lap();
-    const [fetchMs, parseMs, namesMs, writeMs, mountMs] = t.slice(1).map((x, i) => Math.round(x - t[i]!));
-    if (layer)
-      this.log({ level: 'info', msg: 'mounted a shared layer image', root: rec.root, fetchMs, parseMs, namesMs, writeMs, mountMs });
+    const [fetchMs, parseMs, writeMs, mountMs] = t.slice(1).map((x, i) => Math.round(x - t[i]!));
+    if (layer) this.log({ level: 'info', msg: 'mounted a shared layer image', root: rec.root, fetchMs, parseMs, writeMs, mountMs });
     return layer;
   }
 
@@ -204,7 +210,7 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
 
 /**
  * Packs the built layer `layer` of `root` into an EROFS image (in `workDir`, removed after),
- * uploads it and the layer's content index (its `meta.json`), both lz4-compressed
+ * uploads it and the layer's content index (src/store/content/content-index.ts), both lz4-compressed
  * and named by the SHA-256 of their stored bytes, then records both in the catalog for `ns`.
  * First wins: when another host recorded one meanwhile, that record is returned (the objects
  * uploaded here are left for gc). Cost: about what building the layer cost (mkfs.erofs reads
@@ -225,7 +231,7 @@ export async function shareLayerImage(
   try {
     await buildLayerImage(layer.dir, file);
     const imageLz = await lz4().compress(await readFile(file));
-    const indexLz = await lz4().compress(Buffer.from(JSON.stringify(layer.meta)));
+    const indexLz = await lz4().compress(ContentIndex.encode(layer.meta));
     const image = sha256(imageLz);
     const index = sha256(indexLz);
     await opts.store.put(imageObjectKey(image), imageLz);
@@ -255,9 +261,9 @@ async function placeImageLayer(
   root: Digest,
   image: Buffer,
   index: Buffer,
-  meta: LayerMeta,
+  parsed: ContentIndex,
   lap: () => void,
-): Promise<Layer | undefined> {
+): Promise<ImageLayer | undefined> {
   await mkdirPrivate(layersDir);
   const base = join(layersDir, digestHex(root));
   const tmp = `${base}.tmp-${process.pid}-${Date.now()}`;
@@ -265,8 +271,8 @@ async function placeImageLayer(
   try {
     const imageDigest = sha256(image);
     await writeFilePrivate(join(tmp, IMAGE_FILE), image);
-    await writeFilePrivate(join(tmp, 'meta.json'), index); // the index is the layer's meta.json, as checked
-    await writeFilePrivate(join(tmp, LINKS_FILE), JSON.stringify(meta.hardlinks));
+    await writeFilePrivate(join(tmp, INDEX_FILE), index);
+    await writeFilePrivate(join(tmp, LINKS_FILE), JSON.stringify(parsed.hardlinks));
     await writeFilePrivate(join(tmp, IMAGE_MARK), JSON.stringify({ v: 1, image: imageDigest }));
     await mkdir(join(tmp, 'tree'), { mode: 0o700 });
     lap();
@@ -278,7 +284,7 @@ async function placeImageLayer(
     if (code === 'ENOTEMPTY' || code === 'EEXIST') return undefined; // a layer was built meanwhile: the caller takes it
     throw err;
   }
-  return { dir: join(base, 'tree'), meta };
+  return { dir: join(base, 'tree'), index: parsed };
 }
 
 /** Reads the object stored with sha256 `d` and checks its bytes, then decompresses them (lz4). @throws E_INTEGRITY, E_FORMAT, what the store throws */
@@ -295,20 +301,6 @@ async function fetchObject(store: ObjectStore, d: Digest): Promise<Buffer> {
   } catch (err) {
     throw new AwcError('E_FORMAT', `object ${key} is not lz4: ${(err as Error).message}`, { cause: err });
   }
-}
-
-/** The layer meta a content index holds, checked for shape and root. @throws E_FORMAT */
-export function parseContentIndex(bytes: Buffer, root: Digest): LayerMeta {
-  let m: LayerMeta;
-  try {
-    m = JSON.parse(bytes.toString('utf8')) as LayerMeta;
-  } catch (err) {
-    throw new AwcError('E_FORMAT', `a layer content index is not JSON: ${(err as Error).message}`, { cause: err });
-  }
-  const obj = (v: unknown): boolean => typeof v === 'object' && v !== null && !Array.isArray(v);
-  if (!obj(m) || m.v !== 1 || m.root !== root || !isDigest(m.root) || !obj(m.contents) || !obj(m.hardlinks) || m.gitIndex !== undefined)
-    throw new AwcError('E_FORMAT', `a layer content index does not describe root ${root}`);
-  return m;
 }
 
 /** Unmounts the image of the layer directory `base` when its tree is one (lazily: nothing may use it by now). */

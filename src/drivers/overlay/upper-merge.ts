@@ -14,7 +14,7 @@ import { nameFromBytes } from '../../core/raw-name.js';
 import { sparseOf, type Extent } from '../../core/sparse.js';
 import { findDataExtents } from '../../host/sys/seek-data.js';
 import type { FindExtents } from '../../store/content/content-writer.js';
-import type { LayerContents } from '../../host/read-path/cached-content-source.js';
+import { contentsLookup, type ContentLookup, type LayerContents } from '../../store/content/content-index.js';
 
 /** fs-xattr (a native addon), loaded on first use. */
 const xattr = lazyRequire<typeof Xattr>('fs-xattr');
@@ -110,8 +110,9 @@ function sameStat(hit: UpperStatEntry, st: fs.BigIntStats): boolean {
  * never O(base tree): the base is read only along the upper's paths, unchanged subtrees stay
  * as their digests, and only hardlink groups whose first name the upper touches are checked.
  *
- * @param contents content hex → chunks of the base's files (the layer's meta), for a redirect into the content lower that
- *   names no base file at the same path (a renamed metadata-only copy); a function is called only then
+ * @param contents content hex → chunks of the base's files (the layer's meta, or a lookup of its content index), for a
+ *   redirect into the content lower that names no base file at the same path (a renamed metadata-only copy); a function
+ *   is called only then
  * @throws E_CHANGED_DURING_READ when a file keeps changing while it is read (retryable); E_INTEGRITY when a metacopy file's lower is missing; E_SOURCE_NOT_FOUND when the upper is not a directory
  */
 export async function mergeUpper(opts: {
@@ -120,7 +121,7 @@ export async function mergeUpper(opts: {
   upper: string;
   writer: MergeWriter;
   hardlinks?: Record<string, string[]>;
-  contents?: LayerContents | (() => Promise<LayerContents>);
+  contents?: LayerContents | (() => Promise<ContentLookup>);
   /** Content of upper files already stored by an earlier checkpoint, by path (see UpperStatCache). */
   statCache?: UpperStatCache;
   /** Store a file that keeps changing as last read (listed in `changing`) instead of failing. */
@@ -132,7 +133,7 @@ export async function mergeUpper(opts: {
   const m = new Merger(
     opts.src,
     opts.writer,
-    typeof contents === 'function' ? contents : async () => contents,
+    typeof contents === 'function' ? contents : async () => contentsLookup(contents),
     opts.statCache ?? {},
     opts.allowChanging ?? false,
     opts.filter,
@@ -170,7 +171,7 @@ class Merger {
   constructor(
     private src: TreeSource,
     private writer: MergeWriter,
-    private loadContents: () => Promise<LayerContents>,
+    private loadContents: () => Promise<ContentLookup>,
     private statCache: UpperStatCache,
     private allowChanging: boolean,
     private filter: CaptureFilter | undefined,
@@ -194,15 +195,14 @@ class Merger {
     return e?.type === 'file' && this.filter ? (await this.filter.readStored(e)).toString('utf8') : undefined;
   }
 
-  /** Short content name → hex over the layer's contents, built on first need (see shortContentName). */
-  private shortNames: Map<string, string> | undefined;
-  private contents: LayerContents | undefined;
+  /** The layer's contents, loaded on first need. */
+  private contents: ContentLookup | undefined;
 
   /**
    * The data a redirect into the content lower names (`/<aa>/<hex>` or `/<short name>`): the
    * base file at `from` when its content is the one named (a metadata-only copy-up in place),
    * else looked up in the layer's contents (loaded on first need); undefined when the redirect
-   * is not of that shape or names no content of the base.
+   * is not of that shape or names no content of the base (or a short name two objects share).
    */
   async contentOfRedirect(redirect: string, from: string | null): Promise<{ digest: Digest; data: FileData } | undefined> {
     const r = parseContentRedirect(redirect);
@@ -214,15 +214,9 @@ class Merger {
         return { digest: here.digest, data: { digest: here.digest, size: here.size, chunks: here.chunks, ...sparseOf(here.extents) } };
     }
     this.contents ??= await this.loadContents();
-    let hex = r.form === 'short' ? undefined : r.hex;
-    if (r.form === 'short') {
-      if (!this.shortNames) {
-        this.shortNames = new Map();
-        for (const h in this.contents) this.shortNames.set(shortContentName(h), h);
-      }
-      hex = this.shortNames.get(r.short);
-    }
-    const known = hex === undefined ? undefined : this.contents[hex];
+    const named = r.form === 'short' ? this.contents.withShortName(r.short) : [r.hex];
+    const hex = named.length === 1 ? named[0] : undefined;
+    const known = hex === undefined ? undefined : this.contents.get(hex);
     const digest = `sha256:${hex}` as Digest;
     if (!known || !isDigest(digest)) return undefined;
     const [size, chunks, extents] = known;

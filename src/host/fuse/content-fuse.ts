@@ -79,6 +79,21 @@ export interface ContentSource {
   lookup(hex: string): { size: number; extents?: Extent[] } | undefined;
   /** Bytes [offset, offset+length) of that content (clamped at EOF). Return a Buffer synchronously on a cache hit, a Promise on a miss. Errors → EIO. */
   read(hex: string, offset: number, length: number): Buffer | Promise<Buffer>;
+  /**
+   * The content objects the source knows by short name `short` (src/core/content-name.ts)
+   * without their having been announced: none or one, unless two share the name. For sources
+   * that read a layer's content index lazily (a shared image's), so that nothing need be
+   * announced before a mount. Synchronous; optional (without it, a short name resolves only
+   * once announced).
+   */
+  withShortName?(short: string): ShortNamed[];
+}
+
+/** A content object found by its short name: its 64-hex digest, size in bytes and a sparse one's extents. */
+export interface ShortNamed {
+  hex: string;
+  size: number;
+  extents?: Extent[];
 }
 
 /** Options of {@link ContentFuse}: the session's (fuse-server.ts) and the content's. */
@@ -192,10 +207,43 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
         markSlotSparse(this.table.words, known);
       }
       if (known >= 0) continue;
-      const short = shortContentName(hex);
-      const before = lookupSlot(this.table.words, contentKey(short)!);
-      this.addNode(hex, size, true, sparse);
-      if (before >= 0) this.shortNameCollision(short);
+      this.insertChecked(hex, size, sparse === true);
+      // an object of a lazily read index with the same short name: the name is ambiguous from now on
+      for (const o of this.source.withShortName?.(shortContentName(hex)) ?? [])
+        if (o.hex !== hex) this.insertChecked(o.hex, o.size, o.extents !== undefined);
+    }
+    this.nodeLog?.flush();
+  }
+
+  /**
+   * Adds `hex` (64 hex) unless the table has it, and reports a collision when its short name
+   * was taken. `inLookup`: called while a LOOKUP in the root is answered, when the kernel holds
+   * the root's lock until the answer, so the dentry invalidation must wait (a synchronous one
+   * would deadlock); no dentry of the name can be cached then (the table had no object of it).
+   */
+  private insertChecked(hex: string, size: number, sparse: boolean, inLookup = false): number {
+    const short = shortContentName(hex);
+    const key = contentKey(hex)!;
+    const known = lookupSlot(this.table.words, key);
+    if (known >= 0) return slotNode(this.table.words, known);
+    const before = lookupSlot(this.table.words, contentKey(short)!);
+    const id = this.addNode(hex, size, true, sparse);
+    if (before >= 0 || before === AMBIGUOUS) this.shortNameCollision(short, inLookup);
+    return id;
+  }
+
+  /**
+   * Checks the short names of a lazily read index's objects against the objects announced
+   * before it (what `announce` checks for each object it adds): one that another object holds
+   * is added too, so the name is ambiguous (EIO) rather than resolved to the wrong object. In
+   * slices of 4096 objects between I/O events, off the mount's path. Main thread.
+   */
+  async guardShortNames(objects: Iterable<readonly [hex: string, size: number, sparse: boolean]>): Promise<void> {
+    let n = 0;
+    for (const [hex, size, sparse] of objects) {
+      if (++n % 4096 === 0) await new Promise((r) => setImmediate(r));
+      const slot = lookupSlot(this.table.words, contentKey(shortContentName(hex))!);
+      if (slot === AMBIGUOUS || (slot >= 0 && slotHex(this.table.words, slot) !== hex)) this.insertChecked(hex, size, sparse);
     }
     this.nodeLog?.flush();
   }
@@ -205,9 +253,10 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
    * so a layer must not use that short name for `hex` (it gets the long redirect). Main thread.
    */
   shortNameFree(hex: string): boolean {
-    const slot = lookupSlot(this.table.words, contentKey(shortContentName(hex))!);
-    if (slot === AMBIGUOUS) return false;
-    return slot < 0 || slotHex(this.table.words, slot) === hex;
+    const short = shortContentName(hex);
+    const slot = lookupSlot(this.table.words, contentKey(short)!);
+    if (slot === AMBIGUOUS || (slot >= 0 && slotHex(this.table.words, slot) !== hex)) return false;
+    return (this.source.withShortName?.(short) ?? []).every((o) => o.hex === hex);
   }
 
   /**
@@ -216,9 +265,10 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
    * cache for a day: drop it (FUSE_NOTIFY_INVAL_ENTRY), so no new open gets the other
    * object's bytes. Reported as an error; never expected in practice (138-bit prefixes).
    */
-  private shortNameCollision(short: string): void {
+  private shortNameCollision(short: string, deferred = false): void {
     this.emitError(new AwcError('E_INTEGRITY', `content FUSE: short name ${short} matches two content objects`));
-    this.invalidateRoot(short);
+    if (deferred) setImmediate(() => this.invalidateRoot(short));
+    else this.invalidateRoot(short);
     // A worker that read the table just before the insert may still answer one LOOKUP of the
     // name with the old object, after this invalidation: invalidate again once it is done.
     for (const ms of [100, 1000]) setTimeout(() => this.invalidateRoot(short), ms).unref();
@@ -377,6 +427,27 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
     return false;
   }
 
+  /**
+   * A content object the table does not hold, asked of the source: a 64-hex name by digest,
+   * a short name in its lazily read indexes (ContentSource.withShortName). Added to the table
+   * (and the node log, flushed before the kernel learns the id).
+   * @returns its node id; AMBIGUOUS when two objects share the short name (both are added, so
+   *   the table answers EIO from now on); undefined when unknown
+   */
+  private lookupSource(name: string, short: boolean): number | undefined {
+    if (!short) {
+      const info = this.source.lookup(name);
+      if (!info) return undefined;
+      const id = this.addNode(name, info.size, true, info.extents !== undefined);
+      this.nodeLog?.flush();
+      return id;
+    }
+    const found = this.source.withShortName?.(name) ?? [];
+    const ids = found.map((o) => this.insertChecked(o.hex, o.size, o.extents !== undefined, true));
+    this.nodeLog?.flush();
+    return ids.length === 1 ? ids[0] : ids.length > 1 ? AMBIGUOUS : undefined;
+  }
+
   private onLookup(b: Buffer, unique: number): void {
     const parent = readU64(b, 16);
     const len = b.readUInt32LE(0);
@@ -398,11 +469,11 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
       if (slot >= 0) {
         nodeid = slotNode(this.table.words, slot);
       } else {
-        // a 64-hex name not announced (yet): the source may know it; a short name only resolves once announced
-        const info = key.short ? undefined : this.source.lookup(name);
-        if (!info) return this.replyError(unique, Errno.ENOENT);
-        nodeid = this.addNode(name, info.size, true, info.extents !== undefined);
-        this.nodeLog?.flush(); // before the kernel learns the id
+        // not announced (yet): the source may know a 64-hex name, or a short name from a lazily read index
+        const found = this.lookupSource(name, key.short);
+        if (found === undefined) return this.replyError(unique, Errno.ENOENT);
+        if (found === AMBIGUOUS) return this.replyError(unique, Errno.EIO);
+        nodeid = found;
       }
     } else {
       return this.replyError(unique, Errno.ENOTDIR);

@@ -1,16 +1,12 @@
-import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { ChunkRef } from '../../core/tree.js';
 import { mapRange, type Extent } from '../../core/sparse.js';
 import type { BlobIndex } from '../../store/pack/pack-types.js';
+import type { ContentLookup, LayerContent, LayerContents } from '../../store/content/content-index.js';
 import type { ChunkFetcher } from './chunk-fetcher.js';
-import type { ContentSource } from '../fuse/content-fuse.js';
+import type { ContentSource, ShortNamed } from '../fuse/content-fuse.js';
 
-/** One content object of a layer (as layer meta.json holds it, positional to stay small): its size, chunks and a sparse file's extents. */
-export type LayerContent = [size: number, chunks: [digest: Digest, size: number][], extents?: Extent[]];
-
-/** Layer meta `contents`: content hex (64) → its {@link LayerContent}. */
-export type LayerContents = Record<string, LayerContent>;
+export type { LayerContent, LayerContents } from '../../store/content/content-index.js';
 
 /** A registered content object: its size, chunks, and the end offset (bytes) of each chunk; a sparse one's extents. */
 interface ContentFile {
@@ -58,6 +54,8 @@ export interface CachedContentSourceOptions {
  */
 export class CachedContentSource implements ContentSource {
   private readonly files = new Map<string, ContentFile>();
+  /** Content indexes read lazily (addIndex), in the order added. */
+  private readonly indexes: { contents: ContentLookup; index: BlobIndex }[] = [];
   private readonly reuse: boolean;
   private scratch: Buffer | undefined;
 
@@ -79,20 +77,50 @@ export class CachedContentSource implements ContentSource {
     let added = 0;
     for (const hex in contents) {
       if (this.files.has(hex)) continue;
-      const [size, list, extents] = contents[hex];
-      const chunks: ChunkRef[] = new Array(list.length);
-      const ends: number[] = new Array(list.length);
-      let pos = 0;
-      for (let i = 0; i < list.length; i++) {
-        const [digest, s] = list[i];
-        chunks[i] = { digest, size: s };
-        pos += s;
-        ends[i] = pos;
-      }
-      this.files.set(hex, extents ? { size, chunks, ends, index, extents } : { size, chunks, ends, index });
+      this.files.set(hex, contentFile(contents[hex], index));
       added++;
     }
     return added;
+  }
+
+  /**
+   * Adds a layer's content index (a shared image's: docs/explanation/layer-images.md), read
+   * lazily: an object of it is registered, with `index` (the namespace's blob index), at its
+   * first lookup, read or short-name resolution. O(1); each later miss of the registered
+   * objects costs a binary search per index added.
+   */
+  addIndex(contents: ContentLookup, index: BlobIndex): void {
+    this.indexes.push({ contents, index });
+  }
+
+  /**
+   * The content objects of the added indexes whose short name (src/core/content-name.ts) is
+   * `short` (ContentSource.withShortName), registered: their digests, sizes and a sparse
+   * one's extents. None or one, unless two objects share the name.
+   * @throws E_FORMAT when an index entry is malformed
+   */
+  withShortName(short: string): ShortNamed[] {
+    const out: ShortNamed[] = [];
+    for (const ix of this.indexes)
+      for (const hex of ix.contents.withShortName(short)) {
+        const f = out.some((o) => o.hex === hex) ? undefined : this.file(hex);
+        if (f) out.push({ hex, size: f.size, ...(f.extents && { extents: f.extents }) });
+      }
+    return out;
+  }
+
+  /** The registered object `hex`, else the first index that has it (registered now), else undefined. */
+  private file(hex: string): ContentFile | undefined {
+    const f = this.files.get(hex);
+    if (f || this.indexes.length === 0) return f;
+    for (const ix of this.indexes) {
+      const c = ix.contents.get(hex);
+      if (!c) continue;
+      const added = contentFile(c, ix.index);
+      this.files.set(hex, added);
+      return added;
+    }
+    return undefined;
   }
 
   /**
@@ -103,19 +131,19 @@ export class CachedContentSource implements ContentSource {
    * hex: no-op.
    */
   touch(hex: string): void {
-    const f = this.files.get(hex);
+    const f = this.file(hex);
     if (!f) return;
     for (const ref of f.chunks) this.fetcher.noteUse(ref);
   }
 
-  /** Number of known content objects. */
+  /** Number of registered content objects (an added index's objects count once looked up). */
   get size(): number {
     return this.files.size;
   }
 
   /** Size in bytes of the content object named by 64-hex digest (and a sparse one's extents), or undefined when unknown. */
   lookup(hex: string): { size: number; extents?: Extent[] } | undefined {
-    return this.files.get(hex);
+    return this.file(hex);
   }
 
   /**
@@ -128,7 +156,12 @@ export class CachedContentSource implements ContentSource {
    *   size, and whatever ChunkFetcher.fetch rejects with (E_OBJECT_NOT_FOUND, E_INTEGRITY, …).
    */
   read(hex: string, offset: number, length: number): Buffer | Promise<Buffer> {
-    const f = this.files.get(hex);
+    let f: ContentFile | undefined;
+    try {
+      f = this.file(hex);
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     if (!f) return Promise.reject(new AwcError('E_NOT_FOUND', `unknown content ${hex}`, { details: { content: hex } }));
     if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
       return Promise.reject(new AwcError('E_USAGE', `bad content range ${offset}+${length}`));
@@ -234,4 +267,18 @@ function assemble(parts: Buffer[], skip: number, length: number, into?: Buffer):
     }
   }
   return out;
+}
+
+/** A registered object of `c`, its chunks located through `index`: chunk refs and their end offsets. */
+function contentFile([size, list, extents]: LayerContent, index: BlobIndex): ContentFile {
+  const chunks: ChunkRef[] = new Array(list.length);
+  const ends: number[] = new Array(list.length);
+  let pos = 0;
+  for (let i = 0; i < list.length; i++) {
+    const [digest, s] = list[i]!;
+    chunks[i] = { digest, size: s };
+    pos += s;
+    ends[i] = pos;
+  }
+  return extents ? { size, chunks, ends, index, extents } : { size, chunks, ends, index };
 }

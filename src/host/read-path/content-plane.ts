@@ -2,7 +2,8 @@ import { EventEmitter } from 'node:events';
 import { ContentReader } from '../../store/content/content-reader.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import type { BlobIndex } from '../../store/pack/pack-types.js';
-import { CachedContentSource, type LayerContents } from './cached-content-source.js';
+import { CachedContentSource } from './cached-content-source.js';
+import type { ContentLookup, LayerContents } from '../../store/content/content-index.js';
 import { ChunkCache } from './chunk-cache.js';
 import { ChunkFetcher } from './chunk-fetcher.js';
 import type { LogRecord, Logger } from '../../core/log.js';
@@ -148,6 +149,14 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
    */
   register(namespace: string, contents: LayerContents): number {
     return this.source.register(contents, this.blobIndex(namespace));
+  }
+
+  /**
+   * Adds a layer's content index, read lazily (CachedContentSource.addIndex): its objects are
+   * registered, located through the namespace's blob index, at their first lookup. O(1).
+   */
+  addIndex(namespace: string, contents: ContentLookup): void {
+    this.source.addIndex(contents, this.blobIndex(namespace));
   }
 
   /** Wires the read-ahead feedback loop through the FUSE server's hot arena (see class doc). */

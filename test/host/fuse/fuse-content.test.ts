@@ -19,6 +19,7 @@ import { getAttributeSync, listAttributesSync, setAttributeSync } from 'fs-xattr
 import { ContentFuse, type ContentSource } from '../../../src/host/fuse/content-fuse.js';
 import { abortFuseConnection, connectionMayBeAt } from '../../../src/host/fuse/fusectl.js';
 import { shortContentName } from '../../../src/core/content-name.js';
+import { ContentIndex } from '../../../src/store/content/content-index.js';
 import { mountsAt, readMountInfo } from '../../../src/host/mount/mount-table.js';
 import { runCommand } from '../../../src/host/mount/mount-commands.js';
 import { canCreateUsers, createTestUser } from '../../helpers/unprivileged.js';
@@ -464,6 +465,80 @@ describe('content FUSE', { skip, timeout: 120_000 }, () => {
       { readers: 2, errors },
     );
     assert.ok(errors.length >= 1 && errors.every((e) => /matches two content objects/.test(e.message)), errors.map(String).join('\n'));
+  });
+
+  it('lazily indexed content: a short name resolved from a content index at its first LOOKUP, then by the workers; collisions with announced objects refused either way', async () => {
+    const src = new MemSource();
+    const files = Array.from({ length: 30 }, (_, i) => randomBytes(300 + i * 97));
+    const hexes = files.map((b) => src.add(b, 'sync'));
+    const twinOf = (h: string, tail: string): string =>
+      `${h.slice(0, 34)}${(parseInt(h.slice(34, 36), 16) ^ 0x3f).toString(16).padStart(2, '0')}${tail.repeat(14)}`;
+    // in the index: the files, two digests that share a short name, and the twin of an object announced before
+    const announcedFirst = src.add(randomBytes(77));
+    const prefix = hexOf(Buffer.from('an index prefix')).slice(0, 34);
+    const amb = [`${prefix}00${'aa'.repeat(14)}`, `${prefix}01${'bb'.repeat(14)}`];
+    const twinBefore = twinOf(announcedFirst, 'dd');
+    const indexed = [...hexes, ...amb, twinBefore];
+    for (const h of [...amb, twinBefore]) src.put(h, Buffer.from('x'));
+    const contents = Object.fromEntries(indexed.map((h) => [h, [src.objects.get(h)!.length, []] as [number, []]]));
+    const index = ContentIndex.parse(
+      ContentIndex.encode({ root: `sha256:${'0'.repeat(64)}`, files: 1, dirs: 0, contents, hardlinks: {} }),
+      `sha256:${'0'.repeat(64)}`,
+    );
+    let added = false; // the index is added to the source after the first object was announced
+    const lazy = Object.assign(src, {
+      withShortName: (short: string) =>
+        (added ? index.withShortName(short) : []).map((hex) => ({ hex, size: src.objects.get(hex)!.length })),
+    });
+    const errors: Error[] = [];
+    await withFuse(
+      lazy,
+      async (mnt, fuse, root) => {
+        fuse.announce([[announcedFirst, 77]]);
+        added = true;
+        const layer = join(root, 'layer');
+        const [upper, work, target] = ['upper', 'work', 'target'].map((d) => join(root, d));
+        for (const d of [layer, upper!, work!, target!]) mkdirSync(d, { recursive: true });
+        const placeholder = (name: string, size: number, hex: string): void => {
+          const p = join(layer, name);
+          closeSync(openSync(p, 'w', 0o644));
+          truncateSync(p, size);
+          setAttributeSync(p, 'trusted.overlay.metacopy', Buffer.alloc(0));
+          setAttributeSync(p, 'trusted.overlay.redirect', `/${shortContentName(hex)}`);
+        };
+        files.forEach((b, i) => placeholder(`f${i}`, b.length, hexes[i]!));
+        placeholder('ambiguous', 1, amb[0]!);
+        placeholder('before', 77, announcedFirst);
+        placeholder('after', files[5]!.length, hexes[5]!);
+        const opts = `lowerdir=${layer}::${mnt},upperdir=${upper},workdir=${work},metacopy=on,redirect_dir=on`;
+        const m = await runCommand('mount', ['-t', 'overlay', 'overlay', '-o', opts, target!]);
+        assert.equal(m.code, 0, `overlay mount failed: ${m.stderr}`);
+        try {
+          assert.equal(fuse.contentCount, 1, 'nothing of the index is announced at mount');
+          for (let i = 0; i < 5; i++) assert.ok((await fsp.readFile(join(target!, `f${i}`))).equals(files[i]!), `f${i}`);
+          assert.equal(fuse.contentCount, 6, 'each object read was added at its first LOOKUP, and only those');
+          const w0 = fuse.workerOps.lookup;
+          const long = await fsp.stat(pathOf(mnt, hexes[2]!));
+          assert.equal(fuse.workerOps.lookup - w0, 1, 'a later LOOKUP (its long name) is answered by a worker from the table');
+          assert.equal((await fsp.stat(join(mnt, shortContentName(hexes[2]!)))).ino, long.ino, 'one node');
+          assert.equal(long.size, files[2]!.length);
+          await assert.rejects(fsp.readFile(join(target!, 'ambiguous')), { code: 'EIO' });
+          assert.equal(fuse.shortNameFree(twinOf(hexes[7]!, 'ee')), false, 'a short name the index holds is not free for another object');
+          assert.equal(fuse.shortNameFree(hexes[7]!), true);
+          // announced before the index came: the check after the index was added makes the name ambiguous
+          await fuse.guardShortNames(index.sizes());
+          await assert.rejects(fsp.readFile(join(target!, 'before')), { code: 'EIO' });
+          // announced after: announce finds the index's object with the same short name
+          fuse.announce([[twinOf(hexes[5]!, 'ff'), files[5]!.length]]);
+          await assert.rejects(fsp.readFile(join(target!, 'after')), { code: 'EIO' });
+        } finally {
+          const u = await runCommand('umount', [target!]);
+          if (u.code !== 0) await runCommand('umount', ['-l', target!]);
+        }
+      },
+      { readers: 2, errors },
+    );
+    assert.ok(errors.length >= 3 && errors.every((e) => /matches two content objects/.test(e.message)), errors.map(String).join('\n'));
   });
 
   it('offered content: READs answered by the workers from the arena and reported; overwritten or unoffered content read through the main thread', async () => {
