@@ -260,6 +260,11 @@ export const ERROR_CODES = {
     retryable: false,
     hint: 'The branch is checked out in a work tree of the repository; choose another --branch.',
   },
+  E_CANCELLED: {
+    exit: 4,
+    retryable: true,
+    hint: 'The work was cancelled because the daemon that did it stopped; it is done again when next needed.',
+  },
   E_INTERNAL: { exit: 1, retryable: false, hint: 'This is a bug in awc; please report it with the command you ran.' },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -394,6 +394,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
     this.stopping ??= (async () => {
       this.unwatchHome?.();
       this.overlays?.stopRetrying();
+      await this.overlays?.stopImages();
       await this.sweeper?.stop();
       try {
         await this.unmountAll(true);

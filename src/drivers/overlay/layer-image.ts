@@ -25,6 +25,8 @@ export interface BuildLayerImageOptions {
   mkfs?: string;
   /** How long mkfs.erofs may run, in ms (default 30 min). */
   timeoutMs?: number;
+  /** Cancels the build: mkfs.erofs is killed, nothing is left, and the build throws E_CANCELLED. */
+  signal?: AbortSignal;
 }
 
 /**
@@ -137,7 +139,7 @@ export async function hashFd(fd: number): Promise<{ digest: Digest; bytes: numbe
  * placeholder's zeros: about 5 s a GiB of snapshot on a 2-core machine (docs/explanation/layer-images.md).
  * @returns the image's sha256, size in bytes and build time in ms
  * @throws E_LAYER_IMAGE_UNSUPPORTED without mkfs.erofs, E_UNSUPPORTED for a tree it would not copy exactly (see {@link checkLayerTree}),
- *   E_NO_SPACE on a full disk, E_INTERNAL when mkfs.erofs fails otherwise
+ *   E_NO_SPACE on a full disk, E_CANCELLED when `opts.signal` aborts it, E_INTERNAL when mkfs.erofs fails otherwise
  */
 export async function buildLayerImage(layerTreeDir: string, outFile: string, opts: BuildLayerImageOptions = {}): Promise<LayerImage> {
   const t0 = performance.now();
@@ -148,7 +150,8 @@ export async function buildLayerImage(layerTreeDir: string, outFile: string, opt
   const fh = await open(tmp, 'wx+', 0o600);
   try {
     const env = { ...process.env, SOURCE_DATE_EPOCH: LAYER_IMAGE_EPOCH };
-    const r = await runCommand(mkfs, mkfsArgs(tmp, layerTreeDir), [], opts.timeoutMs ?? 30 * 60_000, env);
+    const r = await runCommand(mkfs, mkfsArgs(tmp, layerTreeDir), [], opts.timeoutMs ?? 30 * 60_000, env, opts.signal);
+    if (opts.signal?.aborted) throw new AwcError('E_CANCELLED', `the image build of ${layerTreeDir} was cancelled`);
     if (r.code !== 0) {
       const out = (r.stderr || r.stdout).trim().slice(-2000);
       const why = r.code === null ? `killed (${r.signal ?? out})` : `exit ${r.code}: ${out}`;

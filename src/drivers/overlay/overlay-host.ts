@@ -430,6 +430,11 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     });
   }
 
+  /** Cancels this host's image build under way, if any (SharedLayerImages.stop); resolves once it is gone. */
+  stopImages(): Promise<void> {
+    return this.images?.stop() ?? Promise.resolve();
+  }
+
   /** The shared layer images of this host, by the `layerImages` policy (`auto`: built and shared when the catalog is PostgreSQL). */
   private sharedImages(): SharedLayerImages | undefined {
     const policy = this.config.layerImages ?? 'auto';

@@ -94,6 +94,8 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
   /** The builds, one at a time; the first empties the work directory of what an earlier daemon's builds left. */
   private queue: Promise<void> = Promise.resolve();
   private cleaned = false;
+  /** Aborted by {@link stop}: the build under way is killed, none is started after. */
+  private readonly stopping = new AbortController();
 
   constructor(private readonly opts: SharedLayerImagesOptions) {
     super();
@@ -181,16 +183,26 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
    */
   publishLater(ns: string, root: Digest, layer: Layer): void {
     if (!this.opts.publish || !this.support.build || !this.support.mount || layer.meta.gitIndex || this.tried.has(root)) return;
+    if (this.stopping.signal.aborted) return;
     this.tried.add(root);
     this.queue = this.queue.then(() =>
       this.publish(ns, root, layer).catch((err) => {
         const e = toAwcError(err);
+        if (e.code === 'E_CANCELLED')
+          return this.log({ level: 'info', msg: 'the layer image build was cancelled: the daemon stops', root });
         this.log({ level: 'warn', msg: 'the layer image was not shared', root, code: e.code, error: e.message });
       }),
     );
   }
 
+  /** Cancels the image build under way (mkfs.erofs is killed, its files removed) and the ones queued; resolves once none runs. Never rejects. */
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.queue;
+  }
+
   private async publish(ns: string, root: Digest, layer: Layer): Promise<void> {
+    if (this.stopping.signal.aborted) return;
     if (!this.cleaned) {
       this.cleaned = true;
       await removeTree(this.opts.workDir);
@@ -199,7 +211,7 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
     const release = this.opts.hold(root);
     try {
       if (!fs.existsSync(layer.dir)) return; // swept meanwhile
-      const rec = await shareLayerImage(this.opts, ns, root, layer);
+      const rec = await shareLayerImage({ ...this.opts, signal: this.stopping.signal }, ns, root, layer);
       this.emit('image', { outcome: 'published' });
       this.log({ level: 'info', msg: 'shared a layer image', root, imageBytes: rec.imageBytes, indexBytes: rec.indexBytes });
     } finally {
@@ -216,10 +228,11 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
  * uploaded here are left for gc). Cost: about what building the layer cost (mkfs.erofs reads
  * every placeholder), plus two uploads (about 5 MB and a few MB at 100k files).
  * @returns the record that stands
- * @throws E_LAYER_IMAGE_UNSUPPORTED (no mkfs.erofs), E_UNSUPPORTED (a layer that rewrites `.git/index`, or a tree mkfs.erofs would not copy exactly), E_NO_SPACE, what the store and the catalog throw
+ * `opts.signal` cancels the build (E_CANCELLED).
+ * @throws E_LAYER_IMAGE_UNSUPPORTED (no mkfs.erofs), E_CANCELLED, E_UNSUPPORTED (a layer that rewrites `.git/index`, or a tree mkfs.erofs would not copy exactly), E_NO_SPACE, what the store and the catalog throw
  */
 export async function shareLayerImage(
-  opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host' | 'workDir'>,
+  opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host' | 'workDir'> & { signal?: AbortSignal },
   ns: string,
   root: Digest,
   layer: Layer,
@@ -229,7 +242,7 @@ export async function shareLayerImage(
   await mkdirPrivate(opts.workDir);
   const file = join(opts.workDir, `${digestHex(root)}-${process.pid}-${Date.now()}.erofs`);
   try {
-    await buildLayerImage(layer.dir, file);
+    await buildLayerImage(layer.dir, file, { signal: opts.signal });
     const imageLz = await lz4().compress(await readFile(file));
     const indexLz = await lz4().compress(ContentIndex.encode(layer.meta));
     const image = sha256(imageLz);

@@ -20,7 +20,8 @@ export interface CommandResult {
 /**
  * Runs a command asynchronously (never spawnSync: mount(2) and umount(2) may wait on replies
  * that this very process must send). `extraFds` become the child's fds 3, 4, …; `env`
- * defaults to this process's environment.
+ * defaults to this process's environment; `timeoutMs` (ms) and `signal` kill it (SIGKILL).
+ * Never rejects: a command that cannot start or is killed resolves with `code` null.
  */
 export function runCommand(
   cmd: string,
@@ -28,13 +29,14 @@ export function runCommand(
   extraFds: number[] = [],
   timeoutMs = 30_000,
   env?: NodeJS.ProcessEnv,
+  signal?: AbortSignal,
 ): Promise<CommandResult> {
   return new Promise((resolve) => {
     const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', ...extraFds];
     let stdout = '';
     let stderr = '';
     let settled = false;
-    const child = spawn(cmd, args, { stdio, env: env ?? process.env });
+    const child = spawn(cmd, args, { stdio, env: env ?? process.env, ...(signal && { signal, killSignal: 'SIGKILL' as const }) });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
     child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));

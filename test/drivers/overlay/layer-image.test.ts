@@ -240,6 +240,28 @@ describe('layer images', { skip }, () => {
     assert.equal(existsSync(d('img/lf.erofs')), false);
   });
 
+  it('a build cancelled by its signal kills mkfs.erofs and leaves nothing (E_CANCELLED, not E_INTERNAL)', async () => {
+    // the real mkfs.erofs, cancelled before it starts
+    await assert.rejects(buildLayerImage(layerTree, d('img/cancel.erofs'), { signal: AbortSignal.abort() }), { code: 'E_CANCELLED' });
+    // fault injection: an mkfs that never ends, cancelled while it runs
+    const slow = d('img/slow-mkfs');
+    writeFileSync(slow, `#!/bin/sh\necho $$ > ${d('img/slow.pid')}\nexec sleep 60\n`, { mode: 0o755 });
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const build = buildLayerImage(layerTree, d('img/cancel.erofs'), { mkfs: slow, signal: ac.signal });
+    while (!existsSync(d('img/slow.pid')) && Date.now() - t0 < 10_000) await new Promise((r) => setTimeout(r, 20));
+    ac.abort();
+    await assert.rejects(build, { code: 'E_CANCELLED' });
+    assert.ok(Date.now() - t0 < 10_000, 'it returned once cancelled, not when mkfs would have ended');
+    const pid = Number(readFileSync(d('img/slow.pid'), 'utf8'));
+    assert.throws(() => process.kill(pid, 0), { code: 'ESRCH' }, 'mkfs was killed');
+    assert.deepEqual(
+      readdirSync(d('img')).filter((n) => n.startsWith('cancel')),
+      [],
+      'no image and no temporary file',
+    );
+  });
+
   /** Creates `work/<name>` and returns it. */
   function mk(name: string): string {
     mkdirSync(d(name), { recursive: true });
