@@ -80,19 +80,19 @@ function adoptText(r: AdoptReport): string {
 export function fsckText(r: FsckReport): string {
   const c = r.checked;
   const lines = [
-    `checked ${c.snapshots} snapshot(s), ${c.trees} tree(s), ${c.blobs} blob(s), ${c.packs} pack(s), ${c.gitProofs} git proof(s)`,
+    `checked ${c.snapshots} snapshot(s), ${c.trees} tree(s), ${c.blobs} blob(s), ${c.packs} pack(s), ${c.gitProofs} git proof(s), ${c.layerImages} layer image(s)`,
   ];
   if (r.readData)
     lines.push(
       `read ${r.readData.packs} of ${r.readData.of} pack(s) whole (${formatBytes(r.readData.bytes)}) and ${r.readData.cacheFiles} chunk cache file(s)`,
     );
-  if (r.unreferenced.packs > 0 || r.unreferenced.gitProofs > 0)
+  if (r.unreferenced.packs > 0 || r.unreferenced.gitProofs > 0 || r.unreferenced.images > 0)
     lines.push(
-      `${r.unreferenced.packs} pack(s) (${formatBytes(r.unreferenced.bytes)}) and ${r.unreferenced.gitProofs} git proof(s) in the store belong to no catalog row (uploads of commits that did not happen)`,
+      `${r.unreferenced.packs} pack(s) (${formatBytes(r.unreferenced.bytes)}), ${r.unreferenced.gitProofs} git proof(s) and ${r.unreferenced.images} image object(s) in the store belong to no catalog row (uploads of commits that did not happen, or left for gc)`,
     );
   if (r.repaired)
     lines.push(
-      `repaired: ${r.repaired.blobRows} blob row(s) re-indexed from packs, ${r.repaired.lostPacks} lost pack(s) dropped with ${r.repaired.droppedRows} row(s), ${r.repaired.cacheFiles} chunk cache file(s) dropped`,
+      `repaired: ${r.repaired.blobRows} blob row(s) re-indexed from packs, ${r.repaired.lostPacks} lost pack(s) dropped with ${r.repaired.droppedRows} row(s), ${r.repaired.cacheFiles} chunk cache file(s) dropped, ${r.repaired.layerImages} layer image record(s) deleted`,
     );
   for (const p of r.problems) {
     const where = p.snapshots.length > 0 ? ` [snapshots: ${p.snapshots.join(', ')}]` : '';

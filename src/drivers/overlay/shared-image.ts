@@ -164,7 +164,7 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
   private async fetchRecord(rec: LayerImageRecord, layersDir: string): Promise<ImageLayer | undefined> {
     const t = [performance.now()];
     const lap = (): void => void t.push(performance.now());
-    const [image, index] = await Promise.all([fetchObject(this.opts.store, rec.image), fetchObject(this.opts.store, rec.index)]);
+    const [image, index] = await Promise.all([fetchImageObject(this.opts.store, rec.image), fetchImageObject(this.opts.store, rec.index)]);
     lap();
     const parsed = ContentIndex.parse(index, rec.root);
     lap();
@@ -301,7 +301,7 @@ async function placeImageLayer(
 }
 
 /** Reads the object stored with sha256 `d` and checks its bytes, then decompresses them (lz4). @throws E_INTEGRITY, E_FORMAT, what the store throws */
-async function fetchObject(store: ObjectStore, d: Digest): Promise<Buffer> {
+export async function fetchImageObject(store: ObjectStore, d: Digest): Promise<Buffer> {
   const key = imageObjectKey(d);
   const body = await store.get(key);
   const got = sha256(body);

@@ -17,6 +17,9 @@ import type { ErrorCode } from '../../core/errors.js';
  * - `tree-unreadable`: a root or tree a snapshot needs cannot be read or decoded.
  * - `gitproof-invalid`: a snapshot's git-index proof record is malformed or claims what
  *   the snapshot's contents do not show.
+ * - `image-invalid`: a shared layer image record names an object that is missing, of another
+ *   size, or (`--read-data`) does not hash to its digest or is not a content index of its
+ *   root. Nothing is lost: hosts build the layer themselves (`--repair` deletes the record).
  * - `cache-corrupt`: a file of this host's chunk cache does not hold its chunk (`--read-data`).
  * - `store-unbound`: the catalog has no identity yet (a home upgraded to 0005) and the store
  *   lacks some of its packs (each a `pack-missing`): every other command refuses to open it.
@@ -33,6 +36,7 @@ export type FsckKind =
   | 'blob-lost'
   | 'tree-unreadable'
   | 'gitproof-invalid'
+  | 'image-invalid'
   | 'cache-corrupt'
   | 'store-unbound';
 
@@ -70,18 +74,21 @@ export interface FsckReport {
     /** Pack rows live or condemned, whose objects and indexes were checked. */
     packs: number;
     gitProofs: number;
+    /** Shared layer image records whose objects were checked. */
+    layerImages: number;
   };
   /** With `--read-data`: the packs whose every byte was read, of how many, and their bytes. */
   readData: { packs: number; of: number; bytes: number; cacheFiles: number } | null;
   problems: FsckProblem[];
   warnings: FsckWarning[];
   /** Store objects no catalog row names: uploads of a commit that never happened (or is in flight). */
-  unreferenced: { packs: number; bytes: number; gitProofs: number };
+  unreferenced: { packs: number; bytes: number; gitProofs: number; images: number };
   /**
    * With `--repair`: blob rows written from pack indexes, blob rows dropped with the packs
-   * found lost (object gone: now `deleted`), chunk cache files dropped, and the problems left.
+   * found lost (object gone: now `deleted`), chunk cache files dropped, layer image records
+   * deleted (`image-invalid`), and the problems left.
    */
-  repaired: { blobRows: number; droppedRows: number; lostPacks: number; cacheFiles: number; remaining: number } | null;
+  repaired: { blobRows: number; droppedRows: number; lostPacks: number; cacheFiles: number; layerImages: number; remaining: number } | null;
   /**
    * The catalog–store binding after the check (src/service/doctor/fsck-binding.ts): `checked` (bound
    * before), `created` / `upgraded` (recorded now, e.g. once `--repair` dropped the lost packs

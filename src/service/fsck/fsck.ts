@@ -7,6 +7,7 @@ import { AwcError } from '../../core/errors.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { checkCacheFiles } from './fsck-cache.js';
 import { checkGitProofs, type ProofRoot } from './fsck-gitproof.js';
+import { checkLayerImages } from './fsck-images.js';
 import { checkPacks, type PackCheck } from './fsck-packs.js';
 import { reindexFromPacks, type Relocate } from './fsck-repair.js';
 import type { FsckProblem, FsckReport, FsckWarning } from './fsck-report.js';
@@ -50,12 +51,14 @@ const KEPT = new Set(['live', 'condemned']);
  *    every blob decode to its digest,
  * 3. walks every snapshot's root, trees and chunks (every tree read is verified): each needed
  *    blob must be indexed, with the size its file lists, in a pack that can serve it,
- * 4. checks the git-index proof records (recomputed with `readData`) and, with `readData`
- *    and `cacheDir`, this host's chunk cache files,
+ * 4. checks the git-index proof records (recomputed with `readData`), the shared layer image
+ *    records' objects (read whole with `readData`) and, with `readData` and `cacheDir`, this
+ *    host's chunk cache files,
  * 5. attributes each problem to the snapshots it makes unreadable, and drops what a
  *    concurrent gc explains (a pack it deleted or condemned, a snapshot it removed).
  * With `repair` it then, under the gc lock, re-indexes packs from their own indexes, moves
- * rows of needed blobs to packs that hold them, drops cache files that fail, and checks again:
+ * rows of needed blobs to packs that hold them, drops cache files and layer image records
+ * that fail, and checks again:
  * the report's problems are what is left.
  * Read-only without `repair`: safe beside checkpoints and gc on any host.
  * @throws E_USAGE (subset outside (0, 1], or without readData; a repair that would drop most
@@ -84,7 +87,13 @@ export async function runFsck(opts: FsckOptions): Promise<FsckReport> {
     if (!opts.force) refuseMassDrop(first.checks);
     const fix = await reindexFromPacks(gc, opts.store, owner, ttl, first.checks, first.relocate);
     const after = (await check({ ...opts, repair: false }, subset, false, first.readWhole)).report;
-    const repaired = { blobRows: fix.written, droppedRows: fix.dropped, lostPacks: fix.lostPacks, cacheFiles: first.cacheDropped };
+    const repaired = {
+      blobRows: fix.written,
+      droppedRows: fix.dropped,
+      lostPacks: fix.lostPacks,
+      cacheFiles: first.cacheDropped,
+      layerImages: first.imagesDropped,
+    };
     return { ...after, repaired: { ...repaired, remaining: after.problems.length } };
   } finally {
     clearInterval(renew);
@@ -119,6 +128,7 @@ interface CheckState {
   relocate: Relocate;
   readWhole: Set<string>;
   cacheDropped: number;
+  imagesDropped: number;
 }
 
 /** One pass of the checks (see runFsck); `readWhole` reuses an earlier pass's choice of packs. */
@@ -147,6 +157,8 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
   // 4. git proofs, the chunk cache
   const proofs = await checkGitProofs(store, proofRootsOf(snapshots, walk.byNamespace), opts.readData === true, problems, warnings);
   unreferenced.gitProofs = proofs.unreferenced;
+  const images = await checkLayerImages(catalog, store, opts.readData === true, repair, problems);
+  unreferenced.images = images.unreferenced;
   const cache = opts.readData && opts.cacheDir ? await checkCacheFiles(opts.cacheDir, problems, repair) : { files: 0, dropped: 0 };
   // 5. what a concurrent gc explains
   const left = await confirm(opts, problems, checks);
@@ -154,7 +166,14 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
   for (const k of readWhole) bytes += reach.byKey.get(k)?.size ?? 0;
   const report: FsckReport = {
     ok: left.length === 0,
-    checked: { snapshots: snapshots.length, trees: walk.trees, blobs, packs: kept.length, gitProofs: proofs.checked },
+    checked: {
+      snapshots: snapshots.length,
+      trees: walk.trees,
+      blobs,
+      packs: kept.length,
+      gitProofs: proofs.checked,
+      layerImages: images.checked,
+    },
     readData: opts.readData ? { packs: readWhole.size, of: kept.length, bytes, cacheFiles: cache.files } : null,
     problems: left,
     warnings,
@@ -167,6 +186,7 @@ async function check(opts: FsckOptions, subset: number, repair: boolean, readWho
     relocate: reach.relocate,
     readWhole,
     cacheDropped: cache.dropped,
+    imagesDropped: images.dropped,
   };
 }
 
@@ -188,7 +208,7 @@ async function listAll(opts: FsckOptions): Promise<Listing> {
   for await (const o of opts.store.list('packs/')) stored.set(o.key, o.size);
   await opts.hooks?.afterList?.();
   const known = new Set(rows.map((p) => p.key));
-  const unreferenced = { packs: 0, bytes: 0, gitProofs: 0 };
+  const unreferenced = { packs: 0, bytes: 0, gitProofs: 0, images: 0 };
   for (const [key, size] of stored)
     if (!known.has(key)) {
       unreferenced.packs++;

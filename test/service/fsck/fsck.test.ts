@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { sql } from 'kysely';
+import * as lz4 from 'lz4-napi';
 import type { KyselyCatalog } from '../../../src/catalog/sql/kysely-catalog.js';
 import { sha256, type Digest } from '../../../src/core/digest.js';
 import { Awc } from '../../../src/service/workspace/awc.js';
@@ -21,6 +22,8 @@ import { rejectsWith } from '../../helpers/assert-errors.js';
 import { awc as cli, cleanupMounts, errorOf } from '../../helpers/cli.js';
 import { gitRepo, tarHash, writeTree } from '../../helpers/gc-fixtures.js';
 import { listObjects } from '../../helpers/list-objects.js';
+import { ContentIndex } from '../../../src/store/content/content-index.js';
+import { imageObjectKey } from '../../../src/store/content/image-object.js';
 import { freshDatabase, type FreshDatabase } from '../../helpers/postgres.js';
 import { freshBucket, type TestBucket } from '../../helpers/s3.js';
 
@@ -100,7 +103,10 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       assert.equal(part.code, 0, part.stderr);
       assert.deepEqual({ packs: part.json.readData.packs, of: part.json.readData.of }, { packs: 1, of: 3 });
       const text = cli(home, ['fsck'], env, { json: false });
-      assert.match(text.stdout, /checked 3 snapshot\(s\), \d+ tree\(s\), \d+ blob\(s\), 3 pack\(s\), 1 git proof\(s\)\nno problem found/);
+      assert.match(
+        text.stdout,
+        /checked 3 snapshot\(s\), \d+ tree\(s\), \d+ blob\(s\), 3 pack\(s\), 1 git proof\(s\), 0 layer image\(s\)\nno problem found/,
+      );
       assert.equal(errorOf(cli(home, ['fsck', '--subset', '10%'], env)).code, 'E_USAGE');
       assert.equal(errorOf(cli(home, ['fsck', '--read-data', '--subset', '0'], env)).code, 'E_USAGE');
     });
@@ -181,7 +187,7 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       await rejectsWith(tarHash(svc, s1.id, work), 'E_INTEGRITY');
       const fixed = await fsck({ repair: true });
       assert.equal(fixed.ok, true, JSON.stringify(fixed.problems));
-      assert.deepEqual(fixed.repaired, { blobRows: 1, droppedRows: 0, lostPacks: 0, cacheFiles: 0, remaining: 0 });
+      assert.deepEqual(fixed.repaired, { blobRows: 1, droppedRows: 0, lostPacks: 0, cacheFiles: 0, layerImages: 0, remaining: 0 });
       assert.equal(await tarHash(svc, s1.id, work), before);
 
       await sql`delete from blobs where digest = ${chunk}`.execute(cat.db);
@@ -312,4 +318,55 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
         assert.equal(existsSync(join(cache, bad.slice(7, 9), bad.slice(7))), false);
         assert.deepEqual(readFileSync(join(cache, sha256(good).slice(7, 9), sha256(good).slice(7))), good);
       });
+
+    it('shared layer images: a missing, changed or foreign object of a record is image-invalid (no snapshot lost); --repair deletes the record', async () => {
+      const ns = svc.namespace;
+      const root = (await svc.getSnapshot(s2.id)).root;
+      const put = async (body: Buffer): Promise<{ d: Digest; bytes: number }> => {
+        const lz = await lz4.compress(body);
+        await svc.store.put(imageObjectKey(sha256(lz)), lz);
+        return { d: sha256(lz), bytes: lz.length };
+      };
+      const index = (r: Digest) => ContentIndex.encode({ root: r, files: 2, dirs: 1, contents: {}, hardlinks: {} });
+      const record = async (imageBody: Buffer, indexBody: Buffer) => {
+        const [img, ix] = [await put(imageBody), await put(indexBody)];
+        await svc.catalog.deleteLayerImage(ns, root);
+        await svc.catalog.recordLayerImage(ns, {
+          root,
+          image: img.d,
+          imageBytes: img.bytes,
+          index: ix.d,
+          indexBytes: ix.bytes,
+          builtBy: 'h',
+        });
+        return { image: imageObjectKey(img.d), index: imageObjectKey(ix.d) };
+      };
+      const images = (r: FsckReport) => r.problems.filter((p) => p.kind === 'image-invalid').map((p) => [p.code, p.key, p.snapshots]);
+      const keys = await record(randomBytes(5000), index(root));
+      const sound = await fsck({ readData: true });
+      assert.equal(sound.ok, true, JSON.stringify(sound.problems));
+      assert.equal(sound.checked.layerImages, 1);
+
+      const old = await replace(keys.index, Buffer.from((await svc.store.get(keys.index)).map((b, i) => (i === 9 ? b ^ 4 : b))));
+      assert.deepEqual(images(await fsck()), [], 'same size: only --read-data reads the bytes');
+      assert.deepEqual(images(await fsck({ readData: true })), [['E_INTEGRITY', keys.index, []]]);
+      await restore(keys.index, old);
+
+      const foreign = await record(randomBytes(5000), index(sha256('another root')));
+      assert.deepEqual(images(await fsck({ readData: true })), [['E_FORMAT', foreign.index, []]]);
+      const cli1 = cli(home, ['fsck', '--read-data'], env);
+      assert.notEqual(cli1.code, 0, 'a problem fails the command');
+      assert.equal(cli1.json.unreferenced.images, 2, "the first record's objects, named by no record now");
+
+      await svc.store.delete(foreign.image);
+      assert.deepEqual(images(await fsck()), [['E_OBJECT_NOT_FOUND', foreign.image, []]]);
+      const fixed = await fsck({ repair: true });
+      assert.equal(fixed.repaired?.layerImages, 1);
+      assert.deepEqual(images(fixed), []);
+      assert.equal(
+        await svc.catalog.layerImage(ns, root),
+        undefined,
+        'the record is gone: the next host to build the layer shares a new image',
+      );
+    });
   });
