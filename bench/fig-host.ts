@@ -297,7 +297,7 @@ function busyOps(ctx: TreeCtx, rounds: number): Record<'import' | 'first-mount' 
   const skips = spreadFiles(ctx, rounds);
   const s2: string[] = [];
   const edited: string[] = [];
-  const many = spreadFiles(ctx, Math.min(1000, Math.floor(ctx.stats.files / 5)));
+  const many = spreadFiles(ctx, manyFiles(ctx));
   return {
     import: {
       op: async () => {
@@ -365,15 +365,19 @@ export async function figHostReads(ctx: TreeCtx, log: (s: string) => void): Prom
     log(
       `  reads while ${READ_ROWS[key].what}: ${fmtSummary(s)}; busy ${fmtMs(r.opMs)}${r.exhausted ? ' (the reader ran out of files)' : ''}; idle, same reads: ${fmtSummary(base)}`,
     );
-    rows.push(readRow(ctx, key, s, base, r, files.length));
+    rows.push(readRow(ctx, key, { s, base, r, pool: files.length, first: rows.length === 0 }));
   }
   await unmountAll(ctx.awc);
   return rows;
 }
 
-function readRow(ctx: TreeCtx, key: keyof typeof READ_ROWS, s: Summary, base: Summary, r: PhaseReads, pool: number): Figure {
+/** A busy phase's row: its reads `s` against the idle phase's same reads `base`; the method's note on the `first` row only (the rest say what differs). */
+function readRow(
+  ctx: TreeCtx,
+  key: keyof typeof READ_ROWS,
+  { s, base, r, pool, first }: { s: Summary; base: Summary; r: PhaseReads; pool: number; first: boolean },
+): Figure {
   const ratio = s.n > 0 && base.p99 > 0 ? s.p99 / base.p99 : null;
-  const { hostOpRounds: rounds, hostReadIntervalMs: interval } = ctx.plan;
   return {
     id: READ_ROWS[key].id,
     tree: ctx.label,
@@ -389,9 +393,29 @@ function readRow(ctx: TreeCtx, key: keyof typeof READ_ROWS, s: Summary, base: Su
     target: 'p99 ≤ 2× the same reads on an idle host',
     met: ratio === null ? null : ratio <= 2,
     notes: [
-      `A reader in its own process (bench/host-reader.ts) reads small files (1–16 KiB, outside .git; a fixed shuffle of ${pool} of them) of a mounted workspace A of the tree's snapshot one at a time (open, read to EOF, close: one read), ${interval} ms apart. Each phase starts with a freshly started daemon whose chunk cache is empty, a new workspace A that has never read the files, and a sync + drop of the page cache, so every read is cold (content FUSE, and a fetch from the directory store when no cached window holds its chunk); every phase reads the same files in the same order. Idle: the whole list with nothing else running. Busy: the reads that start while the operation runs in the bench process (in-process Awc calls; the daemon as the suite opens it), the first n of the list; the baseline is the idle phase's first n reads (p99 by nearest rank: with fewer than 100 reads it is the largest).`,
-      `The busy operations, ${rounds} in a row: import of the tree with one file left out (a new root each time; its content is already stored, so the import reads and hashes every file and stores little); the first fork + mount of each of those snapshots (the daemon builds its layer); the checkpoint of ${rounds} other workspace${rounds === 1 ? '' : 's'} of the tree's snapshot that each rewrote ${Math.min(1000, Math.floor(ctx.stats.files / 5))} files (4 KiB each) before the drop.`,
+      ...(first ? [method(ctx, pool)] : []),
+      busyNote(ctx, key),
       ...(r.exhausted ? [`The reader read all ${pool} files before the operation ended: its reads cover only the start of it.`] : []),
     ],
   };
 }
+
+/** How the reads are made and compared (the first busy row's note). */
+function method(ctx: TreeCtx, pool: number): string {
+  const { hostOpRounds: rounds, hostReadIntervalMs: interval } = ctx.plan;
+  return [
+    `A reader in its own process (bench/host-reader.ts) reads small files (1–16 KiB, outside .git; a fixed shuffle of ${pool} of them) of a mounted workspace A of the tree's snapshot one at a time (open, read to EOF, close: one read), ${interval} ms apart. Each phase starts with a freshly started daemon whose chunk cache is empty, a new workspace A that has never read the files, and a sync + drop of the page cache, so every read is cold (content FUSE, and a fetch from the directory store when no cached window holds its chunk); every phase reads the same files in the same order. Idle: the whole list with nothing else running. Busy: the reads that start while the operation runs in the bench process (in-process Awc calls; the daemon as the suite opens it), the first n of the list; the baseline is the idle phase's first n reads (p99 by nearest rank: with fewer than 100 reads it is the largest).`,
+    `Each busy phase runs its operation ${rounds} time${rounds === 1 ? '' : 's'} in a row.`,
+  ].join(' ');
+}
+
+/** What a busy phase does. */
+function busyNote(ctx: TreeCtx, key: keyof typeof READ_ROWS): string {
+  if (key === 'import')
+    return 'Busy: import of the tree with one file left out (a new root each time; its content is already stored, so the import reads and hashes every file and stores little).';
+  if (key === 'first-mount') return 'Busy: the first fork + mount of each snapshot the import phase made (the daemon builds its layer).';
+  return `Busy: checkpoints of other workspaces of the tree's snapshot, each of which rewrote ${manyFiles(ctx)} files (4 KiB each) before the drop of the page cache.`;
+}
+
+/** How many files a checkpoint phase's workspace rewrites ("many files"). */
+const manyFiles = (ctx: TreeCtx): number => Math.min(1000, Math.floor(ctx.stats.files / 5));
