@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
@@ -220,6 +221,8 @@ interface PhaseReads {
   exhausted: boolean;
   /** The busy operation's wall time (ms). */
   opMs: number;
+  /** The machine's 1-minute load average when the reads started (other work on it skews the tails). */
+  load: number;
 }
 
 const epoch = (): number => performance.timeOrigin + performance.now();
@@ -262,6 +265,7 @@ async function phase(ctx: TreeCtx, name: string, files: string[], busy: Busy, in
   await busy.setup?.();
   dropCaches();
   const reader = await startReader(mnt, files, join(ctx.scratch, `host-reads-${name}.json`), intervalMs);
+  const load = loadavg()[0];
   const t0 = epoch();
   let t1 = t0;
   let out: ReaderResult;
@@ -274,7 +278,7 @@ async function phase(ctx: TreeCtx, name: string, files: string[], busy: Busy, in
     out = await reader.stop();
   }
   const inside = out.reads.filter(([at]) => at >= t0 && at <= t1).map(([, ms]) => ms);
-  return { ms: busy.op ? inside : out.reads.map(([, ms]) => ms), exhausted: out.exhausted, opMs: t1 - t0 };
+  return { ms: busy.op ? inside : out.reads.map(([, ms]) => ms), exhausted: out.exhausted, opMs: t1 - t0, load };
 }
 
 /** Latency summary of a phase's reads. */
@@ -365,7 +369,7 @@ export async function figHostReads(ctx: TreeCtx, log: (s: string) => void): Prom
     log(
       `  reads while ${READ_ROWS[key].what}: ${fmtSummary(s)}; busy ${fmtMs(r.opMs)}${r.exhausted ? ' (the reader ran out of files)' : ''}; idle, same reads: ${fmtSummary(base)}`,
     );
-    rows.push(readRow(ctx, key, { s, base, r, pool: files.length, first: rows.length === 0 }));
+    rows.push(readRow(ctx, key, { s, base, r, idleLoad: idle.load, pool: files.length, first: rows.length === 0 }));
   }
   await unmountAll(ctx.awc);
   return rows;
@@ -375,7 +379,7 @@ export async function figHostReads(ctx: TreeCtx, log: (s: string) => void): Prom
 function readRow(
   ctx: TreeCtx,
   key: keyof typeof READ_ROWS,
-  { s, base, r, pool, first }: { s: Summary; base: Summary; r: PhaseReads; pool: number; first: boolean },
+  { s, base, r, idleLoad, pool, first }: { s: Summary; base: Summary; r: PhaseReads; idleLoad: number; pool: number; first: boolean },
 ): Figure {
   const ratio = s.n > 0 && base.p99 > 0 ? s.p99 / base.p99 : null;
   return {
@@ -395,6 +399,7 @@ function readRow(
     notes: [
       ...(first ? [method(ctx, pool)] : []),
       busyNote(ctx, key),
+      `1-minute load average when the reads started: ${r.load.toFixed(2)} (idle phase: ${idleLoad.toFixed(2)}; ${cpus().length} cores).`,
       ...(r.exhausted ? [`The reader read all ${pool} files before the operation ended: its reads cover only the start of it.`] : []),
     ],
   };

@@ -178,7 +178,7 @@ function plan(quick: boolean, tree: TreeLabel): Plan {
     walkIters: 3,
     // tree (a)'s operations take a second or two each: three in a row give the reader a few thousand reads
     hostOpRounds: { a: 3, b: 1, c: 1 }[tree],
-    hostReads: { a: 6000, b: 10_000, c: 15_000 }[tree],
+    hostReads: { a: 10_000, b: 10_000, c: 15_000 }[tree],
     hostReadIntervalMs: { a: 2, b: 5, c: 10 }[tree],
   };
 }
