@@ -485,10 +485,14 @@ async function stopDaemon(client: DaemonClient, daemonPid: number | undefined): 
   }
 }
 
-/** GET /metrics on the daemon socket: the Prometheus text exposition. */
+/**
+ * GET /metrics on the daemon socket: the Prometheus text exposition. On a connection of its own
+ * (`agent: false`): a kept-alive connection of an earlier call that the daemon has just closed
+ * as idle would fail the write with EPIPE (seen in waitForCacheFlush's first poll after a long read).
+ */
 function metricsText(socket: string): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const req = request({ socketPath: socket, method: 'GET', path: '/metrics', timeout: 30_000 }, (res) => {
+    const req = request({ socketPath: socket, method: 'GET', path: '/metrics', timeout: 30_000, agent: false }, (res) => {
       const parts: Buffer[] = [];
       res.on('data', (d: Buffer) => parts.push(d));
       res.on('error', reject);
