@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -184,7 +184,8 @@ const READER = fileURLToPath(new URL('./host-reader.js', import.meta.url));
 /** Starts the reader process and resolves once it is ready (its list loaded). */
 async function startReader(root: string, paths: string[], listFile: string, intervalMs: number): Promise<Reader> {
   writeFileSync(listFile, JSON.stringify(paths));
-  const child = spawn(process.execPath, [READER, root, listFile, String(intervalMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const outFile = `${listFile}.out`;
+  const child = spawn(process.execPath, [READER, root, listFile, String(intervalMs), outFile], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
   child.stdin.on('error', () => undefined); // the reader may have ended its list and exited
@@ -192,14 +193,22 @@ async function startReader(root: string, paths: string[], listFile: string, inte
   let ready: () => void = () => undefined;
   const isReady = new Promise<void>((r) => (ready = r));
   let done: (x: ReaderResult) => void = () => undefined;
+  let fail: (err: Error) => void = () => undefined;
   const result = new Promise<ReaderResult>((resolveResult, reject) => {
     done = resolveResult;
+    fail = reject;
     void exited.then((code) => reject(new Error(`host-reader exited ${code} without a result: ${stderr.trim()}`)));
   });
   result.catch(() => undefined);
   createInterface({ input: child.stdout }).on('line', (l) => {
     if (l === 'ready') ready();
-    else done(JSON.parse(l) as ReaderResult);
+    else if (l === 'done') {
+      try {
+        done(JSON.parse(readFileSync(outFile, 'utf8')) as ReaderResult);
+      } catch (err) {
+        fail(err as Error);
+      }
+    }
   });
   await Promise.race([isReady, exited.then((code) => Promise.reject(new Error(`host-reader exited ${code}: ${stderr.trim()}`)))]);
   return {

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -7,18 +7,19 @@ import { createInterface } from 'node:readline';
  * own (so its latencies do not include the bench process's event loop, where the import or
  * checkpoint under test runs, nor the daemon's).
  *
- *   node dist/bench/host-reader.js <root> <list.json> <intervalMs>
+ *   node dist/bench/host-reader.js <root> <list.json> <intervalMs> <out.json>
  *
  * `list.json` is a JSON array of paths relative to `root`, each read at most once, in order.
  * Prints `ready` once loaded; on the line `go` on stdin it reads the files one by one (open,
  * blocking reads into one 64 KiB buffer until EOF, close: one read's latency), sleeping
- * `intervalMs` between reads, until the list ends or the line `stop` arrives; then prints one
- * JSON line `{ reads: [[startEpochMs, ms], …], exhausted }` and exits 0. Start times are
+ * `intervalMs` between reads, until the list ends or the line `stop` arrives; then writes
+ * `{ reads: [[startEpochMs, ms], …], exhausted }` to `out.json` (a file: a line of hundreds of KiB
+ * on a pipe was cut short by the exit), prints `done` and exits 0. Start times are
  * `performance.timeOrigin + performance.now()` (epoch ms, sub-millisecond), comparable across
  * processes. A failed read exits 1 with the error on stderr.
  */
 
-const [root, listFile, intervalArg] = process.argv.slice(2);
+const [root, listFile, intervalArg, outFile] = process.argv.slice(2);
 const paths = JSON.parse(readFileSync(listFile, 'utf8')) as string[];
 const interval = Number(intervalArg);
 const buf = Buffer.allocUnsafe(64 * 1024);
@@ -46,8 +47,8 @@ async function run(): Promise<void> {
     reads.push(readOne(paths[i]));
     await new Promise((r) => setTimeout(r, interval));
   }
-  process.stdout.write(JSON.stringify({ reads, exhausted: i >= paths.length && !stopped }) + '\n');
-  process.exit(0);
+  writeFileSync(outFile, JSON.stringify({ reads, exhausted: i >= paths.length && !stopped }));
+  process.stdout.write('done\n', () => process.exit(0));
 }
 
 const lines = createInterface({ input: process.stdin });
