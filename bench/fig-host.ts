@@ -71,7 +71,7 @@ function diskParts(awc: Awc, wsId: string): DiskParts {
   const catalogFiles = [p.catalog, `${p.catalog}-wal`, `${p.catalog}-shm`].filter((f) => existsSync(f));
   const catalog = catalogFiles.reduce((s, f) => s + duBytes(f), 0);
   const upper = duBytes(workspaceDirs(p.workspaces, wsId).upper);
-  const cacheFiles = spawnSync('find', [p.cache, '-type', 'f'], { encoding: 'utf8', maxBuffer: 1 << 30 }).stdout.split('\n').length - 1;
+  const cacheFiles = spawnSync('find', [p.cache, '-type', 'f', '-printf', '.'], { encoding: 'utf8', maxBuffer: 1 << 30 }).stdout.length;
   const apparent = spawnSync('du', ['-s', '--apparent-size', '--block-size=1', p.cache], { encoding: 'utf8' });
   const hostName = (q: string) => q.slice(p.hostDir.length + 1);
   const homeName = (q: string) => q.slice(p.home.length + 1);
