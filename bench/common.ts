@@ -31,6 +31,10 @@ export const FIGURE_IDS = [
   'import',
   'image-share',
   'new-host-mount',
+  'host-disk',
+  'reads-during-import',
+  'reads-during-first-mount',
+  'reads-during-checkpoint',
 ] as const;
 export type FigureId = (typeof FIGURE_IDS)[number];
 
@@ -100,6 +104,12 @@ export interface Plan {
   checkpointIters: number;
   cliCheckpointIters: number;
   walkIters: number;
+  /** The host group's busy operations in a row per phase (imports, first mounts, checkpoints of many changed files). */
+  hostOpRounds: number;
+  /** Small files the host group's reader reads at most per phase (the idle phase reads them all: its baseline). */
+  hostReads: number;
+  /** Pause (ms) between two reads of the host group's reader (longer on larger trees, whose busy operations last longer). */
+  hostReadIntervalMs: number;
 }
 
 /** A tree under test and its AWC home. */

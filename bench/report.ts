@@ -29,6 +29,27 @@ export interface BenchResult {
 }
 
 /** What the trees are and how a fresh machine makes them (under the Trees table of docs/benchmarks.md). */
+/** How the host group (bench/fig-host.ts) measures, for "How each figure is measured". */
+export const HOST_GROUP_TEXT = [
+  'The host group (bench/fig-host.ts). **Host disk**: a fresh home with the embedded defaults (SQLite catalog, directory object store;',
+  'no layer images, which `layerImages: auto` builds only with PostgreSQL) imports the tree, forks one workspace, mounts it (overlay),',
+  'reads every file once after a drop of the page cache and rewrites 5 files; once the chunk cache has written what it holds and after a',
+  '`sync`, `du -sx --block-size=1` of each part of the home: the object store (`objects/`), the chunk cache (`host/cache`), the layers and',
+  "images (`host/layers`), the upper and the rest of the workspace's state (`host/workspaces/<id>`), the catalog (`catalog.sqlite` and",
+  'its WAL), and every other entry of `host/` and of the home by name; against the stored bytes (the object store) + the upper. Of',
+  'these, the chunk cache holds a second copy of content the local store holds (its chunks decompressed, one file per chunk); the layers',
+  'hold one placeholder per file (overlay xattrs, no data) and, in a git checkout, a `.git/index` of their own. **Reads while the host is',
+  "busy**: a reader in its own process (bench/host-reader.ts, so its latencies leave out the bench process's and the daemon's event",
+  'loops) reads small files (1–16 KiB, outside .git, a fixed shuffle) of a mounted workspace A one at a time, a few ms apart, and times',
+  'each read (open, read to EOF, close). Every read is cold: each phase starts with a freshly started daemon whose chunk cache is empty,',
+  'a new workspace A that has never read the files, and `sync; echo 3 > /proc/sys/vm/drop_caches`; every phase reads the same files in',
+  'the same order. Idle: the whole list with nothing else running. Busy, in the bench process (in-process Awc calls, as the rest of the',
+  'suite): imports of the tree with one file left out (a new root each; its content is already stored, so each import reads and hashes',
+  'every file and stores little), the first fork + mount of each of those snapshots (the daemon builds the layer), checkpoints of other',
+  'workspaces of the tree that each rewrote up to 1000 files. A busy row counts the reads that start while the operation runs (the first',
+  "n of the list) against the idle phase's first n reads; target p99 ≤ 2× (the max is reported too).",
+].join(' ');
+
 export const TREES_TEXT = [
   'Tree (a) is copied from this checkout at the start of each run. Tree (b) is built once under the bench cache directory',
   '(`--cache-dir`, default /var/tmp/awc-bench: `npm install --ignore-scripts` of the packages in bench/big-tree.ts, then a',
@@ -90,7 +111,7 @@ export function renderMarkdown(
   out.push('npm run bench                          # every figure, both trees; rewrites this file');
   out.push('node dist/bench/run.js --quick         # small inputs only (tree (a), 10 workspaces), no network, < 2 min');
   out.push(
-    'node dist/bench/run.js --only fanout   # one figure group (fork, mount, read-warm, read-cold, build, fanout, checkpoint, import); --json for machine output',
+    'node dist/bench/run.js --only fanout   # one figure group (fork, mount, read-warm, read-cold, build, fanout, checkpoint, import, new-host, host); --json for machine output',
   );
   out.push(
     'node dist/bench/run.js --trees a,c    # trees (a, b, c; default a,b): (c) is the large tree, a copy of /usr (--large-source DIR)',
@@ -155,6 +176,8 @@ export function renderMarkdown(
   out.push(
     'Baselines: `cp -a` copies the whole tree; `git worktree add --detach` + `npm ci --offline --ignore-scripts` checks the repository out again and installs its dependencies from the local npm cache (no network; install scripts skipped, so native addons are not rebuilt: a lower bound of a real install). Reads use one sequential reader with blocking 1 MiB reads (what cat, tar or grep -r do). "Cold" means a freshly started daemon with an empty chunk cache, a fresh mount, then `sync; echo 3 > /proc/sys/vm/drop_caches` right before reading; the native side drops the caches the same way. The checkpoint rows are set against a warm native stat walk of the tree (readdir + lstat of every entry: what a checkpoint that looks at every file costs at least), the CLI checkpoints against the start of the same CLI (`--version`), the import against `cp -a` of the tree (both after a drop of the caches).',
   );
+  out.push('');
+  out.push(HOST_GROUP_TEXT);
   if (analysis) {
     out.push('');
     out.push(analysis.trim());

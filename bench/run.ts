@@ -10,7 +10,9 @@
  * build (build, test), fanout (fanout-backend, fanout-disk, daemon-rss), checkpoint
  * (checkpoint-first, checkpoint, checkpoint-unchanged, cli-checkpoint, cli-checkpoint-unchanged),
  * import, new-host (image-share, new-host-mount: a host that never saw the snapshot mounts the
- * layer image this host shared, against building the layer there); a figure id selects its group. Trees (`--trees`, default a,b): (a) a copy of this
+ * layer image this host shared, against building the layer there), host (host-disk: one snapshot and one
+ * workspace on a fresh home's disk, by part; reads-during-import, reads-during-first-mount,
+ * reads-during-checkpoint: one workspace's cold reads while the host is busy, against an idle host); a figure id selects its group. Trees (`--trees`, default a,b): (a) a copy of this
  * checkout with its node_modules (dist/ left out); (b) unless --quick, a tree of real npm
  * packages ≥ 10× (a), built once under the cache dir (default /var/tmp/awc-bench/big-tree) and
  * reused; (c) only when asked (`--trees a,c`), the large tree: a still copy (`cp -a`) of this
@@ -46,6 +48,7 @@ import { figBuild } from './fig-build.js';
 import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
 import { figNewHostMount } from './fig-new-host.js';
+import { figHostDisk, figHostReads } from './fig-host.js';
 import { figReadCold, figReadWarm } from './fig-read.js';
 import { renderMarkdown, renderTable, type BenchResult } from './report.js';
 import { dropCaches, fmtBytes, fmtMs, lazyUnmountUnder, machineInfo, mountsUnder, now, runTimed, treeStats } from './util.js';
@@ -60,6 +63,7 @@ const GROUPS: Record<string, string[]> = {
   checkpoint: ['checkpoint-first', 'checkpoint', 'checkpoint-unchanged', 'cli-checkpoint', 'cli-checkpoint-unchanged'],
   import: ['import'],
   'new-host': ['image-share', 'new-host-mount'],
+  host: ['host-disk', 'reads-during-import', 'reads-during-first-mount', 'reads-during-checkpoint'],
 };
 
 interface Args {
@@ -144,6 +148,9 @@ function plan(quick: boolean, tree: TreeLabel): Plan {
       checkpointIters: 3,
       cliCheckpointIters: 2,
       walkIters: 1,
+      hostOpRounds: 1,
+      hostReads: 300,
+      hostReadIntervalMs: 2,
     };
   }
   return {
@@ -169,6 +176,10 @@ function plan(quick: boolean, tree: TreeLabel): Plan {
     checkpointIters: 10,
     cliCheckpointIters: 5,
     walkIters: 3,
+    // tree (a)'s operations take a second or two each: three in a row give the reader a few thousand reads
+    hostOpRounds: { a: 3, b: 1, c: 1 }[tree],
+    hostReads: { a: 10_000, b: 10_000, c: 15_000 }[tree],
+    hostReadIntervalMs: { a: 2, b: 5, c: 10 }[tree],
   };
 }
 
@@ -316,6 +327,10 @@ async function runFigures(ctx: TreeCtx, args: Args, figures: Figure[], log: (s: 
   if (want('read-cold')) add(await figReadCold(ctx));
   if (want('build')) add(await figBuild(ctx, log));
   if (want('fanout')) add(await figFanout(ctx, log));
+  if (want('host')) {
+    add(await figHostDisk(ctx, log));
+    add(await figHostReads(ctx, log));
+  }
 }
 
 async function main(): Promise<number> {

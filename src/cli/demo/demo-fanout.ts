@@ -10,6 +10,7 @@ import type { Digest } from '../../core/digest.js';
 import type { ChunkRef } from '../../core/tree.js';
 import type { Awc } from '../../service/workspace/awc.js';
 import type { WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { AwcPaths } from '../../config/config.js';
 import { openAwc } from '../remote/open-awc.js';
 import { DaemonClient } from '../../daemon/supervisor/client.js';
 import { walkTree } from '../../store/content/tree-source.js';
@@ -400,14 +401,7 @@ async function diskAndMemory(run: FanoutRun, snapshotBytes: number, after: Sampl
   const { awc, client, n, say } = run;
   await waitForCacheFlush(awc.paths.socket);
   const p = awc.paths;
-  const disk = {
-    hostBytes: du(p.hostDir),
-    cacheBytes: du(join(p.hostDir, 'cache')),
-    layersBytes: du(p.layers),
-    uppersBytes: du(p.workspaces),
-    objectStoreBytes: du(p.objects),
-    fullCopiesBytes: n * snapshotBytes,
-  };
+  const disk = { ...hostDisk(p), fullCopiesBytes: n * snapshotBytes };
   const status = (await client.call('GET', '/v1/status', undefined, { start: false })) as { pid: number; mounts: unknown[] };
   const rssMetric = after.get('awc_process_resident_memory_bytes');
   const daemon = rssMetric
@@ -422,8 +416,30 @@ async function diskAndMemory(run: FanoutRun, snapshotBytes: number, after: Sampl
   return { disk, daemon };
 }
 
-/** Waits (up to 60 s) until the daemon's chunk cache has nothing pending for its disk. */
-async function waitForCacheFlush(socket: string): Promise<void> {
+/**
+ * Allocated bytes (`du -sx --block-size=1`, never entering mounts) of a home's parts on this
+ * host: `<home>/host` in all, its chunk cache (`host/cache`), its layer directories and images
+ * (`host/layers`), its workspaces' uppers and state (`host/workspaces`), and the object store
+ * (`objects`, a directory store; 0 when it lives elsewhere). The bench suite reuses it.
+ */
+export function hostDisk(p: Pick<AwcPaths, 'hostDir' | 'layers' | 'workspaces' | 'objects'>): {
+  hostBytes: number;
+  cacheBytes: number;
+  layersBytes: number;
+  uppersBytes: number;
+  objectStoreBytes: number;
+} {
+  return {
+    hostBytes: du(p.hostDir),
+    cacheBytes: du(join(p.hostDir, 'cache')),
+    layersBytes: du(p.layers),
+    uppersBytes: du(p.workspaces),
+    objectStoreBytes: du(p.objects),
+  };
+}
+
+/** Waits (up to 60 s) until the daemon behind `socket` has nothing pending for its chunk cache's disk (write-behind). */
+export async function waitForCacheFlush(socket: string): Promise<void> {
   const flushDeadline = Date.now() + 60_000;
   while (Date.now() < flushDeadline) {
     const m = parseProm(await metricsText(socket));
@@ -469,10 +485,14 @@ async function stopDaemon(client: DaemonClient, daemonPid: number | undefined): 
   }
 }
 
-/** GET /metrics on the daemon socket: the Prometheus text exposition. */
+/**
+ * GET /metrics on the daemon socket: the Prometheus text exposition. On a connection of its own
+ * (`agent: false`): a kept-alive connection of an earlier call that the daemon has just closed
+ * as idle would fail the write with EPIPE (seen in waitForCacheFlush's first poll after a long read).
+ */
 function metricsText(socket: string): Promise<string> {
   return new Promise((resolvePromise, reject) => {
-    const req = request({ socketPath: socket, method: 'GET', path: '/metrics', timeout: 30_000 }, (res) => {
+    const req = request({ socketPath: socket, method: 'GET', path: '/metrics', timeout: 30_000, agent: false }, (res) => {
       const parts: Buffer[] = [];
       res.on('data', (d: Buffer) => parts.push(d));
       res.on('error', reject);
