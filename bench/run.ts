@@ -265,6 +265,12 @@ async function openTree(s: Source, args: Args, runDir: string, log: (s: string) 
   const snap = await awc.importSnapshot(s.dir, { name: `tree-${s.label}` });
   const importMs = now() - ti;
   log(`  ${stats.files} files, ${fmtBytes(stats.bytes)}; imported in ${fmtMs(importMs)} (stored ${fmtBytes(snap.storedBytes)})`);
+  // what the snapshot does not hold (the secret filter's files, e.g. a .p12 of a test suite): no figure reads them in a workspace
+  const leftOut = new Set([...snap.secrets, ...snap.skipped].map((e) => e.path));
+  if (leftOut.size > 0) {
+    stats.paths = stats.paths.filter((p) => !leftOut.has(p));
+    log(`  ${leftOut.size} file(s) left out by the import (secrets, sockets): not read by the figures`);
+  }
   return {
     label: s.label,
     title: s.title,
