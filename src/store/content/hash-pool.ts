@@ -47,10 +47,10 @@ export interface HashBatchChunk {
   length: number;
 }
 
-/** Messages to a worker. */
+/** Messages to a worker (posted in arrays: what one turn of the event loop queued, one postMessage). */
 export type HashWorkerIn = HashJob | { t: 'ack'; id: number };
 
-/** Messages from a worker: a batch, the end of a job (its content), or its failure (the errno fields of the error). */
+/** Messages from a worker (posted in arrays, as HashWorkerIn): a batch, the end of a job (its content), or its failure (the errno fields of the error). */
 export type HashWorkerOut =
   | { t: 'batch'; id: number; chunks: HashBatchChunk[]; bytes: ArrayBuffer }
   | {
@@ -106,6 +106,9 @@ export class HashPool {
   private readonly jobs = new Map<number, Pending>();
   private nextId = 1;
   private idle: NodeJS.Timeout | undefined;
+  /** Per worker: messages queued in this turn, posted together at its end (a postMessage wakes a thread: tens of µs each). */
+  private outbox: HashWorkerIn[][] = [];
+  private flushQueued = false;
 
   /** @param size worker threads (≥ 1) */
   constructor(private readonly size: number) {}
@@ -125,7 +128,7 @@ export class HashPool {
     if (this.load[w]!++ === 0) this.workers[w]!.ref();
     return new Promise<HashResult>((resolve, reject) => {
       this.jobs.set(id, { worker: w, onBatch, chain: Promise.resolve(), resolve, reject });
-      this.workers[w]!.postMessage({ t: 'job', id, ...job } satisfies HashJob);
+      this.send(w, { t: 'job', id, ...job });
     });
   }
 
@@ -135,9 +138,26 @@ export class HashPool {
     const ws = this.workers;
     this.workers = [];
     this.load = [];
+    this.outbox = [];
     for (const [, p] of this.jobs) p.reject(new AwcError('E_INTERNAL', 'hash pool closed while a file was read'));
     this.jobs.clear();
     await Promise.all(ws.map((w) => w.terminate()));
+  }
+
+  /** Queues a message to worker `w`; the queue goes out at the end of this turn. */
+  private send(w: number, msg: HashWorkerIn): void {
+    if (w < 0 || !this.outbox[w]) return;
+    this.outbox[w]!.push(msg);
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    queueMicrotask(() => {
+      this.flushQueued = false;
+      this.outbox.forEach((q, i) => {
+        if (q.length === 0) return;
+        this.outbox[i] = [];
+        this.workers[i]?.postMessage(q);
+      });
+    });
   }
 
   private start(): void {
@@ -145,11 +165,14 @@ export class HashPool {
     for (let i = 0; i < Math.max(1, this.size); i++) {
       const w = new Worker(url, { name: `awc-hash-${i}` });
       w.unref(); // referenced only while it has jobs
-      w.on('message', (m: HashWorkerOut) => this.onMessage(w, m));
+      w.on('message', (ms: HashWorkerOut[]) => {
+        for (const m of ms) this.onMessage(w, m);
+      });
       w.on('error', (err) => this.fail(w, err));
       w.on('exit', (code) => this.fail(w, new AwcError('E_INTERNAL', `hash worker exited (${code})`)));
       this.workers.push(w);
       this.load.push(0);
+      this.outbox.push([]);
     }
   }
 
@@ -171,7 +194,8 @@ export class HashPool {
           p.error ??= err;
         });
       if (m.t === 'batch') {
-        p.chain = p.chain.then(() => w.postMessage({ t: 'ack', id: m.id } satisfies HashWorkerIn));
+        const i = this.workers.indexOf(w);
+        p.chain = p.chain.then(() => this.send(i, { t: 'ack', id: m.id }));
         return;
       }
     }

@@ -24,8 +24,20 @@ const port = parentPort!;
 /** Per job: the acknowledgement awaited before its next batch is posted. */
 const acks = new Map<number, () => void>();
 
+/** Messages (and the buffers they transfer) queued in this turn, posted together at its end. */
+let outbox: HashWorkerOut[] = [];
+let transfers: ArrayBuffer[] = [];
+
 function post(msg: HashWorkerOut, transfer: ArrayBuffer[] = []): void {
-  port.postMessage(msg, transfer);
+  outbox.push(msg);
+  transfers.push(...transfer);
+  if (outbox.length > 1) return;
+  setImmediate(() => {
+    const [ms, ts] = [outbox, transfers];
+    outbox = [];
+    transfers = [];
+    port.postMessage(ms, ts);
+  });
 }
 
 /** Encodes a batch of chunks with their digests for the main thread (views the caller reuses afterwards: their bytes are copied into one buffer). */
@@ -112,7 +124,11 @@ async function runJob(job: HashJob): Promise<[HashWorkerOut, ArrayBuffer[]]> {
   return [{ ...done, batch: b }, [b.bytes]];
 }
 
-port.on('message', (msg: HashWorkerIn) => {
+port.on('message', (msgs: HashWorkerIn[]) => {
+  for (const msg of msgs) handle(msg);
+});
+
+function handle(msg: HashWorkerIn): void {
   if (msg.t === 'ack') {
     const r = acks.get(msg.id);
     acks.delete(msg.id);
@@ -126,4 +142,4 @@ port.on('message', (msg: HashWorkerIn) => {
       post({ t: 'error', id: msg.id, message: String(e?.message ?? err), code: e?.code, errno: e?.errno, syscall: e?.syscall });
     })
     .finally(() => acks.delete(msg.id));
-});
+}
