@@ -7,7 +7,7 @@ import { Chunker, chunkBuffer, MAX_SIZE } from '../../core/fastcdc.js';
 import { encodeRoot, encodeTree, type ChunkRef, type Entry, type RootObject } from '../../core/tree.js';
 import type { ObjectStore } from '../object/object-store.js';
 import { PackWriter } from '../pack/pack.js';
-import type { BlobIndex, BlobKind, WrittenPack } from '../pack/pack-types.js';
+import type { BlobIndex, BlobKind, BlobLocation, WrittenPack } from '../pack/pack-types.js';
 import { closeFd, fstatBig, openFd, readFully, sameFile, sourceError } from './fd-io.js';
 import { captureSparseFd, captureSparseStream } from './sparse-capture.js';
 import type { Extent } from '../../core/sparse.js';
@@ -157,6 +157,8 @@ export class ContentWriter {
   private readonly workerOpts: Required<HashWorkerOptions> | undefined;
   private pool: HashPool | undefined;
   private readonly readHere = { files: 0, bytes: 0 };
+  /** Chunk lookups queued in this turn (see lookupUnknown). */
+  private lookups: { ask: Digest[]; resolve: (m: Map<Digest, BlobLocation>) => void; reject: (e: unknown) => void }[] = [];
 
   /** @param opts store and index to write to and dedup against; see ContentWriterOptions. */
   constructor(opts: ContentWriterOptions) {
@@ -513,7 +515,11 @@ export class ContentWriter {
     }
   }
 
-  /** Looks up (one index lookup) the digests of `batch` this writer does not know yet; marks those found known. */
+  /**
+   * Looks up the digests of `batch` this writer does not know yet; marks those found known.
+   * Lookups asked in the same turn (the chunks of files the hash workers finished together)
+   * go to the index as one (a catalog query costs per query far more than per digest).
+   */
   private async lookupUnknown(batch: readonly { digest: Digest }[]): Promise<void> {
     const ask: Digest[] = [];
     const asked = new Set<Digest>();
@@ -524,10 +530,27 @@ export class ContentWriter {
       }
     }
     if (ask.length === 0) return;
-    const found = await this.index.lookup(ask);
-    for (const [d, loc] of found) {
+    const found = await new Promise<Map<Digest, BlobLocation>>((resolve, reject) => {
+      this.lookups.push({ ask, resolve, reject });
+      if (this.lookups.length === 1) queueMicrotask(() => void this.runLookups());
+    });
+    for (const d of ask) {
+      const loc = found.get(d);
+      if (!loc) continue;
       this.known.add(d);
       this.reused.add(loc.pack);
+    }
+  }
+
+  /** One index lookup for every lookup queued (see lookupUnknown); each gets the whole answer. */
+  private async runLookups(): Promise<void> {
+    const q = this.lookups;
+    this.lookups = [];
+    try {
+      const found = await this.index.lookup(q.length === 1 ? q[0]!.ask : q.flatMap((x) => x.ask));
+      for (const x of q) x.resolve(found);
+    } catch (err) {
+      for (const x of q) x.reject(err);
     }
   }
 
