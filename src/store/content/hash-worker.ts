@@ -13,7 +13,7 @@ import { sha256 } from '../../core/digest.js';
 import type { ChunkRef } from '../../core/tree.js';
 import { Chunker } from '../../core/fastcdc.js';
 import { encodeBlob } from '../pack/pack.js';
-import { readFully } from './fd-io.js';
+import { readSync } from 'node:fs';
 import { captureSparseFd, type SparseChunk } from './sparse-capture.js';
 import type { HashBatchChunk, HashJob, HashWorkerIn, HashWorkerOut } from './hash-pool.js';
 
@@ -73,6 +73,21 @@ async function postBatch(job: HashJob, chunks: readonly SparseChunk[], waitPrev:
   post({ t: 'batch', id: job.id, ...b }, [b.bytes]);
 }
 
+/**
+ * Reads into `buf` from file offset `position` until it is full or the file ends; returns the
+ * bytes read. Synchronous: this thread is the reader (an asynchronous read would hand each
+ * read to libuv's thread pool and back, two thread switches per read).
+ */
+function readFullySync(fd: number, buf: Buffer, position: number): number {
+  let got = 0;
+  while (got < buf.length) {
+    const n = readSync(fd, buf, got, buf.length - got, position + got);
+    if (n === 0) break;
+    got += n;
+  }
+  return got;
+}
+
 /** Reads, chunks and posts one job; resolves with its `done` message (and the buffer it transfers). */
 async function runJob(job: HashJob): Promise<[HashWorkerOut, ArrayBuffer[]]> {
   let ackWait: Promise<void> = Promise.resolve();
@@ -106,7 +121,7 @@ async function runJob(job: HashJob): Promise<[HashWorkerOut, ArrayBuffer[]]> {
   };
   while (pos < limit) {
     const want = Math.min(buf.length, limit - pos);
-    const n = await readFully(job.fd, want === buf.length ? buf : buf.subarray(0, want), pos);
+    const n = readFullySync(job.fd, want === buf.length ? buf : buf.subarray(0, want), pos);
     if (n === 0) break;
     const view = buf.subarray(0, n);
     if (!oneRead) whole.update(view);
