@@ -11,7 +11,7 @@ import type { BlobIndex, BlobKind, BlobLocation, WrittenPack } from '../pack/pac
 import { closeFd, fstatBig, openFd, readFully, sameFile, sourceError } from './fd-io.js';
 import { captureSparseFd, captureSparseStream } from './sparse-capture.js';
 import type { Extent } from '../../core/sparse.js';
-import { DEFAULT_HASH_WORKERS, HashPool, type HashedChunk, type HashMode } from './hash-pool.js';
+import { DEFAULT_HASH_WORKERS, HashPool, type HashedChunk, type HashMode, type HashResult } from './hash-pool.js';
 import type { Codec } from '../pack/pack-types.js';
 
 /**
@@ -128,6 +128,10 @@ interface PendingChunk {
  * 4 MiB read otherwise; trees and roots in batches of 256). Nothing is durable until
  * `flush()` resolved and the returned packs are committed to the catalog.
  *
+ * In a large import the reading, chunking, hashing and lz4 encoding of files run in hash
+ * worker threads (ContentWriterOptions.hashWorkers, src/store/content/hash-pool.ts); dedup,
+ * packs and uploads stay on the calling thread, and what is written is the same either way.
+ *
  * Writes may run concurrently (`Promise.all` over files); call `flush()` after they have
  * all settled. After a failed upload every later call rethrows that failure.
  */
@@ -157,6 +161,8 @@ export class ContentWriter {
   private readonly workerOpts: Required<HashWorkerOptions> | undefined;
   private pool: HashPool | undefined;
   private readonly readHere = { files: 0, bytes: 0 };
+  /** Resolved once every pooled read asked so far has stored its chunks (see readFdPooled). */
+  private packOrder: Promise<void> = Promise.resolve();
   /** Chunk lookups queued in this turn (see lookupUnknown). */
   private lookups: { ask: Digest[]; resolve: (m: Map<Digest, BlobLocation>) => void; reject: (e: unknown) => void }[] = [];
 
@@ -448,7 +454,21 @@ export class ContentWriter {
       const size = Number(before.size);
       const extents = findExtents?.(fd, before);
       const mode: HashMode = this.dryRun ? (this.keepChunks ? 'raw' : 'none') : 'compress';
-      const r = await pool.run({ fd, size, extents, gitAlgo: extents ? undefined : also?.gitAlgo, mode }, (b) => this.storeHashed(b));
+      // Chunks reach the packs in the order the reads were asked (the walk's order), whatever
+      // order the workers finish in: neighbouring files stay neighbours in the packs, which the
+      // read window of exports merges into one ranged read (src/store/content/read-window.ts).
+      const prev = this.packOrder;
+      let release!: () => void;
+      this.packOrder = new Promise<void>((r) => (release = r));
+      let r: HashResult;
+      try {
+        r = await pool.run({ fd, size, extents, gitAlgo: extents ? undefined : also?.gitAlgo, mode }, async (b) => {
+          await prev;
+          await this.storeHashed(b);
+        });
+      } finally {
+        void prev.then(release);
+      }
       const content: FileContent = { digest: r.digest, size: r.size, chunks: r.chunks, ...(r.extents && { extents: r.extents }) };
       await this.hooks?.afterRead?.(path, attempt);
       const after = fstatSync(fd, { bigint: true });
