@@ -74,7 +74,8 @@ export class GitProofCollector {
   also(rel: string): AlsoHash | undefined {
     if (!this.wanted.has(rel)) return undefined;
     const algo = this.algo;
-    return (size) => createHash(algo).update(`blob ${size}\0`);
+    // gitAlgo: a hash worker computes the same blob id (src/store/content/hash-pool.ts)
+    return Object.assign((size: number) => createHash(algo).update(`blob ${size}\0`), { gitAlgo: algo });
   }
 
   /** Records the file at `rel` as stored: its content digest and the extra hash (hex) {@link also} asked for. */

@@ -1,23 +1,32 @@
 import { createHash, type Hash } from 'node:crypto';
 import { killPoint } from '../../core/kill-point.js';
-import { constants as fsc, type BigIntStats } from 'node:fs';
+import { constants as fsc, fstatSync, type BigIntStats } from 'node:fs';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { sha256, type Digest } from '../../core/digest.js';
 import { Chunker, chunkBuffer, MAX_SIZE } from '../../core/fastcdc.js';
 import { encodeRoot, encodeTree, type ChunkRef, type Entry, type RootObject } from '../../core/tree.js';
 import type { ObjectStore } from '../object/object-store.js';
 import { PackWriter } from '../pack/pack.js';
-import type { BlobIndex, BlobKind, WrittenPack } from '../pack/pack-types.js';
+import type { BlobIndex, BlobKind, BlobLocation, WrittenPack } from '../pack/pack-types.js';
 import { closeFd, fstatBig, openFd, readFully, sameFile, sourceError } from './fd-io.js';
 import { captureSparseFd, captureSparseStream } from './sparse-capture.js';
 import type { Extent } from '../../core/sparse.js';
+import { DEFAULT_HASH_WORKERS, HashPool, type HashedChunk, type HashMode, type HashResult } from './hash-pool.js';
+import type { Codec } from '../pack/pack-types.js';
 
 /**
  * A second hash over a file's bytes in the same read pass (e.g. git's blob id): called with
  * the size (bytes) the file has when a read starts, it returns a fresh hash already fed with
  * any header; `writeFileFd` returns its hex digest as `also` (of the read that stood).
  */
-export type AlsoHash = (size: number) => Hash;
+export type AlsoHash = ((size: number) => Hash) & {
+  /**
+   * Set when the hash is git's blob id (`blob <size>\0` then the bytes) with this algorithm
+   * (`sha1`, `sha256`): a hash worker can then compute it (src/store/content/hash-pool.ts);
+   * a file with another `also` is read in the calling thread.
+   */
+  readonly gitAlgo?: string;
+};
 
 /**
  * The content of one file as written: sha256 of the whole content, its size in bytes, and its chunks in order. A sparse
@@ -64,9 +73,33 @@ export interface ContentWriterOptions {
    * Costs as much memory as the new bytes.
    */
   keepChunks?: boolean;
+  /**
+   * Hash workers (src/store/content/hash-pool.ts, docs/explanation/performance.md#import):
+   * once this writer has read `afterFiles` files (default 256) or `afterBytes` bytes (default
+   * 64 MiB) through `writeFileFd` in the calling thread, later files are read, chunked,
+   * hashed and lz4-encoded by `threads` worker threads (default os.availableParallelism();
+   * the default is off on a single core). `false`: never. The content, digests, errors and
+   * stats are the same either way; the workers stop after 2 s without work and at `flush()`.
+   */
+  hashWorkers?: HashWorkerOptions | false;
   /** Test-only fault injection: called after a file's bytes were read and before it is stat'ed again. */
   testHooks?: { afterRead?(path: string, attempt: number): void | Promise<void> };
 }
+
+/** When a writer starts its hash workers, and how many (see ContentWriterOptions.hashWorkers). */
+export interface HashWorkerOptions {
+  /** Worker threads (default DEFAULT_HASH_WORKERS, the cores Node may use). */
+  threads?: number;
+  /** Files read in the calling thread before the workers start (default 256; 0: from the first file). */
+  afterFiles?: number;
+  /** Bytes read in the calling thread before the workers start (default 64 MiB). */
+  afterBytes?: number;
+}
+
+/** Default of HashWorkerOptions.afterFiles. */
+export const HASH_WORKERS_AFTER_FILES = 256;
+/** Default of HashWorkerOptions.afterBytes (64 MiB). */
+export const HASH_WORKERS_AFTER_BYTES = 64 * 1024 * 1024;
 
 /** Default target pack size in bytes (32 MiB). */
 export const DEFAULT_PACK_BYTES = 32 * 1024 * 1024;
@@ -95,6 +128,10 @@ interface PendingChunk {
  * 4 MiB read otherwise; trees and roots in batches of 256). Nothing is durable until
  * `flush()` resolved and the returned packs are committed to the catalog.
  *
+ * In a large import the reading, chunking, hashing and lz4 encoding of files run in hash
+ * worker threads (ContentWriterOptions.hashWorkers, src/store/content/hash-pool.ts); dedup,
+ * packs and uploads stay on the calling thread, and what is written is the same either way.
+ *
  * Writes may run concurrently (`Promise.all` over files); call `flush()` after they have
  * all settled. After a failed upload every later call rethrows that failure.
  */
@@ -120,6 +157,14 @@ export class ContentWriter {
   private readonly written: WrittenPack[] = [];
   private upload: Promise<void> | undefined;
   private failure: unknown;
+  /** Hash workers: their options (undefined: off), the pool once started, and what was read in this thread before. */
+  private readonly workerOpts: Required<HashWorkerOptions> | undefined;
+  private pool: HashPool | undefined;
+  private readonly readHere = { files: 0, bytes: 0 };
+  /** Resolved once every pooled read asked so far has stored its chunks (see readFdPooled). */
+  private packOrder: Promise<void> = Promise.resolve();
+  /** Chunk lookups queued in this turn (see lookupUnknown). */
+  private lookups: { ask: Digest[]; resolve: (m: Map<Digest, BlobLocation>) => void; reject: (e: unknown) => void }[] = [];
 
   /** @param opts store and index to write to and dedup against; see ContentWriterOptions. */
   constructor(opts: ContentWriterOptions) {
@@ -129,6 +174,12 @@ export class ContentWriter {
     this.dryRun = opts.dryRun ?? false;
     this.keepChunks = this.dryRun && (opts.keepChunks ?? false);
     this.hooks = opts.testHooks;
+    const w = opts.hashWorkers;
+    const threads = w === false ? 0 : (w?.threads ?? (DEFAULT_HASH_WORKERS > 1 ? DEFAULT_HASH_WORKERS : 0));
+    this.workerOpts =
+      w === false || threads < 1
+        ? undefined
+        : { threads, afterFiles: w?.afterFiles ?? HASH_WORKERS_AFTER_FILES, afterBytes: w?.afterBytes ?? HASH_WORKERS_AFTER_BYTES };
   }
 
   /**
@@ -179,7 +230,10 @@ export class ContentWriter {
     const attempts = Math.max(1, opts.attempts ?? 4);
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await new Promise((r) => setTimeout(r, 5 * 2 ** (attempt - 1)));
-      const r = await this.readFdOnce(fd, opts.path, attempt, opts.also, opts.findExtents);
+      const pool = this.hashPool(opts.also);
+      const r = pool
+        ? await this.readFdPooled(pool, fd, opts.path, attempt, opts.also, opts.findExtents)
+        : await this.readFdOnce(fd, opts.path, attempt, opts.also, opts.findExtents);
       if (!r.changed) return { ...this.counted(r.content), st: r.st, changing: false, also: r.also };
       if (attempt + 1 >= attempts) {
         if (opts.allowChanging) return { ...this.counted(r.content), st: r.st, changing: true, also: r.also };
@@ -306,6 +360,7 @@ export class ContentWriter {
   async flush(): Promise<WrittenPack[]> {
     this.check();
     await this.flushMeta();
+    await this.pool?.close();
     if (this.pack && this.pack.count > 0) await this.rotate();
     await this.upload;
     this.check();
@@ -366,11 +421,73 @@ export class ContentWriter {
       } else {
         content = await this.streamFile(fd, size + 1, h);
       }
+      this.readHere.files++;
+      this.readHere.bytes += content.size;
       await this.hooks?.afterRead?.(path, attempt);
       const after = await fstatBig(fd);
       return { content, st: after, changed: content.size !== size || !sameFile(before, after), also: h?.digest('hex') };
     } catch (err) {
       throw err instanceof AwcError ? err : toAwcError(err);
+    }
+  }
+
+  /** The hash pool for a file read now (started on first need), or undefined: read in this thread. */
+  private hashPool(also: AlsoHash | undefined): HashPool | undefined {
+    const w = this.workerOpts;
+    if (!w || (also && !also.gitAlgo)) return undefined;
+    if (!this.pool && this.readHere.files < w.afterFiles && this.readHere.bytes < w.afterBytes) return undefined;
+    return (this.pool ??= new HashPool(w.threads));
+  }
+
+  /** As readFdOnce, the reading, chunking, hashing and encoding done by a hash worker (fstats here, synchronous: two syscalls). */
+  private async readFdPooled(
+    pool: HashPool,
+    fd: number,
+    path: string,
+    attempt: number,
+    also?: AlsoHash,
+    findExtents?: FindExtents,
+  ): Promise<{ content: FileContent; st: BigIntStats; changed: boolean; also?: string }> {
+    try {
+      const before = fstatSync(fd, { bigint: true });
+      if (!before.isFile()) throw new AwcError('E_UNSUPPORTED', `${path} is not a regular file`);
+      const size = Number(before.size);
+      const extents = findExtents?.(fd, before);
+      const mode: HashMode = this.dryRun ? (this.keepChunks ? 'raw' : 'none') : 'compress';
+      // Chunks reach the packs in the order the reads were asked (the walk's order), whatever
+      // order the workers finish in: neighbouring files stay neighbours in the packs, which the
+      // read window of exports merges into one ranged read (src/store/content/read-window.ts).
+      const prev = this.packOrder;
+      let release!: () => void;
+      this.packOrder = new Promise<void>((r) => (release = r));
+      let r: HashResult;
+      try {
+        r = await pool.run({ fd, size, extents, gitAlgo: extents ? undefined : also?.gitAlgo, mode }, async (b) => {
+          await prev;
+          await this.storeHashed(b);
+        });
+      } finally {
+        void prev.then(release);
+      }
+      const content: FileContent = { digest: r.digest, size: r.size, chunks: r.chunks, ...(r.extents && { extents: r.extents }) };
+      await this.hooks?.afterRead?.(path, attempt);
+      const after = fstatSync(fd, { bigint: true });
+      return { content, st: after, changed: content.size !== size || !sameFile(before, after), also: r.also };
+    } catch (err) {
+      throw err instanceof AwcError ? err : toAwcError(err);
+    }
+  }
+
+  /** As storeChunks, for chunks a hash worker encoded (`stored` is their pack form, or their raw bytes in a dry run). */
+  private async storeHashed(batch: readonly HashedChunk[]): Promise<void> {
+    await this.lookupUnknown(batch);
+    for (const b of batch) {
+      if (this.known.has(b.digest)) continue;
+      this.known.add(b.digest);
+      this.stats.newChunks++;
+      this.stats.newBytes += b.size;
+      if (this.keepChunks) this.session.set(b.digest, Buffer.from(b.stored)); // a copy: not to hold the whole batch
+      if (!this.dryRun) await this.append('chunk', b.digest, b.stored, { codec: b.codec, rawLength: b.size });
     }
   }
 
@@ -407,6 +524,23 @@ export class ContentWriter {
 
   /** Stores the chunks of `batch` that are neither known nor in the index (one index lookup). */
   private async storeChunks(batch: readonly PendingChunk[]): Promise<void> {
+    await this.lookupUnknown(batch);
+    for (const b of batch) {
+      if (this.known.has(b.digest)) continue;
+      this.known.add(b.digest);
+      this.stats.newChunks++;
+      this.stats.newBytes += b.data.length;
+      if (this.keepChunks) this.session.set(b.digest, Buffer.from(b.data)); // a copy: read buffers are reused
+      if (!this.dryRun) await this.append('chunk', b.digest, b.data);
+    }
+  }
+
+  /**
+   * Looks up the digests of `batch` this writer does not know yet; marks those found known.
+   * Lookups asked in the same turn (the chunks of files the hash workers finished together)
+   * go to the index as one (a catalog query costs per query far more than per digest).
+   */
+  private async lookupUnknown(batch: readonly { digest: Digest }[]): Promise<void> {
     const ask: Digest[] = [];
     const asked = new Set<Digest>();
     for (const b of batch) {
@@ -415,20 +549,28 @@ export class ContentWriter {
         ask.push(b.digest);
       }
     }
-    if (ask.length > 0) {
-      const found = await this.index.lookup(ask);
-      for (const [d, loc] of found) {
-        this.known.add(d);
-        this.reused.add(loc.pack);
-      }
+    if (ask.length === 0) return;
+    const found = await new Promise<Map<Digest, BlobLocation>>((resolve, reject) => {
+      this.lookups.push({ ask, resolve, reject });
+      if (this.lookups.length === 1) queueMicrotask(() => void this.runLookups());
+    });
+    for (const d of ask) {
+      const loc = found.get(d);
+      if (!loc) continue;
+      this.known.add(d);
+      this.reused.add(loc.pack);
     }
-    for (const b of batch) {
-      if (this.known.has(b.digest)) continue;
-      this.known.add(b.digest);
-      this.stats.newChunks++;
-      this.stats.newBytes += b.data.length;
-      if (this.keepChunks) this.session.set(b.digest, Buffer.from(b.data)); // a copy: read buffers are reused
-      if (!this.dryRun) await this.append('chunk', b.digest, b.data);
+  }
+
+  /** One index lookup for every lookup queued (see lookupUnknown); each gets the whole answer. */
+  private async runLookups(): Promise<void> {
+    const q = this.lookups;
+    this.lookups = [];
+    try {
+      const found = await this.index.lookup(q.length === 1 ? q[0]!.ask : q.flatMap((x) => x.ask));
+      for (const x of q) x.resolve(found);
+    } catch (err) {
+      for (const x of q) x.reject(err);
     }
   }
 
@@ -455,10 +597,15 @@ export class ContentWriter {
     }
   }
 
-  /** Adds a blob to the current pack; uploads the pack once it reaches packBytes. */
-  private async append(kind: BlobKind, digest: Digest, raw: Uint8Array): Promise<void> {
-    this.pack ??= new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536);
-    this.pack.add(kind, digest, raw);
+  /**
+   * Adds a blob to the current pack (`bytes` raw, or already encoded when `encoded` gives its
+   * codec and raw length); uploads the pack once it reaches packBytes.
+   */
+  private async append(kind: BlobKind, digest: Digest, bytes: Uint8Array, encoded?: { codec: Codec; rawLength: number }): Promise<void> {
+    // With the hash workers started the writer is in a large import: its packs fill, so they start at full size.
+    this.pack ??= new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536, this.pool !== undefined);
+    if (encoded) this.pack.addStored(kind, digest, encoded.codec, bytes, encoded.rawLength);
+    else this.pack.add(kind, digest, bytes);
     if (this.pack.size >= this.packBytes) await this.rotate();
   }
 

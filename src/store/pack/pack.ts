@@ -91,10 +91,12 @@ export class PackWriter {
   /**
    * @param capacityHint expected final pack size in bytes: the buffer starts at up to 1 MiB
    *   and doubles up to this size (then grows as needed), so small packs stay small.
+   * @param startFull start at `capacityHint` bytes at once (a writer that expects to fill the
+   *   pack: no copy while it grows)
    */
-  constructor(capacityHint = 1 << 20) {
+  constructor(capacityHint = 1 << 20, startFull = false) {
     this.capacityHint = Math.max(4096, capacityHint);
-    this.buf = Buffer.allocUnsafe(Math.min(this.capacityHint, 1 << 20));
+    this.buf = Buffer.allocUnsafe(startFull ? this.capacityHint : Math.min(this.capacityHint, 1 << 20));
   }
 
   /** Number of blobs added. */
@@ -116,18 +118,26 @@ export class PackWriter {
     if (raw.length > MAX_BLOB_SIZE) throw new AwcError('E_INTERNAL', `blob of ${raw.length} bytes is too large for a pack`);
     const had = this.seen.get(digest);
     if (had) return had;
-    let codec: Codec = 'none';
-    let stored: Uint8Array = raw;
-    if (raw.length >= 64 && worthCompressing(raw)) {
-      const c = lz4().compressSync(Buffer.from(raw.buffer, raw.byteOffset, raw.length));
-      if (c.length <= raw.length - (raw.length >>> 3)) {
-        codec = 'lz4';
-        stored = c;
-      }
-    }
+    const { codec, stored } = encodeBlob(raw);
+    return this.place(kind, digest, codec, stored, raw.length);
+  }
+
+  /**
+   * Appends a blob already encoded by {@link encodeBlob} (e.g. in a worker thread):
+   * `stored` is its stored bytes (copied), `rawLength` its uncompressed length in bytes,
+   * `digest` the sha256 of the raw bytes. A digest added twice is stored once.
+   * @returns its index entry. @throws E_INTERNAL after finish or for a blob over MAX_BLOB_SIZE.
+   */
+  addStored(kind: BlobKind, digest: Digest, codec: Codec, stored: Uint8Array, rawLength: number): PackIndexEntry {
+    if (this.finished) throw new AwcError('E_INTERNAL', 'PackWriter.add after finish');
+    if (rawLength > MAX_BLOB_SIZE) throw new AwcError('E_INTERNAL', `blob of ${rawLength} bytes is too large for a pack`);
+    return this.seen.get(digest) ?? this.place(kind, digest, codec, stored, rawLength);
+  }
+
+  private place(kind: BlobKind, digest: Digest, codec: Codec, stored: Uint8Array, rawLength: number): PackIndexEntry {
     this.ensure(stored.length);
     this.buf.set(stored, this.len);
-    const entry: PackIndexEntry = { digest, kind, codec, offset: this.len, storedLength: stored.length, rawLength: raw.length };
+    const entry: PackIndexEntry = { digest, kind, codec, offset: this.len, storedLength: stored.length, rawLength };
     this.len += stored.length;
     this.entries.push(entry);
     this.seen.set(digest, entry);
@@ -169,6 +179,19 @@ export class PackWriter {
     this.buf.copy(grown, 0, 0, this.len);
     this.buf = grown;
   }
+}
+
+/**
+ * The codec and stored bytes of a blob whose raw bytes are `raw`: lz4 when that saves at
+ * least 1/8 of its length (blobs over 16 KiB tried only when a sample says it can pay, see
+ * worthCompressing), else `none` with `raw` itself (not copied).
+ */
+export function encodeBlob(raw: Uint8Array): { codec: Codec; stored: Uint8Array } {
+  if (raw.length >= 64 && worthCompressing(raw)) {
+    const c = lz4().compressSync(Buffer.from(raw.buffer, raw.byteOffset, raw.length));
+    if (c.length <= raw.length - (raw.length >>> 3)) return { codec: 'lz4', stored: c };
+  }
+  return { codec: 'none', stored: raw };
 }
 
 /** Bytes sampled from the middle of a large blob to decide whether compressing it can pay. */
