@@ -96,7 +96,8 @@ export interface BuildLayerOptions {
  * `<layersDir>` and `<root hex>` are 0700: the tree holds the snapshot's own modes, setuid
  * bits and device nodes, so only root may reach it (docs/explanation/security.md). Built in a
  * temporary directory and renamed into place, so a crash never leaves a half layer.
- * Returns the existing layer when present. Cost: O(files), synchronous file system calls.
+ * Returns the existing layer when present. Cost: O(files), synchronous file system calls, in slices of
+ * {@link YIELD_EVERY} entries between turns of the event loop.
  *
  * @throws E_PERMISSION without root (trusted.* xattrs), E_FORMAT on a corrupt tree.
  */
@@ -134,7 +135,7 @@ async function buildLayerAs(src: TreeSource, root: Digest, layersDir: string, ct
     try {
       const r = await src.readRoot(root);
       if (ctx.git && (await src.readTree(r.tree)).entries.some((e) => e.name === '.git' && e.type === 'dir')) ctx.paths = new Map();
-      const b: Build = { meta, ctx, tree, buildDir: tmp, deferred: [] };
+      const b: Build = { meta, ctx, tree, buildDir: tmp, deferred: [], sinceYield: 0 };
       await buildDir(src, r.tree, tree, '', b);
       applyAttrs(tree.fd, owned(r, ctx));
       if (ctx.paths && ctx.git) {
@@ -178,7 +179,17 @@ interface Build {
   buildDir: string;
   /** Top-level directories whose mtime is set after the git index is written (name, ns). */
   deferred: [string, string][];
+  /** Entries made since the build last let the event loop run (see {@link YIELD_EVERY}). */
+  sinceYield: number;
 }
+
+/**
+ * Entries a build makes (each a few synchronous system calls) before it lets the event loop
+ * run: in the daemon, the same loop serves the content FUSE server's main-thread requests,
+ * whose cold reads another workspace waits on (a read stalled for 1.07 s during a first mount
+ * of the copy of `/usr` without it; docs/benchmarks.md). 256 entries are a few ms.
+ */
+const YIELD_EVERY = 256;
 
 /** The entry's attributes with the build's owner, when it has one. */
 function owned<T extends { uid: number; gid: number }>(e: T, ctx: BuildCtx): T {
@@ -203,6 +214,10 @@ async function buildDir(src: TreeSource, tree: Digest, dir: DirFd, rel: string, 
     const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
     if (b.ctx.paths && e.type !== 'dir') b.ctx.paths.set(relPath, e);
     await buildEntry(src, e, dir, relPath, b);
+    if (++b.sinceYield >= YIELD_EVERY) {
+      b.sinceYield = 0;
+      await new Promise((r) => setImmediate(r));
+    }
   }
 }
 
