@@ -186,8 +186,8 @@ interface Build {
 /**
  * Entries a build makes (each a few synchronous system calls) before it lets the event loop
  * run: in the daemon, the same loop serves the content FUSE server's main-thread requests,
- * whose cold reads another workspace waits on (a read stalled for 1.07 s during a first mount
- * of the copy of `/usr` without it; docs/benchmarks.md). 256 entries are a few ms.
+ * whose cold reads another workspace waits on (during a first mount of the copy of `/usr`,
+ * the slowest such read took 1.07 s without it and 229 ms with it; docs/benchmarks.md).
  */
 const YIELD_EVERY = 256;
 
