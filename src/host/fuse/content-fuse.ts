@@ -207,9 +207,10 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
         markSlotSparse(this.table.words, known);
       }
       if (known >= 0) continue;
-      this.insertChecked(hex, size, sparse === true);
+      const short = shortContentName(hex);
+      this.insertNew(hex, short, size, sparse === true, false);
       // an object of a lazily read index with the same short name: the name is ambiguous from now on
-      for (const o of this.source.withShortName?.(shortContentName(hex)) ?? [])
+      for (const o of this.source.withShortName?.(short) ?? [])
         if (o.hex !== hex) this.insertChecked(o.hex, o.size, o.extents !== undefined);
     }
     this.nodeLog?.flush();
@@ -222,10 +223,13 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
    * would deadlock); no dentry of the name can be cached then (the table had no object of it).
    */
   private insertChecked(hex: string, size: number, sparse: boolean, inLookup = false): number {
-    const short = shortContentName(hex);
-    const key = contentKey(hex)!;
-    const known = lookupSlot(this.table.words, key);
+    const known = lookupSlot(this.table.words, contentKey(hex)!);
     if (known >= 0) return slotNode(this.table.words, known);
+    return this.insertNew(hex, shortContentName(hex), size, sparse, inLookup);
+  }
+
+  /** As insertChecked, for `hex` (whose short name is `short`) known to be absent from the table. */
+  private insertNew(hex: string, short: string, size: number, sparse: boolean, inLookup: boolean): number {
     const before = lookupSlot(this.table.words, contentKey(short)!);
     const id = this.addNode(hex, size, true, sparse);
     if (before >= 0 || before === AMBIGUOUS) this.shortNameCollision(short, inLookup);
