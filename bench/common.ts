@@ -18,6 +18,7 @@ export const FIGURE_IDS = [
   'cli-fork-mount',
   'read-warm',
   'read-cold',
+  'read-dropped',
   'build',
   'test',
   'fanout-backend',

@@ -49,7 +49,7 @@ import { figFanout } from './fig-fanout.js';
 import { figFork, figForkMount, measureBaselines } from './fig-fork.js';
 import { figNewHostMount } from './fig-new-host.js';
 import { figHostDisk, figHostReads } from './fig-host.js';
-import { figReadCold, figReadWarm } from './fig-read.js';
+import { figReadCold, figReadDropped, figReadWarm } from './fig-read.js';
 import { renderMarkdown, renderTable, type BenchResult } from './report.js';
 import { dropCaches, fmtBytes, fmtMs, lazyUnmountUnder, machineInfo, mountsUnder, now, runTimed, treeStats } from './util.js';
 
@@ -57,7 +57,7 @@ const GROUPS: Record<string, string[]> = {
   fork: ['fork'],
   mount: ['fork-mount', 'first-mount', 'cli-fork-mount'],
   'read-warm': ['read-warm'],
-  'read-cold': ['read-cold'],
+  'read-cold': ['read-cold', 'read-dropped'],
   build: ['build', 'test'],
   fanout: ['fanout-backend', 'fanout-disk', 'daemon-rss'],
   checkpoint: ['checkpoint-first', 'checkpoint', 'checkpoint-unchanged', 'cli-checkpoint', 'cli-checkpoint-unchanged'],
@@ -329,8 +329,11 @@ async function runFigures(ctx: TreeCtx, args: Args, figures: Figure[], log: (s: 
   if (want('mount')) add(await figForkMount(ctx, prev('fork-mount'), log));
   if (want('checkpoint')) add(await figCheckpoint(ctx, prev, log));
   if (want('new-host')) add(await figNewHostMount(ctx, log));
+  if (want('read-cold')) {
+    add(await figReadCold(ctx));
+    add(await figReadDropped(ctx));
+  }
   if (want('read-warm')) add(await figReadWarm(ctx));
-  if (want('read-cold')) add(await figReadCold(ctx));
   if (want('build')) add(await figBuild(ctx, log));
   if (want('fanout')) add(await figFanout(ctx, log));
   if (want('host')) {

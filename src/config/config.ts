@@ -80,6 +80,12 @@ export interface AwcConfig extends Partial<DaemonLimits> {
    */
   layerImages?: 'off' | 'auto' | 'on';
   /**
+   * Whether the host keeps whole content objects it has read in the host object cache, mounted
+   * as a data-only lower between each layer and the content FUSE mount (`objectCache`,
+   * `AWC_OBJECT_CACHE`; `on`, the default, or `off`): docs/explanation/host-cache-lower.md.
+   */
+  objectCache?: 'on' | 'off';
+  /**
    * The most bytes an ordinary user's `snapshot import` may upload to the root daemon
    * (`uploadMaxBytes`, `AWC_UPLOAD_MAX_BYTES`; default 32 GiB): the tar the user's process
    * makes, with sparse files as their data only (docs/explanation/security.md "Uploads").
@@ -115,6 +121,13 @@ export interface AwcPaths {
   classCounts: string;
   /** Layer images being built to be shared (src/drivers/overlay/shared-image.ts; emptied when the daemon starts). */
   imageBuilds: string;
+  /** The host object cache (CACHE, src/host/read-path/object-cache.ts): `<cache>/objects`, its staging `<cache>/objects.tmp` and its marker `<cache>/objects.unsynced`. */
+  objectCache: { dir: string; staging: string; marker: string };
+}
+
+/** The host object cache's paths inside the cache directory (names the chunk cache never uses: it keeps two-hex-digit directories). */
+function objectCachePaths(cache: string): AwcPaths['objectCache'] {
+  return { dir: join(cache, 'objects'), staging: join(cache, 'objects.tmp'), marker: join(cache, 'objects.unsynced') };
 }
 
 /** The default of `uploadMaxBytes`: 32 GiB. */
@@ -147,6 +160,7 @@ export const CONFIG_KEYS = {
   warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
   uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
   layerImages: { env: 'AWC_LAYER_IMAGES', type: 'string' },
+  objectCache: { env: 'AWC_OBJECT_CACHE', type: 'string' },
   ...DAEMON_LIMIT_KEYS,
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
@@ -163,7 +177,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const { ns, pb, cb } = checkBasics(merged);
   const { socket, cacheDir, group } = checkLocations(merged);
   const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
-  const { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages } = checkDaemonKeys(merged);
+  const { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages, objectCache } = checkDaemonKeys(merged);
   return {
     home,
     namespace: ns,
@@ -182,6 +196,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     warmCli,
     uploadMaxBytes,
     layerImages,
+    objectCache,
     ...parseDaemonLimits(merged),
     ...(users ? { users } : {}),
   };
@@ -267,7 +282,7 @@ function checkLocations(merged: Record<string, unknown>): { socket?: string; cac
 /** Checks sweepIntervalMs, users, warmCli and uploadMaxBytes of merged settings. @throws E_CONFIG naming the key */
 function checkDaemonKeys(
   merged: Record<string, unknown>,
-): Pick<AwcConfig, 'sweepIntervalMs' | 'users' | 'warmCli' | 'uploadMaxBytes' | 'layerImages'> {
+): Pick<AwcConfig, 'sweepIntervalMs' | 'users' | 'warmCli' | 'uploadMaxBytes' | 'layerImages' | 'objectCache'> {
   const sweepIntervalMs = merged.sweepIntervalMs ?? 3_600_000;
   if (
     typeof sweepIntervalMs !== 'number' ||
@@ -291,7 +306,12 @@ function checkDaemonKeys(
     throw new AwcError('E_CONFIG', `invalid layerImages ${JSON.stringify(merged.layerImages)}`, {
       hint: 'Use "auto" (the default), "on" or "off".',
     });
-  return { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages };
+  const objectCache = merged.objectCache ?? 'on';
+  if (objectCache !== 'on' && objectCache !== 'off')
+    throw new AwcError('E_CONFIG', `invalid objectCache ${JSON.stringify(merged.objectCache)}`, {
+      hint: 'Use "on" (the default) or "off".',
+    });
+  return { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages, objectCache };
 }
 
 /**
@@ -412,5 +432,6 @@ export function pathsOf(
     userLayers: join(hostDir, 'user-layers'),
     classCounts: join(hostDir, 'class-counts'),
     imageBuilds: join(hostDir, 'image-builds'),
+    objectCache: objectCachePaths(config.cacheDir ?? join(hostDir, 'cache')),
   };
 }

@@ -86,7 +86,8 @@ export const command: CliCommand = {
 /** One line for a host sweep's report. */
 function sweepText(r: HostSweepReport): string {
   const would = r.dryRun ? 'would drop' : 'dropped';
-  return `this host: ${would} ${r.layers.dropped.length} layer(s) (${formatBytes(r.layers.bytes)}) and ${r.chunks.dropped} cached chunk(s) (${formatBytes(r.chunks.bytes)}), ${r.dryRun ? 'freeing' : 'freed'} ${formatBytes(r.freedBytes)}; kept ${r.layers.kept} layer(s), ${r.chunks.kept} chunk(s)`;
+  const objects = r.objects ?? { dropped: 0, kept: 0, bytes: 0 }; // (a daemon from before the host object cache)
+  return `this host: ${would} ${r.layers.dropped.length} layer(s) (${formatBytes(r.layers.bytes)}), ${objects.dropped} cached object(s) (${formatBytes(objects.bytes)}) and ${r.chunks.dropped} cached chunk(s) (${formatBytes(r.chunks.bytes)}), ${r.dryRun ? 'freeing' : 'freed'} ${formatBytes(r.freedBytes)}; kept ${r.layers.kept} layer(s), ${r.chunks.kept} chunk(s), ${objects.kept} object(s)`;
 }
 
 /**

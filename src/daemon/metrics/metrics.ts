@@ -2,6 +2,7 @@ import { request } from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { AwcError } from '../../core/errors.js';
 import type { ContentPlane } from '../../host/read-path/content-plane.js';
+import type { ObjectCache } from '../../host/read-path/object-cache.js';
 
 /**
  * Prometheus metrics of the host daemon (docs/explanation/design.md#interfaces), on a private prom-client `Registry`
@@ -31,6 +32,9 @@ import type { ContentPlane } from '../../host/read-path/content-plane.js';
  * | `awc_cache_budget_bytes` | gauge | | the cache's byte budget |
  * | `awc_mounted_workspaces` | gauge | | workspaces mounted by this daemon |
  * | `awc_content_objects` | gauge | | content objects the FUSE server knows |
+ * | `awc_object_cache_bytes` | gauge | | bytes on disk of the host object cache (removed files still maybe bound included) |
+ * | `awc_object_cache_objects` | gauge | | whole objects in the host object cache |
+ * | `awc_object_cache_events` | gauge | `event` (`published`, `evicted`, `kernel_open`, `fill_error`, `skipped`) | the host object cache's counters since the daemon started (`kernel_open`: reads served by the kernel without FUSE) |
  * | `awc_process_*`, `awc_nodejs_*` | various | | prom-client default metrics (resident memory, CPU, heap, event-loop lag, …) |
  *
  * @example
@@ -79,6 +83,12 @@ export class DaemonMetrics {
   readonly cachePendingBytes: Gauge;
   readonly mountedWorkspaces: Gauge;
   readonly contentObjects: Gauge;
+  /** Bytes on disk of the host object cache. */
+  readonly objectCacheBytes: Gauge;
+  /** Objects in the host object cache. */
+  readonly objectCacheObjects: Gauge;
+  /** Label `event`: the host object cache's counters (monotonic for the daemon's life). */
+  readonly objectCacheEvents: Gauge<'event'>;
 
   private readonly collectors: (() => void)[] = [];
   private readonly fuseChildren = new Map<string, { inc(v?: number): void }>();
@@ -134,6 +144,17 @@ export class DaemonMetrics {
     );
     this.mountedWorkspaces = gauge('awc_mounted_workspaces', 'Workspaces mounted by this daemon.');
     this.contentObjects = gauge('awc_content_objects', 'Content objects known to the content FUSE server.');
+    this.objectCacheBytes = gauge(
+      'awc_object_cache_bytes',
+      'Bytes on disk of the host object cache (whole objects read by the kernel without FUSE).',
+    );
+    this.objectCacheObjects = gauge('awc_object_cache_objects', 'Whole content objects in the host object cache.');
+    this.objectCacheEvents = new Gauge({
+      name: 'awc_object_cache_events',
+      help: "The host object cache's counters since the daemon started, by event (published, evicted, kernel_open, fill_error, skipped).",
+      labelNames: ['event'],
+      registers,
+    });
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'awc_' });
   }
 
@@ -207,6 +228,23 @@ export class DaemonMetrics {
       this.cacheBytes.set(cache.bytes);
       this.cacheBudgetBytes.set(cache.budgetBytes);
       this.cachePendingBytes.set(cache.pendingBytes);
+    });
+  }
+
+  /**
+   * Counts the host object cache's work (objects published, evicted, opened by the kernel
+   * without FUSE, failed fills) and samples its bytes and objects before every scrape.
+   */
+  observeObjects(objects: ObjectCache): void {
+    this.addCollector(() => {
+      const s = objects.stats;
+      this.objectCacheBytes.set(objects.bytes + objects.removedBytes);
+      this.objectCacheObjects.set(objects.count);
+      this.objectCacheEvents.set({ event: 'published' }, s.published);
+      this.objectCacheEvents.set({ event: 'evicted' }, s.evicted);
+      this.objectCacheEvents.set({ event: 'kernel_open' }, s.kernelOpens);
+      this.objectCacheEvents.set({ event: 'fill_error' }, s.fillErrors);
+      this.objectCacheEvents.set({ event: 'skipped' }, s.skipped);
     });
   }
 

@@ -14,6 +14,7 @@ import type { ObjectStore } from '../../store/object/object-store.js';
 import { layerGitSource } from '../../drivers/overlay/layer-git-index.js';
 import { ContentFuse } from '../../host/fuse/content-fuse.js';
 import { ContentPlane } from '../../host/read-path/content-plane.js';
+import { ObjectCache } from '../../host/read-path/object-cache.js';
 import type { Layer } from '../../drivers/overlay/layer-builder.js';
 import { unmount } from '../../host/mount/mount-commands.js';
 import { isMounted } from '../../host/mount/mount-table.js';
@@ -123,6 +124,8 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   private store!: ObjectStore;
   /** The read path (chunk cache, fetcher, content source, readers and blob indexes by namespace). */
   private plane!: ContentPlane;
+  /** The host object cache (absent: `objectCache` off, or it could not open). */
+  private objects?: ObjectCache;
   private fuse?: ContentFuse;
   /** The overlay workspace mounts (made in start, once the catalog and the content FUSE server exist). */
   private overlays?: OverlayHost;
@@ -235,6 +238,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       session,
     });
     this.plane.attachArena(this.fuse);
+    this.objects = await this.openObjectCache(this.fuse);
     this.fuse.on('error', (err) => this.log({ level: 'error', msg: 'fuse', err: String(err) }));
     this.fuse.on('op', (op: string) => this.metrics.fuseOp(op));
     this.metrics.addCollector(() => {
@@ -249,6 +253,8 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
     await overlays.remountAll();
     this.metrics.mountedWorkspaces.set(overlays.size);
     await overlays.sweepStrays();
+    // every overlay adopted or remounted has its layer registered: CACHE may be filled and trimmed (its rule 3)
+    this.objects?.start();
     await this.listen(gid);
   }
 
@@ -256,7 +262,13 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   private async listen(gid: number | undefined): Promise<void> {
     configureDaemonLimits(this.config);
     this.sweeper = new HostSweeper(
-      { catalog: this.catalog, cache: this.plane?.cache, layers: this.overlays, classCounts: new ClassCountCache(this.paths.classCounts) },
+      {
+        catalog: this.catalog,
+        cache: this.plane?.cache,
+        layers: this.overlays,
+        objects: this.objects,
+        classCounts: new ClassCountCache(this.paths.classCounts),
+      },
       this.metrics,
       this.config.sweepIntervalMs,
       this.log,
@@ -327,6 +339,39 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
     return this.userSockets?.uids() ?? [];
   }
 
+  /**
+   * Opens the host object cache (docs/explanation/host-cache-lower.md) within the chunk cache's
+   * budget (`cacheBytes` covers both), wired to the content plane and the FUSE server's short
+   * names. Undefined when `objectCache` is off, or when it cannot open (logged: the overlays
+   * then read every object through FUSE, as without it).
+   */
+  private async openObjectCache(fuse: ContentFuse): Promise<ObjectCache | undefined> {
+    if (this.config.objectCache === 'off') return undefined;
+    const p = this.paths.objectCache;
+    const cache = this.plane.cache;
+    const objects = new ObjectCache({
+      dir: p.dir,
+      stagingDir: p.staging,
+      markerFile: p.marker,
+      source: this.plane.source,
+      budgetBytes: () => this.config.cacheBytes - cache.bytes,
+      nameIsFree: (hex) => fuse.shortNameFree(hex),
+      liveMounts: () => this.overlays?.status().mounts.map((m) => m.workspace) ?? [],
+    });
+    try {
+      await objects.open();
+    } catch (err) {
+      this.log({ level: 'error', msg: 'object cache unusable: objects are read through FUSE only', err: String(err) });
+      return undefined;
+    }
+    objects.on('reset', (e) => this.log({ level: 'warn', msg: 'object cache emptied', reason: e.reason }));
+    objects.on('fill-error', (e) => this.log({ level: 'warn', msg: 'object cache fill failed', content: e.hex, err: String(e.error) }));
+    fuse.on('ambiguous', (short) => objects.remove(short));
+    this.plane.attachObjects(objects);
+    this.metrics.observeObjects(objects);
+    return objects;
+  }
+
   /** The overlay mounts of this host over the content FUSE server: their layers are registered with the content plane and announced to the server. */
   private startOverlays(fuse: ContentFuse): OverlayHost {
     const overlays = new OverlayHost(
@@ -351,6 +396,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
         gitIndex: (ns) => layerGitSource(this.plane.reader(ns), this.store),
         resumedConnection: () => fuse.resumedConnection,
         store: this.store,
+        objectCacheDir: this.objects && this.paths.objectCache.dir,
       },
       this.log,
     );
@@ -401,6 +447,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       } catch (err) {
         this.log({ level: 'error', msg: 'unmount failed', err: String(err) });
       }
+      await this.objects?.close();
       await this.fuse?.unmount();
       await this.plane?.idle();
       // the session is not ended: its leases outlive this daemon by the TTL (a restart continues it)

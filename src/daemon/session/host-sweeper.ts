@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { Counter } from 'prom-client';
 import type { Catalog } from '../../catalog/port/catalog.js';
 import type { ChunkCache } from '../../host/read-path/chunk-cache.js';
-import { HostSweep, type HostSweepReport, type SweepableLayers } from '../../service/gc/host-sweep.js';
+import { HostSweep, type HostSweepReport, type SweepableLayers, type SweepableObjects } from '../../service/gc/host-sweep.js';
 import type { DaemonMetrics } from '../metrics/metrics.js';
 import type { ClassCountCache } from '../../service/capture/class-cache.js';
 import type { LogEvents, Logger } from '../../core/log.js';
@@ -21,8 +21,8 @@ export type HostSweeperEvents = LogEvents;
  * | metric | type | labels | meaning |
  * |---|---|---|---|
  * | `awc_host_sweeps_total` | counter | `result` (`ok`, `error`) | host sweeps run (dry runs not counted) |
- * | `awc_host_sweep_dropped_total` | counter | `kind` (`layer`, `chunk`) | layers and cache entries dropped |
- * | `awc_host_sweep_freed_bytes_total` | counter | `kind` (`layer`, `chunk`) | bytes they held (layers: allocated blocks, with leftovers of crashed builds) |
+ * | `awc_host_sweep_dropped_total` | counter | `kind` (`layer`, `chunk`, `object`) | layers, chunk cache entries and host object cache objects dropped |
+ * | `awc_host_sweep_freed_bytes_total` | counter | `kind` (`layer`, `chunk`, `object`) | bytes they held (layers: allocated blocks, with leftovers of crashed builds) |
  */
 export class HostSweeper extends EventEmitter<HostSweeperEvents> {
   private readonly sweep: HostSweep;
@@ -33,7 +33,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
   private readonly log: Logger;
 
   constructor(
-    opts: { catalog: Catalog; cache?: ChunkCache; layers?: SweepableLayers; classCounts?: ClassCountCache },
+    opts: { catalog: Catalog; cache?: ChunkCache; layers?: SweepableLayers; objects?: SweepableObjects; classCounts?: ClassCountCache },
     metrics: DaemonMetrics,
     private readonly intervalMs: number,
     logger?: Logger,
@@ -45,7 +45,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
     this.runs = new Counter({ name: 'awc_host_sweeps_total', help: 'Host sweeps run, by result.', labelNames: ['result'], registers });
     this.dropped = new Counter({
       name: 'awc_host_sweep_dropped_total',
-      help: 'Layers and chunk cache entries the host sweep dropped, by kind.',
+      help: 'Layers, chunk cache entries and host object cache objects the host sweep dropped, by kind.',
       labelNames: ['kind'],
       registers,
     });
@@ -62,6 +62,10 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
     this.sweep.on('chunks-drop', (c) => {
       this.dropped.inc({ kind: 'chunk' }, c.count);
       this.freed.inc({ kind: 'chunk' }, c.bytes);
+    });
+    this.sweep.on('objects-drop', (c) => {
+      this.dropped.inc({ kind: 'object' }, c.count);
+      this.freed.inc({ kind: 'object' }, c.bytes);
     });
   }
 
@@ -92,6 +96,7 @@ export class HostSweeper extends EventEmitter<HostSweeperEvents> {
         msg: r.dryRun ? 'host sweep (dry run)' : 'host sweep',
         layers: r.layers.dropped.length,
         chunks: r.chunks.dropped,
+        objects: r.objects.dropped,
         freedBytes: r.freedBytes,
         durationMs: r.durationMs,
       });

@@ -68,6 +68,8 @@ export interface OverlayContent {
   gitIndex?: (ns: string) => LayerGitIndexSource;
   /** True when the daemon took over the content FUSE connection of the one before it. */
   resumedConnection(): boolean;
+  /** The host object cache's directory, mounted as CACHE between the layer and CONTENT (src/host/read-path/object-cache.ts); absent: none. */
+  objectCacheDir?: string;
   /** The object store layer images are shared through (src/drivers/overlay/shared-image.ts); absent: every layer is built here. */
   store?: ObjectStore;
 }
@@ -306,7 +308,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
         await mkdirPrivate(dirs.work);
         const opened = owner ? openOwnedTarget(target, owner.uid) : undefined;
         try {
-          await mountOverlay({ layer: layer.dir, content: this.paths.content, upper: dirs.upper, work: dirs.work, target, fd: opened?.fd });
+          await this.mountOverlay(layer.dir, dirs, target, opened?.fd);
         } finally {
           opened?.close();
         }
@@ -337,6 +339,12 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     } finally {
       release();
     }
+  }
+
+  /** Mounts the overlay of a workspace: its layer over CACHE (when the host has one) over CONTENT (see mountOverlay). */
+  private mountOverlay(layerDir: string, dirs: WorkspaceDirs, target: string, fd: number | undefined): Promise<void> {
+    const cache = this.content.objectCacheDir;
+    return mountOverlay({ layer: layerDir, content: this.paths.content, cache, upper: dirs.upper, work: dirs.work, target, fd });
   }
 
   /** Makes an empty upper directory for a first mount, with the attributes of the snapshot root (the overlay root shows them). */

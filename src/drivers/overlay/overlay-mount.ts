@@ -3,7 +3,9 @@ import { AwcError } from '../../core/errors.js';
 import { MS_NODEV, MS_NOSUID, mountSyscall } from '../../host/mount/mount-syscall.js';
 
 /**
- * Mounts one overlayfs: `lowerdir=LAYER::CONTENT` (CONTENT a data-only lower), private
+ * Mounts one overlayfs: `lowerdir=LAYER::CONTENT` (CONTENT a data-only lower), or with `cache`
+ * `lowerdir=LAYER::CACHE::CONTENT` (CACHE, the host object cache, a first data-only lower that
+ * the kernel reads without FUSE: docs/explanation/host-cache-lower.md), private
  * upper and work dirs, `metacopy=on,redirect_dir=on`, and nodev,nosuid by default (docs/explanation/design.md#overlay-driver, #security).
  * mount(2) is called directly (src/host/mount/mount-syscall.ts); when it fails, mount(8) runs the
  * same mount, for its error message. With `fd` (a target opened by openOwnedTarget,
@@ -16,12 +18,15 @@ import { MS_NODEV, MS_NOSUID, mountSyscall } from '../../host/mount/mount-syscal
 export async function mountOverlay(o: {
   layer: string;
   content: string;
+  /** The host object cache's directory (absent: no CACHE lower). */
+  cache?: string;
   upper: string;
   work: string;
   target: string;
   fd?: number;
 }): Promise<void> {
-  const opts = `lowerdir=${o.layer}::${o.content},upperdir=${o.upper},workdir=${o.work},metacopy=on,redirect_dir=on`;
+  const lower = o.cache === undefined ? `${o.layer}::${o.content}` : `${o.layer}::${o.cache}::${o.content}`;
+  const opts = `lowerdir=${lower},upperdir=${o.upper},workdir=${o.work},metacopy=on,redirect_dir=on`;
   // the system call first (on a pool thread: see mountSyscall); mount(8) when it fails, for its message
   const at = o.fd === undefined ? o.target : `/proc/self/fd/${o.fd}`;
   if (await mountSyscall('overlay', at, 'overlay', MS_NOSUID | MS_NODEV, opts)) return;

@@ -113,7 +113,11 @@ export interface ContentFuseStats {
 }
 
 /** Events of a {@link ContentFuse}: the session's, and `'served'` (content hex) when a worker answered a READ from the arena. */
-export type ContentFuseEvents = FuseServerEvents & { served: [hex: string] };
+export type ContentFuseEvents = FuseServerEvents & {
+  served: [hex: string];
+  /** A short name became ambiguous (two objects answer to it): whatever holds the name elsewhere must let it go. */
+  ambiguous: [short: string];
+};
 
 const DIR_NAMES: readonly string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
@@ -271,6 +275,7 @@ export class ContentFuse extends FuseServer<ContentFuseEvents> {
    */
   private shortNameCollision(short: string, deferred = false): void {
     this.emitError(new AwcError('E_INTEGRITY', `content FUSE: short name ${short} matches two content objects`));
+    this.emit('ambiguous', short);
     if (deferred) setImmediate(() => this.invalidateRoot(short));
     else this.invalidateRoot(short);
     // A worker that read the table just before the insert may still answer one LOOKUP of the

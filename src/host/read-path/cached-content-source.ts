@@ -58,6 +58,8 @@ export class CachedContentSource implements ContentSource {
   private readonly indexes: { contents: ContentLookup; index: BlobIndex }[] = [];
   private readonly reuse: boolean;
   private scratch: Buffer | undefined;
+  /** Told of every read: the object (64 hex), its size and the bytes asked for (see {@link observeReads}). */
+  private observer: ((hex: string, size: number, bytes: number) => void) | undefined;
 
   /** @param fetcher fetches chunks through the host cache (shared by every namespace). */
   constructor(
@@ -136,6 +138,20 @@ export class CachedContentSource implements ContentSource {
     for (const ref of f.chunks) this.fetcher.noteUse(ref);
   }
 
+  /**
+   * Calls `fn(hex, size, bytes)` on every read of a known object (before it is served): the
+   * object's size and the bytes of the range asked for, clamped at its end (the host object
+   * cache counts them to find objects read whole). One observer; a new one replaces it.
+   */
+  observeReads(fn: (hex: string, size: number, bytes: number) => void): void {
+    this.observer = fn;
+  }
+
+  /** The chunks of a known content object (undefined when unknown): their digests and sizes in bytes. */
+  chunksOf(hex: string): readonly ChunkRef[] | undefined {
+    return this.file(hex)?.chunks;
+  }
+
   /** Number of registered content objects (an added index's objects count once looked up). */
   get size(): number {
     return this.files.size;
@@ -168,6 +184,7 @@ export class CachedContentSource implements ContentSource {
     }
     const end = Math.min(f.size, offset + length);
     if (end <= offset) return EMPTY;
+    this.observer?.(hex, f.size, end - offset);
     if (f.extents) return this.readSparse(hex, f, f.extents, offset, end);
     return this.readData(hex, f, offset, end);
   }

@@ -182,6 +182,8 @@ export class ChunkCache extends EventEmitter<ChunkCacheEvents> {
   private readonly mem: MemoryTier;
   /** Unlinks of evicted or dropped files still in progress. */
   private readonly unlinks = new Set<Promise<void>>();
+  /** Writes cancelled by `delete` before their turn came. */
+  private readonly cancelled = new Set<Digest>();
   /** Bytes of the chunks in `index`. */
   private stored = 0;
   /** Bytes of the writes in progress. */
@@ -452,11 +454,13 @@ export class ChunkCache extends EventEmitter<ChunkCacheEvents> {
 
   /**
    * Removes one chunk from the cache (its file is unlinked asynchronously) and from the memory
-   * tier. @returns whether it was on disk.
+   * tier; a write of it still waiting for its turn (write-behind) is cancelled (its `put`
+   * resolves false). @returns whether it was on disk.
    */
   delete(digest: Digest): boolean {
     const m = this.mem.get(digest);
     if (m) this.mem.remove(digest, m);
+    if (this.writing.has(digest)) this.cancelled.add(digest);
     const e = this.index.get(digest);
     if (!e) return false;
     this.drop(digest, e);
@@ -512,6 +516,10 @@ export class ChunkCache extends EventEmitter<ChunkCacheEvents> {
     await this.writes.turn(size);
     try {
       if (before) await before;
+      if (this.cancelled.delete(digest)) {
+        this.unreserve(digest, size);
+        return false;
+      }
       await this.files.write(digest, data);
     } catch (err) {
       this.unreserve(digest, size);

@@ -7,6 +7,7 @@ import type { ContentLookup, LayerContents } from '../../store/content/content-i
 import { ChunkCache } from './chunk-cache.js';
 import { ChunkFetcher } from './chunk-fetcher.js';
 import type { LogRecord, Logger } from '../../core/log.js';
+import type { ObjectCache } from './object-cache.js';
 
 /** Default pack read-ahead window of the host (8 MiB). */
 export const DEFAULT_HOST_READ_AHEAD_BYTES = 8 * 1024 * 1024;
@@ -96,6 +97,8 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
   private readonly indexOf: (namespace: string) => BlobIndex;
   private readonly indexes = new Map<string, BlobIndex>();
   private readonly readers = new Map<string, ContentReader>();
+  /** The host object cache, once attached (attachObjects). */
+  private objects: ObjectCache | undefined;
 
   /** @throws E_USAGE for an invalid budget or read-ahead size (see ChunkCache, ChunkFetcher). */
   constructor(opts: ContentPlaneOptions) {
@@ -166,7 +169,24 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
       const b = this.cache.peekMemory(e.digest);
       if (b) arena.offer(e.digest.slice(7), b);
     });
-    arena.on('served', (hex) => this.source.touch(hex));
+    arena.on('served', (hex) => {
+      this.source.touch(hex);
+      this.objects?.request(hex);
+    });
+  }
+
+  /**
+   * Wires the host object cache (docs/explanation/host-cache-lower.md): every read through the
+   * source is counted, so an object read whole is filled into CACHE (an object the arena served
+   * whole is queued at once, see attachArena); an object published to CACHE leaves the chunk
+   * cache's disk tier (its chunks are deleted), so the host's disk holds one copy of it.
+   */
+  attachObjects(objects: ObjectCache): void {
+    this.objects = objects;
+    this.source.observeReads((hex, size, bytes) => objects.noteRead(hex, size, bytes));
+    objects.on('publish', (e) => {
+      for (const c of this.source.chunksOf(e.hex) ?? []) this.cache.delete(c.digest);
+    });
   }
 
   /** Resolves once nothing is being fetched or read ahead and the cache has written what was fetched; never rejects. */

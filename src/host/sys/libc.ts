@@ -58,6 +58,10 @@ export interface LibcCalls {
   utimensat(dirFd: number, path: string | Buffer, times: BigInt64Array, flags: number): number;
   futimens(fd: number, times: BigInt64Array): number;
   ioctl(fd: number, req: number, arg: number[]): number;
+  /** inotify_init1(2): a new inotify descriptor, flags IN_NONBLOCK | IN_CLOEXEC…. */
+  inotify_init1(flags: number): number;
+  /** inotify_add_watch(2): a watch descriptor for `path` (not followed when IN_DONT_FOLLOW is in `mask`). */
+  inotify_add_watch(fd: number, path: string, mask: number): number;
   /** errno after the last call of this thread. */
   errno(): number;
 }
@@ -75,6 +79,8 @@ const LIBC_SIGNATURES: Record<Exclude<keyof LibcCalls, 'errno'>, string> = {
   utimensat: 'int utimensat(int dirfd, const char *path, const int64_t *times, int flags)',
   futimens: 'int futimens(int fd, const int64_t *times)',
   ioctl: 'int ioctl(int fd, unsigned long req, _Inout_ uint32_t *arg)',
+  inotify_init1: 'int inotify_init1(int flags)',
+  inotify_add_watch: 'int inotify_add_watch(int fd, const char *path, uint32_t mask)',
 };
 
 let calls: LibcCalls | null | undefined;

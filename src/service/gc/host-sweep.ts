@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Digest } from '../../core/digest.js';
 import type { Catalog } from '../../catalog/port/catalog.js';
 import type { ChunkCache } from '../../host/read-path/chunk-cache.js';
+import type { CachedObject } from '../../host/read-path/object-cache.js';
 import type { DroppedLayer, LayerSweepResult } from '../../drivers/overlay/layer-sweep.js';
 import type { ClassCountCache } from '../capture/class-cache.js';
 
@@ -19,9 +20,11 @@ export interface HostSweepReport {
     leftovers: { count: number; bytes: number };
   };
   chunks: { dropped: number; kept: number; bytes: number };
+  /** Whole objects of the host object cache (bytes: allocated; those a live mount may still hold bound free later). */
+  objects: { dropped: number; kept: number; bytes: number };
   /** Files of class counts of roots that are no snapshot any more (src/service/capture/class-cache.ts). */
   classCounts: { dropped: number };
-  /** layers.bytes + chunks.bytes + layers.leftovers.bytes */
+  /** layers.bytes + chunks.bytes + objects.bytes + layers.leftovers.bytes */
   freedBytes: number;
   durationMs: number;
 }
@@ -32,6 +35,14 @@ export interface SweepableLayers {
   sweepLayers(liveRoots: () => Promise<ReadonlySet<Digest>>, dryRun: boolean): Promise<LayerSweepResult>;
 }
 
+/** The host object cache, as the sweep needs it (ObjectCache implements it). */
+export interface SweepableObjects {
+  /** The objects in CACHE, each with its first chunk. */
+  sweepEntries(): Promise<CachedObject[]>;
+  /** Removes one (false: no longer there). */
+  dropUnreachable(short: string): boolean;
+}
+
 /** Options of a {@link HostSweep}. */
 export interface HostSweepOptions {
   catalog: Catalog;
@@ -39,6 +50,8 @@ export interface HostSweepOptions {
   cache?: ChunkCache;
   /** The host's layers (absent: no overlays here). */
   layers?: SweepableLayers;
+  /** The host object cache (absent: none here). */
+  objects?: SweepableObjects;
   /** The host's class counts (absent: none kept here). */
   classCounts?: ClassCountCache;
   /** Test-only injection point: awaited after the blob rows of a batch of cached chunks were looked up, before any is dropped. */
@@ -51,6 +64,8 @@ export type HostSweepEvents = {
   'layer-drop': [DroppedLayer];
   /** Cache entries were dropped, one event per lookup batch (not in dry runs). */
   'chunks-drop': [{ count: number; bytes: number }];
+  /** Objects of the host object cache were dropped, one event per lookup batch (not in dry runs). */
+  'objects-drop': [{ count: number; bytes: number }];
   /** A run finished. */
   done: [HostSweepReport];
 };
@@ -66,6 +81,8 @@ export type HostSweepEvents = {
  *   snapshot: gc removes a blob's rows only when it deletes the pack that held it, after the
  *   re-mark found no live snapshot reaching it, so no live snapshot (and no mount, whose layer
  *   snapshot is a live root) can need the chunk. A chunk being written (just fetched) is kept.
+ * - **Objects of the host object cache** go by the same rule, asked of their first chunk: a
+ *   live snapshot that holds the object keeps every chunk of it.
  *
  * Runs are serialised (a run asked for during another starts after it). Emits typed events;
  * never prints.
@@ -105,6 +122,7 @@ export class HostSweep extends EventEmitter<HostSweepEvents> {
       dryRun,
       layers: { dropped: [], kept: 0, bytes: 0, leftovers: { count: 0, bytes: 0 } },
       chunks: { dropped: 0, kept: 0, bytes: 0 },
+      objects: { dropped: 0, kept: 0, bytes: 0 },
       classCounts: { dropped: 0 },
       freedBytes: 0,
       durationMs: 0,
@@ -119,37 +137,81 @@ export class HostSweep extends EventEmitter<HostSweepEvents> {
       };
       if (!dryRun) for (const l of r.dropped) this.emit('layer-drop', l);
     }
-    if (cache) {
+    if (cache || this.opts.objects) {
       const namespaces = [...new Set((await snapshots()).map((s) => s.namespace))];
-      const entries = cache.diskEntries();
-      for (let i = 0; i < entries.length; i += SWEEP_LOOKUP_BATCH) {
-        const batch = entries.slice(i, i + SWEEP_LOOKUP_BATCH);
-        const digests = batch.map(([d]) => d);
-        const indexed = new Set<Digest>();
-        for (const ns of namespaces) for (const d of (await catalog.blobIndex(ns).lookup(digests)).keys()) indexed.add(d);
+      const indexed = async (digests: Digest[]) => {
+        const found = new Set<Digest>();
+        for (const ns of namespaces) for (const d of (await catalog.blobIndex(ns).lookup(digests)).keys()) found.add(d);
         await this.opts.hooks?.afterLookup?.(digests);
-        let count = 0;
-        let bytes = 0;
-        for (const [d, size] of batch) {
-          if (indexed.has(d)) {
-            report.chunks.kept++;
-            continue;
-          }
-          if (!dryRun && !cache.delete(d)) continue; // evicted meanwhile: not ours to count
-          count++;
-          bytes += size;
-        }
-        report.chunks.dropped += count;
-        report.chunks.bytes += bytes;
-        if (!dryRun && count > 0) this.emit('chunks-drop', { count, bytes });
-      }
-      if (!dryRun) await cache.idle();
+        return found;
+      };
+      if (cache) report.chunks = await this.sweepChunks(cache, indexed, dryRun);
+      if (this.opts.objects) report.objects = await this.sweepObjects(this.opts.objects, indexed, dryRun);
     }
     if (this.opts.classCounts)
       report.classCounts.dropped = await this.opts.classCounts.sweep(async () => new Set((await snapshots()).map((s) => s.root)), dryRun);
-    report.freedBytes = report.layers.bytes + report.layers.leftovers.bytes + report.chunks.bytes;
+    report.freedBytes = report.layers.bytes + report.layers.leftovers.bytes + report.chunks.bytes + report.objects.bytes;
     report.durationMs = Math.round(performance.now() - t0);
     this.emit('done', report);
     return report;
+  }
+
+  /** The chunk part: cached chunks whose digest has no blob row go (in lookup batches). */
+  private async sweepChunks(
+    cache: ChunkCache,
+    indexed: (digests: Digest[]) => Promise<Set<Digest>>,
+    dryRun: boolean,
+  ): Promise<HostSweepReport['chunks']> {
+    const out = { dropped: 0, kept: 0, bytes: 0 };
+    const entries = cache.diskEntries();
+    for (let i = 0; i < entries.length; i += SWEEP_LOOKUP_BATCH) {
+      const batch = entries.slice(i, i + SWEEP_LOOKUP_BATCH);
+      const live = await indexed(batch.map(([d]) => d));
+      let count = 0;
+      let bytes = 0;
+      for (const [d, size] of batch) {
+        if (live.has(d)) {
+          out.kept++;
+          continue;
+        }
+        if (!dryRun && !cache.delete(d)) continue; // evicted meanwhile: not ours to count
+        count++;
+        bytes += size;
+      }
+      out.dropped += count;
+      out.bytes += bytes;
+      if (!dryRun && count > 0) this.emit('chunks-drop', { count, bytes });
+    }
+    if (!dryRun) await cache.idle();
+    return out;
+  }
+
+  /** The object part: objects of the host object cache whose first chunk has no blob row go; one whose chunk is not recorded stays. */
+  private async sweepObjects(
+    objects: SweepableObjects,
+    indexed: (digests: Digest[]) => Promise<Set<Digest>>,
+    dryRun: boolean,
+  ): Promise<HostSweepReport['objects']> {
+    const out = { dropped: 0, kept: 0, bytes: 0 };
+    const entries = await objects.sweepEntries();
+    for (let i = 0; i < entries.length; i += SWEEP_LOOKUP_BATCH) {
+      const batch = entries.slice(i, i + SWEEP_LOOKUP_BATCH);
+      const live = await indexed(batch.flatMap((e) => (e.chunk ? [e.chunk] : [])));
+      let count = 0;
+      let bytes = 0;
+      for (const e of batch) {
+        if (!e.chunk || live.has(e.chunk)) {
+          out.kept++;
+          continue;
+        }
+        if (!dryRun && !objects.dropUnreachable(e.short)) continue;
+        count++;
+        bytes += e.bytes;
+      }
+      out.dropped += count;
+      out.bytes += bytes;
+      if (!dryRun && count > 0) this.emit('objects-drop', { count, bytes });
+    }
+    return out;
   }
 }

@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Digest } from '../../../src/core/digest.js';
 import { digestHex } from '../../../src/core/digest.js';
+import { shortContentName } from '../../../src/core/content-name.js';
 import { DaemonClient } from '../../../src/daemon/supervisor/client.js';
 import { buildLayer } from '../../../src/drivers/overlay/layer-builder.js';
 import { sweepLayers } from '../../../src/drivers/overlay/layer-sweep.js';
@@ -179,6 +180,8 @@ describe('host sweep through the daemon: overlay and copy mounts, rm + gc', { sk
     home = join(work, 'home');
     // the daemon the client starts inherits this: no periodic sweep behind the test's back
     process.env.AWC_SWEEP_INTERVAL_MS = '0';
+    // the chunk cache's part of the sweep: objects read whole stay chunks (the host object cache's part is below)
+    process.env.AWC_OBJECT_CACHE = 'off';
     svc = await Awc.open({ home, mountDriver: 'overlay' }, { create: true, daemon: (c) => new DaemonClient(c) });
     copySvc = await Awc.open({ home, mountDriver: 'copy' });
   });
@@ -187,6 +190,7 @@ describe('host sweep through the daemon: overlay and copy mounts, rm + gc', { sk
     await svc.close();
     cleanupMounts(home, work, env);
     delete process.env.AWC_SWEEP_INTERVAL_MS;
+    delete process.env.AWC_OBJECT_CACHE;
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -302,6 +306,66 @@ describe('host sweep through the daemon: overlay and copy mounts, rm + gc', { sk
     assert.equal(r.json.local.chunks.dropped, 1, 'the chunk goes once its pack is deleted');
     r = cli(home, ['gc', '--dry-run'], env);
     assert.equal(r.json.local, null, 'a dry run of gc leaves this host alone');
+  });
+});
+
+describe('host sweep of the host object cache (CACHE): through the daemon', { skip: !isRoot && 'needs root (overlay mounts)' }, () => {
+  let work: string;
+  let home: string;
+  let svc: Awc;
+  const env = { AWC_SWEEP_INTERVAL_MS: '0' };
+
+  before(async () => {
+    work = mkdtempSync(join(tmpdir(), 'awc-host-sweep-objects-'));
+    home = join(work, 'home');
+    process.env.AWC_SWEEP_INTERVAL_MS = '0';
+    svc = await Awc.open({ home, mountDriver: 'overlay' }, { create: true, daemon: (c) => new DaemonClient(c) });
+  });
+  after(async () => {
+    await svc.close();
+    cleanupMounts(home, work, env);
+    delete process.env.AWC_SWEEP_INTERVAL_MS;
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('drops the objects only a removed snapshot reached; keeps those a live one reaches; the kept snapshot reads as before', async () => {
+    const objectFile = (content: string) => join(pathsOf(svc.config).objectCache.dir, shortContentName(digestHex(sha(content))));
+    const shared = 'shared by both snapshots\n';
+    const onlyA = 'only in the removed snapshot\n';
+    const onlyB = 'only in the kept snapshot\n';
+    const b = await svc.importSnapshot(writeTree(join(work, 'src-b'), { 'shared.txt': shared, 'b.txt': onlyB }), { name: 'keep' });
+    const a = await svc.importSnapshot(writeTree(join(work, 'src-a'), { 'shared.txt': shared, 'a.txt': onlyA }));
+    const [wsA] = await svc.fork(a.id);
+    await svc.mount(wsA!.id, join(work, 'mnt-a'));
+    assert.equal(readFileSync(join(work, 'mnt-a', 'a.txt'), 'utf8'), onlyA);
+    assert.equal(readFileSync(join(work, 'mnt-a', 'shared.txt'), 'utf8'), shared);
+    await svc.unmount(wsA!.id);
+    const [wsB] = await svc.fork(b.id);
+    await svc.mount(wsB!.id, join(work, 'mnt-b'));
+    assert.equal(readFileSync(join(work, 'mnt-b', 'b.txt'), 'utf8'), onlyB);
+    for (const c of [onlyA, shared, onlyB]) await until(() => existsSync(objectFile(c)), `CACHE file of ${JSON.stringify(c)}`);
+    await svc.rm(wsA!.id);
+    await svc.rm(a.id);
+    await svc.gc({ graceMs: 0 });
+    await svc.gc({ graceMs: 0 });
+    let r = cli(home, ['gc', '--local', '--dry-run'], env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json.objects.dropped, 1);
+    assert.ok(existsSync(objectFile(onlyA)), 'a dry run drops nothing');
+    r = cli(home, ['gc', '--local'], env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json.objects.dropped, 1, "only A's own object");
+    assert.equal(r.json.objects.kept, 2);
+    assert.ok(r.json.objects.bytes > 0 && r.json.freedBytes >= r.json.objects.bytes);
+    assert.ok(!existsSync(objectFile(onlyA)), "A's own object left CACHE");
+    assert.ok(existsSync(objectFile(shared)) && existsSync(objectFile(onlyB)), 'objects B reaches stay');
+    const text = cli(home, ['gc', '--local'], env, { json: false });
+    assert.match(text.stdout, /dropped 0 layer\(s\) .*, 0 cached object\(s\) .* and 0 cached chunk\(s\)/);
+    await svc.unmount(wsB!.id);
+    await svc.mount(wsB!.id, join(work, 'mnt-b'));
+    assert.equal(readFileSync(join(work, 'mnt-b', 'shared.txt'), 'utf8'), shared);
+    assert.equal(readFileSync(join(work, 'mnt-b', 'b.txt'), 'utf8'), onlyB);
+    await svc.unmount(wsB!.id);
   });
 });
 
