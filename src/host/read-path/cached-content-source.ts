@@ -58,6 +58,8 @@ export class CachedContentSource implements ContentSource {
   private readonly indexes: { contents: ContentLookup; index: BlobIndex }[] = [];
   private readonly reuse: boolean;
   private scratch: Buffer | undefined;
+  /** Reads a range of an object from a whole copy on local disk (see {@link readWholeFrom}). */
+  private wholeReader: ((hex: string, offset: number, length: number) => Promise<Buffer | undefined> | undefined) | undefined;
   /** Told of every read: the object (64 hex), its size and the bytes asked for (see {@link observeReads}). */
   private observer: ((hex: string, size: number, bytes: number) => void) | undefined;
 
@@ -147,6 +149,18 @@ export class CachedContentSource implements ContentSource {
     this.observer = fn;
   }
 
+  /**
+   * Serves reads of the objects `fn` has a whole copy of (the host object cache) from that
+   * copy: `fn(hex, offset, length)` returns undefined when it has none, else a Promise of the
+   * bytes (undefined again when the copy went meanwhile: the chunks serve the read). So a read
+   * through FUSE of an object whose chunks left the chunk cache for CACHE (an overlay inode
+   * bound to the FUSE mount before the object was filled) costs a local read, not a backend
+   * one. One reader; a new one replaces it.
+   */
+  readWholeFrom(fn: (hex: string, offset: number, length: number) => Promise<Buffer | undefined> | undefined): void {
+    this.wholeReader = fn;
+  }
+
   /** The chunks of a known content object (undefined when unknown): their digests and sizes in bytes. */
   chunksOf(hex: string): readonly ChunkRef[] | undefined {
     return this.file(hex)?.chunks;
@@ -185,6 +199,13 @@ export class CachedContentSource implements ContentSource {
     const end = Math.min(f.size, offset + length);
     if (end <= offset) return EMPTY;
     this.observer?.(hex, f.size, end - offset);
+    const whole = this.wholeReader?.(hex, offset, end - offset);
+    if (whole) return whole.then((b) => b ?? this.readChunks(hex, f, offset, end));
+    return this.readChunks(hex, f, offset, end);
+  }
+
+  /** Bytes [offset, end) of a known object from its chunks (a sparse one's holes as zeros). */
+  private readChunks(hex: string, f: ContentFile, offset: number, end: number): Buffer | Promise<Buffer> {
     if (f.extents) return this.readSparse(hex, f, f.extents, offset, end);
     return this.readData(hex, f, offset, end);
   }

@@ -179,11 +179,13 @@ export class ContentPlane extends EventEmitter<ContentPlaneEvents> {
    * Wires the host object cache (docs/explanation/host-cache-lower.md): every read through the
    * source is counted, so an object read whole is filled into CACHE (an object the arena served
    * whole is queued at once, see attachArena); an object published to CACHE leaves the chunk
-   * cache's disk tier (its chunks are deleted), so the host's disk holds one copy of it.
+   * cache's disk tier (its chunks are deleted), so the host's disk holds one copy of it, and
+   * a read through FUSE of an object in CACHE is served from its file there.
    */
   attachObjects(objects: ObjectCache): void {
     this.objects = objects;
     this.source.observeReads((hex, size, bytes) => objects.noteRead(hex, size, bytes));
+    this.source.readWholeFrom((hex, offset, length) => objects.readRange(hex, offset, length));
     objects.on('publish', (e) => {
       for (const c of this.source.chunksOf(e.hex) ?? []) this.cache.delete(c.digest);
     });

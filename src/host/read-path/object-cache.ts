@@ -140,6 +140,8 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
   /** Bytes read through FUSE per object not yet in CACHE (hex → bytes). */
   private readonly reads = new Map<string, number>();
   private readonly queued = new Set<string>();
+  /** Opens of CACHE files by readRange whose inotify event is still to come (not the kernel's: not counted as kernelOpens). */
+  private readonly ownOpens = new Map<string, number>();
   private readonly ambiguous = new Set<string>();
   /** Removed files' bytes, charged until the mounts live at their removal have ended. */
   private readonly removed: { bytes: number; mounts: Set<string> }[] = [];
@@ -300,6 +302,25 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
     return true;
   }
 
+  /**
+   * Bytes [offset, offset + length) of the object `hex` from its file in CACHE (a bound
+   * overlay inode's read through FUSE: CachedContentSource.readWholeFrom). Undefined when CACHE
+   * does not hold it; a Promise of undefined when the file went meanwhile. Never rejects.
+   */
+  readRange(hex: string, offset: number, length: number): Promise<Buffer | undefined> | undefined {
+    const short = shortContentName(hex);
+    // (the name is the object's as the kernel's lookup through CACHE takes it: rule 5 keeps ambiguous names out)
+    if (!this.entries.has(short)) return undefined;
+    this.ownOpens.set(short, (this.ownOpens.get(short) ?? 0) + 1);
+    return readFileRange(join(this.opts.dir, short), offset, length).catch(() => {
+      // not opened (it went meanwhile): no event of ours will come
+      const n = this.ownOpens.get(short) ?? 0;
+      if (n > 1) this.ownOpens.set(short, n - 1);
+      else this.ownOpens.delete(short);
+      return undefined;
+    });
+  }
+
   /** Removes least recently used objects until the budget holds (e.g. after the chunk cache grew). */
   enforceBudget(): void {
     this.trim();
@@ -336,10 +357,14 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
       if ((e.mask & IN_Q_OVERFLOW) !== 0) {
         // events were lost: any object may have been opened
         this.stats.overflows++;
+        this.ownOpens.clear();
         for (const entry of this.entries.values()) entry.opened = true;
       } else if ((e.mask & IN_OPEN) !== 0 && this.touch(e.name)) {
-        this.stats.kernelOpens++;
         this.entries.get(e.name)!.opened = true;
+        const own = this.ownOpens.get(e.name);
+        if (own === undefined) this.stats.kernelOpens++;
+        else if (own > 1) this.ownOpens.set(e.name, own - 1);
+        else this.ownOpens.delete(e.name);
       }
     }
   }
@@ -500,5 +525,22 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
 
   private async bootId(): Promise<string> {
     return this.opts.bootId ?? (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim();
+  }
+}
+
+/** `length` bytes at `offset` of the file at `path` (fewer at its end), never through a symlink. */
+async function readFileRange(path: string, offset: number, length: number): Promise<Buffer> {
+  const fh = await open(path, C.O_RDONLY | C.O_NOFOLLOW);
+  try {
+    const buf = Buffer.allocUnsafe(length);
+    let got = 0;
+    while (got < length) {
+      const { bytesRead } = await fh.read(buf, got, length - got, offset + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    return got === length ? buf : buf.subarray(0, got);
+  } finally {
+    await fh.close();
   }
 }

@@ -7,7 +7,7 @@
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { shortContentName } from '../../../src/core/content-name.js';
 import { ContentPlane } from '../../../src/host/read-path/content-plane.js';
@@ -83,6 +83,27 @@ test('an object read whole through the source is published under its short name:
   s.objects.request(b.hex);
   await s.objects.idle();
   assert.ok(readFileSync(join(s.paths.dir, shortContentName(b.hex))).equals(b.data));
+});
+
+test('a read through the source of an object in CACHE is served from its file there, with no backend read; once it is gone, from the chunks again', async (t) => {
+  const s = await setup(t, 3);
+  const [a] = s.fx.files;
+  await readThrough(s.plane, a.hex, a.data.length);
+  await s.plane.idle();
+  await s.objects.idle();
+  assert.ok(s.objects.has(shortContentName(a.hex)));
+  for (const c of a.fc.chunks) assert.equal(s.plane.cache.has(c.digest), false);
+  const gets = s.fx.store.gets;
+  const got = await s.plane.source.read(a.hex, 1000, 5000);
+  assert.ok(got.equals(a.data.subarray(1000, 6000)));
+  const tail = await s.plane.source.read(a.hex, a.data.length - 10, 100);
+  assert.ok(tail.equals(a.data.subarray(a.data.length - 10)), 'clamped at its end');
+  assert.equal(s.fx.store.gets, gets, 'no backend read');
+  // the file removed behind the cache's back (as if evicted meanwhile): the chunks serve, fetched again
+  rmSync(join(s.paths.dir, shortContentName(a.hex)));
+  const again = await s.plane.source.read(a.hex, 0, a.data.length);
+  assert.ok(again.equals(a.data));
+  assert.ok(s.fx.store.gets > gets);
 });
 
 test('the budget: least recently used first out; while a mount is live an object the kernel opened is kept and a fill that does not fit is skipped', async (t) => {
