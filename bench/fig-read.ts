@@ -15,23 +15,22 @@ async function freshMount(ctx: TreeCtx, name: string): Promise<string> {
 }
 
 /**
- * Waits until the host object cache has taken what the reads so far filled it with: its
- * published count unchanged for 3 s (at most 15 min). @returns the objects in it and its bytes.
+ * Waits until the host object cache has taken what the reads so far filled it with: no fill
+ * queued or running, twice 1 s apart (at most 30 min; a failed scrape is "not yet").
+ * @returns the objects in it and its bytes
  */
 export async function awaitObjectCache(ctx: TreeCtx): Promise<{ objects: number; bytes: number }> {
-  let last = -1;
-  let since = performance.now();
   const t0 = performance.now();
+  let quiet = 0;
   for (;;) {
-    const m = parseProm((await fetchMetricsRetry(ctx.awc.paths.socket)).text);
-    const published = sumOf(m, 'awc_object_cache_events', { event: 'published' });
-    if (published !== last) {
-      last = published;
-      since = performance.now();
-    } else if (performance.now() - since >= 3000 || performance.now() - t0 > 15 * 60_000) {
+    const r = await fetchMetricsRetry(ctx.awc.paths.socket);
+    const m = parseProm(r.text);
+    const pending = r.error ? NaN : sumOf(m, 'awc_object_cache_pending_fills');
+    quiet = pending === 0 ? quiet + 1 : 0;
+    if (quiet >= 2 || performance.now() - t0 > 30 * 60_000) {
       return { objects: sumOf(m, 'awc_object_cache_objects'), bytes: sumOf(m, 'awc_object_cache_bytes') };
     }
-    await new Promise((r) => setTimeout(r, 500));
+    await new Promise((r) => setTimeout(r, 1000));
   }
 }
 

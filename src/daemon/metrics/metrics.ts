@@ -34,6 +34,7 @@ import type { ObjectCache } from '../../host/read-path/object-cache.js';
  * | `awc_content_objects` | gauge | | content objects the FUSE server knows |
  * | `awc_object_cache_bytes` | gauge | | bytes on disk of the host object cache (removed files still maybe bound included) |
  * | `awc_object_cache_objects` | gauge | | whole objects in the host object cache |
+ * | `awc_object_cache_pending_fills` | gauge | | fills of the host object cache queued or running |
  * | `awc_object_cache_events` | gauge | `event` (`published`, `evicted`, `kernel_open`, `fill_error`, `skipped`) | the host object cache's counters since the daemon started (`kernel_open`: reads served by the kernel without FUSE) |
  * | `awc_process_*`, `awc_nodejs_*` | various | | prom-client default metrics (resident memory, CPU, heap, event-loop lag, …) |
  *
@@ -87,6 +88,8 @@ export class DaemonMetrics {
   readonly objectCacheBytes: Gauge;
   /** Objects in the host object cache. */
   readonly objectCacheObjects: Gauge;
+  /** Fills of the host object cache queued or running. */
+  readonly objectCachePendingFills: Gauge;
   /** Label `event`: the host object cache's counters (monotonic for the daemon's life). */
   readonly objectCacheEvents: Gauge<'event'>;
 
@@ -149,6 +152,7 @@ export class DaemonMetrics {
       'Bytes on disk of the host object cache (whole objects read by the kernel without FUSE).',
     );
     this.objectCacheObjects = gauge('awc_object_cache_objects', 'Whole content objects in the host object cache.');
+    this.objectCachePendingFills = gauge('awc_object_cache_pending_fills', 'Fills of the host object cache queued or running.');
     this.objectCacheEvents = new Gauge({
       name: 'awc_object_cache_events',
       help: "The host object cache's counters since the daemon started, by event (published, evicted, kernel_open, fill_error, skipped).",
@@ -240,6 +244,7 @@ export class DaemonMetrics {
       const s = objects.stats;
       this.objectCacheBytes.set(objects.bytes + objects.removedBytes);
       this.objectCacheObjects.set(objects.count);
+      this.objectCachePendingFills.set(objects.pendingFills);
       this.objectCacheEvents.set({ event: 'published' }, s.published);
       this.objectCacheEvents.set({ event: 'evicted' }, s.evicted);
       this.objectCacheEvents.set({ event: 'kernel_open' }, s.kernelOpens);

@@ -188,6 +188,11 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
     return n;
   }
 
+  /** Fills queued or running. */
+  get pendingFills(): number {
+    return this.running;
+  }
+
   /** Number of objects in CACHE. */
   get count(): number {
     return this.entries.size;
