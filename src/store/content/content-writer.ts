@@ -463,8 +463,11 @@ export class ContentWriter {
       let r: HashResult;
       try {
         r = await pool.run({ fd, size, extents, gitAlgo: extents ? undefined : also?.gitAlgo, mode }, async (b) => {
+          // The index lookup need not wait for the files before: lookups of files finished
+          // together go to the index as one (see lookupUnknown). Appending keeps the order.
+          await this.lookupUnknown(b);
           await prev;
-          await this.storeHashed(b);
+          await this.appendHashed(b);
         });
       } finally {
         void prev.then(release);
@@ -478,9 +481,11 @@ export class ContentWriter {
     }
   }
 
-  /** As storeChunks, for chunks a hash worker encoded (`stored` is their pack form, or their raw bytes in a dry run). */
-  private async storeHashed(batch: readonly HashedChunk[]): Promise<void> {
-    await this.lookupUnknown(batch);
+  /**
+   * As storeChunks after its lookup, for chunks a hash worker encoded (`stored` is their pack
+   * form, or their raw bytes in a dry run): the caller ran lookupUnknown on `batch` before.
+   */
+  private async appendHashed(batch: readonly HashedChunk[]): Promise<void> {
     for (const b of batch) {
       if (this.known.has(b.digest)) continue;
       this.known.add(b.digest);
@@ -537,8 +542,9 @@ export class ContentWriter {
 
   /**
    * Looks up the digests of `batch` this writer does not know yet; marks those found known.
-   * Lookups asked in the same turn (the chunks of files the hash workers finished together)
-   * go to the index as one (a catalog query costs per query far more than per digest).
+   * Lookups asked in the same turn of the event loop (until its check phase: the chunks of
+   * the files the hash workers finished meanwhile) go to the index as one (a catalog query
+   * costs per query far more than per digest).
    */
   private async lookupUnknown(batch: readonly { digest: Digest }[]): Promise<void> {
     const ask: Digest[] = [];
@@ -552,7 +558,7 @@ export class ContentWriter {
     if (ask.length === 0) return;
     const found = await new Promise<Map<Digest, BlobLocation>>((resolve, reject) => {
       this.lookups.push({ ask, resolve, reject });
-      if (this.lookups.length === 1) queueMicrotask(() => void this.runLookups());
+      if (this.lookups.length === 1) setImmediate(() => void this.runLookups());
     });
     for (const d of ask) {
       const loc = found.get(d);
