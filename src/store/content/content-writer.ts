@@ -161,6 +161,8 @@ export class ContentWriter {
   private readonly workerOpts: Required<HashWorkerOptions> | undefined;
   private pool: HashPool | undefined;
   private readonly readHere = { files: 0, bytes: 0 };
+  /** The buffer of the last pack uploaded, for the next pack to be built in (see append). */
+  private spare: Buffer | undefined;
   /** Resolved once every pooled read asked so far has stored its chunks (see readFdPooled). */
   private packOrder: Promise<void> = Promise.resolve();
   /** Chunk lookups queued in this turn (see lookupUnknown). */
@@ -609,7 +611,10 @@ export class ContentWriter {
    */
   private async append(kind: BlobKind, digest: Digest, bytes: Uint8Array, encoded?: { codec: Codec; rawLength: number }): Promise<void> {
     // With the hash workers started the writer is in a large import: its packs fill, so they start at full size.
-    this.pack ??= new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536, this.pool !== undefined);
+    if (!this.pack) {
+      this.pack = new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536, this.pool !== undefined, this.spare);
+      if (this.pack.buffer === this.spare) this.spare = undefined;
+    }
     if (encoded) this.pack.addStored(kind, digest, encoded.codec, bytes, encoded.rawLength);
     else this.pack.add(kind, digest, bytes);
     if (this.pack.size >= this.packBytes) await this.rotate();
@@ -631,6 +636,8 @@ export class ContentWriter {
         if (this.failure !== undefined) return;
         killPoint('pack.upload.before');
         await this.store.put(fin.key, fin.bytes);
+        // Stored: the next pack is built in this one's buffer (a new one of tens of MiB costs a page fault per 4 KiB).
+        this.spare = pw.buffer;
         killPoint('pack.upload.after');
         this.written.push({ key: fin.key, size: fin.bytes.length, blobs: fin.entries.map((e) => ({ ...e, pack: fin.key })) });
         this.stats.packs++;
