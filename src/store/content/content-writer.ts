@@ -125,7 +125,8 @@ interface PendingChunk {
  * of its raw bytes, new chunks are appended to the current pack (lz4 when it pays), and a
  * pack is uploaded once it reaches `packBytes` (one upload in flight while the next pack
  * fills). Index lookups are batched (per file for files up to 4 MiB, per ≤ 64 chunks or
- * 4 MiB read otherwise; trees and roots in batches of 256). Nothing is durable until
+ * 4 MiB read otherwise, and those asked in one turn of the event loop go as one; trees and
+ * roots in batches of 256). Nothing is durable until
  * `flush()` resolved and the returned packs are committed to the catalog.
  *
  * In a large import the reading, chunking, hashing and lz4 encoding of files run in hash
