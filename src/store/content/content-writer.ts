@@ -366,6 +366,7 @@ export class ContentWriter {
     await this.pool?.close();
     if (this.pack && this.pack.count > 0) await this.rotate();
     await this.upload;
+    this.spare = undefined; // a writer kept after its flush holds no pack buffer
     this.check();
     killPoint('writer.flush.after');
     return this.written.slice();
