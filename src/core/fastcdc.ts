@@ -154,6 +154,52 @@ interface ScanState {
   h: number;
 }
 
+/** The gear hash after the last byte the last gearScan fed (its second result). */
+let gearH = 0;
+
+/**
+ * The gear loop: feeds buf[i], buf[i+1], … (up to buf[stop−1]) into the gear hash `h`, and
+ * stops after the first byte that leaves `(h & mask) == 0`.
+ * @returns the index just after that byte, or -1 when none in the range did; `gearH` then
+ *   holds the hash after the last byte fed. Unrolled by 8 (a third faster in V8 than one
+ *   byte per iteration; the same bytes are fed and the same test is made after each).
+ */
+function gearScan(buf: Uint8Array, i: number, stop: number, h: number, mask: number): number {
+  const stop8 = stop - 7;
+  while (i < stop8) {
+    h = ((h << 1) + G[buf[i]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 1);
+    h = ((h << 1) + G[buf[i + 1]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 2);
+    h = ((h << 1) + G[buf[i + 2]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 3);
+    h = ((h << 1) + G[buf[i + 3]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 4);
+    h = ((h << 1) + G[buf[i + 4]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 5);
+    h = ((h << 1) + G[buf[i + 5]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 6);
+    h = ((h << 1) + G[buf[i + 6]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 7);
+    h = ((h << 1) + G[buf[i + 7]]) | 0;
+    if ((h & mask) === 0) return cutAt(h, i + 8);
+    i += 8;
+  }
+  while (i < stop) {
+    h = ((h << 1) + G[buf[i]]) | 0;
+    i++;
+    if ((h & mask) === 0) return cutAt(h, i);
+  }
+  gearH = h;
+  return -1;
+}
+
+/** Records `h` as gearScan's hash and returns `at`, the index just after a cut. */
+function cutAt(h: number, at: number): number {
+  gearH = h;
+  return at;
+}
+
 /**
  * Continues the chunk in progress over buf[start, end). Returns the index in buf just after
  * the chunk's last byte when the chunk ends inside this range, else -1 (state updated).
@@ -174,18 +220,20 @@ function scan(st: ScanState, buf: Uint8Array, start: number, end: number): numbe
   // Normalized region 1: chunk length ≤ AVG_SIZE, harder mask.
   let stop = base + AVG_SIZE;
   if (stop > end) stop = end;
-  while (i < stop) {
-    h = ((h << 1) + G[buf[i]]) | 0;
-    i++;
-    if ((h & MS) === 0) return i;
+  if (i < stop) {
+    const cut = gearScan(buf, i, stop, h, MS);
+    h = gearH;
+    if (cut >= 0) return cut;
+    i = stop;
   }
   // Normalized region 2: AVG_SIZE < chunk length ≤ MAX_SIZE, easier mask.
   stop = base + MAX_SIZE;
   if (stop > end) stop = end;
-  while (i < stop) {
-    h = ((h << 1) + G[buf[i]]) | 0;
-    i++;
-    if ((h & ML) === 0) return i;
+  if (i < stop) {
+    const cut = gearScan(buf, i, stop, h, ML);
+    h = gearH;
+    if (cut >= 0) return cut;
+    i = stop;
   }
   if (i === base + MAX_SIZE) return i;
   st.pos = i - base;

@@ -150,3 +150,53 @@ test('average chunk size on random data is near the target', () => {
   const avg = (32 << 20) / lengths.length;
   assert.ok(avg > 48 * 1024 && avg < 96 * 1024, `average ${avg}`);
 });
+
+/**
+ * The cut rule of the module doc, one byte at a time, as the chunker was first written:
+ * the reference the unrolled gear loop must match exactly (cut points are durable).
+ */
+function referenceLengths(data: Uint8Array): number[] {
+  const out: number[] = [];
+  let s = 0;
+  while (s < data.length) {
+    let len = data.length - s;
+    let h = 0;
+    for (let l = MIN_SIZE + 1; l <= Math.min(MAX_SIZE, data.length - s); l++) {
+      h = ((h << 1) + GEAR[data[s + l - 1]]!) >>> 0;
+      if ((h & (l <= AVG_SIZE ? MASK_S : MASK_L)) >>> 0 === 0 || l === MAX_SIZE) {
+        len = l;
+        break;
+      }
+    }
+    out.push(len);
+    s += len;
+  }
+  return out;
+}
+
+test('cut points equal the byte-at-a-time reference on random data, in one shot and streamed', () => {
+  const inputs = [
+    randomBytes(6 << 20),
+    det(2 << 20, 'reference'),
+    // low entropy: long runs reach the MAX cut and the easier mask past AVG
+    Buffer.concat([Buffer.alloc(300_000, 7), randomBytes(200_000), Buffer.alloc(600_000), randomBytes(70_001)]),
+  ];
+  for (const size of [0, 1, MIN_SIZE, MIN_SIZE + 1, MIN_SIZE + 7, AVG_SIZE + 3, MAX_SIZE - 1, MAX_SIZE + 5]) inputs.push(randomBytes(size));
+  let cuts = 0;
+  for (const data of inputs) {
+    const want = referenceLengths(data);
+    cuts += want.length;
+    assert.deepEqual(chunkBuffer(data), want, `one shot, ${data.length} bytes`);
+    for (const sizes of [[4 << 20], [65_531, 9], [MIN_SIZE + 3, 5, 1]]) {
+      assert.deepEqual(
+        streamed(data, sizes).map((c) => c.length),
+        want,
+        `pushes of ${sizes.join('/')}, ${data.length} bytes`,
+      );
+    }
+  }
+  // Every position of the unrolled loop (a cut after each of the 8 bytes of a step) is met.
+  const lens = inputs.flatMap((d) => referenceLengths(d).slice(0, -1));
+  assert.ok(cuts > 100);
+  assert.equal(new Set(lens.map((l) => (l - MIN_SIZE) % 8)).size, 8);
+});

@@ -125,7 +125,8 @@ interface PendingChunk {
  * of its raw bytes, new chunks are appended to the current pack (lz4 when it pays), and a
  * pack is uploaded once it reaches `packBytes` (one upload in flight while the next pack
  * fills). Index lookups are batched (per file for files up to 4 MiB, per ≤ 64 chunks or
- * 4 MiB read otherwise; trees and roots in batches of 256). Nothing is durable until
+ * 4 MiB read otherwise, and those asked in one turn of the event loop go as one; trees and
+ * roots in batches of 256). Nothing is durable until
  * `flush()` resolved and the returned packs are committed to the catalog.
  *
  * In a large import the reading, chunking, hashing and lz4 encoding of files run in hash
@@ -161,6 +162,8 @@ export class ContentWriter {
   private readonly workerOpts: Required<HashWorkerOptions> | undefined;
   private pool: HashPool | undefined;
   private readonly readHere = { files: 0, bytes: 0 };
+  /** The buffer of the last pack uploaded, for the next pack to be built in (see append). */
+  private spare: Buffer | undefined;
   /** Resolved once every pooled read asked so far has stored its chunks (see readFdPooled). */
   private packOrder: Promise<void> = Promise.resolve();
   /** Chunk lookups queued in this turn (see lookupUnknown). */
@@ -363,6 +366,7 @@ export class ContentWriter {
     await this.pool?.close();
     if (this.pack && this.pack.count > 0) await this.rotate();
     await this.upload;
+    this.spare = undefined; // a writer kept after its flush holds no pack buffer
     this.check();
     killPoint('writer.flush.after');
     return this.written.slice();
@@ -463,8 +467,11 @@ export class ContentWriter {
       let r: HashResult;
       try {
         r = await pool.run({ fd, size, extents, gitAlgo: extents ? undefined : also?.gitAlgo, mode }, async (b) => {
+          // The index lookup need not wait for the files before: lookups of files finished
+          // together go to the index as one (see lookupUnknown). Appending keeps the order.
+          await this.lookupUnknown(b);
           await prev;
-          await this.storeHashed(b);
+          await this.appendHashed(b);
         });
       } finally {
         void prev.then(release);
@@ -478,9 +485,11 @@ export class ContentWriter {
     }
   }
 
-  /** As storeChunks, for chunks a hash worker encoded (`stored` is their pack form, or their raw bytes in a dry run). */
-  private async storeHashed(batch: readonly HashedChunk[]): Promise<void> {
-    await this.lookupUnknown(batch);
+  /**
+   * As storeChunks after its lookup, for chunks a hash worker encoded (`stored` is their pack
+   * form, or their raw bytes in a dry run): the caller ran lookupUnknown on `batch` before.
+   */
+  private async appendHashed(batch: readonly HashedChunk[]): Promise<void> {
     for (const b of batch) {
       if (this.known.has(b.digest)) continue;
       this.known.add(b.digest);
@@ -537,8 +546,9 @@ export class ContentWriter {
 
   /**
    * Looks up the digests of `batch` this writer does not know yet; marks those found known.
-   * Lookups asked in the same turn (the chunks of files the hash workers finished together)
-   * go to the index as one (a catalog query costs per query far more than per digest).
+   * Lookups asked in the same turn of the event loop (until its check phase: the chunks of
+   * the files the hash workers finished meanwhile) go to the index as one (a catalog query
+   * costs per query far more than per digest).
    */
   private async lookupUnknown(batch: readonly { digest: Digest }[]): Promise<void> {
     const ask: Digest[] = [];
@@ -552,7 +562,7 @@ export class ContentWriter {
     if (ask.length === 0) return;
     const found = await new Promise<Map<Digest, BlobLocation>>((resolve, reject) => {
       this.lookups.push({ ask, resolve, reject });
-      if (this.lookups.length === 1) queueMicrotask(() => void this.runLookups());
+      if (this.lookups.length === 1) setImmediate(() => void this.runLookups());
     });
     for (const d of ask) {
       const loc = found.get(d);
@@ -603,7 +613,10 @@ export class ContentWriter {
    */
   private async append(kind: BlobKind, digest: Digest, bytes: Uint8Array, encoded?: { codec: Codec; rawLength: number }): Promise<void> {
     // With the hash workers started the writer is in a large import: its packs fill, so they start at full size.
-    this.pack ??= new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536, this.pool !== undefined);
+    if (!this.pack) {
+      this.pack = new PackWriter(Math.min(this.packBytes, 1 << 30) + MAX_SIZE + 65536, this.pool !== undefined, this.spare);
+      if (this.pack.buffer === this.spare) this.spare = undefined;
+    }
     if (encoded) this.pack.addStored(kind, digest, encoded.codec, bytes, encoded.rawLength);
     else this.pack.add(kind, digest, bytes);
     if (this.pack.size >= this.packBytes) await this.rotate();
@@ -625,6 +638,8 @@ export class ContentWriter {
         if (this.failure !== undefined) return;
         killPoint('pack.upload.before');
         await this.store.put(fin.key, fin.bytes);
+        // Stored: the next pack is built in this one's buffer (a new one of tens of MiB costs a page fault per 4 KiB).
+        this.spare = pw.buffer;
         killPoint('pack.upload.after');
         this.written.push({ key: fin.key, size: fin.bytes.length, blobs: fin.entries.map((e) => ({ ...e, pack: fin.key })) });
         this.stats.packs++;

@@ -12,7 +12,11 @@ export interface ListedObject {
  * test/contracts/object-store.contract.ts.
  */
 export interface ObjectStore {
-  /** Stores `body` under `key` if absent (idempotent; an existing object is left as is). */
+  /**
+   * Stores `body` under `key` if absent (idempotent; an existing object is left as is). The
+   * store holds no reference to `body` once the call settled: the caller may then reuse its
+   * memory (a ContentWriter builds its next pack in it).
+   */
   put(key: string, body: Uint8Array): Promise<void>;
   /**
    * Reads an object, or `length` bytes from `offset` (bytes). A range reaching past the end

@@ -93,10 +93,19 @@ export class PackWriter {
    *   and doubles up to this size (then grows as needed), so small packs stay small.
    * @param startFull start at `capacityHint` bytes at once (a writer that expects to fill the
    *   pack: no copy while it grows)
+   * @param reuse with `startFull`, a buffer of at least `capacityHint` bytes to build the pack
+   *   in instead of a new one (e.g. a finished pack's, once uploaded: its pages are already
+   *   mapped); the writer overwrites it, and the finished pack's bytes are a view of it
    */
-  constructor(capacityHint = 1 << 20, startFull = false) {
+  constructor(capacityHint = 1 << 20, startFull = false, reuse?: Buffer) {
     this.capacityHint = Math.max(4096, capacityHint);
-    this.buf = Buffer.allocUnsafe(startFull ? this.capacityHint : Math.min(this.capacityHint, 1 << 20));
+    if (startFull && reuse && reuse.length >= this.capacityHint) this.buf = reuse;
+    else this.buf = Buffer.allocUnsafe(startFull ? this.capacityHint : Math.min(this.capacityHint, 1 << 20));
+  }
+
+  /** The whole buffer the pack is built in (its bytes are a prefix of it). */
+  get buffer(): Buffer {
+    return this.buf;
   }
 
   /** Number of blobs added. */
@@ -146,7 +155,8 @@ export class PackWriter {
 
   /**
    * Appends the index and footer and returns the pack (key = packs/<aa>/<sha256 hex of bytes>).
-   * The writer cannot be used afterwards.
+   * The writer cannot be used afterwards. The bytes are a view of the writer's buffer
+   * (`buffer`), which a later writer may be given to reuse once they are no longer needed.
    */
   finish(): FinishedPack {
     if (this.finished) throw new AwcError('E_INTERNAL', 'PackWriter.finish called twice');
