@@ -26,15 +26,18 @@ async function readPayload(): Promise<string> {
 
 /**
  * SessionStart: the stable-path context for a session in an AWC workspace, as Claude Code's
- * `hookSpecificOutput.additionalContext` on stdout (nothing for any other directory). It never
+ * `hookSpecificOutput.additionalContext` on stdout (nothing for any other directory), naming
+ * AWC by the hook's own absolute invocation (selfInvocation). It never
  * fails the session: an error (no home, no daemon) is one line on stderr, and the exit is 0.
  */
-async function sessionStart(withAwc: WithAwc, cwd: string, log: (line: string) => void): Promise<void> {
+async function sessionStart(program: Command, withAwc: WithAwc, cwd: string, log: (line: string) => void): Promise<void> {
   try {
     await withAwc(async (opened) => {
       const { openClaudeAwc } = await import('../remote/claude-awc.js');
       const { claudeSessionContext } = await import('../../service/claude/claude-session.js');
-      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd);
+      const { selfInvocation } = await import('./self-command.js');
+      // the agent's shell may have no awc on PATH: the text names AWC as this hook runs it
+      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd, { awc: selfInvocation(program, opened).join(' ') });
       if (ctx)
         process.stdout.write(`${JSON.stringify({ hookSpecificOutput: { hookEventName: 'SessionStart', additionalContext: ctx.text } })}\n`);
     });
@@ -61,7 +64,7 @@ export const command: CliCommand = {
         // a malformed payload is refused before anything is opened
         const p = parseClaudeHookPayload(await readPayload());
         const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
-        if (p.event === 'SessionStart') return sessionStart(withAwc, p.cwd, log);
+        if (p.event === 'SessionStart') return sessionStart(program, withAwc, p.cwd, log);
         try {
           await withAwc(async (opened, o) => {
             const { openClaudeAwc } = await import('../remote/claude-awc.js');

@@ -123,33 +123,57 @@ describe('Claude Code worktree hooks', () => {
     }
   });
 
-  it('init claude imports once, keeps every key of settings.json, is idempotent; a malformed settings.json is refused and kept', async () => {
+  it("init claude imports once, writes the hooks to settings.local.json (git-ignored), takes an older init's out of the committed settings.json, is idempotent; a malformed settings file is refused and kept", async () => {
     const settingsPath = join(project, '.claude', 'settings.json');
+    const localPath = join(project, '.claude', 'settings.local.json');
     mkdirSync(join(project, '.claude'));
     const mine = {
       model: 'opus',
       permissions: { allow: ['Bash(npm test)'] },
       hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: 'echo pre' }] }] },
     };
-    writeFileSync(settingsPath, JSON.stringify(mine));
+    // what an older `awc init claude` wrote into the committed file: machine paths
+    const older = '/usr/bin/node /opt/awc/main.js --home /var/lib/awc --namespace default hook claude';
+    const olderHooks = Object.fromEntries(
+      ['WorktreeCreate', 'WorktreeRemove', 'SessionStart'].map((ev) => [ev, [{ hooks: [{ type: 'command', command: older }] }]]),
+    );
+    writeFileSync(settingsPath, JSON.stringify({ ...mine, hooks: { ...mine.hooks, ...olderHooks } }));
+    git(project, 'add', '.claude/settings.json');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'settings of an older init');
     const first = awcOk(home, ['init', 'claude', projectLink]);
     assert.equal(first.imported, true);
     prepared = first.snapshot;
     assert.equal(first.project, project);
-    const s1 = JSON.parse(readFileSync(settingsPath, 'utf8'));
-    assert.equal(s1.model, 'opus');
-    assert.deepEqual(s1.permissions, mine.permissions);
-    assert.deepEqual(s1.hooks.PreToolUse, mine.hooks.PreToolUse);
+    assert.equal(first.settings.path, localPath);
+    assert.equal(first.settings.migrated, settingsPath);
+    assert.equal(first.settings.excludedIn, join(project, '.git', 'info', 'exclude'));
+    // the committed file: the user's keys and hooks, none of AWC's
+    assert.deepEqual(JSON.parse(readFileSync(settingsPath, 'utf8')), mine);
+    const s1 = JSON.parse(readFileSync(localPath, 'utf8'));
     for (const ev of ['WorktreeCreate', 'WorktreeRemove', 'SessionStart']) {
       assert.equal(s1.hooks[ev].length, 1, ev);
       assert.match(s1.hooks[ev][0].hooks[0].command, / --home \S+ --namespace default hook claude$/);
     }
-    const text1 = readFileSync(settingsPath, 'utf8');
+    // settings.local.json is ignored by git; nothing the project would commit names this machine
+    assert.equal(git(project, 'check-ignore', '.claude/settings.local.json'), '.claude/settings.local.json');
+    const committable = git(project, 'ls-files', '--cached', '--others', '--exclude-standard').split('\n');
+    for (const f of committable) {
+      const text = readFileSync(join(project, f), 'utf8');
+      for (const machine of [work, home, process.execPath, CLI]) assert.equal(text.includes(machine), false, `${f} names ${machine}`);
+    }
+    const text1 = readFileSync(localPath, 'utf8');
     const again = awcOk(home, ['init', 'claude', project]);
     assert.equal(again.imported, false);
     assert.equal(again.snapshot, first.snapshot);
     assert.equal(again.settings.changed, false);
-    assert.equal(readFileSync(settingsPath, 'utf8'), text1);
+    assert.equal(again.settings.migrated, null);
+    assert.equal(readFileSync(localPath, 'utf8'), text1);
+    assert.equal(
+      readFileSync(join(project, '.git', 'info', 'exclude'), 'utf8')
+        .split('\n')
+        .filter((l) => l === '/.claude/settings.local.json').length,
+      1,
+    );
     assert.equal((await labelled('snapshot', `awc.claude.project=${project}`)).length, 1);
 
     const bad = join(work, 'bad');
@@ -159,6 +183,10 @@ describe('Claude Code worktree hooks', () => {
     assert.equal(r.code, 5, r.stderr);
     assert.equal(errorOf(r).code, 'E_CLAUDE_SETTINGS');
     assert.equal(readFileSync(join(bad, '.claude', 'settings.json'), 'utf8'), '{"model": "opus",');
+    writeFileSync(join(bad, '.claude', 'settings.json'), '{}');
+    writeFileSync(join(bad, '.claude', 'settings.local.json'), '[]');
+    assert.equal(errorOf(awc(home, ['init', 'claude', bad])).code, 'E_CLAUDE_SETTINGS');
+    assert.equal(readFileSync(join(bad, '.claude', 'settings.local.json'), 'utf8'), '[]');
     assert.equal((await labelled('snapshot', `awc.claude.project=${bad}`)).length, 0, 'nothing imported');
   });
 
@@ -200,16 +228,24 @@ describe('Claude Code worktree hooks', () => {
       assert.equal(ws.labels['awc.claude.project'], project);
       assert.equal((ws as WorkspaceRow).baseSnapshotId, prepared, 'forked from the prepared snapshot (not from an earlier checkpoint)');
       assert.equal(ws.labels['awc.claude.transcript'], vars.TRANSCRIPT);
-      // SessionStart in the worktree offers `awc run` at the stable path (the project), and the offered command works
+      // SessionStart in the worktree offers `awc run` at the stable path (the project), by the hook's own absolute
+      // invocation, and the offered command works from a shell with no awc on PATH and no AWC_HOME
       const s = runHook(payload('session-start-2.1.100.json', { ...vars, WORKTREE: join(path, 'src') }), join(path, 'src'));
       assert.equal(s.code, 0, s.stderr);
       const ctx = JSON.parse(s.stdout).hookSpecificOutput;
       assert.equal(ctx.hookEventName, 'SessionStart');
-      assert.ok(ctx.additionalContext.includes(`\`awc run ${path} -- <command>\``), ctx.additionalContext);
+      const offered = /`([^`]+) <command>`/.exec(ctx.additionalContext)?.[1];
+      assert.equal(
+        offered,
+        `${process.execPath} ${realpathSync(CLI)} --home ${home} --namespace default run ${path} --`,
+        ctx.additionalContext,
+      );
       assert.ok(ctx.additionalContext.includes(`Its base was built at ${project}.`), ctx.additionalContext);
-      const ran = spawnSync(process.execPath, [CLI, '--home', home, 'run', path, '--', 'sh', '-c', 'pwd; cat work.js'], {
+      const { AWC_HOME: _h, ...noHome } = process.env;
+      const ran = spawnSync('/bin/sh', ['-c', `${offered} sh -c 'pwd; cat work.js'`], {
         cwd: join(path, 'src'),
         encoding: 'utf8',
+        env: { ...noHome, PATH: '/usr/bin:/bin' },
       });
       assert.equal(ran.status, 0, ran.stderr);
       assert.equal(ran.stdout, `${join(project, 'src')}\n// ${shape.name}\n`);
