@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext, WithAwc } from './command.js';
+import type { ClaudeRemoveResult } from '../../service/claude/claude-hook.js';
 
 /** The most a hook payload may be (bytes): Claude Code's are well under 4 KiB. */
 const MAX_PAYLOAD = 1024 * 1024;
@@ -47,6 +48,20 @@ async function sessionStart(program: Command, withAwc: WithAwc, cwd: string, log
 }
 
 /**
+ * The WorktreeRemove line for stderr: what was done, and, when work was kept, the one
+ * command (`awc` as `awc`, this hook's own absolute invocation) that brings it back.
+ */
+function removeLine(r: ClaudeRemoveResult, awc: string, shellWord: (s: string) => string): string {
+  if (r.workspace === null) return `${r.path}: no workspace there and the directory is gone; nothing to do`;
+  const secrets = r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : '';
+  const done = `unmounted and removed; ${r.path} is gone${secrets}`;
+  if (r.work.work === false) return `${r.workspace}: ${r.work.why}: no snapshot kept; ${done}`;
+  const kept = r.checkpointed ? `${r.work.why}: checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`;
+  const back = `${awc} export ${r.snapshot} --dir ${shellWord(r.path ?? `./${r.workspace}`)}`;
+  return `${r.workspace}: ${kept}; ${done}\nawc: to bring the work back as a directory: ${back}`;
+}
+
+/**
  * Registers `awc hook claude` (docs/reference/claude-code.md): Claude Code's WorktreeCreate,
  * WorktreeRemove and SessionStart hooks. One JSON payload on stdin; for create, stdout is
  * exactly one line, the workspace's real path; for SessionStart, the workspace's context as
@@ -78,11 +93,8 @@ export const command: CliCommand = {
             }
             const { claudeWorktreeRemove } = await import('../../service/claude/claude-hook.js');
             const r = await claudeWorktreeRemove(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR });
-            log(
-              r.workspace === null
-                ? `${r.path}: no workspace there and the directory is gone; nothing to do`
-                : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone${r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : ''}`,
-            );
+            const { selfInvocation, shellWord } = await import('./self-command.js');
+            log(removeLine(r, selfInvocation(program, opened).join(' '), shellWord));
             if (o.json) o.result(r, () => '');
           });
         } catch (err) {

@@ -7,7 +7,7 @@
  * test/service/claude/claude-user.test.ts.
  */
 import { strict as assert } from 'node:assert';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -154,6 +154,8 @@ describe('Claude Code worktree hooks', () => {
       assert.equal(s1.hooks[ev].length, 1, ev);
       assert.match(s1.hooks[ev][0].hooks[0].command, / --home \S+ --namespace default hook claude$/);
     }
+    // the user commits the migrated file, as the init told them
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-qam', 'AWC hooks moved to settings.local.json');
     // settings.local.json is ignored by git; nothing the project would commit names this machine
     assert.equal(git(project, 'check-ignore', '.claude/settings.local.json'), '.claude/settings.local.json');
     const committable = git(project, 'ls-files', '--cached', '--others', '--exclude-standard').split('\n');
@@ -434,5 +436,88 @@ describe('Claude Code worktree hooks', () => {
     const own = runHook(payload('remove-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('proj3'), WORKTREE: theirs }), victim);
     assert.equal(own.code, 0, own.stderr);
     assert.equal(existsSync(theirs), false);
+  });
+
+  it('WorktreeRemove makes no noise: no snapshot when nothing is uncommitted (ignored files do not count), idempotent; a commit alone is kept', async () => {
+    const s = await svc();
+    const create = (name: string): string => {
+      const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name) }, { name }));
+      assert.equal(c.code, 0, c.stderr);
+      return c.stdout.trimEnd();
+    };
+    const remove = (name: string, path: string) =>
+      runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name), WORKTREE: path }));
+    const snapshots = async () => (await s.listSnapshots()).map((x) => x.id).sort();
+
+    // untouched but for what git ignores (a rebuilt node_modules, a cache) and git's own bookkeeping
+    const quiet = create('quiet');
+    writeFileSync(join(quiet, 'node_modules', 'dep', 'index.js'), 'module.exports = 43;\n');
+    mkdirSync(join(quiet, 'node_modules', '.cache'));
+    writeFileSync(join(quiet, 'node_modules', '.cache', 'x'), 'cache\n');
+    assert.equal(git(quiet, 'status', '--porcelain'), '');
+    const before = await snapshots();
+    const r = remove('quiet', quiet);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /nothing uncommitted and no new commits: no snapshot kept; unmounted and removed/);
+    assert.equal(existsSync(quiet), false);
+    assert.equal(isMounted(quiet), false);
+    assert.deepEqual(await snapshots(), before, 'no snapshot');
+    assert.deepEqual(await labelled('workspace', 'awc.claude.name=quiet'), []);
+    // Claude Code may send it twice
+    const again = remove('quiet', quiet);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, /no workspace there and the directory is gone; nothing to do/);
+    assert.deepEqual(await snapshots(), before);
+
+    // a commit and nothing uncommitted: the commit exists only in the worktree, so it is kept
+    const committed = create('committed');
+    writeFileSync(join(committed, 'src', 'index.js'), 'export const x = 2;\n');
+    git(committed, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-qam', 'x = 2');
+    assert.equal(git(committed, 'status', '--porcelain'), '');
+    const c = remove('committed', committed);
+    assert.equal(c.code, 0, c.stderr);
+    assert.match(c.stderr, /commits or refs made in it: checkpointed as (\S+);/);
+    const [snap] = await labelled('snapshot', 'awc.claude.name=committed');
+    assert.ok(snap, 'the commit is kept in a checkpoint');
+    const out = join(work, 'out-committed');
+    await s.export(snap.id, { dir: out });
+    assert.equal(git(out, 'log', '-1', '--format=%s', 'worktree-committed'), 'x = 2');
+    rmSync(out, { recursive: true });
+  });
+
+  it('a busy WorktreeRemove names the processes holding the mount and a hint a hook can follow; once they end, the work is kept and one printed command brings it back', async () => {
+    const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('busy') }, { name: 'busy' }));
+    assert.equal(c.code, 0, c.stderr);
+    const path = c.stdout.trimEnd();
+    writeFileSync(join(path, 'notes.txt'), 'uncommitted\n');
+    // a shell left in the worktree
+    const shell = spawn('sleep', ['60'], { cwd: join(path, 'src'), stdio: 'ignore' });
+    try {
+      const input = payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('busy'), WORKTREE: path });
+      const r = runHook(input);
+      assert.equal(r.code, 4, r.stderr);
+      assert.match(
+        r.stderr,
+        new RegExp(`E_TARGET_BUSY: ${path} is busy: in use by pid ${shell.pid} \\(sleep, cwd ${join(path, 'src')}\\)`),
+      );
+      assert.match(r.stderr, new RegExp(`hint: End those processes \\(\`kill ${shell.pid}\`\\)`));
+      assert.match(r.stderr, /its work is checkpointed in \S+/);
+      assert.doesNotMatch(r.stderr, /--force/);
+      assert.ok(isMounted(path), 'still mounted');
+    } finally {
+      shell.kill();
+      await new Promise((done) => shell.once('exit', done));
+    }
+    const r = runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('busy'), WORKTREE: path }));
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(existsSync(path), false);
+    // the one command that brings the work back, run as printed from a shell with no awc on PATH
+    const back = /to bring the work back as a directory: (.+)$/m.exec(r.stderr)?.[1];
+    assert.ok(back, r.stderr);
+    const { AWC_HOME: _h, ...noHome } = process.env;
+    const ran = spawnSync('/bin/sh', ['-c', back], { cwd: work, encoding: 'utf8', env: { ...noHome, PATH: '/usr/bin:/bin' } });
+    assert.equal(ran.status, 0, ran.stderr);
+    assert.equal(readFileSync(join(path, 'notes.txt'), 'utf8'), 'uncommitted\n');
+    rmSync(path, { recursive: true });
   });
 });
