@@ -8,7 +8,7 @@ import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
 import { checkHookOwns, nearestProject } from './claude-owner.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
-import { gitIn, refsDigest, type RunAs } from './claude-work.js';
+import { makeBranch, type RunAs } from './claude-work.js';
 
 export type { RunAs } from './claude-work.js';
 
@@ -57,8 +57,9 @@ export async function findPreparedSnapshot(awc: ClaudeAwc, dir: string): Promise
  * snapshot, mounts the workspace at the path the payload names or Claude Code's usual
  * `<project>/.claude/worktrees/<name>` (missing parents created 0700), and, in a git
  * checkout, creates and checks out branch `worktree-<name>` there as the calling user. The
- * workspace is labelled (`awc.claude.*`: project, session, name, transcript, path) for
- * WorktreeRemove and `awc prune`. Nothing is left behind on failure: a workspace that cannot
+ * workspace is labelled (`awc.claude.*`: project, session, name, transcript, path; and `refs`,
+ * the digest of its git refs once the branch is made, which tells WorktreeRemove whether
+ * commits were made in it) for WorktreeRemove and `awc prune`. Nothing is left behind on failure: a workspace that cannot
  * be mounted or branched is unmounted and removed again.
  * @throws E_NOT_PREPARED (no prepared snapshot: at once, before anything is made), E_TARGET_BUSY
  *   (the path exists and is not an empty directory, or is a symlink), E_BRANCH_FAILED (git
@@ -98,10 +99,10 @@ export async function claudeWorktreeCreate(
     let branch: string | null = null;
     const dotGit = await lstat(join(target, '.git')).catch(() => undefined);
     if (dotGit?.isDirectory()) {
-      await branchIn(target, names.branch, opts.runAs);
+      // the refs digest: what WorktreeRemove compares against (a commit or ref made in the worktree is work to keep)
+      const refs = await makeBranch(target, names.branch, opts.runAs, opts.onLog);
       branch = names.branch;
-      // what WorktreeRemove compares against: a commit or ref made in the worktree is work to keep
-      await awc.setLabels(ws!.id, { [CLAUDE_LABELS.refs]: await refsDigest(target, opts.runAs) });
+      if (refs !== undefined) await awc.setLabels(ws!.id, { [CLAUDE_LABELS.refs]: refs });
       opts.onLog?.(`on new branch ${branch}`);
     } else if (dotGit) opts.onLog?.(`${project}'s .git is not a directory (a linked worktree or submodule): no branch made`);
     else opts.onLog?.(`${project} is not a git checkout: no branch made`);
@@ -161,9 +162,4 @@ async function workspaceAt(awc: ClaudeAwc, path: string): Promise<WorkspaceRow |
     if (labelled) return labelled;
   }
   return undefined;
-}
-
-/** Creates and checks out `branch` in the workspace at `cwd` (as `runAs` when given), git in a sandbox (see gitIn). @throws E_BRANCH_FAILED */
-async function branchIn(cwd: string, branch: string, runAs?: RunAs): Promise<void> {
-  await gitIn(cwd, ['checkout', '-q', '-b', branch], 'E_BRANCH_FAILED', runAs);
 }

@@ -20,9 +20,19 @@ export interface RunAs {
  * @returns git's stdout. @throws `code` with git's message (or when git is not installed)
  */
 export async function gitIn(cwd: string, args: string[], code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED', runAs?: RunAs): Promise<string> {
+  return withGit(cwd, code, runAs, (git) => git(args));
+}
+
+/** {@link gitIn} for several commands in one sandbox: `fn` gets a git to run in `cwd`. */
+async function withGit<T>(
+  cwd: string,
+  code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED',
+  runAs: RunAs | undefined,
+  fn: (git: (args: string[]) => Promise<string>) => Promise<T>,
+): Promise<T> {
   const dir = join(cwd, '.git');
   return withGitSandbox({ gitDir: dir, commonDir: dir }, { workTree: cwd, owner: runAs }, (sandbox) =>
-    run(cwd, args, sandbox, code, runAs),
+    fn((args) => run(cwd, args, sandbox, code, runAs)),
   );
 }
 
@@ -66,9 +76,30 @@ export async function isGitCheckout(dir: string): Promise<boolean> {
  * @throws E_GIT_FAILED
  */
 export async function refsDigest(dir: string, runAs?: RunAs): Promise<string> {
-  const refs = await gitIn(dir, ['for-each-ref', '--format=%(objectname) %(refname)'], 'E_GIT_FAILED', runAs);
-  const head = await gitIn(dir, ['rev-parse', '--symbolic-full-name', 'HEAD', 'HEAD'], 'E_GIT_FAILED', runAs);
+  return withGit(dir, 'E_GIT_FAILED', runAs, digestOf);
+}
+
+/** The refs digest (see refsDigest) with `git`. */
+async function digestOf(git: (args: string[]) => Promise<string>): Promise<string> {
+  const refs = await git(['for-each-ref', '--format=%(objectname) %(refname)']);
+  const head = await git(['rev-parse', '--symbolic-full-name', 'HEAD', 'HEAD']);
   return createHash('sha256').update(refs).update('\0').update(head).digest('hex');
+}
+
+/**
+ * Creates and checks out `branch` in the workspace at `cwd` (git in one sandbox, see gitIn),
+ * then takes the refs digest (see refsDigest) that WorktreeRemove compares against; a digest
+ * git cannot take is logged and undefined (remove then checkpoints, as without it).
+ * @throws E_BRANCH_FAILED (git refused the branch)
+ */
+export async function makeBranch(cwd: string, branch: string, runAs?: RunAs, onLog?: (line: string) => void): Promise<string | undefined> {
+  return withGit(cwd, 'E_BRANCH_FAILED', runAs, async (git) => {
+    await git(['checkout', '-q', '-b', branch]);
+    return digestOf(git).catch((err: unknown) => {
+      onLog?.(`refs not recorded (remove will checkpoint): ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    });
+  });
 }
 
 /** Whether a worktree holds work that exists nowhere else, and why. */
@@ -92,13 +123,15 @@ export interface WorkCheck {
  */
 export async function checkWork(dir: string, recordedRefs: string | undefined, runAs?: RunAs): Promise<WorkCheck> {
   if (!(await isGitCheckout(dir))) return { work: null, why: 'not a git checkout' };
-  // the sandbox's common directory is AWC's: the checkout's own info/exclude (data, never run) is named to git
-  const exclude = `core.excludesFile=${join(dir, '.git', 'info', 'exclude')}`;
-  const args = ['--no-optional-locks', '-c', exclude, 'status', '--porcelain', '-z', '--untracked-files=all', '--no-renames'];
-  const paths = (await gitIn(dir, args, 'E_GIT_FAILED', runAs)).split('\0').filter(Boolean);
-  if (paths.length > 0)
-    return { work: true, why: `uncommitted changes (${paths.length} path(s): ${paths[0]!.slice(3)}${paths.length > 1 ? ', …' : ''})` };
-  if (recordedRefs === undefined) return { work: null, why: 'no refs recorded when it was made' };
-  if ((await refsDigest(dir, runAs)) !== recordedRefs) return { work: true, why: 'commits or refs made in it' };
-  return { work: false, why: 'nothing uncommitted and no new commits' };
+  return withGit(dir, 'E_GIT_FAILED', runAs, async (git) => {
+    // the sandbox's common directory is AWC's: the checkout's own info/exclude (data, never run) is named to git
+    const exclude = `core.excludesFile=${join(dir, '.git', 'info', 'exclude')}`;
+    const args = ['--no-optional-locks', '-c', exclude, 'status', '--porcelain', '-z', '--untracked-files=all', '--no-renames'];
+    const paths = (await git(args)).split('\0').filter(Boolean);
+    if (paths.length > 0)
+      return { work: true, why: `uncommitted changes (${paths.length} path(s): ${paths[0]!.slice(3)}${paths.length > 1 ? ', …' : ''})` };
+    if (recordedRefs === undefined) return { work: null, why: 'no refs recorded when it was made' };
+    if ((await digestOf(git)) !== recordedRefs) return { work: true, why: 'commits or refs made in it' };
+    return { work: false, why: 'nothing uncommitted and no new commits' };
+  });
 }

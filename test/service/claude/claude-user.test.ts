@@ -251,6 +251,13 @@ describe('Claude Code worktree hooks as an ordinary user, through the root daemo
     assert.equal(c.code, 0, c.stderr);
     const path = c.stdout.trimEnd();
     shAs(u, 'echo stale > "$1/stale.txt"', path);
+    // the refs digest remove trusts: recorded by the user's hook; no other member of the namespace may write it
+    const ws = (await rootLs()).find((w) => w.labels['awc.claude.name'] === 'stale')!;
+    assert.match(ws.labels['awc.claude.refs'] ?? '', /^[0-9a-f]{64}$/);
+    const forged = as(other, ['label', ws.id, 'awc.claude.refs=0']);
+    assert.equal(forged.code, 6, forged.stderr);
+    assert.match(forged.stderr, /E_PERMISSION/);
+    assert.equal((await rootLs()).find((w) => w.id === ws.id)!.labels['awc.claude.refs'], ws.labels['awc.claude.refs']);
     // --update as the user while a workspace is mounted inside the project: the label moves, the old one is kept, the mount left out
     const up = okAs(u, ['init', 'claude', project, '--update']);
     assert.equal(up.imported, true);
