@@ -16,7 +16,8 @@ export interface RunAs {
  * sandbox (src/service/git/git-sandbox.ts): the workspace's HEAD, index, refs and objects
  * are git's to read (and, for `checkout -b`, write), but the configuration and hooks git
  * reads are AWC's, and none of the caller's GIT_* variables reach it. The caller makes sure
- * `cwd/.git` is a directory. `code` is the error of a git that fails.
+ * `cwd/.git` is a directory. `code` is the error of a git that fails (or runs over
+ * GIT_TIMEOUT_MS: it is killed).
  * @returns git's stdout. @throws `code` with git's message (or when git is not installed)
  */
 export async function gitIn(cwd: string, args: string[], code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED', runAs?: RunAs): Promise<string> {
@@ -36,12 +37,17 @@ async function withGit<T>(
   );
 }
 
+/** The longest one git command may take in a worktree (ms): a hostile snapshot's FIFO must not hang a hook. */
+const GIT_TIMEOUT_MS = 120_000;
+
 function run(cwd: string, args: string[], sandbox: GitSandbox, code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED', runAs?: RunAs): Promise<string> {
   return new Promise((resolveRun, reject) => {
     const child = spawn('git', [...sandbox.args, ...args], {
       cwd,
       env: sandbox.env,
       stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: GIT_TIMEOUT_MS,
+      killSignal: 'SIGKILL',
       ...(runAs ? { uid: runAs.uid, gid: runAs.gid } : {}),
     });
     let stdout = '';
@@ -51,13 +57,17 @@ function run(cwd: string, args: string[], sandbox: GitSandbox, code: 'E_BRANCH_F
     child.on('error', (err: NodeJS.ErrnoException) =>
       reject(err.code === 'ENOENT' ? new AwcError(code, 'git is not installed (needed in the worktree)', { hint: 'Install git.' }) : err),
     );
-    child.on('close', (exit) =>
+    child.on('close', (exit, signal) =>
       exit === 0
         ? resolveRun(stdout)
         : reject(
-            new AwcError(code, `git ${args.join(' ')} failed in ${cwd}: ${stderr.trim() || `exit ${exit}`}`, {
-              details: { path: cwd, git: stderr.trim() },
-            }),
+            new AwcError(
+              code,
+              `git ${args.join(' ')} failed in ${cwd}: ${stderr.trim() || (signal ? `killed (${signal}, over ${GIT_TIMEOUT_MS / 1000} s?)` : `exit ${exit}`)}`,
+              {
+                details: { path: cwd, git: stderr.trim() },
+              },
+            ),
           ),
     );
   });
@@ -124,9 +134,19 @@ export interface WorkCheck {
 export async function checkWork(dir: string, recordedRefs: string | undefined, runAs?: RunAs): Promise<WorkCheck> {
   if (!(await isGitCheckout(dir))) return { work: null, why: 'not a git checkout' };
   return withGit(dir, 'E_GIT_FAILED', runAs, async (git) => {
-    // the sandbox's common directory is AWC's: the checkout's own info/exclude (data, never run) is named to git
-    const exclude = `core.excludesFile=${join(dir, '.git', 'info', 'exclude')}`;
-    const args = ['--no-optional-locks', '-c', exclude, 'status', '--porcelain', '-z', '--untracked-files=all', '--no-renames'];
+    // the sandbox's common directory is AWC's: the checkout's own info/exclude (data, never run) is named to
+    // git, when it is a regular file (a FIFO would block the read)
+    const exclude = join(dir, '.git', 'info', 'exclude');
+    const regular = (await lstat(exclude).catch(() => undefined))?.isFile() === true;
+    const args = [
+      '--no-optional-locks',
+      ...(regular ? ['-c', `core.excludesFile=${exclude}`] : []),
+      'status',
+      '--porcelain',
+      '-z',
+      '--untracked-files=all',
+      '--no-renames',
+    ];
     const paths = (await git(args)).split('\0').filter(Boolean);
     if (paths.length > 0)
       return { work: true, why: `uncommitted changes (${paths.length} path(s): ${paths[0]!.slice(3)}${paths.length > 1 ? ', …' : ''})` };
