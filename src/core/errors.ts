@@ -228,7 +228,7 @@ export const ERROR_CODES = {
   E_CLAUDE_SETTINGS: {
     exit: 5,
     retryable: false,
-    hint: 'Fix .claude/settings.json by hand (it must be a JSON object; `hooks` an object of arrays); awc never overwrites it.',
+    hint: 'Fix the settings file the message names (.claude/settings.local.json or .claude/settings.json) by hand (it must be a JSON object; `hooks` an object of arrays); awc never overwrites it.',
   },
   E_GIT_NOT_A_REPO: {
     exit: 3,

@@ -256,12 +256,19 @@ export function mountDriverContract(name: string, make: () => Promise<MountDrive
       assert.equal((await row(ws)).mountState, 'unmounted');
     });
 
-    test('a busy mount: unmount is E_TARGET_BUSY and stays mounted; force detaches it (alive while held, or gone)', async () => {
+    test('a busy mount: unmount is E_TARGET_BUSY naming the process (pid, command; the hint says which to end, not --force) and stays mounted; force detaches it (alive while held, or gone)', async () => {
       const { ws, dir } = await mounted();
       const p = holder(dir);
       try {
         await new Promise((r) => setTimeout(r, 200));
-        await assert.rejects(unmount(ws), code('E_TARGET_BUSY'));
+        await assert.rejects(unmount(ws), (err: AwcError) => {
+          assert.equal(err.code, 'E_TARGET_BUSY');
+          assert.match(err.message, new RegExp(`in use by pid ${p.pid} \\(\\S+, cwd `));
+          assert.match(err.hint, new RegExp(`kill ${p.pid}`));
+          assert.doesNotMatch(err.hint, /--force/);
+          assert.ok((err.details?.holders as { pid: number }[]).some((h) => h.pid === p.pid));
+          return true;
+        });
         assert.equal((await row(ws)).mountState, 'mounted');
         assert.ok(isMounted(dir));
         const st = (await stateOf(ws))!;

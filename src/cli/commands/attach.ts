@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { CliCommand, CliContext } from './command.js';
+import type { CliCommand, CliContext, WithAwc } from './command.js';
 import type { InitTool } from '../../service/attach/init-tool.js';
 
 /**
@@ -69,22 +69,37 @@ export const command: CliCommand = {
         }),
       );
 
-    const init =
-      program.commands.find((c) => c.name() === 'init') ?? program.command('init').description("write a tool's configuration to use AWC");
-    for (const [tool, what] of [
-      ['cursor', '.cursor/worktrees.json: each new worktree runs `awc attach`'],
-      ['codex', '.codex/environments/environment.toml: setup runs `awc attach`, cleanup `awc detach`'],
-      ['conductor', 'conductor.json: setup runs `awc attach`, archive `awc detach`'],
-    ] as const) {
-      init
-        .command(`${tool} [dir]`)
-        .description(`${what} (merged into an existing file; default dir: .)`)
-        .option('--awc <command>', 'the awc command the scripts run (default: awc, on the tool’s PATH)')
-        .action(async (dir: string | undefined, opts: { awc?: string }) => {
-          const { initTool } = await import('../../service/attach/init-tool.js');
-          const r = await initTool(tool as InitTool, dir ?? '.', opts);
-          out().result(r, () => `${r.unchanged ? 'already set up' : r.merged ? 'merged into' : 'wrote'} ${r.file}`);
-        });
-    }
+    registerInitTools(program, withAwc);
   },
 };
+
+/** Registers `awc init cursor|codex|conductor [dir] [--awc <command>]` (docs/reference/attach.md). */
+function registerInitTools(program: Command, withAwc: WithAwc): void {
+  const init =
+    program.commands.find((c) => c.name() === 'init') ?? program.command('init').description("write a tool's configuration to use AWC");
+  for (const [tool, what] of [
+    ['cursor', '.cursor/worktrees.json: each new worktree runs `awc attach`'],
+    ['codex', '.codex/environments/environment.toml: setup runs `awc attach`, cleanup `awc detach`'],
+    ['conductor', 'conductor.json: setup runs `awc attach`, archive `awc detach`'],
+  ] as const) {
+    init
+      .command(`${tool} [dir]`)
+      .description(`${what} (merged into an existing file; default dir: .); .awc/awc (git-ignored) runs this AWC`)
+      .option('--awc <command>', 'the command .awc/awc runs AWC with (default: this node and CLI, by absolute path)')
+      .action(async (dir: string | undefined, opts: { awc?: string }) => {
+        const { initTool, planTool } = await import('../../service/attach/init-tool.js');
+        const { selfInvocation } = await import('./self-command.js');
+        // a malformed configuration is refused before the home is opened
+        await planTool(tool as InitTool, dir ?? '.');
+        await withAwc(async (opened, o) => {
+          const r = await initTool(tool as InitTool, dir ?? '.', { launcher: selfInvocation(program, opened, opts.awc) });
+          o.result(r, () =>
+            [
+              `${r.unchanged ? 'already set up' : r.merged ? 'merged into' : 'wrote'} ${r.file}`,
+              `wrote ${r.launcher} (this machine's AWC, home and namespace${r.excludedIn ? `; git-ignored in ${r.excludedIn}` : ''})`,
+            ].join('\n'),
+          );
+        });
+      });
+  }
+}

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext, WithAwc } from './command.js';
+import type { ClaudeRemoveResult } from '../../service/claude/claude-hook.js';
 
 /** The most a hook payload may be (bytes): Claude Code's are well under 4 KiB. */
 const MAX_PAYLOAD = 1024 * 1024;
@@ -26,21 +27,38 @@ async function readPayload(): Promise<string> {
 
 /**
  * SessionStart: the stable-path context for a session in an AWC workspace, as Claude Code's
- * `hookSpecificOutput.additionalContext` on stdout (nothing for any other directory). It never
+ * `hookSpecificOutput.additionalContext` on stdout (nothing for any other directory), naming
+ * AWC by the hook's own absolute invocation (selfInvocation). It never
  * fails the session: an error (no home, no daemon) is one line on stderr, and the exit is 0.
  */
-async function sessionStart(withAwc: WithAwc, cwd: string, log: (line: string) => void): Promise<void> {
+async function sessionStart(program: Command, withAwc: WithAwc, cwd: string, log: (line: string) => void): Promise<void> {
   try {
     await withAwc(async (opened) => {
       const { openClaudeAwc } = await import('../remote/claude-awc.js');
       const { claudeSessionContext } = await import('../../service/claude/claude-session.js');
-      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd);
+      const { selfInvocation } = await import('./self-command.js');
+      // the agent's shell may have no awc on PATH: the text names AWC as this hook runs it
+      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd, { awc: selfInvocation(program, opened).join(' ') });
       if (ctx)
         process.stdout.write(`${JSON.stringify({ hookSpecificOutput: { hookEventName: 'SessionStart', additionalContext: ctx.text } })}\n`);
     });
   } catch (err) {
     log(`SessionStart: no workspace context (${err instanceof Error ? err.message : String(err)})`);
   }
+}
+
+/**
+ * The WorktreeRemove line for stderr: what was done, and, when work was kept, the one
+ * command (`awc` as `awc`, this hook's own absolute invocation) that brings it back.
+ */
+function removeLine(r: ClaudeRemoveResult, awc: string, shellWord: (s: string) => string): string {
+  if (r.workspace === null) return `${r.path}: no workspace there and the directory is gone; nothing to do`;
+  const secrets = r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : '';
+  const done = `unmounted and removed; ${r.path} is gone${secrets}`;
+  if (r.work.work === false) return `${r.workspace}: ${r.work.why}: no snapshot kept; ${done}`;
+  const kept = r.checkpointed ? `${r.work.why}: checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`;
+  const back = `${awc} export ${r.snapshot} --dir ${shellWord(r.path ?? `./${r.workspace}`)}`;
+  return `${r.workspace}: ${kept}; ${done}\nawc: to bring the work back as a directory: ${back}`;
 }
 
 /**
@@ -61,7 +79,7 @@ export const command: CliCommand = {
         // a malformed payload is refused before anything is opened
         const p = parseClaudeHookPayload(await readPayload());
         const log = (line: string): void => void process.stderr.write(`awc: ${line}\n`);
-        if (p.event === 'SessionStart') return sessionStart(withAwc, p.cwd, log);
+        if (p.event === 'SessionStart') return sessionStart(program, withAwc, p.cwd, log);
         try {
           await withAwc(async (opened, o) => {
             const { openClaudeAwc } = await import('../remote/claude-awc.js');
@@ -75,11 +93,8 @@ export const command: CliCommand = {
             }
             const { claudeWorktreeRemove } = await import('../../service/claude/claude-hook.js');
             const r = await claudeWorktreeRemove(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR });
-            log(
-              r.workspace === null
-                ? `${r.path}: no workspace there and the directory is gone; nothing to do`
-                : `${r.workspace}: ${r.checkpointed ? `checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`}, unmounted and removed; ${r.path} is gone${r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : ''}`,
-            );
+            const { selfInvocation, shellWord } = await import('./self-command.js');
+            log(removeLine(r, selfInvocation(program, opened).join(' '), shellWord));
             if (o.json) o.result(r, () => '');
           });
         } catch (err) {

@@ -1,11 +1,6 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext } from './command.js';
 
-/** A word for a POSIX shell: as is when it is plain, else single-quoted. */
-function shellWord(s: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
-}
-
 /** `awc init`, shared by the tools that register an `init <tool>` subcommand (made once). */
 function initGroup(program: Command): Command {
   return program.commands.find((c) => c.name() === 'init') ?? program.command('init').description('set an agent tool up to use AWC');
@@ -24,32 +19,18 @@ export const command: CliCommand = {
     initGroup(program)
       .command('claude [dir]')
       .description(
-        "import the project (with its dependencies) as Claude Code's prepared snapshot and add AWC's worktree hooks to .claude/settings.json",
+        "import the project (with its dependencies) as Claude Code's prepared snapshot and add AWC's worktree hooks to .claude/settings.local.json",
       )
       .option('--update', 'import the project again (after a dependency change)')
       .action((dir: string | undefined, opts: { update?: boolean }) =>
         withAwc(
           async (opened, o) => {
-            const { realpathSync } = await import('node:fs');
             const { initClaude } = await import('../../service/claude/claude-init.js');
-            const { resolve } = await import('node:path');
-            const { isRemoteAwc, openClaudeAwc } = await import('../remote/claude-awc.js');
+            const { openClaudeAwc } = await import('../remote/claude-awc.js');
             const { formatBytes } = await import('../output/output.js');
+            const { selfInvocation } = await import('./self-command.js');
             const awc = await openClaudeAwc(opened);
-            const cli = realpathSync(process.argv[1]!);
-            const given = program.opts<{ home?: string }>().home ?? process.env.AWC_HOME;
-            const home = !isRemoteAwc(opened) ? opened.config.home : given === undefined ? undefined : resolve(given);
-            const hookCommand = [
-              process.execPath,
-              cli,
-              ...(home === undefined ? [] : ['--home', home]),
-              '--namespace',
-              awc.namespace,
-              'hook',
-              'claude',
-            ]
-              .map(shellWord)
-              .join(' ');
+            const hookCommand = [...selfInvocation(program, opened), 'hook', 'claude'].join(' ');
             let last = 0;
             const r = await initClaude(awc, dir ?? '.', {
               hookCommand,
@@ -68,6 +49,9 @@ export const command: CliCommand = {
                   : `${r.project} is prepared already (${r.snapshot}); pass --update to import it again`,
                 ...(r.replaced ? [`replaced ${r.replaced.id}${r.replaced.removed ? ' (removed)' : ' (kept: workspaces use it)'}`] : []),
                 r.settings.changed ? `hooks written to ${r.settings.path}` : `${r.settings.path} has the hooks already`,
+                ...(r.settings.migrated
+                  ? [`AWC's hooks taken out of ${r.settings.migrated} (an earlier awc init put them there; they name this machine's paths)`]
+                  : []),
               ].join('\n'),
             );
           },

@@ -22,7 +22,7 @@ export const command: CliCommand = {
                 const what = `${e.workspace}${e.name ? ` (${e.name})` : ''} at ${e.path ?? '-'}: ${e.reason}`;
                 if (e.error) return `${what}: kept, release failed: ${e.error.code}: ${e.error.message}`;
                 if (r.dryRun) return `${what}: would release`;
-                return `${what}: released (${e.released?.checkpointed ? `checkpointed as ${e.released.snapshot}` : `work in ${e.released?.snapshot}`})`;
+                return `${what}: released (${e.released?.checkpointed ? `checkpointed as ${e.released.snapshot}` : e.released?.work.work === false ? 'nothing uncommitted: no snapshot' : `work in ${e.released?.snapshot}`})`;
               }),
               `${r.dryRun ? 'dry run: ' : ''}${r.pruned.length} stale, ${r.kept} kept${r.others ? `, ${r.others} of other users left alone` : ''}`,
             ].join('\n'),

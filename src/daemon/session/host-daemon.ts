@@ -16,6 +16,7 @@ import { ContentFuse } from '../../host/fuse/content-fuse.js';
 import { ContentPlane } from '../../host/read-path/content-plane.js';
 import { ObjectCache } from '../../host/read-path/object-cache.js';
 import type { Layer } from '../../drivers/overlay/layer-builder.js';
+import type { Holder } from '../../drivers/port/mount-use.js';
 import { unmount } from '../../host/mount/mount-commands.js';
 import { isMounted } from '../../host/mount/mount-table.js';
 import { OverlayHost, type OverlayStatus } from '../../drivers/overlay/overlay-host.js';
@@ -431,7 +432,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   /**
    * Unmounts every overlay that is not busy; returns the busy ones (see OverlayHost.unmountAll).
    */
-  unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]> {
+  unmountAll(force: boolean): Promise<{ workspace: string; path: string; holders: Holder[] }[]> {
     return this.overlays?.unmountAll(force) ?? Promise.resolve([]);
   }
 

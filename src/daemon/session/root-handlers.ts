@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type * as z from 'zod';
 import { AwcError } from '../../core/errors.js';
+import { describeHolders, type Holder } from '../../drivers/port/mount-use.js';
 import type { OverlayHost } from '../../drivers/overlay/overlay-host.js';
 import type { DaemonMetrics } from '../metrics/metrics.js';
 import { parseShape, RootBodies } from '../users/user-schemas.js';
@@ -18,7 +19,7 @@ export interface RootContext {
   /** The host sweeper. @throws E_INTERNAL (not started) */
   sweeper(): HostSweeper;
   /** Unmounts every overlay not busy; the busy ones. */
-  unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]>;
+  unmountAll(force: boolean): Promise<{ workspace: string; path: string; holders: Holder[] }[]>;
   /** Stops the daemon once this request is answered. */
   stopSoon(): void;
 }
@@ -67,10 +68,15 @@ export const ROOT_ENDPOINTS: Readonly<Record<string, RootEndpoint>> = {
   'POST /v1/stop': endpoint(RootBodies.flags, async (d, b) => {
     const busy = await d.unmountAll(b.force === true);
     if (busy.length > 0) {
-      throw new AwcError('E_TARGET_BUSY', `${busy.length} workspace mount(s) are in use: ${busy.map((m) => m.path).join(', ')}`, {
-        hint: 'Close the shells and programs using them (the daemon keeps serving them), or pass --force to detach them lazily.',
-        details: { busy },
-      });
+      const all = busy.flatMap((m) => m.holders);
+      throw new AwcError(
+        'E_TARGET_BUSY',
+        `${busy.length} workspace mount(s) are in use: ${busy.map((m) => `${m.path} (by ${m.holders.length > 0 ? describeHolders(m.holders) : 'no process visible here'})`).join(', ')}`,
+        {
+          hint: `End those processes${all.length > 0 ? ` (\`kill ${[...new Set(all.map((h) => h.pid))].join(' ')}\`)` : ''} or move their shells out of the mounts (the daemon keeps serving them until then), then stop again; \`awc daemon stop --force\` detaches them lazily instead.`,
+          details: { busy },
+        },
+      );
     }
     d.stopSoon();
     return { stopping: true };

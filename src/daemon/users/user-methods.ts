@@ -130,8 +130,10 @@ export const USER_METHODS: Readonly<Record<RemoteMethod, UserMethod>> = {
     await c.mounter(row.id);
     return c.awc.leases.show(await c.awc.getWorkspace(row.id));
   }),
-  setLabels: method(z.tuple([Name, LabelPatchShape]), (c, [r, patch]) => {
+  setLabels: method(z.tuple([Name, LabelPatchShape]), async (c, [r, patch]) => {
     refuseReservedLabels(patch);
+    // what WorktreeRemove trusts to skip a checkpoint: only on a workspace the caller mounted (the mounter rule)
+    if (MOUNTER_ONLY_LABELS.some((k) => k in patch)) await c.mounter(r);
     return c.awc.setLabels(r, patch);
   }),
   usage: method(z.tuple([]), (c) => computeUsage(c.awc, { measures: (state) => ownsLiveState(c.user, state) })),
@@ -188,7 +190,15 @@ const USER_SETTABLE_AWC_LABELS: Readonly<Record<string, 'set' | 'remove' | 'both
   'awc.claude.name': 'set',
   'awc.claude.checkpoint-of': 'set',
   'awc.claude.project': 'remove',
+  'awc.claude.refs': 'set',
 };
+
+/**
+ * Labels of {@link USER_SETTABLE_AWC_LABELS} a user may set only on a workspace they mounted
+ * (the mounter rule): `awc.claude.refs` decides whether WorktreeRemove keeps the workspace's
+ * commits, so another member of the namespace must not be able to write it.
+ */
+const MOUNTER_ONLY_LABELS = ['awc.claude.refs'];
 
 /**
  * Refuses a label patch from an ordinary user that sets or removes a reserved `awc.` label

@@ -380,15 +380,15 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
    * detached view whose writes still land in the upper, so the workspace must not be
    * mounted again while they run.
    */
-  async unmountAll(force: boolean): Promise<{ workspace: string; path: string }[]> {
-    const busy: { workspace: string; path: string }[] = [];
+  async unmountAll(force: boolean): Promise<{ workspace: string; path: string; holders: Holder[] }[]> {
+    const busy: { workspace: string; path: string; holders: Holder[] }[] = [];
     for (const [id, m] of [...this.mounts]) {
       try {
         await unmount(m.path, false);
       } catch (err) {
         if (!(err instanceof AwcError && err.code === 'E_TARGET_BUSY')) throw err;
         if (!force) {
-          busy.push({ workspace: id, path: m.path });
+          busy.push({ workspace: id, path: m.path, holders: (err.details?.holders as Holder[] | undefined) ?? [] });
           continue;
         }
         this.log({ level: 'warn', msg: 'busy mount detached lazily', workspace: id, path: m.path });

@@ -17,14 +17,12 @@
  *   never call into the file system, so a hung FUSE cannot block the scan. (st_dev does not
  *   work for mappings: /proc/<pid>/maps shows the underlying file's device.)
  */
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { commandOf, holderOf, otherPids } from '../../host/mount/mount-holders.js';
 import { join } from 'node:path';
 import { readMountInfo, unescapeMountField, type MountInfo } from '../../host/mount/mount-table.js';
 import { runCommand } from '../../host/mount/mount-commands.js';
 import type { Holder, MountUse } from '../port/mount-use.js';
-
-/** O_PATH (Linux, every architecture Node runs on but alpha/parisc/sparc). */
-const O_PATH = 0o10000000;
 
 /** The `upperdir=` of an overlay's super options (unescaped), or undefined. */
 export function overlayUpper(m: MountInfo): string | undefined {
@@ -73,30 +71,6 @@ async function probeUpper(upper: string, scratch: string): Promise<'busy' | 'fre
   }
 }
 
-/** Mount id of what `/proc/<pid>/<link>` points at (an O_PATH open, never reaching the file system), or undefined. */
-function linkMountId(link: string): number | undefined {
-  let fd: number;
-  try {
-    fd = openSync(link, O_PATH);
-  } catch {
-    return undefined;
-  }
-  try {
-    return fdinfoMountId(`/proc/self/fdinfo/${fd}`);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-function fdinfoMountId(path: string): number | undefined {
-  try {
-    const m = /^mnt_id:\s*(\d+)/m.exec(readFileSync(path, 'utf8'));
-    return m ? Number(m[1]) : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function safe<T>(f: () => T, fallback: T): T {
   try {
     return f();
@@ -119,10 +93,7 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
   const ids = new Set(mountIds);
   const reused = new Set<number>();
   const ownNs = safe(() => readlinkSync('/proc/self/ns/mnt'), '');
-  const pids = readdirSync('/proc')
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number)
-    .filter((p) => p !== process.pid);
+  const pids = otherPids();
   const nsMounts = new Map<string, MountInfo[]>();
   const nsOf = new Map<number, string>();
   for (const pid of pids) {
@@ -137,55 +108,18 @@ export function findHolders(upper: string, mountIds: Iterable<number> = []): Hol
   }
   for (const id of reused) ids.delete(id);
   const out: Holder[] = [];
-  const command = (pid: number) => safe(() => readFileSync(`/proc/${pid}/comm`, 'utf8').trim(), '?');
   for (const pid of pids) {
     const ns = nsOf.get(pid) ?? '';
-    const add = (via: string, path?: string) => out.push({ pid, command: command(pid), via, path });
     if (ns !== ownNs) {
       const m = nsMounts.get(ns)?.[0];
       if (m) {
-        add('mount', Buffer.from(m.mountPoint, 'latin1').toString('utf8'));
+        out.push({ pid, command: commandOf(pid), via: 'mount', path: Buffer.from(m.mountPoint, 'latin1').toString('utf8') });
         continue;
       }
     }
     if (ids.size === 0) continue;
-    const base = `/proc/${pid}`;
-    let found = false;
-    for (const fd of safe(() => readdirSync(`${base}/fd`), [] as string[])) {
-      const id = fdinfoMountId(`${base}/fdinfo/${fd}`);
-      if (id !== undefined && ids.has(id)) {
-        add(
-          `fd ${fd}`,
-          safe(() => readlinkSync(`${base}/fd/${fd}`), undefined),
-        );
-        found = true;
-        break;
-      }
-    }
-    if (found) continue;
-    for (const link of ['cwd', 'root']) {
-      const id = linkMountId(`${base}/${link}`);
-      if (id !== undefined && ids.has(id)) {
-        add(
-          link,
-          safe(() => readlinkSync(`${base}/${link}`), undefined),
-        );
-        found = true;
-        break;
-      }
-    }
-    if (found) continue;
-    const seen = new Set<string>();
-    for (const range of safe(() => readdirSync(`${base}/map_files`), [] as string[])) {
-      const target = safe(() => readlinkSync(`${base}/map_files/${range}`), '');
-      if (seen.has(target)) continue;
-      seen.add(target);
-      const id = linkMountId(`${base}/map_files/${range}`);
-      if (id !== undefined && ids.has(id)) {
-        add('map', target);
-        break;
-      }
-    }
+    const h = holderOf(pid, ids);
+    if (h) out.push(h);
   }
   return out;
 }

@@ -1,14 +1,8 @@
 import { AwcError } from '../../core/errors.js';
+import { describeMountHolders, type MountHolder } from '../../host/mount/mount-holders.js';
 
-/** A process that keeps a mount alive: pid, command name, and what it holds. */
-export interface Holder {
-  pid: number;
-  command: string;
-  /** `fd <n>`, `cwd`, `root`, `map`, or `mount` (the mount is in the process's mount namespace). */
-  via: string;
-  /** The path the process sees (for a detached mount, relative to the mount's root). */
-  path?: string;
-}
+/** A process that keeps a mount alive: pid, command name, and what it holds (src/host/mount/mount-holders.ts). */
+export type Holder = MountHolder;
 
 /** Whether an earlier mount still uses a workspace's private changes (see {@link MountDriver.inUse}). */
 export interface MountUse {
@@ -34,9 +28,7 @@ export function describeUse(use: MountUse): string {
 
 /** "pid 123 (sh, fd 3), pid 456 (bash, cwd)" for messages; at most `max` named. */
 export function describeHolders(holders: Holder[], max = 5): string {
-  const named = holders.slice(0, max).map((h) => `pid ${h.pid} (${h.command}, ${h.via}${h.path ? ` ${h.path}` : ''})`);
-  if (holders.length > max) named.push(`${holders.length - max} more`);
-  return named.join(', ');
+  return describeMountHolders(holders, max);
 }
 
 /**

@@ -7,6 +7,7 @@ import { spawn, type StdioOptions } from 'node:child_process';
 import { mkdir, readdir, stat } from 'node:fs/promises';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { AwcError } from '../../core/errors.js';
+import { describeMountHolders, holderPids, mountHolders } from './mount-holders.js';
 import { isMounted } from './mount-table.js';
 
 /** Result of a command run by {@link runCommand}. */
@@ -64,18 +65,35 @@ export async function run(cmd: string, args: string[], opts: { what?: string } =
   throw new AwcError('E_MOUNT_FAILED', `${opts.what ?? cmd} failed (${why})`);
 }
 
-/** Unmounts `target`; with `lazy`, detaches even when busy. Absent mounts are not an error. @throws E_TARGET_BUSY */
+/** Unmounts `target`; with `lazy`, detaches even when busy. Absent mounts are not an error. @throws E_TARGET_BUSY (see busyError) */
 export async function unmount(target: string, lazy = false): Promise<void> {
   if (!isMounted(target)) return;
   try {
     await run('umount', lazy ? ['-l', target] : [target], { what: `umount ${target}` });
   } catch (err) {
-    if (/busy/i.test((err as Error).message))
-      throw new AwcError('E_TARGET_BUSY', `${target} is busy: ${(err as Error).message}`, {
-        hint: 'Close the shells and programs using it, or pass --force for a lazy unmount.',
-      });
+    if (/busy/i.test((err as Error).message)) throw busyError(target, err);
     throw err;
   }
+}
+
+/**
+ * The E_TARGET_BUSY of a mount at `target` that cannot be unmounted because processes use
+ * it: the message names them (pid and command, read from /proc: open files, working
+ * directories, roots, mappings under the mount) and the hint says which to end, never a flag
+ * (the caller may be a hook that cannot pass one). `details`: `path`, `holders`
+ * ({pid, command, via, path}).
+ */
+export function busyError(target: string, cause?: unknown): AwcError {
+  const holders = mountHolders(target);
+  const who = holders.length > 0 ? describeMountHolders(holders) : 'no process visible here (another PID namespace?)';
+  return new AwcError('E_TARGET_BUSY', `${target} is busy: in use by ${who}`, {
+    hint:
+      holders.length > 0
+        ? `End those processes (\`kill ${holderPids(holders)}\`), or move the shells among them out of ${target} (\`cd\` elsewhere), then run the same command again.`
+        : `Close the shells and programs using ${target}, then run the same command again.`,
+    details: { path: target, holders },
+    cause,
+  });
 }
 
 /**

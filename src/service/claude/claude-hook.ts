@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { lstat, mkdir, realpath, rmdir } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -9,13 +8,9 @@ import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
 import { checkHookOwns, nearestProject } from './claude-owner.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
-import { withGitSandbox, type GitSandbox } from '../git/git-sandbox.js';
+import { makeBranch, type RunAs } from './claude-work.js';
 
-/** Who the hook runs git as (the calling user; absent: this process's user). */
-export interface RunAs {
-  uid: number;
-  gid: number;
-}
+export type { RunAs } from './claude-work.js';
 
 /** What WorktreeCreate made. `path` is what the hook prints: absolute, normalised, symlink-free. */
 export interface ClaudeCreateResult {
@@ -62,8 +57,9 @@ export async function findPreparedSnapshot(awc: ClaudeAwc, dir: string): Promise
  * snapshot, mounts the workspace at the path the payload names or Claude Code's usual
  * `<project>/.claude/worktrees/<name>` (missing parents created 0700), and, in a git
  * checkout, creates and checks out branch `worktree-<name>` there as the calling user. The
- * workspace is labelled (`awc.claude.*`: project, session, name, transcript, path) for
- * WorktreeRemove and `awc prune`. Nothing is left behind on failure: a workspace that cannot
+ * workspace is labelled (`awc.claude.*`: project, session, name, transcript, path; and `refs`,
+ * the digest of its git refs once the branch is made, which tells WorktreeRemove whether
+ * commits were made in it) for WorktreeRemove and `awc prune`. Nothing is left behind on failure: a workspace that cannot
  * be mounted or branched is unmounted and removed again.
  * @throws E_NOT_PREPARED (no prepared snapshot: at once, before anything is made), E_TARGET_BUSY
  *   (the path exists and is not an empty directory, or is a symlink), E_BRANCH_FAILED (git
@@ -103,8 +99,10 @@ export async function claudeWorktreeCreate(
     let branch: string | null = null;
     const dotGit = await lstat(join(target, '.git')).catch(() => undefined);
     if (dotGit?.isDirectory()) {
-      await branchIn(target, names.branch, opts.runAs);
+      // the refs digest: what WorktreeRemove compares against (a commit or ref made in the worktree is work to keep)
+      const refs = await makeBranch(target, names.branch, opts.runAs, opts.onLog);
       branch = names.branch;
+      if (refs !== undefined) await awc.setLabels(ws!.id, { [CLAUDE_LABELS.refs]: refs });
       opts.onLog?.(`on new branch ${branch}`);
     } else if (dotGit) opts.onLog?.(`${project}'s .git is not a directory (a linked worktree or submodule): no branch made`);
     else opts.onLog?.(`${project} is not a git checkout: no branch made`);
@@ -164,48 +162,4 @@ async function workspaceAt(awc: ClaudeAwc, path: string): Promise<WorkspaceRow |
     if (labelled) return labelled;
   }
   return undefined;
-}
-
-/**
- * Creates and checks out `branch` in the workspace at `cwd` (as `runAs` when given) with git
- * in a sandbox (src/service/git/git-sandbox.ts): the workspace's HEAD, index, refs and objects
- * are git's to read and the branch is written there, but the configuration and hooks git
- * reads are AWC's, and none of the caller's GIT_* variables reach it. The caller makes sure
- * `cwd/.git` is a directory (a `.git` file names a directory elsewhere: no branch is made).
- * @throws E_BRANCH_FAILED with git's message (or when git is not installed)
- */
-async function branchIn(cwd: string, branch: string, runAs?: RunAs): Promise<void> {
-  const dir = join(cwd, '.git');
-  const args = ['checkout', '-q', '-b', branch];
-  await withGitSandbox({ gitDir: dir, commonDir: dir }, { workTree: cwd, owner: runAs }, (sandbox) => git(cwd, args, sandbox, runAs));
-}
-
-/** Runs git in a workspace (as `runAs` when given) in `sandbox`. @throws E_BRANCH_FAILED */
-function git(cwd: string, args: string[], sandbox: GitSandbox, runAs?: RunAs): Promise<void> {
-  return new Promise((resolveRun, reject) => {
-    const child = spawn('git', [...sandbox.args, ...args], {
-      cwd,
-      env: sandbox.env,
-      stdio: ['ignore', 'ignore', 'pipe'],
-      ...(runAs ? { uid: runAs.uid, gid: runAs.gid } : {}),
-    });
-    let stderr = '';
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', (err: NodeJS.ErrnoException) =>
-      reject(
-        err.code === 'ENOENT'
-          ? new AwcError('E_BRANCH_FAILED', 'git is not installed (needed to make the worktree branch)', { hint: 'Install git.' })
-          : err,
-      ),
-    );
-    child.on('close', (code) =>
-      code === 0
-        ? resolveRun()
-        : reject(
-            new AwcError('E_BRANCH_FAILED', `git ${args.join(' ')} failed in ${cwd}: ${stderr.trim() || `exit ${code}`}`, {
-              details: { path: cwd, git: stderr.trim() },
-            }),
-          ),
-    );
-  });
 }

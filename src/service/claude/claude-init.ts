@@ -6,6 +6,7 @@ import type { Progress } from '../../drivers/port/mount-driver.js';
 import type { ClaudeAwc } from './claude-port.js';
 import { CLAUDE_LABELS } from './claude-release.js';
 import { planClaudeSettings, writeClaudeSettings } from './claude-settings.js';
+import { excludeFromGit } from '../git/git-exclude.js';
 
 /** What `awc init claude` did. */
 export interface ClaudeInitResult {
@@ -21,7 +22,13 @@ export interface ClaudeInitResult {
   warmed: boolean;
   /** With `update`: the earlier prepared snapshot, unlabelled (and removed when nothing uses it). */
   replaced?: { id: string; removed: boolean };
-  settings: { path: string; created: boolean; changed: boolean; command: string };
+  /**
+   * The hooks' settings: `.claude/settings.local.json` (machine-local; kept out of git by
+   * `excludedIn`, the repository's info/exclude, null when the project is no git checkout).
+   * `migrated`: the committed `.claude/settings.json` AWC's hooks were taken out of (an
+   * earlier init wrote them there), else null.
+   */
+  settings: { path: string; created: boolean; changed: boolean; command: string; migrated: string | null; excludedIn: string | null };
 }
 
 /** The path an import of the project leaves out: the workspaces the hook mounts inside it. */
@@ -33,7 +40,9 @@ const WORKTREES = '.claude/worktrees';
  * snapshot, labelled `awc.claude.project=<realpath>`, once: a project that has one keeps it
  * unless `update` (which imports again and moves the label, removing the old snapshot when
  * no workspace uses it). Then merges the hooks running `hookCommand` into
- * `.claude/settings.json` (see planClaudeSettings). The settings file is checked before the
+ * `.claude/settings.local.json`, kept out of git through the repository's info/exclude, and
+ * takes AWC's hooks out of the committed `.claude/settings.json` where an earlier init put
+ * them (see planClaudeSettings). The settings files are checked before the
  * import, so a malformed one refuses at once and nothing is imported. With the overlay
  * driver, a new snapshot is mounted once (and released) here, outside any hook, so that the
  * host's layer of it is built before the first WorktreeCreate needs it.
@@ -73,7 +82,18 @@ export async function initClaude(
     }
   }
   await writeClaudeSettings(plan);
-  return { ...result, settings: { path: plan.path, created: plan.create, changed: plan.changed, command: plan.command } };
+  const excludedIn = await excludeFromGit(project, '/.claude/settings.local.json');
+  return {
+    ...result,
+    settings: {
+      path: plan.path,
+      created: plan.create,
+      changed: plan.changed,
+      command: plan.command,
+      migrated: plan.legacy?.path ?? null,
+      excludedIn,
+    },
+  };
 }
 
 /**

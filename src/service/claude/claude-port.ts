@@ -36,7 +36,7 @@ export interface ClaudeImportOptions extends Pick<ImportOptions, 'message' | 'la
  * The service as the Claude Code commands see it: an {@link Awc} in process (root, or a
  * user's own home) or an ordinary user's client of the root daemon (src/cli/remote/remote-awc.ts).
  * The steps that need no privilege run in the caller's process, as the caller: the
- * directories, git, `.claude/settings.json`, reading the project for the import.
+ * directories, git, `.claude/settings.local.json`, reading the project for the import.
  */
 export type ClaudeAwc = Pick<AwcApi, ClaudeMethod | 'namespace'> & {
   /** This host's name in the catalog (the root daemon's, for a user): what `mountHost` of a workspace mounted here says. */

@@ -45,9 +45,11 @@ function sh(s: string): string {
  * `awc run <mount> -- <command>`, which shows this workspace at that path in a private mount
  * namespace, so the build reuses the base's outputs (docs/explanation/stable-paths.md). A
  * workspace without a recorded path gets a line saying what it is; a directory that is no
- * workspace gets nothing (null). Reads the workspace and snapshot lists only; changes nothing.
+ * workspace gets nothing (null). `opts.awc` is the shell command the text names AWC by
+ * (default `awc`): the hook passes its own absolute invocation, so the command works from the
+ * agent's shell whatever its PATH. Reads the workspace and snapshot lists only; changes nothing.
  */
-export async function claudeSessionContext(awc: ClaudeAwc, cwd: string): Promise<SessionContext | null> {
+export async function claudeSessionContext(awc: ClaudeAwc, cwd: string, opts: { awc?: string } = {}): Promise<SessionContext | null> {
   const here = await realpath(cwd).catch(() => resolve(cwd));
   const mounted = (await awc.listWorkspaces()).filter(
     (w): w is WorkspaceRow & { mountPath: string } => w.mountState === 'mounted' && w.mountHost === awc.host && w.mountPath !== null,
@@ -61,10 +63,11 @@ export async function claudeSessionContext(awc: ClaudeAwc, cwd: string): Promise
   const name = ws.name ? `\`${ws.name}\` (${ws.id})` : ws.id;
   const from = head ? ` at snapshot ${head.name ? `\`${head.name}\` (${head.id})` : head.id}` : '';
   const stablePath = stablePathOf(ws.headSnapshotId, byId);
+  const run = `${opts.awc ?? 'awc'} run ${sh(ws.mountPath)} --`;
   const intro = `This directory is AWC workspace ${name}${from}, mounted at ${ws.mountPath}: edit files and run commands here as usual.`;
   const text =
     stablePath === null
       ? intro
-      : `${intro} Its base was built at ${stablePath}. To build with the base's outputs instead of from scratch, run builds and tests through \`awc run ${sh(ws.mountPath)} -- <command>\` (for example \`awc run ${sh(ws.mountPath)} -- npm run build\`): the command sees this same workspace at ${stablePath} in a private mount namespace, so an incremental build rewrites only what changed here; a build run directly here may instead follow the absolute paths its build files name into ${stablePath} itself. Paths it prints under ${stablePath} are files of this workspace, at the same place under ${ws.mountPath}; edit them there, never under ${stablePath} itself.`;
+      : `${intro} Its base was built at ${stablePath}. To build with the base's outputs instead of from scratch, run builds and tests through \`${run} <command>\` (for example \`${run} npm run build\`): the command sees this same workspace at ${stablePath} in a private mount namespace, so an incremental build rewrites only what changed here; a build run directly here may instead follow the absolute paths its build files name into ${stablePath} itself. Paths it prints under ${stablePath} are files of this workspace, at the same place under ${ws.mountPath}; edit them there, never under ${stablePath} itself.`;
   return { workspace: ws.id, mountPath: ws.mountPath, stablePath, text };
 }

@@ -29,7 +29,6 @@ describe('awc attach', () => {
   let work: string;
   let home: string;
   let repo: string;
-  let bin: string;
   /** The service in this process (the CLI's way: overlay mounts through the host daemon), for what needs no CLI. */
   let svc: Awc;
   const ok = (args: string[]): any => {
@@ -69,11 +68,6 @@ describe('awc attach', () => {
     git(repo, 'init', '-q', '-b', 'main');
     git(repo, 'add', '.');
     git(repo, 'commit', '-q', '-m', 'app');
-    // the `awc` the tools' scripts find on their PATH: the built CLI on this test's home
-    bin = join(work, 'bin');
-    mkdirSync(bin);
-    writeFileSync(join(bin, 'awc'), `#!/bin/sh\nAWC_HOME='${home}' exec '${process.execPath}' '${CLI}' "$@"\n`);
-    chmodSync(join(bin, 'awc'), 0o755);
   });
   after(async () => {
     await svc.close();
@@ -219,31 +213,54 @@ describe('awc attach', () => {
     assert.equal(ok(['ls']).workspaces.filter((w: any) => w.labels?.['awc.attach.dir']).length, 0);
   });
 
-  /** Runs `script` with `shell` the way a tool runs its setup: in `cwd`, with `env` added and the test's `awc` first on PATH. */
+  /**
+   * Runs `script` with `shell` the way a tool runs its setup: in `cwd`, with the tool's `env`
+   * added, and neither AWC_HOME nor an `awc` on PATH (the setup finds AWC through `.awc/awc`).
+   */
   const runAsTool = (shell: string, script: string, cwd: string, env: Record<string, string>): void => {
+    const { AWC_HOME: _home, AWC_NAMESPACE: _ns, ...toolEnv } = process.env;
     const r = spawnSync(shell, ['-c', script], {
       cwd,
       encoding: 'utf8',
-      env: { ...process.env, PATH: `${bin}:${process.env.PATH}`, ...env },
+      env: { ...toolEnv, PATH: '/usr/bin:/bin', ...env },
     });
     assert.equal(r.status, 0, `${shell} -c ${script}: ${r.stderr}`);
   };
   const attached = (wt: string): boolean =>
     mountOf(join(wt, 'node_modules')) !== undefined && existsSync(join(wt, 'node_modules', 'dep', 'index.js'));
+  /** `awc init <tool> repo` as a user runs it (`--home` given, no AWC_HOME), then checks what it wrote beside the tool's file. */
+  const init = (tool: string): any => {
+    const r = ok(['init', tool, repo]);
+    assert.equal(r.launcher, join(repo, '.awc', 'awc'));
+    assert.equal(lstatSync(r.launcher).mode & 0o777, 0o755);
+    assert.match(readFileSync(r.launcher, 'utf8'), new RegExp(`--home ${home} --namespace default "\\$@"\n$`));
+    assert.equal(r.excludedIn, join(repo, '.git', 'info', 'exclude'));
+    assert.equal(git(repo, 'check-ignore', '.awc/awc'), '.awc/awc\n');
+    return r;
+  };
+  /** Commits the project as a user would (`git add .`); no committed file names a path of this machine. */
+  const commitAll = (msg: string): void => {
+    git(repo, 'add', '.');
+    git(repo, 'commit', '-q', '-m', msg);
+    for (const f of git(repo, 'ls-files').trim().split('\n')) {
+      const text = readFileSync(join(repo, f), 'utf8');
+      for (const machine of [work, home, process.execPath, CLI]) assert.equal(text.includes(machine), false, `${f} names ${machine}`);
+    }
+  };
+  const launcherStep = (v: string): string => `sh "$${v}/.awc/awc"`;
 
-  it('cursor: .cursor/worktrees.json setup commands run in the new worktree attach it', async () => {
+  it('cursor: .cursor/worktrees.json setup commands run in the new worktree attach it, with no AWC_HOME and no awc on PATH', async () => {
     writeFileSync(join(repo, '.cursor-keep'), '');
     mkdirSync(join(repo, '.cursor'));
     writeFileSync(join(repo, '.cursor', 'worktrees.json'), JSON.stringify({ 'setup-worktree': ['echo generic'], other: 1 }));
-    const r = await initTool('cursor', repo);
+    const r = init('cursor');
     assert.equal(r.merged, true);
     const cfg = JSON.parse(readFileSync(join(repo, '.cursor', 'worktrees.json'), 'utf8'));
-    assert.deepEqual(cfg['setup-worktree-unix'], ['awc attach .', 'echo generic']);
+    assert.deepEqual(cfg['setup-worktree-unix'], [`${launcherStep('ROOT_WORKTREE_PATH')} attach .`, 'echo generic']);
     assert.equal(cfg.other, 1);
     assert.deepEqual(cfg['setup-worktree'], ['echo generic']);
-    assert.equal((await initTool('cursor', repo)).unchanged, true);
-    git(repo, 'add', '.');
-    git(repo, 'commit', '-q', '-m', 'cursor');
+    assert.equal(init('cursor').unchanged, true);
+    commitAll('cursor');
     const wt = worktree('cursor-wt');
     // Cursor reads the file in the worktree and runs each command there, ROOT_WORKTREE_PATH naming the project
     const cmds: string[] = JSON.parse(readFileSync(join(wt, '.cursor', 'worktrees.json'), 'utf8'))['setup-worktree-unix'];
@@ -252,21 +269,22 @@ describe('awc attach', () => {
     ok(['detach', wt]);
   });
 
-  it('codex: .codex/environments/environment.toml setup attaches, cleanup detaches; other keys kept', async () => {
+  it("codex: .codex/environments/environment.toml setup attaches, cleanup detaches; an older init's step replaced, other keys kept", async () => {
     mkdirSync(join(repo, '.codex', 'environments'), { recursive: true });
     const file = join(repo, '.codex', 'environments', 'environment.toml');
     writeFileSync(
       file,
-      'version = 1\nname = "app"\n\n[setup]\nscript = "echo own-setup"\n\n[[actions]]\nname = "Run"\ncommand = "npm start"\n',
+      'version = 1\nname = "app"\n\n[setup]\nscript = "set -eu\\nawc attach \\"${CODEX_WORKTREE_PATH:-$PWD}\\"\\necho own-setup\\n"\n\n[[actions]]\nname = "Run"\ncommand = "npm start"\n',
     );
-    await initTool('codex', repo);
+    init('codex');
     const cfg = parseToml(readFileSync(file, 'utf8')) as any;
     assert.equal(cfg.name, 'app');
     assert.equal(cfg.actions[0].command, 'npm start');
-    assert.match(cfg.setup.script, /^set -eu\nawc attach "\$\{CODEX_WORKTREE_PATH:-\$PWD\}"\necho own-setup\n$/);
-    assert.match(cfg.cleanup.script, /awc detach/);
-    git(repo, 'add', '.');
-    git(repo, 'commit', '-q', '-m', 'codex');
+    const step = launcherStep('CODEX_SOURCE_TREE_PATH');
+    assert.equal(cfg.setup.script, `set -eu\n${step} attach "\${CODEX_WORKTREE_PATH:-$PWD}"\necho own-setup\n`);
+    assert.equal(cfg.cleanup.script, `set -eu\n${step} detach "\${CODEX_WORKTREE_PATH:-$PWD}"\n`);
+    assert.equal(init('codex').unchanged, true);
+    commitAll('codex');
     const wt = worktree('codex-wt');
     const env = { CODEX_WORKTREE_PATH: wt, CODEX_SOURCE_TREE_PATH: repo };
     runAsTool('sh', cfg.setup.script, wt, env);
@@ -275,21 +293,22 @@ describe('awc attach', () => {
     assert.equal(existsSync(join(wt, 'node_modules')), false);
     // malformed TOML: refused, left as it is
     writeFileSync(file, 'version = = 1\n');
-    await rejectsWith(initTool('codex', repo), 'E_TOOL_CONFIG');
+    await rejectsWith(initTool('codex', repo, { launcher: ['awc'] }), 'E_TOOL_CONFIG');
     assert.equal(readFileSync(file, 'utf8'), 'version = = 1\n');
   });
 
   it('conductor: conductor.json setup attaches in the workspace, archive detaches; merged, malformed refused', async () => {
     const file = join(repo, 'conductor.json');
     writeFileSync(file, JSON.stringify({ scripts: { setup: 'echo own-setup', run: 'npm run dev' }, runScriptMode: 'nonconcurrent' }));
-    await initTool('conductor', repo);
+    init('conductor');
     const cfg = JSON.parse(readFileSync(file, 'utf8'));
-    assert.equal(cfg.scripts.setup, 'awc attach "$CONDUCTOR_WORKSPACE_PATH" && echo own-setup');
-    assert.equal(cfg.scripts.archive, 'awc detach "$CONDUCTOR_WORKSPACE_PATH"');
+    const step = launcherStep('CONDUCTOR_ROOT_PATH');
+    assert.equal(cfg.scripts.setup, `${step} attach "$CONDUCTOR_WORKSPACE_PATH" && echo own-setup`);
+    assert.equal(cfg.scripts.archive, `${step} detach "$CONDUCTOR_WORKSPACE_PATH"`);
     assert.equal(cfg.scripts.run, 'npm run dev');
     assert.equal(cfg.runScriptMode, 'nonconcurrent');
-    git(repo, 'add', '.');
-    git(repo, 'commit', '-q', '-m', 'conductor');
+    assert.equal(init('conductor').unchanged, true);
+    commitAll('conductor');
     // a workspace path with a space: the scripts quote it
     const wt = join(work, 'conductor ws');
     git(repo, 'worktree', 'add', '-q', '-b', 'conductor-ws', wt);

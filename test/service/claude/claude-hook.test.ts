@@ -7,7 +7,7 @@
  * test/service/claude/claude-user.test.ts.
  */
 import { strict as assert } from 'node:assert';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -123,33 +123,59 @@ describe('Claude Code worktree hooks', () => {
     }
   });
 
-  it('init claude imports once, keeps every key of settings.json, is idempotent; a malformed settings.json is refused and kept', async () => {
+  it("init claude imports once, writes the hooks to settings.local.json (git-ignored), takes an older init's out of the committed settings.json, is idempotent; a malformed settings file is refused and kept", async () => {
     const settingsPath = join(project, '.claude', 'settings.json');
+    const localPath = join(project, '.claude', 'settings.local.json');
     mkdirSync(join(project, '.claude'));
     const mine = {
       model: 'opus',
       permissions: { allow: ['Bash(npm test)'] },
       hooks: { PreToolUse: [{ matcher: 'Bash', hooks: [{ type: 'command', command: 'echo pre' }] }] },
     };
-    writeFileSync(settingsPath, JSON.stringify(mine));
+    // what an older `awc init claude` wrote into the committed file: machine paths
+    const older = '/usr/bin/node /opt/awc/main.js --home /var/lib/awc --namespace default hook claude';
+    const olderHooks = Object.fromEntries(
+      ['WorktreeCreate', 'WorktreeRemove', 'SessionStart'].map((ev) => [ev, [{ hooks: [{ type: 'command', command: older }] }]]),
+    );
+    writeFileSync(settingsPath, JSON.stringify({ ...mine, hooks: { ...mine.hooks, ...olderHooks } }));
+    git(project, 'add', '.claude/settings.json');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'settings of an older init');
     const first = awcOk(home, ['init', 'claude', projectLink]);
     assert.equal(first.imported, true);
     prepared = first.snapshot;
     assert.equal(first.project, project);
-    const s1 = JSON.parse(readFileSync(settingsPath, 'utf8'));
-    assert.equal(s1.model, 'opus');
-    assert.deepEqual(s1.permissions, mine.permissions);
-    assert.deepEqual(s1.hooks.PreToolUse, mine.hooks.PreToolUse);
+    assert.equal(first.settings.path, localPath);
+    assert.equal(first.settings.migrated, settingsPath);
+    assert.equal(first.settings.excludedIn, join(project, '.git', 'info', 'exclude'));
+    // the committed file: the user's keys and hooks, none of AWC's
+    assert.deepEqual(JSON.parse(readFileSync(settingsPath, 'utf8')), mine);
+    const s1 = JSON.parse(readFileSync(localPath, 'utf8'));
     for (const ev of ['WorktreeCreate', 'WorktreeRemove', 'SessionStart']) {
       assert.equal(s1.hooks[ev].length, 1, ev);
       assert.match(s1.hooks[ev][0].hooks[0].command, / --home \S+ --namespace default hook claude$/);
     }
-    const text1 = readFileSync(settingsPath, 'utf8');
+    // the user commits the migrated file, as the init told them
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-qam', 'AWC hooks moved to settings.local.json');
+    // settings.local.json is ignored by git; nothing the project would commit names this machine
+    assert.equal(git(project, 'check-ignore', '.claude/settings.local.json'), '.claude/settings.local.json');
+    const committable = git(project, 'ls-files', '--cached', '--others', '--exclude-standard').split('\n');
+    for (const f of committable) {
+      const text = readFileSync(join(project, f), 'utf8');
+      for (const machine of [work, home, process.execPath, CLI]) assert.equal(text.includes(machine), false, `${f} names ${machine}`);
+    }
+    const text1 = readFileSync(localPath, 'utf8');
     const again = awcOk(home, ['init', 'claude', project]);
     assert.equal(again.imported, false);
     assert.equal(again.snapshot, first.snapshot);
     assert.equal(again.settings.changed, false);
-    assert.equal(readFileSync(settingsPath, 'utf8'), text1);
+    assert.equal(again.settings.migrated, null);
+    assert.equal(readFileSync(localPath, 'utf8'), text1);
+    assert.equal(
+      readFileSync(join(project, '.git', 'info', 'exclude'), 'utf8')
+        .split('\n')
+        .filter((l) => l === '/.claude/settings.local.json').length,
+      1,
+    );
     assert.equal((await labelled('snapshot', `awc.claude.project=${project}`)).length, 1);
 
     const bad = join(work, 'bad');
@@ -159,6 +185,10 @@ describe('Claude Code worktree hooks', () => {
     assert.equal(r.code, 5, r.stderr);
     assert.equal(errorOf(r).code, 'E_CLAUDE_SETTINGS');
     assert.equal(readFileSync(join(bad, '.claude', 'settings.json'), 'utf8'), '{"model": "opus",');
+    writeFileSync(join(bad, '.claude', 'settings.json'), '{}');
+    writeFileSync(join(bad, '.claude', 'settings.local.json'), '[]');
+    assert.equal(errorOf(awc(home, ['init', 'claude', bad])).code, 'E_CLAUDE_SETTINGS');
+    assert.equal(readFileSync(join(bad, '.claude', 'settings.local.json'), 'utf8'), '[]');
     assert.equal((await labelled('snapshot', `awc.claude.project=${bad}`)).length, 0, 'nothing imported');
   });
 
@@ -200,16 +230,24 @@ describe('Claude Code worktree hooks', () => {
       assert.equal(ws.labels['awc.claude.project'], project);
       assert.equal((ws as WorkspaceRow).baseSnapshotId, prepared, 'forked from the prepared snapshot (not from an earlier checkpoint)');
       assert.equal(ws.labels['awc.claude.transcript'], vars.TRANSCRIPT);
-      // SessionStart in the worktree offers `awc run` at the stable path (the project), and the offered command works
+      // SessionStart in the worktree offers `awc run` at the stable path (the project), by the hook's own absolute
+      // invocation, and the offered command works from a shell with no awc on PATH and no AWC_HOME
       const s = runHook(payload('session-start-2.1.100.json', { ...vars, WORKTREE: join(path, 'src') }), join(path, 'src'));
       assert.equal(s.code, 0, s.stderr);
       const ctx = JSON.parse(s.stdout).hookSpecificOutput;
       assert.equal(ctx.hookEventName, 'SessionStart');
-      assert.ok(ctx.additionalContext.includes(`\`awc run ${path} -- <command>\``), ctx.additionalContext);
+      const offered = /`([^`]+) <command>`/.exec(ctx.additionalContext)?.[1];
+      assert.equal(
+        offered,
+        `${process.execPath} ${realpathSync(CLI)} --home ${home} --namespace default run ${path} --`,
+        ctx.additionalContext,
+      );
       assert.ok(ctx.additionalContext.includes(`Its base was built at ${project}.`), ctx.additionalContext);
-      const ran = spawnSync(process.execPath, [CLI, '--home', home, 'run', path, '--', 'sh', '-c', 'pwd; cat work.js'], {
+      const { AWC_HOME: _h, ...noHome } = process.env;
+      const ran = spawnSync('/bin/sh', ['-c', `${offered} sh -c 'pwd; cat work.js'`], {
         cwd: join(path, 'src'),
         encoding: 'utf8',
+        env: { ...noHome, PATH: '/usr/bin:/bin' },
       });
       assert.equal(ran.status, 0, ran.stderr);
       assert.equal(ran.stdout, `${join(project, 'src')}\n// ${shape.name}\n`);
@@ -398,5 +436,88 @@ describe('Claude Code worktree hooks', () => {
     const own = runHook(payload('remove-2.1.50.json', { PROJECT: victim, TRANSCRIPT: transcript('proj3'), WORKTREE: theirs }), victim);
     assert.equal(own.code, 0, own.stderr);
     assert.equal(existsSync(theirs), false);
+  });
+
+  it('WorktreeRemove makes no noise: no snapshot when nothing is uncommitted (ignored files do not count), idempotent; a commit alone is kept', async () => {
+    const s = await svc();
+    const create = (name: string): string => {
+      const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name) }, { name }));
+      assert.equal(c.code, 0, c.stderr);
+      return c.stdout.trimEnd();
+    };
+    const remove = (name: string, path: string) =>
+      runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name), WORKTREE: path }));
+    const snapshots = async () => (await s.listSnapshots()).map((x) => x.id).sort();
+
+    // untouched but for what git ignores (a rebuilt node_modules, a cache) and git's own bookkeeping
+    const quiet = create('quiet');
+    writeFileSync(join(quiet, 'node_modules', 'dep', 'index.js'), 'module.exports = 43;\n');
+    mkdirSync(join(quiet, 'node_modules', '.cache'));
+    writeFileSync(join(quiet, 'node_modules', '.cache', 'x'), 'cache\n');
+    assert.equal(git(quiet, 'status', '--porcelain'), '');
+    const before = await snapshots();
+    const r = remove('quiet', quiet);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /nothing uncommitted and no new commits: no snapshot kept; unmounted and removed/);
+    assert.equal(existsSync(quiet), false);
+    assert.equal(isMounted(quiet), false);
+    assert.deepEqual(await snapshots(), before, 'no snapshot');
+    assert.deepEqual(await labelled('workspace', 'awc.claude.name=quiet'), []);
+    // Claude Code may send it twice
+    const again = remove('quiet', quiet);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, /no workspace there and the directory is gone; nothing to do/);
+    assert.deepEqual(await snapshots(), before);
+
+    // a commit and nothing uncommitted: the commit exists only in the worktree, so it is kept
+    const committed = create('committed');
+    writeFileSync(join(committed, 'src', 'index.js'), 'export const x = 2;\n');
+    git(committed, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-qam', 'x = 2');
+    assert.equal(git(committed, 'status', '--porcelain'), '');
+    const c = remove('committed', committed);
+    assert.equal(c.code, 0, c.stderr);
+    assert.match(c.stderr, /commits or refs made in it: checkpointed as (\S+);/);
+    const [snap] = await labelled('snapshot', 'awc.claude.name=committed');
+    assert.ok(snap, 'the commit is kept in a checkpoint');
+    const out = join(work, 'out-committed');
+    await s.export(snap.id, { dir: out });
+    assert.equal(git(out, 'log', '-1', '--format=%s', 'worktree-committed'), 'x = 2');
+    rmSync(out, { recursive: true });
+  });
+
+  it('a busy WorktreeRemove names the processes holding the mount and a hint a hook can follow; once they end, the work is kept and one printed command brings it back', async () => {
+    const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('busy') }, { name: 'busy' }));
+    assert.equal(c.code, 0, c.stderr);
+    const path = c.stdout.trimEnd();
+    writeFileSync(join(path, 'notes.txt'), 'uncommitted\n');
+    // a shell left in the worktree
+    const shell = spawn('sleep', ['60'], { cwd: join(path, 'src'), stdio: 'ignore' });
+    try {
+      const input = payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('busy'), WORKTREE: path });
+      const r = runHook(input);
+      assert.equal(r.code, 4, r.stderr);
+      assert.match(
+        r.stderr,
+        new RegExp(`E_TARGET_BUSY: ${path} is busy: in use by pid ${shell.pid} \\(sleep, cwd ${join(path, 'src')}\\)`),
+      );
+      assert.match(r.stderr, new RegExp(`hint: End those processes \\(\`kill ${shell.pid}\`\\)`));
+      assert.match(r.stderr, /its work is checkpointed in \S+/);
+      assert.doesNotMatch(r.stderr, /--force/);
+      assert.ok(isMounted(path), 'still mounted');
+    } finally {
+      shell.kill();
+      await new Promise((done) => shell.once('exit', done));
+    }
+    const r = runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('busy'), WORKTREE: path }));
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(existsSync(path), false);
+    // the one command that brings the work back, run as printed from a shell with no awc on PATH
+    const back = /to bring the work back as a directory: (.+)$/m.exec(r.stderr)?.[1];
+    assert.ok(back, r.stderr);
+    const { AWC_HOME: _h, ...noHome } = process.env;
+    const ran = spawnSync('/bin/sh', ['-c', back], { cwd: work, encoding: 'utf8', env: { ...noHome, PATH: '/usr/bin:/bin' } });
+    assert.equal(ran.status, 0, ran.stderr);
+    assert.equal(readFileSync(join(path, 'notes.txt'), 'utf8'), 'uncommitted\n');
+    rmSync(path, { recursive: true });
   });
 });

@@ -3,7 +3,7 @@
  * test/fixtures/claude-hooks/, create and remove), `awc init claude` and `awc prune` run by
  * the built CLI as a real throw-away user, a client of one real root daemon (overlay driver)
  * whose `users` configuration allows them. The privileged steps go through the daemon; the
- * directories, git and `.claude/settings.json` are the user's own.
+ * directories, git and `.claude/settings.local.json` are the user's own.
  */
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -192,14 +192,15 @@ describe('Claude Code worktree hooks as an ordinary user, through the root daemo
     assert.deepEqual(await rootLs(), []);
   });
 
-  it('init claude as the user imports the project (worktrees left out) and writes settings.json owned by the user', async () => {
+  it('init claude as the user imports the project (worktrees left out) and writes settings.local.json owned by the user', async () => {
     const r = okAs(u, ['init', 'claude', project]);
     assert.equal(r.imported, true);
     assert.equal(r.project, project);
     prepared = r.snapshot;
-    const settings = join(project, '.claude', 'settings.json');
+    const settings = join(project, '.claude', 'settings.local.json');
+    assert.equal(r.settings.path, settings);
     const st = statSync(settings);
-    assert.equal(st.uid, u.uid, 'settings.json is the user’s');
+    assert.equal(st.uid, u.uid, 'settings.local.json is the user’s');
     assert.equal(st.mode & 0o077, 0, 'private');
     const s = JSON.parse(readFileSync(settings, 'utf8'));
     for (const ev of ['WorktreeCreate', 'WorktreeRemove', 'SessionStart'])
@@ -250,6 +251,13 @@ describe('Claude Code worktree hooks as an ordinary user, through the root daemo
     assert.equal(c.code, 0, c.stderr);
     const path = c.stdout.trimEnd();
     shAs(u, 'echo stale > "$1/stale.txt"', path);
+    // the refs digest remove trusts: recorded by the user's hook; no other member of the namespace may write it
+    const ws = (await rootLs()).find((w) => w.labels['awc.claude.name'] === 'stale')!;
+    assert.match(ws.labels['awc.claude.refs'] ?? '', /^[0-9a-f]{64}$/);
+    const forged = as(other, ['label', ws.id, 'awc.claude.refs=0']);
+    assert.equal(forged.code, 6, forged.stderr);
+    assert.match(forged.stderr, /E_PERMISSION/);
+    assert.equal((await rootLs()).find((w) => w.id === ws.id)!.labels['awc.claude.refs'], ws.labels['awc.claude.refs']);
     // --update as the user while a workspace is mounted inside the project: the label moves, the old one is kept, the mount left out
     const up = okAs(u, ['init', 'claude', project, '--update']);
     assert.equal(up.imported, true);
