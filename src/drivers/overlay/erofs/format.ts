@@ -144,6 +144,8 @@ export interface XattrRecord {
   index: number;
   suffix: Buffer;
   value: Buffer;
+  /** Index, suffix and value as one string (one char per byte): the identity of a shared xattr, and its sort key. */
+  key: string;
 }
 
 /** Bytes of an xattr entry (4-byte header, name suffix, value), padded to 4. */

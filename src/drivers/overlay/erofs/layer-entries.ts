@@ -8,7 +8,7 @@
  */
 import { digestHex, type Digest } from '../../../core/digest.js';
 import { longContentRedirect, shortContentRedirect } from '../../../core/content-name.js';
-import { nameToBytes } from '../../../core/raw-name.js';
+import { hasEscape, nameToBytes } from '../../../core/raw-name.js';
 import type { EntryAttrs } from '../../../core/tree.js';
 import type { TreeSource } from '../../../store/content/tree-source.js';
 import { major, minor } from '../layer-builder.js';
@@ -62,7 +62,7 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
   const t = await src.readTree(tree);
   for (const e of t.entries) {
     const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
-    const path = nameToBytes(relPath);
+    const path = hasEscape(relPath) ? nameToBytes(relPath) : relPath;
     switch (e.type) {
       case 'dir':
         ctx.out.push({ path, type: 'dir', ...attrs(e, ctx) });
@@ -77,7 +77,15 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
         break;
       }
       case 'hardlink':
-        ctx.out.push({ path, type: 'hardlink', mode: 0, uid: 0, gid: 0, mtimeNs: 0n, target: nameToBytes(e.target) });
+        ctx.out.push({
+          path,
+          type: 'hardlink',
+          mode: 0,
+          uid: 0,
+          gid: 0,
+          mtimeNs: 0n,
+          target: hasEscape(e.target) ? nameToBytes(e.target) : e.target,
+        });
         break;
       case 'symlink':
         ctx.out.push({ path, type: 'symlink', ...attrs(e, ctx), xattrs: [], target: nameToBytes(e.target) });

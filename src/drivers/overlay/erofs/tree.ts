@@ -67,10 +67,9 @@ export function buildTree(entries: Iterable<ErofsEntry>): Node {
   const byPath = new Map<string, Node>();
   let root: Node | undefined;
   for (const e of entries) {
-    const path = typeof e.path === 'string' ? Buffer.from(e.path) : e.path;
-    const key = path.toString('latin1');
-    if (byPath.has(key)) bad(`the path ${JSON.stringify(path.toString())} is listed twice`);
-    if (path.length === 0) {
+    const key = pathKey(e.path);
+    if (byPath.has(key)) bad(`the path ${JSON.stringify(e.path.toString())} is listed twice`);
+    if (key === '') {
       if (e.type !== 'dir') bad('the root must be a directory');
       root = newNode(e);
       root.children!.push({ name: DOT, node: root }, { name: DOTDOT, node: root });
@@ -78,10 +77,10 @@ export function buildTree(entries: Iterable<ErofsEntry>): Node {
       byPath.set(key, root);
       continue;
     }
-    const slash = path.lastIndexOf(0x2f);
-    const parent = byPath.get(slash < 0 ? '' : path.subarray(0, slash).toString('latin1'));
-    if (parent?.type !== 'dir') bad(`the parent of ${JSON.stringify(path.toString())} is not a directory listed before it`);
-    const name = Buffer.from(path.subarray(slash + 1));
+    const slash = key.lastIndexOf('/');
+    const parent = byPath.get(slash < 0 ? '' : key.slice(0, slash));
+    if (parent?.type !== 'dir') bad(`the parent of ${JSON.stringify(e.path.toString())} is not a directory listed before it`);
+    const name = Buffer.from(key.slice(slash + 1), 'latin1');
     if (name.length === 0 || name.length > 255 || name.equals(DOT) || name.equals(DOTDOT) || name.includes(0))
       throw new AwcError('E_UNSUPPORTED', `a layer image cannot hold the name ${JSON.stringify(name.toString())}`);
     const node = e.type === 'hardlink' ? linkTarget(byPath, e) : newNode(e);
@@ -99,13 +98,22 @@ export function buildTree(entries: Iterable<ErofsEntry>): Node {
   return root;
 }
 
+/** A char outside printable ASCII (a string without one is its own UTF-8 bytes, one char each). */
+const NON_ASCII = /[^ -~]/;
+
+/** A path's bytes as a string of one char per byte (latin1): an ASCII string is that already. */
+function pathKey(p: string | Buffer): string {
+  if (typeof p !== 'string') return p.toString('latin1');
+  return NON_ASCII.test(p) ? Buffer.from(p).toString('latin1') : p;
+}
+
 function bad(why: string): never {
   throw new AwcError('E_FORMAT', `cannot write a layer image: ${why}`);
 }
 
 function linkTarget(byPath: Map<string, Node>, e: ErofsEntry): Node {
-  const t = e.target === undefined ? undefined : typeof e.target === 'string' ? Buffer.from(e.target) : e.target;
-  const node = t && byPath.get(t.toString('latin1'));
+  const t = e.target;
+  const node = t && byPath.get(pathKey(t));
   if (!node || node.type !== 'file') bad(`the hardlink ${JSON.stringify(e.path.toString())} names no regular file listed before it`);
   return node;
 }
@@ -155,7 +163,12 @@ function xattrRecords(e: ErofsEntry): XattrRecord[] {
         'E_UNSUPPORTED',
         `a layer image cannot hold the xattr ${JSON.stringify(name)} of ${JSON.stringify(e.path.toString())}`,
       );
-    out.push({ index: hit[1], suffix, value });
+    out.push({
+      index: hit[1],
+      suffix,
+      value,
+      key: `${String.fromCharCode(hit[1])}${suffix.toString('latin1')}\u0000${value.toString('latin1')}`,
+    });
   }
   return out.sort((a, b) => a.index - b.index || Buffer.compare(a.suffix, b.suffix) || Buffer.compare(a.value, b.value));
 }

@@ -198,7 +198,7 @@ function sharedXattrs(order: Node[]): { shared: XattrRecord[]; ids: Map<string, 
   const counts = new Map<string, { x: XattrRecord; n: number }>();
   for (const node of order)
     for (const x of node.xattrs) {
-      const k = xattrKey(x);
+      const k = x.key;
       const c = counts.get(k);
       if (c) c.n++;
       else counts.set(k, { x, n: 1 });
@@ -213,11 +213,6 @@ function sharedXattrs(order: Node[]): { shared: XattrRecord[]; ids: Map<string, 
   return { shared: shared.map(([, c]) => c.x), ids };
 }
 
-/** A key that sorts xattrs by prefix index, name suffix bytes, then value bytes. */
-function xattrKey(x: XattrRecord): string {
-  return `${String.fromCharCode(x.index)}${x.suffix.toString('latin1')}\u0000${x.value.toString('latin1')}`;
-}
-
 /** An inode's sizes and kind before it is placed. */
 function shape(node: Node, ids: Map<string, number>, btSec: bigint, btNsec: number): Placed {
   const shared: number[] = [];
@@ -225,7 +220,7 @@ function shape(node: Node, ids: Map<string, number>, btSec: bigint, btNsec: numb
   let filter = 0;
   for (const x of node.xattrs) {
     filter |= 1 << xattrFilterBit(x);
-    const id = ids.get(xattrKey(x));
+    const id = ids.get(x.key);
     if (id !== undefined && shared.length < 0x7f) shared.push(id);
     else inline.push(x);
   }
