@@ -12,7 +12,19 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -24,7 +36,7 @@ import { buildLayer } from '../../../src/drivers/overlay/layer-builder.js';
 import { layerImageSupport, mountErofsFile } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { mountOverlay } from '../../../src/drivers/overlay/overlay-mount.js';
 import { erofsImage, writeErofsImage, type ErofsEntry } from '../../../src/drivers/overlay/erofs/writer.js';
-import { layerImageEntries } from '../../../src/drivers/overlay/erofs/layer-entries.js';
+import { layerImageEntries, writeLayerImage } from '../../../src/drivers/overlay/erofs/layer-entries.js';
 import { xxh32 } from '../../../src/drivers/overlay/erofs/format.js';
 import { unmount } from '../../../src/host/mount/mount-commands.js';
 import type { TreeSource } from '../../../src/store/content/tree-source.js';
@@ -208,6 +220,14 @@ function allXattrs(root: string): string[] {
     .sort();
 }
 
+/** The xattr names of `p` (getfattr, all namespaces). */
+function xattrNames(p: string): string[] {
+  return execFileSync('getfattr', ['-h', '-d', '-m', '-', '--absolute-names', p], { encoding: 'utf8' })
+    .split('\n')
+    .filter((l) => l.includes('='))
+    .map((l) => l.slice(0, l.indexOf('=')));
+}
+
 describe('EROFS writer', { skip }, () => {
   const work = mkdtempSync(join(tmpdir(), 'awc-erofs-writer-'));
   const d = (rel: string): string => join(work, rel);
@@ -215,9 +235,11 @@ describe('EROFS writer', { skip }, () => {
   const snap = makeSnapshot();
   let entries: ErofsEntry[] = [];
   let layerDir = '';
+  let layer: Awaited<ReturnType<typeof buildLayer>>;
 
   before(async () => {
-    layerDir = (await buildLayer(snap, snap.rootDigest, d('layers'))).dir;
+    layer = await buildLayer(snap, snap.rootDigest, d('layers'));
+    layerDir = layer.dir;
     entries = await layerImageEntries(snap, snap.rootDigest);
     await writeErofsImage(entries, d('layer.erofs'));
     mkdirSync(d('content'));
@@ -241,6 +263,17 @@ describe('EROFS writer', { skip }, () => {
     );
     if (existsSync('/usr/bin/fsck.erofs') || existsSync('/usr/sbin/fsck.erofs'))
       execFileSync('fsck.erofs', [d('layer.erofs')], { stdio: 'pipe' });
+  });
+
+  it("writeLayerImage writes the same image from the trees, its digest, and the content index source buildLayer's meta has", async () => {
+    const r = await writeLayerImage(snap, snap.rootDigest, d('direct.erofs'));
+    const bytes = readFileSync(d('direct.erofs'));
+    assert.ok(bytes.equals(readFileSync(d('layer.erofs'))));
+    assert.equal(r.digest, `sha256:${sha(bytes)}`);
+    assert.equal(r.bytes, bytes.length);
+    const { root, files, dirs, contents, hardlinks } = layer.meta;
+    assert.deepEqual(r.meta, { root, files, dirs, contents, hardlinks });
+    assert.deepEqual(r.meta.hardlinks, { 'links/a': ['links/b', 'links/sub/c'] });
   });
 
   it('mounted, the image shows exactly what the layer directory holds', () => {
@@ -289,6 +322,13 @@ describe('EROFS writer', { skip }, () => {
     assert.ok(read >= 10, `read ${read} files through the overlay`);
     assert.equal(readFileSync(d('ov/links/sub/c'), 'utf8'), 'one inode, three names\n');
     assert.equal(lstatSync(d('ov/data.bin'), { bigint: true }).mtimeNs, 1_600_000_000_000_000_001n);
+    // copy-ups: a chmod copies the metadata only, a write copies the data up from the content lower
+    chmodSync(d('ov/hello.txt'), 0o600);
+    assert.equal(readFileSync(d('ov/hello.txt'), 'utf8'), 'hello\n');
+    assert.equal(xattrNames(d('ov.upper/hello.txt')).includes('trusted.overlay.metacopy'), true);
+    appendFileSync(d('ov/odd/old'), 'appended\n');
+    assert.equal(readFileSync(d('ov/odd/old'), 'utf8'), 'before 1970\nappended\n');
+    assert.equal(xattrNames(d('ov.upper/odd/old')).includes('trusted.overlay.metacopy'), false);
   });
 
   it('refuses entries that are not a tree, names over 255 bytes and xattrs EROFS cannot hold', () => {

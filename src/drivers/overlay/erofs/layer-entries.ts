@@ -6,13 +6,17 @@
  * object (short form, or the long form for every file when two contents share a short name);
  * hardlinks as further names of their first file; owners replaced when an owner is given.
  */
+import { createHash } from 'node:crypto';
 import { digestHex, type Digest } from '../../../core/digest.js';
 import { longContentRedirect, shortContentRedirect } from '../../../core/content-name.js';
 import { hasEscape, nameToBytes } from '../../../core/raw-name.js';
 import type { EntryAttrs } from '../../../core/tree.js';
 import type { TreeSource } from '../../../store/content/tree-source.js';
+import type { ContentIndexSource } from '../../../store/content/content-index.js';
 import { major, minor } from '../layer-builder.js';
+import type { LayerImage } from '../layer-image.js';
 import type { ErofsEntry } from './tree.js';
+import { erofsImage, writeImageFile } from './writer.js';
 
 /** Options of {@link layerImageEntries}, as buildLayer's (BuildLayerOptions). */
 export interface LayerEntriesOptions {
@@ -29,6 +33,14 @@ interface Ctx {
   shorts: Map<string, string>;
   opts: LayerEntriesOptions;
   out: ErofsEntry[];
+  /** What buildLayer's meta.json would say: counts, contents, hardlink groups (for the content index). */
+  meta: ContentIndexSource;
+}
+
+/** The entries of a layer and what its content index is made from. */
+export interface LayerImageSource {
+  entries: ErofsEntry[];
+  meta: ContentIndexSource;
 }
 
 /**
@@ -37,19 +49,57 @@ interface Ctx {
  * @throws E_FORMAT on a corrupt tree (from the source)
  */
 export async function layerImageEntries(src: TreeSource, root: Digest, opts: LayerEntriesOptions = {}): Promise<ErofsEntry[]> {
+  return (await layerImageSource(src, root, opts)).entries;
+}
+
+/**
+ * {@link layerImageEntries}, and the layer's content index source (files, directories below
+ * the root, contents by 64-hex digest, hardlink groups) as buildLayer's `meta.json` has it.
+ * @throws E_FORMAT on a corrupt tree (from the source)
+ */
+export async function layerImageSource(src: TreeSource, root: Digest, opts: LayerEntriesOptions = {}): Promise<LayerImageSource> {
+  const ctx = (long: boolean): Ctx => ({
+    long,
+    shorts: new Map(),
+    opts,
+    out: [],
+    meta: { root, files: 0, dirs: 0, contents: {}, hardlinks: {} },
+  });
   try {
-    return await entriesAs(src, root, { long: false, shorts: new Map(), opts, out: [] });
+    return await entriesAs(src, root, ctx(false));
   } catch (err) {
     if (!(err instanceof ShortNameCollision)) throw err;
-    return entriesAs(src, root, { long: true, shorts: new Map(), opts, out: [] });
+    return entriesAs(src, root, ctx(true));
   }
 }
 
-async function entriesAs(src: TreeSource, root: Digest, ctx: Ctx): Promise<ErofsEntry[]> {
+/**
+ * Writes the EROFS image of snapshot `root`'s layer to `outFile` (0600, written whole, then
+ * renamed into place) from its trees, with no layer directory and no mkfs.erofs: what
+ * buildLayerImage makes of a built layer, in canonical bytes. Cost: one read per tree
+ * object, O(entries) time and memory (about 3 s of CPU and 250 MB for 117k entries).
+ * @returns the image's sha256, size and time taken, and the content index source
+ * @throws as {@link layerImageSource} and erofsImage (./writer.ts); the file system's errors
+ */
+export async function writeLayerImage(
+  src: TreeSource,
+  root: Digest,
+  outFile: string,
+  opts: LayerEntriesOptions = {},
+): Promise<LayerImage & { meta: ContentIndexSource }> {
+  const t0 = performance.now();
+  const { entries, meta } = await layerImageSource(src, root, opts);
+  const img = erofsImage(entries);
+  const digest: Digest = `sha256:${createHash('sha256').update(img).digest('hex')}`;
+  await writeImageFile(img, outFile);
+  return { digest, bytes: img.length, ms: performance.now() - t0, meta };
+}
+
+async function entriesAs(src: TreeSource, root: Digest, ctx: Ctx): Promise<LayerImageSource> {
   const r = await src.readRoot(root);
   ctx.out.push({ path: '', type: 'dir', ...attrs(r, ctx) });
   await walk(src, r.tree, '', ctx);
-  return ctx.out;
+  return { entries: ctx.out, meta: ctx.meta };
 }
 
 function attrs(e: EntryAttrs, ctx: Ctx): Pick<ErofsEntry, 'mode' | 'uid' | 'gid' | 'mtimeNs' | 'xattrs'> {
@@ -66,6 +116,7 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
     switch (e.type) {
       case 'dir':
         ctx.out.push({ path, type: 'dir', ...attrs(e, ctx) });
+        ctx.meta.dirs++;
         await walk(src, e.tree, relPath, ctx);
         break;
       case 'file': {
@@ -74,19 +125,19 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
         if (e.size > 0)
           xattrs.push(['trusted.overlay.metacopy', Buffer.alloc(0)], ['trusted.overlay.redirect', Buffer.from(redirect(e.digest, ctx))]);
         ctx.out.push({ path, type: 'file', ...a, size: e.size });
+        ctx.meta.files++;
+        if (e.size > 0) {
+          const chunks: [Digest, number][] = e.chunks.map((c) => [c.digest, c.size]);
+          ctx.meta.contents[digestHex(e.digest)] = e.extents ? [e.size, chunks, e.extents] : [e.size, chunks];
+        }
         break;
       }
-      case 'hardlink':
-        ctx.out.push({
-          path,
-          type: 'hardlink',
-          mode: 0,
-          uid: 0,
-          gid: 0,
-          mtimeNs: 0n,
-          target: hasEscape(e.target) ? nameToBytes(e.target) : e.target,
-        });
+      case 'hardlink': {
+        const target = hasEscape(e.target) ? nameToBytes(e.target) : e.target;
+        ctx.out.push({ path, type: 'hardlink', mode: 0, uid: 0, gid: 0, mtimeNs: 0n, target });
+        (ctx.meta.hardlinks[e.target] ??= []).push(relPath);
         break;
+      }
       case 'symlink':
         ctx.out.push({ path, type: 'symlink', ...attrs(e, ctx), xattrs: [], target: nameToBytes(e.target) });
         break;

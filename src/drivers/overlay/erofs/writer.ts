@@ -128,6 +128,15 @@ function imageOf(entries: Iterable<ErofsEntry>): { img: Buffer; stats: ErofsImag
  */
 export async function writeErofsImage(entries: Iterable<ErofsEntry>, outFile: string): Promise<ErofsImageStats> {
   const { img, stats } = imageOf(entries);
+  await writeImageFile(img, outFile);
+  return stats;
+}
+
+/**
+ * Writes `img` to `outFile`: to a temporary file (0600) beside it, fsynced, then renamed into
+ * place; on failure nothing is left. @throws the file system's errors (E_NO_SPACE and others, raw)
+ */
+export async function writeImageFile(img: Buffer, outFile: string): Promise<void> {
   const tmp = `${outFile}.tmp-${process.pid}-${Date.now()}`;
   const fh = await open(tmp, 'wx', 0o600);
   try {
@@ -140,7 +149,6 @@ export async function writeErofsImage(entries: Iterable<ErofsEntry>, outFile: st
     await rm(tmp, { force: true });
     throw err;
   }
-  return stats;
 }
 
 /** Places every inode (breadth-first from the root), then the shared xattrs, then the data blocks. */
