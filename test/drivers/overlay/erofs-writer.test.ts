@@ -33,6 +33,7 @@ import type { Entry, RootObject, TreeObject } from '../../../src/core/tree.js';
 import { shortContentName } from '../../../src/core/content-name.js';
 import { nameFromBytes } from '../../../src/core/raw-name.js';
 import { buildLayer } from '../../../src/drivers/overlay/layer-builder.js';
+import { buildLayerImage } from '../../../src/drivers/overlay/layer-image.js';
 import { layerImageSupport, mountErofsFile } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { mountOverlay } from '../../../src/drivers/overlay/overlay-mount.js';
 import { erofsImage, writeErofsImage, type ErofsEntry } from '../../../src/drivers/overlay/erofs/writer.js';
@@ -40,6 +41,8 @@ import { layerImageEntries, writeLayerImage } from '../../../src/drivers/overlay
 import { xxh32 } from '../../../src/drivers/overlay/erofs/format.js';
 import { unmount } from '../../../src/host/mount/mount-commands.js';
 import type { TreeSource } from '../../../src/store/content/tree-source.js';
+import { Awc } from '../../../src/service/workspace/awc.js';
+import { makeFidelityFixture } from '../../helpers/fidelity-fixture.js';
 
 const support = layerImageSupport();
 const skip =
@@ -354,5 +357,42 @@ describe('EROFS writer', { skip }, () => {
     assert.equal(xxh32(Buffer.alloc(0), 0), 0x02cc5d05);
     assert.equal(xxh32(Buffer.from('abc'), 0), 0x32d153ff);
     assert.equal(xxh32(Buffer.from('Nobody inspects the spammish repetition'), 0), 0xe2293b2f);
+  });
+});
+
+describe('EROFS writer on the fidelity fixture, beside mkfs.erofs', { skip: skip || (!support.build ? 'no mkfs.erofs' : false) }, () => {
+  const work = mkdtempSync(join(tmpdir(), 'awc-erofs-fidelity-'));
+  const d = (rel: string): string => join(work, rel);
+  const mounted: string[] = [];
+  after(async () => {
+    for (const m of mounted.reverse()) await unmount(m).catch(() => undefined);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("the image from the entries reads as the layer directory and as mkfs.erofs's image of it", async () => {
+    mkdirSync(d('src'));
+    makeFidelityFixture(d('src'), { bigSize: 3_000_000 });
+    const awc = await Awc.open({ home: d('home') });
+    let layer: Awaited<ReturnType<typeof buildLayer>>;
+    try {
+      const { root } = await awc.importSnapshot(d('src'));
+      layer = await buildLayer(awc.reader(), root, d('layers'));
+      await writeLayerImage(awc.reader(), root, d('ours.erofs'));
+    } finally {
+      await awc.close();
+    }
+    await buildLayerImage(layer.dir, d('mkfs.erofs'));
+    for (const n of ['ours', 'mkfs']) {
+      mkdirSync(d(n));
+      mountErofsFile(d(`${n}.erofs`), d(n));
+      mounted.push(d(n));
+    }
+    const dir = describeTree(layer.dir);
+    assert.deepEqual(describeTree(d('ours')), dir);
+    assert.deepEqual(describeTree(d('mkfs')), dir);
+    assert.deepEqual(allXattrs(d('ours')), allXattrs(layer.dir));
+    assert.deepEqual(allXattrs(d('mkfs')), allXattrs(layer.dir));
+    assert.ok(Object.keys(dir.paths).length > 30, 'the fixture has its entries');
+    assert.ok(dir.links.length > 0, 'and a hardlink group');
   });
 });
