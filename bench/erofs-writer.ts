@@ -110,7 +110,10 @@ async function main(): Promise<void> {
   const cpuMs = { userMs: Math.round(cpu.user / 1000), sysMs: Math.round(cpu.system / 1000) };
   const mem = { rssBeforeMB: Math.round(rss0 / 2 ** 20), rssAfterMB: Math.round(rss / 2 ** 20) };
   console.log(JSON.stringify({ entries: entries.length, writerMs: Math.round(ms), ...cpuMs, ...stats, ...mem, load: loadavg()[0] }));
-  if (!process.argv.includes('--mkfs')) return;
+  if (!process.argv.includes('--mkfs')) {
+    if (!arg('--dir')) fs.rmSync(work, { recursive: true, force: true });
+    return;
+  }
   const layer = join(work, 'layer');
   fs.mkdirSync(layer);
   let t = performance.now();
