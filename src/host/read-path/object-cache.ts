@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { constants as C } from 'node:fs';
-import { link, lstat, open, readFile, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
+import { lstat, open, readFile, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import type { Extent } from '../../core/sparse.js';
@@ -105,6 +105,13 @@ interface Entry {
 const PIECE = 4 * 1024 * 1024;
 /** Objects whose reads are tracked until they are read whole (oldest forgotten beyond it). */
 const MAX_TRACKED = 65_536;
+/**
+ * Fills running at once: a fill is a few file system calls in the thread pool (open, write,
+ * xattr, stat, close, link, unlink), so one at a time fell behind a cold read of small files
+ * (then the chunks it reads were already written to the chunk cache's disk, to be read back,
+ * verified and deleted).
+ */
+const FILLS_AT_ONCE = 1;
 /** Fills are synced (syncfs) this long after the last one (ms). */
 const SYNC_AFTER_MS = 2000;
 
@@ -115,7 +122,8 @@ const SYNC_AFTER_MS = 2000;
  * local disk without a FUSE round trip. This class keeps the rules of that page:
  *
  * 1. a name has one content, forever: a fill is written in `stagingDir` and published by
- *    link(2), which never replaces a name; nothing in CACHE is ever written again;
+ *    rename(2) (only this daemon writes CACHE, and never over another object's name); nothing
+ *    in CACHE is ever written again;
  * 2. adding is always safe;
  * 3. removing is safe while the FUSE server serves the name: it never forgets an object while
  *    the daemon lives, and {@link start} (after the daemon adopted its mounts) enables removal;
@@ -163,7 +171,12 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
     super();
     this.maxObject = opts.maxObjectBytes ?? 2 ** 30;
     if (!(this.maxObject > 0)) throw new AwcError('E_USAGE', `invalid maxObjectBytes ${this.maxObject}`);
-    this.fills = new WriteBehind({ maxWrites: 1, quietMs: opts.quietMs ?? 0, maxWaitingBytes: 64 * 2 ** 20, writeThrough: () => false });
+    this.fills = new WriteBehind({
+      maxWrites: FILLS_AT_ONCE,
+      quietMs: opts.quietMs ?? 0,
+      maxWaitingBytes: 64 * 2 ** 20,
+      writeThrough: () => false,
+    });
   }
 
   /** Allocated bytes of the objects in CACHE. */
@@ -374,7 +387,7 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
     }
   }
 
-  /** Writes the object to staging and publishes it under its short name (link: never over another). */
+  /** Writes the object to staging and publishes it under its short name. */
   private async fill(hex: string): Promise<void> {
     const short = shortContentName(hex);
     const f = this.opts.source.lookup(hex);
@@ -385,6 +398,7 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
     }
     await this.markUnsynced();
     const tmp = join(this.opts.stagingDir, `${short}.${process.pid}.${++this.tmpSeq}`);
+    let renamed = false;
     try {
       const fh = await open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600);
       let blocks: number;
@@ -394,15 +408,17 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
         await fh.close();
       }
       if (this.closed || this.ambiguous.has(short) || this.entries.has(short)) return;
-      await link(tmp, join(this.opts.dir, short)).catch((err: NodeJS.ErrnoException) => {
-        if (err.code !== 'EEXIST') throw err;
-      });
+      // rename, not link + unlink: only this daemon writes CACHE (it holds the home), and what it
+      // may replace is the same object's file on its way out (dropped, its unlink not done yet):
+      // the same bytes, so a name still never changes content (rule 1)
+      await rename(tmp, join(this.opts.dir, short));
+      renamed = true;
       this.entries.set(short, { bytes: blocks, opened: false });
       this.stored += blocks;
       this.stats.published++;
       this.emit('publish', { hex, short, bytes: blocks });
     } finally {
-      await unlink(tmp).catch(() => undefined);
+      if (!renamed) await unlink(tmp).catch(() => undefined);
       this.scheduleSync();
     }
   }
@@ -424,7 +440,7 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
         await fh.write(b, 0, n, at);
       }
     }
-    await fh.truncate(size);
+    if (f.extents) await fh.truncate(size); // a hole at the end
     // its first chunk, 32 raw bytes (small enough to stay in an ext4 inode: no block per object), for the host sweep;
     // on a file system without user xattrs the sweep keeps the object, and the budget removes it in time
     const first = this.opts.source.chunksOf?.(hex)?.[0];
@@ -445,7 +461,8 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
    */
   private trim(extra = 0): boolean {
     if (!this.started) return false;
-    this.poll();
+    if (this.stored + this.removedBytes + extra <= this.opts.budgetBytes()) return true;
+    this.poll(); // the kernel's latest opens first: an object opened a moment ago may be bound (rule 4)
     const live = new Set(this.opts.liveMounts());
     let over = this.stored + this.removedBytes + extra - this.opts.budgetBytes();
     const victims: string[] = [];

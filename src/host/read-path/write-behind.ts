@@ -20,8 +20,9 @@ export interface WriteBehindOptions {
  */
 export class WriteBehind {
   private running = 0;
-  /** Writes waiting to start, first come first served. */
-  private readonly waiters: { bytes: number; start: () => void }[] = [];
+  /** Writes waiting to start, first come first served: `waiters[head…]` (a queue with O(1) removal at the front). */
+  private waiters: { bytes: number; start: () => void }[] = [];
+  private head = 0;
   /** Bytes of the writes in `waiters`. */
   private waitingBytes = 0;
   /** performance.now() of the last write queued. */
@@ -68,7 +69,7 @@ export class WriteBehind {
    * quiet time would be over.
    */
   private pump(): void {
-    while (this.waiters.length > 0 && this.running < this.opts.maxWrites) {
+    while (this.head < this.waiters.length && this.running < this.opts.maxWrites) {
       const quietFor = performance.now() - this.lastQueued;
       if (!(
         this.flushes > 0 ||
@@ -87,12 +88,16 @@ export class WriteBehind {
         }
         return;
       }
-      const w = this.waiters.shift()!;
+      const w = this.waiters[this.head++];
+      if (this.head >= 1024 && this.head * 2 >= this.waiters.length) {
+        this.waiters = this.waiters.slice(this.head);
+        this.head = 0;
+      }
       this.waitingBytes -= w.bytes;
       this.running++;
       w.start();
     }
-    if (this.waiters.length === 0 && this.timer) {
+    if (this.head >= this.waiters.length && this.timer) {
       // nothing left to wait for: a timer would only keep the process alive
       clearTimeout(this.timer);
       this.timer = undefined;
