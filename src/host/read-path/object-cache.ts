@@ -10,6 +10,7 @@ import { removeTree } from '../../core/remove-tree.js';
 import { runCommand } from '../mount/mount-commands.js';
 import { InotifyWatch, IN_OPEN, IN_Q_OVERFLOW } from '../sys/inotify.js';
 import { WriteBehind } from './write-behind.js';
+import { closeFd, openFd, readFully } from '../../store/content/fd-io.js';
 import type * as Xattr from 'fs-xattr';
 import type { Digest } from '../../core/digest.js';
 import { lazyRequire } from '../../core/lazy-require.js';
@@ -552,17 +553,12 @@ export class ObjectCache extends EventEmitter<ObjectCacheEvents> {
 
 /** `length` bytes at `offset` of the file at `path` (fewer at its end), never through a symlink. */
 async function readFileRange(path: string, offset: number, length: number): Promise<Buffer> {
-  const fh = await open(path, C.O_RDONLY | C.O_NOFOLLOW);
+  const fd = await openFd(path, C.O_RDONLY | C.O_NOFOLLOW);
   try {
     const buf = Buffer.allocUnsafe(length);
-    let got = 0;
-    while (got < length) {
-      const { bytesRead } = await fh.read(buf, got, length - got, offset + got);
-      if (bytesRead === 0) break;
-      got += bytesRead;
-    }
+    const got = await readFully(fd, buf, offset);
     return got === length ? buf : buf.subarray(0, got);
   } finally {
-    await fh.close();
+    await closeFd(fd);
   }
 }
