@@ -83,8 +83,8 @@ export async function runCli(argv: string[]): Promise<void> {
     process.exit(err.code === 'EPIPE' ? ERROR_CODES.E_CLOSED_PIPE.exit : out().error(err)),
   );
   process.stderr.on('error', () => process.exit(ERROR_CODES.E_CLOSED_PIPE.exit)); // nowhere left to say anything
-  if (argv.includes('--json')) program.configureOutput({ writeErr: () => undefined });
-  else program.showHelpAfterError();
+  // commander's own error line is dropped: the catch below prints the one line (and hint) of E_USAGE
+  quietCommander(program, argv.includes('--json'));
   try {
     await program.parseAsync(argv);
   } catch (err) {
@@ -95,8 +95,27 @@ export async function runCli(argv: string[]): Promise<void> {
         if (out().json) out().error(new AwcError('E_USAGE', 'a command is required'));
         process.exit(2);
       }
-      process.exit(out().error(new AwcError('E_USAGE', err.message.replace(/^error: /, ''))));
+      process.exit(out().error(usageError(err, argv)));
     }
     process.exit(out().error(err));
   }
+}
+
+/** E_USAGE for a word commander refused, with a hint naming the help of the command it belongs to. */
+function usageError(err: CommanderError, argv: string[]): AwcError {
+  const path: string[] = [];
+  let at: Command = program;
+  for (const w of argv.slice(2)) {
+    const sub = w.startsWith('-') ? undefined : at.commands.find((c) => c.name() === w || c.aliases().includes(w));
+    if (sub) [at, path[path.length]] = [sub, sub.name()];
+  }
+  return new AwcError('E_USAGE', err.message.replace(/^error: /, '').replace(/\n/g, ' '), {
+    hint: `Run \`awc ${path.map((p) => `${p} `).join('')}--help\` for usage.`,
+  });
+}
+
+/** Drops commander's own error output on `cmd` and every subcommand (each keeps a copy made when it was added); under --json also its help. */
+function quietCommander(cmd: Command, json: boolean): void {
+  cmd.configureOutput(json ? { writeErr: () => undefined, outputError: () => undefined } : { outputError: () => undefined });
+  for (const sub of cmd.commands) quietCommander(sub, json);
 }

@@ -56,6 +56,24 @@ describe('CLI errors', () => {
     assert.equal(awcOk(home, ['ls'], env).workspaces.length, 1);
   });
 
+  test('an unknown option: one error line and a hint naming the help of that command, as text and as JSON', () => {
+    const text = awc(home, ['snapshot', 'import', src, '--no-such-option'], env, { json: false });
+    assert.equal(text.code, 2);
+    assert.deepEqual(text.stderr.trimEnd().split('\n'), [
+      "awc: E_USAGE: unknown option '--no-such-option'",
+      '  hint: Run `awc snapshot import --help` for usage.',
+    ]);
+    const json = awc(home, ['ls', '--no-such-option'], env);
+    assert.equal(json.code, 2);
+    assert.equal(json.stderr.trim().split('\n').length, 1, json.stderr);
+    assert.deepEqual(errorOf(json), {
+      code: 'E_USAGE',
+      message: "unknown option '--no-such-option'",
+      hint: 'Run `awc ls --help` for usage.',
+      retryable: false,
+    });
+  });
+
   test('usage errors → E_USAGE (2)', () => {
     expectError(['no-such-command'], 'E_USAGE', 2);
     expectError(['fork'], 'E_USAGE', 2);
