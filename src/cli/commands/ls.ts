@@ -1,8 +1,8 @@
-import { collectLabel, labelsOf, labelWords } from './label.js';
-import { leaseWords } from '../output/lease-words.js';
+import { collectLabel, labelsOf } from './label.js';
+import { formatWorkspaceTable } from '../output/workspace-table.js';
 import type { CliCommand } from './command.js';
 
-/** `awc ls`: the workspaces, with their leases and labels. */
+/** `awc ls`: the workspaces, with their leases and labels (text: a table, src/cli/output/workspace-table.ts; JSON unchanged). */
 export const command: CliCommand = {
   register(program, ctx) {
     program
@@ -12,14 +12,7 @@ export const command: CliCommand = {
       .action((opts: { label: string[] }) =>
         ctx.withAwc(async (awc, o) => {
           const withLeases = await awc.leases.list(await awc.listWorkspaces({ labels: labelsOf(opts.label) }));
-          o.result({ workspaces: withLeases }, () =>
-            withLeases
-              .map(
-                (w) =>
-                  `${w.id}  ${w.name ?? '-'}  head ${w.headSnapshotId}  ${w.mountState === 'mounted' ? `mounted at ${w.mountPath} (${w.mountDriver}) on ${w.mountHost}` : 'unmounted'}${leaseWords(w.lease)}${labelWords(w.labels)}`,
-              )
-              .join('\n'),
-          );
+          o.result({ workspaces: withLeases }, () => formatWorkspaceTable(withLeases, Date.now(), opts.label.length > 0));
         }),
       );
   },

@@ -6,6 +6,7 @@ import type { MountDriverName } from '../../core/mount-driver-name.js';
 import { readHostState, workspaceDirs, type WorkspaceHostState } from '../../drivers/port/workspace-state.js';
 import type { WorkspaceRow } from '../../catalog/port/catalog.js';
 import { formatBytes } from '../../core/format-bytes.js';
+import { textTable as table } from '../../core/text-table.js';
 import type { Awc } from './awc.js';
 
 /**
@@ -282,20 +283,6 @@ export function formatUsage(u: UsageReport): string {
     [false, false, false, false, true, true, true, true],
   );
   return [`namespace ${u.namespace}`, summary, '', snaps, '', wss].join('\n');
-}
-
-/** Aligned text table; `right[i]` right-aligns column i. Trailing spaces trimmed. */
-function table(head: string[], rows: string[][], right: boolean[]): string {
-  const all = [head, ...rows];
-  const widths = head.map((_, i) => Math.max(...all.map((r) => r[i].length)));
-  return all
-    .map((r) =>
-      r
-        .map((c, i) => (right[i] ? c.padStart(widths[i]) : c.padEnd(widths[i])))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
 }
 
 function sum(xs: number[]): number {
