@@ -37,6 +37,8 @@ import type { Awc } from './awc.js';
  *         uniqueStoredBytes: number,     // = stored.bytes
  *         hostBytes: number,             // = host.totalBytes
  *         dedupRatio: number | null      // logicalBytes / uniqueStoredBytes (null when nothing is stored)
+ *         snapshotDedupRatio: number | null  // snapshotLogicalBytes / uniqueStoredBytes: what content addressing saved in the store
+ *         hostOverCopies: number | null  // hostBytes / logicalBytes: this host's bytes against the workspaces as full copies
  *       },
  *       stored: { packs: number, blobs: number, bytes: number },
  *       host: {
@@ -77,6 +79,10 @@ export interface UsageReport {
     uniqueStoredBytes: number;
     hostBytes: number;
     dedupRatio: number | null;
+    /** Σ of the snapshots' own logical sizes over the unique stored bytes (null when nothing is stored). */
+    snapshotDedupRatio: number | null;
+    /** This host's allocated bytes over the workspaces as full copies (null with no workspace bytes). */
+    hostOverCopies: number | null;
   };
   stored: { packs: number; blobs: number; bytes: number };
   host: { cacheBytes: number; layerBytes: number; upperBytes: number; copyBytes: number; totalBytes: number };
@@ -212,6 +218,8 @@ export async function computeUsage(awc: Awc, opts: UsageOptions = {}): Promise<U
       uniqueStoredBytes: stored.bytes,
       hostBytes: totalBytes,
       dedupRatio: stored.bytes > 0 ? logicalBytes / stored.bytes : null,
+      snapshotDedupRatio: stored.bytes > 0 ? sum(snapRows.map((s) => s.logicalBytes)) / stored.bytes : null,
+      hostOverCopies: logicalBytes > 0 ? totalBytes / logicalBytes : null,
     },
     stored,
     host: { cacheBytes, layerBytes, upperBytes, copyBytes, totalBytes },
@@ -242,14 +250,18 @@ export function formatUsage(u: UsageReport): string {
   const summary = table(
     ['', 'BYTES', ''],
     [
-      [`logical (${u.totals.workspaces} workspaces as full copies)`, b(u.totals.logicalBytes), ''],
       [`snapshots (${u.totals.snapshots}, their own logical size)`, b(u.totals.snapshotLogicalBytes), ''],
       [
         `unique stored (${u.stored.packs} packs, ${u.stored.blobs} blobs)`,
         b(u.totals.uniqueStoredBytes),
-        u.totals.dedupRatio === null ? '' : `logical/stored ${u.totals.dedupRatio.toFixed(2)}x`,
+        ratio(u.totals.snapshotDedupRatio, 'dedup: snapshots logical / stored'),
       ],
-      [`materialised on ${u.hostName} (allocated)`, b(u.host.totalBytes), ''],
+      [`workspaces as full copies (${u.totals.workspaces})`, b(u.totals.logicalBytes), ''],
+      [
+        `materialised on ${u.hostName} (allocated)`,
+        b(u.host.totalBytes),
+        u.totals.hostOverCopies === null ? '' : `${(100 * u.totals.hostOverCopies).toFixed(1)}% of the full copies`,
+      ],
       ['  chunk cache (host-wide)', b(u.host.cacheBytes), ''],
       ['  layer directories (host-wide)', b(u.host.layerBytes), ''],
       ['  workspace uppers', b(u.host.upperBytes), ''],
@@ -283,6 +295,11 @@ export function formatUsage(u: UsageReport): string {
     [false, false, false, false, true, true, true, true],
   );
   return [`namespace ${u.namespace}`, summary, '', snaps, '', wss].join('\n');
+}
+
+/** `label` and a ratio as `12.34x`, or '' when there is none. */
+function ratio(x: number | null, label: string): string {
+  return x === null ? '' : `${x.toFixed(2)}x ${label}`;
 }
 
 function sum(xs: number[]): number {

@@ -93,8 +93,15 @@ describe('awc usage and awc metrics', () => {
     assert.equal(u.totals.uniqueStoredBytes, u.stored.bytes);
     assert.ok(u.stored.packs >= 1 && u.stored.blobs >= 1);
     assert.ok(u.totals.dedupRatio > 3, `3 copies of a compressible tree in a fraction of its size (ratio ${u.totals.dedupRatio})`);
+    assert.equal(u.totals.snapshotDedupRatio, snap.bytes / u.stored.bytes, "dedup: the snapshots' logical bytes over the stored bytes");
+    assert.ok(u.totals.snapshotDedupRatio > 1, 'a compressible tree is stored in less than its size');
     assert.equal(u.host.totalBytes, 0, 'nothing materialised before any mount');
     assert.equal(u.totals.hostBytes, 0);
+    assert.equal(u.totals.hostOverCopies, 0, 'no host bytes against 3 full copies');
+    const text = awc(home, ['usage'], {}, { json: false }).stdout;
+    assert.match(text, /unique stored .*\d\.\d\dx dedup: snapshots logical \/ stored/);
+    assert.match(text, /workspaces as full copies \(3\)/);
+    assert.match(text, /materialised on .*0\.0% of the full copies/);
     assert.deepEqual(
       u.snapshots.map((s: { id: string; headOf: number; logicalBytes: number; workspaceLogicalBytes: number; layerBytes: number }) => [
         s.id,
@@ -116,7 +123,7 @@ describe('awc usage and awc metrics', () => {
     );
     const h = awc(home, ['usage'], {}, { json: false });
     assert.equal(h.code, 0, h.stderr);
-    assert.match(h.stdout, /logical \(3 workspaces as full copies\)/);
+    assert.match(h.stdout, /workspaces as full copies \(3\) +3\.\d MiB/);
     assert.match(h.stdout, /KiB|MiB/);
     assert.ok(h.stdout.includes(snap.id) && ws.every((id) => h.stdout.includes(id)), 'per-snapshot and per-workspace tables');
   });
