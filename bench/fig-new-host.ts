@@ -1,10 +1,8 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Awc } from '../src/service/workspace/awc.js';
 import { DaemonClient } from '../src/daemon/supervisor/client.js';
-import { digestHex } from '../src/core/digest.js';
-import type { LayerMeta } from '../src/drivers/overlay/layer-builder.js';
-import { shareLayerImage } from '../src/drivers/overlay/shared-image.js';
+import { imageRefusal, shareLayerImage } from '../src/drivers/overlay/shared-image.js';
 import { layerImageSupport } from '../src/drivers/overlay/layer-image-mount.js';
 import { fmtRatio, stopDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
 import { forkMountRead } from './fig-fork.js';
@@ -27,21 +25,22 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
     return [];
   }
   const snap = await ctx.awc.getSnapshot(ctx.snapshotId);
-  const base = join(ctx.awc.paths.layers, digestHex(snap.root));
-  if (!existsSync(join(base, 'meta.json'))) await forkMountRead(ctx, join(ctx.scratch, 'nh-layer'));
-  const meta = JSON.parse(readFileSync(join(base, 'meta.json'), 'utf8')) as LayerMeta;
-  if (meta.gitIndex) {
-    // such a layer shows a .git/index of its own directory's inodes: never shared (docs/explanation/layer-images.md)
-    log(`  new-host figures skipped on tree (${ctx.label}): its layer rewrites .git/index, so its image is not shared`);
+  const refusal = await imageRefusal(ctx.awc.store, snap.root);
+  if (refusal) {
+    // such a snapshot's layers show a .git/index of their own inodes: never shared (docs/explanation/layer-images.md)
+    log(`  new-host figures skipped on tree (${ctx.label}): ${refusal}`);
     return [];
   }
+  // the import may have shared it already (layerImages on): drop that record, so the share is timed
+  await ctx.awc.catalog.deleteLayerImage(ctx.awc.namespace, snap.root);
   const t0 = now();
-  const rec = await shareLayerImage(
-    { catalog: ctx.awc.catalog, store: ctx.awc.store, host: ctx.awc.config.host, workDir: join(ctx.scratch, 'image-builds') },
+  const shared = await shareLayerImage(
+    { catalog: ctx.awc.catalog, store: ctx.awc.store, host: ctx.awc.config.host },
     ctx.awc.namespace,
     snap.root,
-    { dir: join(base, 'tree'), meta },
+    ctx.awc.reader(),
   );
+  const rec = shared.record;
   const shareMs = now() - t0;
   log(`  image shared in ${fmtMs(shareMs)}: image ${fmtBytes(rec.imageBytes)}, content index ${fmtBytes(rec.indexBytes)} (lz4)`);
   const withImage = await newHostMount(ctx, 'on');
@@ -65,7 +64,9 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
       ratioText: '—',
       target: '— (reported; in the background of the first host)',
       met: null,
-      notes: ['mkfs.erofs of the built layer, lz4 of the image and of the layer meta, two uploads to the local store, one catalog record.'],
+      notes: [
+        'The image written from the snapshot trees by our own EROFS writer (no layer directory, no mkfs.erofs), lz4 of the image and of the content index, two uploads to the local store, one catalog record. An import with layerImages on pays this before it returns.',
+      ],
     },
     {
       id: 'new-host-mount',

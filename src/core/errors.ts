@@ -125,11 +125,11 @@ export const ERROR_CODES = {
   },
   E_PERMISSION: { exit: 6, retryable: false, hint: 'Run as root, or use the copy driver (AWC_MOUNT_DRIVER=copy).' },
   E_MOUNT_FAILED: { exit: 6, retryable: true, hint: 'Run `awc doctor` to see which mount driver this host can use.' },
-  // layer images (docs/explanation/layer-images.md): mkfs.erofs, or a kernel that mounts a file as EROFS, is missing
+  // layer images (docs/explanation/layer-images.md): a kernel that mounts a file as EROFS (or, for the reference builder, mkfs.erofs) is missing
   E_LAYER_IMAGE_UNSUPPORTED: {
     exit: 6,
     retryable: false,
-    hint: 'Layer images need mkfs.erofs (apt-get install erofs-utils) and Linux 6.12 or later with EROFS file-backed mounts; without them this host builds layer directories.',
+    hint: 'Mounting a layer image needs Linux 6.12 or later with EROFS file-backed mounts (modprobe erofs); without them this host builds layer directories. (mkfs.erofs is needed only by buildLayerImage, the reference builder of the tests.)',
   },
   E_CATALOG_UNAVAILABLE: {
     exit: 6,

@@ -30,6 +30,10 @@ export const command: CliCommand = {
             o.progressDone();
             for (const p of r.changing ?? []) o.warn(`${p}: kept changing while read; stored as last read`);
             for (const k of r.secrets) o.warn(`${k.path}: secret, not stored (opt it in with "allowSecrets" in .awc.json)`);
+            if (r.imageSkipped?.reason === 'failed')
+              o.warn(
+                `${r.imageSkipped.message} (${r.imageSkipped.code}); the snapshot is imported, and a host shares its image once it builds its layer`,
+              );
             o.result(
               r,
               () =>

@@ -126,7 +126,7 @@ export class DaemonMetrics {
     this.mountOperations = counter('awc_mount_operations_total', 'Successful mount operations, by operation and driver.', ['op', 'driver']);
     this.layerImages = counter(
       'awc_layer_images_total',
-      'Shared layer images: built and shared here, mounted from another host, or not usable (the layer built here), by outcome and reason.',
+      'Shared layer images: built and shared here (reason import: by an import), mounted from another host, not usable (fallback: the layer built here), or not built (failed), by outcome and reason.',
       ['outcome', 'reason'],
     );
     this.warmCommands = counter('awc_warm_cli_commands_total', 'Commands handed to a warm CLI worker, by uid.', ['uid']);

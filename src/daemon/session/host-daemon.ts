@@ -108,8 +108,12 @@ const USER_WORKER_IDLE_MS = 10 * 60_000;
  *   (nothing stops, busy mounts stay served) when a mount is in use, unless `force`
  * - `GET /metrics` → Prometheus text exposition (content type from the registry; see metrics.ts)
  * - `GET /v1/metrics.json` → prom-client registry JSON `[{name, help, type, values: [{value, labels, metricName?}]}]`
- * - `POST /v1/checkpoint-report {driver, durationMs, newBytes}` → `{ok: true}`: counts a
- *   checkpoint the CLI ran (E_USAGE on invalid values)
+ * - `POST /v1/checkpoint-report {driver, durationMs, newBytes, namespace?, root?}` → `{ok: true}`:
+ *   counts a checkpoint the CLI ran (E_USAGE on invalid values); with `namespace` and `root` (an
+ *   overlay checkpoint that made a new root), the root's layer image is shared in the background
+ *   (OverlayHost.shareImageLater)
+ * - `POST /v1/image-report {outcome, reason}` → `{ok: true}`: counts what became of an import's
+ *   layer image in `awc_layer_images_total` (`published`/`import`, or `failed`/the error's code)
  * - `POST /v1/sweep {dryRun}` → HostSweepReport: one host-local sweep now (HostSweeper)
  * - `POST /v1/reload` → `{users: [uid…]}`: applies the home's `users` again (see reload; also on SIGHUP)
  *

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type * as z from 'zod';
 import { AwcError } from '../../core/errors.js';
+import type { Digest } from '../../core/digest.js';
 import { describeHolders, type Holder } from '../../drivers/port/mount-use.js';
 import type { OverlayHost } from '../../drivers/overlay/overlay-host.js';
 import type { DaemonMetrics } from '../metrics/metrics.js';
@@ -61,6 +62,13 @@ export const ROOT_ENDPOINTS: Readonly<Record<string, RootEndpoint>> = {
   'GET /v1/metrics.json': bodiless((d) => d.metrics.json()),
   'POST /v1/checkpoint-report': endpoint(RootBodies.checkpointReport, (d, b) => {
     d.metrics.recordCheckpoint(b);
+    // an overlay checkpoint that made a new root: its layer image follows in the background
+    // (an ordinary user's daemon mounts no overlays: nothing to share)
+    if (b.namespace !== undefined && b.root !== undefined) tryOverlays(d)?.shareImageLater(b.namespace, b.root as Digest);
+    return { ok: true };
+  }),
+  'POST /v1/image-report': endpoint(RootBodies.imageReport, (d, b) => {
+    d.metrics.layerImages.inc({ outcome: b.outcome, reason: b.reason });
     return { ok: true };
   }),
   'POST /v1/reload': bodiless(async (d) => ({ users: await d.reload() })),
@@ -82,3 +90,12 @@ export const ROOT_ENDPOINTS: Readonly<Record<string, RootEndpoint>> = {
     return { stopping: true };
   }),
 };
+
+/** The overlay mounts of `d`, or undefined where it has none (an ordinary user's daemon, or not started). */
+function tryOverlays(d: RootContext): OverlayHost | undefined {
+  try {
+    return d.overlays();
+  } catch {
+    return undefined;
+  }
+}

@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { AwcError, toAwcError, type ErrorJson } from '../../core/errors.js';
 import { mkdirPrivateSync, openPrivateAppendSync } from '../../core/private-fs.js';
 import { pathsOf, type AwcConfig } from '../../config/config.js';
-import type { HostDaemonPort } from '../../drivers/port/host-daemon-port.js';
-import type { MountDriverName, MountResult } from '../../drivers/port/mount-driver.js';
+import type { CheckpointReport, HostDaemonPort, ImportImageReport } from '../../drivers/port/host-daemon-port.js';
+import type { MountResult } from '../../drivers/port/mount-driver.js';
 import { livePid } from './pid-file.js';
 import { clearStartError, readStartError } from './start-error.js';
 
@@ -56,20 +56,34 @@ export class DaemonClient implements HostDaemonPort {
   }
 
   /**
-   * Best effort: `POST /v1/checkpoint-report {driver, durationMs, newBytes}` to a running
-   * daemon, for its Prometheus metrics. Never starts the daemon, never throws, and waits
-   * at most ~1 s.
+   * Best effort: `POST /v1/checkpoint-report {driver, durationMs, newBytes, namespace?, root?}`
+   * to a running daemon, for its Prometheus metrics and (with a root) to share the root's layer
+   * image in the background. Never starts the daemon, never throws, and waits at most ~1 s.
    */
-  async reportCheckpoint(body: { driver: MountDriverName; durationMs: number; newBytes: number }): Promise<void> {
+  reportCheckpoint(body: CheckpointReport): Promise<void> {
+    return this.report('/v1/checkpoint-report', body);
+  }
+
+  /**
+   * Best effort: `POST /v1/image-report {outcome, reason}` to a running daemon, for its
+   * `awc_layer_images_total` (an import's layer image). Never starts the daemon, never throws,
+   * and waits at most ~1 s.
+   */
+  reportImportImage(body: ImportImageReport): Promise<void> {
+    return this.report('/v1/image-report', body);
+  }
+
+  /** Best effort: `POST path body` to a running daemon; never starts it, never throws, waits at most ~1 s. */
+  private async report(path: string, body: object): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
         // a late rejection after the timer won must not become an unhandled rejection
-        this.call('POST', '/v1/checkpoint-report', body, { start: false, timeoutMs: 1000 }).catch(() => undefined),
+        this.call('POST', path, body, { start: false, timeoutMs: 1000 }).catch(() => undefined),
         new Promise((r) => (timer = setTimeout(r, 1000)).unref()),
       ]);
     } catch {
-      // no daemon, an older daemon, or a slow one: metrics are not worth failing a checkpoint
+      // no daemon, an older daemon, or a slow one: metrics are not worth failing a checkpoint or an import
     } finally {
       clearTimeout(timer);
     }

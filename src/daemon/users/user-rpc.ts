@@ -140,7 +140,11 @@ export class UserRpc {
       mount: (r) => overlays().mount(r.namespace, r.workspace, r.target, 'mount', r.steal === true, asUser),
       ensureRunning: async () => undefined,
       unmount: async (r) => void (await overlays().unmount(r.namespace, r.workspace, r.force)),
-      reportCheckpoint: async (r) => metrics.recordCheckpoint(r),
+      reportCheckpoint: async (r) => {
+        metrics.recordCheckpoint(r);
+        if (r.root !== undefined) overlays().shareImageLater(ns, r.root);
+      },
+      reportImportImage: async (r) => metrics.layerImages.inc({ outcome: r.outcome, reason: r.reason }),
     };
     return Awc.over({ ...this.deps.config, namespace: ns }, this.deps.catalog, this.deps.store, port);
   }

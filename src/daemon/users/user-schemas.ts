@@ -98,8 +98,18 @@ export function parseShape<S extends z.ZodType>(schema: S, value: unknown, what:
 export const RootBodies = {
   mount: z.object({ namespace: Name, workspace: Name, target: Name, steal: z.boolean().optional() }),
   unmount: z.object({ namespace: Name, workspace: Name, force: z.boolean().optional() }),
-  checkpointReport: z.object({ driver: Name, durationMs: z.number().nonnegative(), newBytes: z.number().nonnegative() }),
+  checkpointReport: z.object({
+    driver: Name,
+    durationMs: z.number().nonnegative(),
+    newBytes: z.number().nonnegative(),
+    namespace: Name.optional(),
+    root: z
+      .string()
+      .regex(/^sha256:[0-9a-f]{64}$/)
+      .optional(),
+  }),
   flags: z.object({ force: z.boolean().optional(), dryRun: z.boolean().optional() }),
+  imageReport: z.object({ outcome: z.enum(['published', 'failed']), reason: z.string().regex(/^[A-Za-z0-9_-]{1,40}$/) }),
 };
 
 /**

@@ -16,11 +16,18 @@ import { findExecutable, hashFd } from './layer-image.js';
 /** The first Linux release whose EROFS mounts a regular file directly (CONFIG_EROFS_FS_BACKED_BY_FILE). */
 export const FILE_BACKED_EROFS_SINCE: readonly [number, number] = [6, 12];
 
-/** What this host can do with layer images: build them (mkfs.erofs), mount them (kernel), and why not. */
+/**
+ * What this host can do with layer images: mount them (kernel), and why not. Images are built
+ * in process (src/drivers/overlay/erofs/), so every host can build one; `mkfs` says whether
+ * mkfs.erofs is installed, which only the tests and benchmarks that compare with it use.
+ */
 export interface LayerImageSupport {
-  build: boolean;
+  /** Always true: our writer needs nothing of the host. */
+  build: true;
   mount: boolean;
-  /** Why not, when either is false. */
+  /** mkfs.erofs on PATH (buildLayerImage, src/drivers/overlay/layer-image.ts: kept as a reference for tests). */
+  mkfs: boolean;
+  /** Why not, when `mount` is false. */
   why?: string;
 }
 
@@ -31,16 +38,15 @@ export function kernelVersion(release: string): [number, number] {
 }
 
 /**
- * Whether this host can build and mount layer images: mkfs.erofs on PATH; erofs in
- * `/proc/filesystems` (as the kernel lists it after the module is loaded) and a kernel of
- * {@link FILE_BACKED_EROFS_SINCE} or later. A kernel built without file-backed EROFS passes
- * this check; its mount then fails with ENOTBLK, which {@link mountLayerImage} reports the same way.
+ * Whether this host can mount layer images: erofs in `/proc/filesystems` (as the kernel lists
+ * it after the module is loaded) and a kernel of {@link FILE_BACKED_EROFS_SINCE} or later; and
+ * whether mkfs.erofs is on PATH. A kernel built without file-backed EROFS passes this check;
+ * its mount then fails with ENOTBLK, which {@link mountLayerImage} reports the same way.
  * Cost: one read of `/proc/filesystems`, `/proc/sys/kernel/osrelease` and a PATH search.
  */
 export function layerImageSupport(): LayerImageSupport {
   const why: string[] = [];
-  const build = findExecutable('mkfs.erofs') !== undefined;
-  if (!build) why.push('mkfs.erofs is not installed (apt-get install erofs-utils)');
+  const mkfs = findExecutable('mkfs.erofs') !== undefined;
   const read = (p: string): string => {
     try {
       return fs.readFileSync(p, 'utf8');
@@ -55,7 +61,7 @@ export function layerImageSupport(): LayerImageSupport {
   if (!hasErofs) why.push('the kernel has no erofs file system (modprobe erofs)');
   if (!newEnough) why.push(`Linux ${maj}.${min} cannot mount a file as EROFS (${wantMaj}.${wantMin} or later can)`);
   const mount = hasErofs && newEnough;
-  return why.length === 0 ? { build, mount } : { build, mount, why: why.join('; ') };
+  return why.length === 0 ? { build: true, mount, mkfs } : { build: true, mount, mkfs, why: why.join('; ') };
 }
 
 /**

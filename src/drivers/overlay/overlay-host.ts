@@ -15,7 +15,7 @@ import { mountsAt, readMountInfo } from '../../host/mount/mount-table.js';
 import { describeUse, type Holder } from '../port/mount-use.js';
 import { readHostState, workspaceDirs, writeHostState, type WorkspaceHostState } from '../port/workspace-state.js';
 import { buildLayer, hasLayer } from './layer-builder.js';
-import { SharedLayerImages, type LayerImageEvent, type LoadedLayer } from './shared-image.js';
+import { publishesImages, SharedLayerImages, type LayerImageEvent, type LoadedLayer } from './shared-image.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import type { LayerGitIndexSource } from './layer-git-index.js';
 import { LayerUse } from './layer-use.js';
@@ -438,6 +438,15 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     });
   }
 
+  /**
+   * Shares the layer image of snapshot `root` of `ns` in the background, when this host shares
+   * images and none is recorded yet (SharedLayerImages.publishLater): called after a checkpoint
+   * made the root, which returned first. Never throws, never waits.
+   */
+  shareImageLater(ns: string, root: Digest): void {
+    this.images?.publishLater(ns, root);
+  }
+
   /** Cancels this host's image build under way, if any (SharedLayerImages.stop); resolves once it is gone. */
   stopImages(): Promise<void> {
     return this.images?.stop() ?? Promise.resolve();
@@ -445,15 +454,14 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
 
   /** The shared layer images of this host, by the `layerImages` policy (`auto`: built and shared when the catalog is PostgreSQL). */
   private sharedImages(): SharedLayerImages | undefined {
-    const policy = this.config.layerImages ?? 'auto';
-    if (policy === 'off' || !this.content.store) return undefined;
+    if ((this.config.layerImages ?? 'auto') === 'off' || !this.content.store) return undefined;
     const images = new SharedLayerImages({
       catalog: this.catalog,
       store: this.content.store,
       host: this.config.host,
       workDir: this.paths.imageBuilds,
-      publish: policy === 'on' || (policy === 'auto' && this.config.catalog.startsWith('postgres')),
-      hold: (root) => this.layerUse.acquire(root),
+      publish: publishesImages(this.config),
+      reader: (ns) => this.content.reader(ns),
       logger: this.log,
     });
     images.on('image', (e) => this.emit('image', e));

@@ -1,15 +1,16 @@
 /**
  * Layer images shared through the object store (issue 26: the first mount of a snapshot on a
  * host that never saw it; docs/explanation/layer-images.md, "Sharing images"). The composefs
- * model: the first host that builds a snapshot's layer directory packs it into an EROFS image
- * (src/drivers/overlay/layer-image.ts) in the background and uploads it with the layer's content
- * index; the catalog records both digests (first writer wins). Every other host fetches the two
- * objects, checks their digests, mounts the image file-backed as the layer's tree and serves the
- * index's contents, instead of walking every tree of the snapshot.
+ * model: a snapshot's layer is written as an EROFS image straight from its trees (our own writer,
+ * src/drivers/overlay/erofs/: no layer directory, no mkfs.erofs) and uploaded with the layer's
+ * content index; the catalog records both digests (first writer wins). An import does this
+ * before it returns (src/service/import/snapshot-image.ts); a checkpoint's image, and the image
+ * of any layer a host builds that has none yet, follow in the background of the host daemon.
+ * Every other host fetches the two objects, checks their digests, mounts the image file-backed
+ * as the layer's tree and serves the index's contents, instead of walking every tree of the snapshot.
  */
 import { EventEmitter } from 'node:events';
-import * as fs from 'node:fs';
-import { mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { mkdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type * as Lz4 from 'lz4-napi';
 import { lazyRequire } from '../../core/lazy-require.js';
@@ -19,13 +20,16 @@ import type { Logger, LogRecord } from '../../core/log.js';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import { removeTree } from '../../core/remove-tree.js';
 import type { Catalog, LayerImageRecord } from '../../catalog/port/catalog.js';
+import type { AwcConfig } from '../../config/config.js';
+import type { TreeSource } from '../../store/content/tree-source.js';
+import { getGitProof } from '../../store/content/git-proof-record.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { imageObjectKey } from '../../store/content/image-object.js';
 import { ContentIndex } from '../../store/content/content-index.js';
 import { isMounted } from '../../host/mount/mount-table.js';
 import { unmount } from '../../host/mount/mount-commands.js';
 import { INDEX_FILE, LINKS_FILE, type Layer } from './layer-builder.js';
-import { buildLayerImage } from './layer-image.js';
+import { layerImageBytes } from './erofs/layer-entries.js';
 import { layerImageSupport, mountLayerImage, type LayerImageSupport } from './layer-image-mount.js';
 
 /** lz4-napi, loaded on first use: images and content indexes are stored lz4-compressed (block format with the size prepended, as packs' blobs). */
@@ -51,9 +55,12 @@ export type LoadedLayer = Layer | ImageLayer;
 
 /** One use of a shared image, for the daemon's metrics (`awc_layer_images_total`). */
 export interface LayerImageEvent {
-  /** `published`: built and shared; `mounted`: a layer taken from a shared image; `fallback`: one could not be used, the layer is built here. */
-  outcome: 'published' | 'mounted' | 'fallback';
-  /** Why a fallback happened: the AwcError code (E_INTEGRITY, E_FORMAT, E_LAYER_IMAGE_UNSUPPORTED, …). */
+  /**
+   * `published`: built and shared; `mounted`: a layer taken from a shared image; `fallback`: one
+   * could not be used, the layer is built here; `failed`: a background build or upload failed.
+   */
+  outcome: 'published' | 'mounted' | 'fallback' | 'failed';
+  /** Why a fallback or a failure happened: the AwcError code (E_INTEGRITY, E_FORMAT, E_LAYER_IMAGE_UNSUPPORTED, …). */
   reason?: string;
 }
 
@@ -69,12 +76,12 @@ export interface SharedLayerImagesOptions {
   store: ObjectStore;
   /** This host's name (recorded as the builder). */
   host: string;
-  /** A private directory for image builds (0700; emptied before this daemon's first build). */
+  /** Where builds of earlier versions (mkfs.erofs) left their files: emptied before this daemon's first build (images are now built in memory). */
   workDir: string;
-  /** Whether this host builds and shares images of the layers it builds (it always uses shared ones it can mount). */
+  /** Whether this host builds and shares images of the layers it builds and of checkpoints (it always uses shared ones it can mount). */
   publish: boolean;
-  /** Holds a layer root while its image is built, so the host sweep keeps the layer (LayerUse.acquire). */
-  hold: (root: Digest) => () => void;
+  /** The trees of a namespace: images are written from them. */
+  reader: (ns: string) => TreeSource;
   /** What this host can do (default: {@link layerImageSupport}). */
   support?: LayerImageSupport;
   logger?: Logger;
@@ -176,90 +183,132 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
   }
 
   /**
-   * Shares the image of `layer` (built on this host from `root` of `ns`) in the background,
-   * once per root and one build at a time, when this host publishes and can build and mount
-   * images, the layer shows the snapshot's own `.git/index`, and no host shared one yet.
-   * Never throws: a failure is logged.
+   * Shares the image of snapshot `root` of `ns` in the background (written from its trees), once
+   * per root and one build at a time, when this host publishes and can mount images and no host
+   * shared one yet: after this host built the root's layer (`layer`: skipped when it rewrites
+   * `.git/index`), or after a checkpoint made the root (no layer). A root whose import proved its
+   * `.git/index` is not shared (see {@link shareLayerImage}). Never throws: a failure is logged.
    */
-  publishLater(ns: string, root: Digest, layer: Layer): void {
-    if (!this.opts.publish || !this.support.build || !this.support.mount || layer.meta.gitIndex || this.tried.has(root)) return;
+  publishLater(ns: string, root: Digest, layer?: Layer): void {
+    if (!this.opts.publish || !this.support.mount || layer?.meta.gitIndex || this.tried.has(root)) return;
     if (this.stopping.signal.aborted) return;
     this.tried.add(root);
     this.queue = this.queue.then(() =>
-      this.publish(ns, root, layer).catch((err) => {
+      this.publish(ns, root).catch((err) => {
         const e = toAwcError(err);
         if (e.code === 'E_CANCELLED')
           return this.log({ level: 'info', msg: 'the layer image build was cancelled: the daemon stops', root });
+        this.emit('image', { outcome: 'failed', reason: e.code });
         this.log({ level: 'warn', msg: 'the layer image was not shared', root, code: e.code, error: e.message });
       }),
     );
   }
 
-  /** Cancels the image build under way (mkfs.erofs is killed, its files removed) and the ones queued; resolves once none runs. Never rejects. */
+  /** Cancels the image build under way (at its next step) and the ones queued; resolves once none runs. Never rejects. */
   async stop(): Promise<void> {
     this.stopping.abort();
     await this.queue;
   }
 
-  private async publish(ns: string, root: Digest, layer: Layer): Promise<void> {
+  private async publish(ns: string, root: Digest): Promise<void> {
     if (this.stopping.signal.aborted) return;
     if (!this.cleaned) {
       this.cleaned = true;
       await removeTree(this.opts.workDir);
     }
-    if (await this.opts.catalog.layerImage(ns, root)) return;
-    const release = this.opts.hold(root);
-    try {
-      if (!fs.existsSync(layer.dir)) return; // swept meanwhile
-      const rec = await shareLayerImage({ ...this.opts, signal: this.stopping.signal }, ns, root, layer);
-      this.emit('image', { outcome: 'published' });
-      this.log({ level: 'info', msg: 'shared a layer image', root, imageBytes: rec.imageBytes, indexBytes: rec.indexBytes });
-    } finally {
-      release();
-    }
+    const refusal = await imageRefusal(this.opts.store, root);
+    if (refusal) return this.log({ level: 'info', msg: 'no layer image is shared', root, why: refusal });
+    const r = await shareLayerImage({ ...this.opts, signal: this.stopping.signal }, ns, root, this.opts.reader(ns));
+    if (!r.built) return; // another host (or the import) shared it first
+    this.emit('image', { outcome: 'published' });
+    const { imageBytes, indexBytes } = r.record;
+    this.log({ level: 'info', msg: 'shared a layer image', root, imageBytes, indexBytes, buildMs: Math.round(r.built.buildMs) });
   }
 }
 
 /**
- * Packs the built layer `layer` of `root` into an EROFS image (in `workDir`, removed after),
- * uploads it and the layer's content index (src/store/content/content-index.ts), both lz4-compressed
- * and named by the SHA-256 of their stored bytes, then records both in the catalog for `ns`.
- * First wins: when another host recorded one meanwhile, that record is returned (the objects
- * uploaded here are left for gc). Cost: about what building the layer cost (mkfs.erofs reads
- * every placeholder), plus two uploads (about 5 MB and a few MB at 100k files).
- * @returns the record that stands
- * `opts.signal` cancels the build (E_CANCELLED).
- * @throws E_LAYER_IMAGE_UNSUPPORTED (no mkfs.erofs), E_CANCELLED, E_UNSUPPORTED (a layer that rewrites `.git/index`, or a tree mkfs.erofs would not copy exactly), E_NO_SPACE, what the store and the catalog throw
+ * Whether hosts of `config` build and share layer images (`layerImages`: `on`; `auto`, the
+ * default, with a PostgreSQL catalog, a fleet: on one host there is nobody to share with).
+ */
+export function publishesImages(config: Pick<AwcConfig, 'layerImages' | 'catalog'>): boolean {
+  const policy = config.layerImages ?? 'auto';
+  return policy === 'on' || (policy === 'auto' && config.catalog.startsWith('postgres'));
+}
+
+/** What {@link shareLayerImage} did: the record that stands, and what this call built. */
+export interface SharedImage {
+  /** The catalog's record of the root's image (this call's, or the one recorded first). */
+  record: LayerImageRecord;
+  /**
+   * What this call built: the image file's sha256 and size (uncompressed), the time to write it
+   * from the trees and the whole time (write, lz4, two uploads, the record), in ms. Absent when
+   * the catalog had a record before it started (nothing was built).
+   */
+  built?: { digest: Digest; bytes: number; buildMs: number; ms: number };
+}
+
+/**
+ * The reason snapshot `root` gets no shared image: its import proved `.git/index` (a git proof
+ * is stored for the root), so a layer built on a host shows an index of its own inodes, which
+ * an image cannot hold yet (docs/explanation/layer-images.md). Undefined when it may be shared.
+ * A proof that does not parse counts as none, as for layers. @throws what the store throws
+ */
+export async function imageRefusal(store: ObjectStore, root: Digest): Promise<string | undefined> {
+  const proof = await getGitProof(store, root).catch((err: unknown) => {
+    if (err instanceof AwcError && err.code === 'E_FORMAT') return undefined;
+    throw err;
+  });
+  return proof
+    ? `the layers of ${root} rewrite .git/index with their own inodes (its import proved the index): its image is not shared`
+    : undefined;
+}
+
+/**
+ * Writes the EROFS image of snapshot `root` from its trees (`src`: no layer directory, no
+ * mkfs.erofs; src/drivers/overlay/erofs/), uploads it and the layer's content index
+ * (src/store/content/content-index.ts), both lz4-compressed and named by the SHA-256 of their
+ * stored bytes, then records both in the catalog for `ns`. Nothing is built when the catalog
+ * already records an image of the root. First wins: when another host recorded one meanwhile,
+ * that record is returned (the objects uploaded here are left for gc). Cost: O(entries), about
+ * 3 s of CPU and 250 MB of memory at 117k entries, plus two uploads (about 5 MB and a few MB at
+ * 100k files). The same trees give the same image bytes on any host.
+ * `opts.signal` cancels the build between its steps (E_CANCELLED).
+ * @returns the record that stands, and what was built
+ * @throws E_CANCELLED, E_UNSUPPORTED (a root whose import proved `.git/index`: {@link imageRefusal}; an xattr the
+ *   format cannot hold), E_FORMAT (a corrupt tree), what the store and the catalog throw
  */
 export async function shareLayerImage(
-  opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host' | 'workDir'> & { signal?: AbortSignal },
+  opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host'> & { signal?: AbortSignal },
   ns: string,
   root: Digest,
-  layer: Layer,
-): Promise<LayerImageRecord> {
-  if (layer.meta.gitIndex)
-    throw new AwcError('E_UNSUPPORTED', `the layer of ${root} rewrites .git/index with its own inodes: its image is not shared`);
-  await mkdirPrivate(opts.workDir);
-  const file = join(opts.workDir, `${digestHex(root)}-${process.pid}-${Date.now()}.erofs`);
-  try {
-    await buildLayerImage(layer.dir, file, { signal: opts.signal });
-    const imageLz = await lz4().compress(await readFile(file));
-    const indexLz = await lz4().compress(ContentIndex.encode(layer.meta));
-    const image = sha256(imageLz);
-    const index = sha256(indexLz);
-    await opts.store.put(imageObjectKey(image), imageLz);
-    await opts.store.put(imageObjectKey(index), indexLz);
-    return await opts.catalog.recordLayerImage(ns, {
-      root,
-      image,
-      imageBytes: imageLz.length,
-      index,
-      indexBytes: indexLz.length,
-      builtBy: opts.host,
-    });
-  } finally {
-    await rm(file, { force: true });
-  }
+  src: TreeSource,
+): Promise<SharedImage> {
+  const t0 = performance.now();
+  const existing = await opts.catalog.layerImage(ns, root);
+  if (existing) return { record: existing };
+  const refusal = await imageRefusal(opts.store, root);
+  if (refusal) throw new AwcError('E_UNSUPPORTED', refusal);
+  const cancelled = (): void => {
+    if (opts.signal?.aborted) throw new AwcError('E_CANCELLED', `the image build of ${root} was cancelled`);
+  };
+  cancelled();
+  const img = await layerImageBytes(src, root);
+  cancelled();
+  const imageLz = await lz4().compress(img.img);
+  const indexLz = await lz4().compress(ContentIndex.encode(img.meta));
+  const image = sha256(imageLz);
+  const index = sha256(indexLz);
+  await opts.store.put(imageObjectKey(image), imageLz);
+  await opts.store.put(imageObjectKey(index), indexLz);
+  const record = await opts.catalog.recordLayerImage(ns, {
+    root,
+    image,
+    imageBytes: imageLz.length,
+    index,
+    indexBytes: indexLz.length,
+    builtBy: opts.host,
+  });
+  return { record, built: { digest: img.digest, bytes: img.img.length, buildMs: img.ms, ms: performance.now() - t0 } };
 }
 
 /**

@@ -1,4 +1,24 @@
+import type { Digest } from '../../core/digest.js';
 import type { MountDriverName, MountResult } from './mount-driver.js';
+
+/** A checkpoint, as the CLI reports it to the host daemon (HostDaemonPort.reportCheckpoint). */
+export interface CheckpointReport {
+  driver: MountDriverName;
+  durationMs: number;
+  newBytes: number;
+  /** The workspace's namespace and the new root, for an overlay checkpoint that made one. */
+  namespace?: string;
+  root?: Digest;
+}
+
+/**
+ * An import's layer image, as the CLI reports it (HostDaemonPort.reportImportImage): `published`
+ * (built and shared by the import, reason `import`) or `failed` (reason: the error's code).
+ */
+export interface ImportImageReport {
+  outcome: 'published' | 'failed';
+  reason: string;
+}
 
 /**
  * What the service needs of the host daemon (the overlay mounts run there, in the process
@@ -38,8 +58,16 @@ export interface HostDaemonPort {
   unmount(req: { namespace: string; workspace: string; force: boolean }): Promise<void>;
 
   /**
-   * Best effort: tells a running daemon about a checkpoint for its metrics. Never starts
-   * the daemon, never throws, and waits at most ~1 s.
+   * Best effort: tells a running daemon about a checkpoint for its metrics; with `namespace` and
+   * `root` (an overlay checkpoint that made a new root), the daemon shares the root's layer
+   * image in the background (docs/explanation/layer-images.md): the checkpoint returns first.
+   * Never starts the daemon, never throws, and waits at most ~1 s.
    */
-  reportCheckpoint(r: { driver: MountDriverName; durationMs: number; newBytes: number }): Promise<void>;
+  reportCheckpoint(r: CheckpointReport): Promise<void>;
+
+  /**
+   * Best effort: tells a running daemon what became of an import's layer image, for its
+   * `awc_layer_images_total`. Never starts the daemon, never throws, and waits at most ~1 s.
+   */
+  reportImportImage(r: ImportImageReport): Promise<void>;
 }

@@ -17,6 +17,7 @@ import { importTar, looksLikeTar, openTarFile, tarError } from '../tar/import-ta
 import { readTarProjectFiles, TarCapture } from '../capture/tar-capture.js';
 import type { CommitHooks } from '../refs/commit-retry.js';
 import type { CaptureRecorder } from '../capture/capture-classes.js';
+import type { ImportImage, ImportImageSkip } from './snapshot-image.js';
 
 /** Result of an import: the new snapshot and what was stored. */
 export interface ImportResult {
@@ -34,6 +35,14 @@ export interface ImportResult {
   secrets: { path: string; size: number }[];
   /** Files that kept changing while read, stored as last read (only with `allowChanging`; absent when none). */
   changing?: string[];
+  /**
+   * The snapshot's shared layer image, built, uploaded and recorded before the import returned
+   * (src/service/import/snapshot-image.ts), or null (then `imageSkipped` says why). Set by
+   * Awc.importSnapshot; absent from importSnapshot's own result.
+   */
+  image?: ImportImage | null;
+  /** Why `image` is null. */
+  imageSkipped?: ImportImageSkip;
 }
 
 /** Options of {@link importSnapshot}. */

@@ -429,7 +429,7 @@ export class Awc implements AwcApi, DriverContext {
     killPoint('checkpoint.cache.after');
     // after the commit: the class counts read the new .gitignore files, whose chunks the index has only now
     const fields = await classesOf(snap.id, scan.root);
-    await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes);
+    await this.reportCheckpoint(state.driver, t0, writer.stats.newBytes, scan.root);
     return {
       id: snap.id,
       root: snap.root,
@@ -466,9 +466,14 @@ export class Awc implements AwcApi, DriverContext {
     return c.fields;
   }
 
-  /** Best effort: tells a running host daemon about the checkpoint for its metrics (see HostDaemonPort.reportCheckpoint). */
-  private reportCheckpoint(driver: MountDriverName, t0: number, newBytes: number): Promise<void> {
-    return this.daemon.reportCheckpoint({ driver, durationMs: performance.now() - t0, newBytes });
+  /**
+   * Best effort: tells a running host daemon about the checkpoint for its metrics, and, for an
+   * overlay checkpoint that made the new root `root`, to share its layer image in the
+   * background (see HostDaemonPort.reportCheckpoint): the checkpoint does not wait for it.
+   */
+  private reportCheckpoint(driver: MountDriverName, t0: number, newBytes: number, root?: Digest): Promise<void> {
+    const image = driver === 'overlay' && root !== undefined ? { namespace: this.namespace, root } : {};
+    return this.daemon.reportCheckpoint({ driver, durationMs: performance.now() - t0, newBytes, ...image });
   }
 
   /** Root digest of a ref: a snapshot's root, or a workspace's live state (mounted here; with what its scan left out) or head. */
@@ -526,7 +531,14 @@ export class Awc implements AwcApi, DriverContext {
       ),
     );
     if (rec && writer) await this.recordImportClasses(r, rec, writer);
-    return r;
+    // the shared layer image, before the import returns: the first mount anywhere is a download (never fails the import)
+    const deps = { config: this.config, catalog: this.catalog, store: this.store };
+    const { importImage } = await import('../import/snapshot-image.js');
+    const image = await importImage(deps, this.namespace, r.root, this.reader(writer?.sessionBlob.bind(writer)));
+    if (image.image?.built) await this.daemon.reportImportImage({ outcome: 'published', reason: 'import' });
+    if (image.imageSkipped?.reason === 'failed')
+      await this.daemon.reportImportImage({ outcome: 'failed', reason: image.imageSkipped.code ?? 'E_INTERNAL' });
+    return { ...r, ...image };
   }
 
   /**

@@ -7,5 +7,6 @@ export const NO_DAEMON: HostDaemonPort = {
   unmount: () =>
     Promise.reject(new AwcError('E_INTERNAL', 'no host daemon port was given to Awc.open, so overlay unmounts are not possible')),
   reportCheckpoint: async () => undefined,
+  reportImportImage: async () => undefined,
   ensureRunning: async () => undefined,
 };

@@ -360,7 +360,7 @@ describe('EROFS writer', { skip }, () => {
   });
 });
 
-describe('EROFS writer on the fidelity fixture, beside mkfs.erofs', { skip: skip || (!support.build ? 'no mkfs.erofs' : false) }, () => {
+describe('EROFS writer on the fidelity fixture, beside mkfs.erofs', { skip: skip || (!support.mkfs ? 'no mkfs.erofs' : false) }, () => {
   const work = mkdtempSync(join(tmpdir(), 'awc-erofs-fidelity-'));
   const d = (rel: string): string => join(work, rel);
   const mounted: string[] = [];

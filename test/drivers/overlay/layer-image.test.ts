@@ -47,7 +47,7 @@ const support = layerImageSupport();
 const skip =
   process.getuid?.() !== 0 || !existsSync('/dev/fuse')
     ? 'needs root and /dev/fuse'
-    : !support.build || !support.mount
+    : !support.mkfs || !support.mount
       ? `no layer images here: ${support.why}`
       : detectDriver('auto').driver !== 'overlay'
         ? 'overlay is not possible on this host'

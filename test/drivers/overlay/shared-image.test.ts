@@ -1,11 +1,16 @@
 /**
- * Issue 26, the first mount on a host that never saw the snapshot: layer images shared through
- * the object store (src/drivers/overlay/shared-image.ts; docs/explanation/layer-images.md). Three
- * hosts (homes) share one SQLite catalog file and one directory store, as the fleet shares
- * PostgreSQL and a bucket. Host A builds the layer at its first mount and shares its image; host
- * B mounts that image instead of building (the tree it shows is the source's, its checkpoint
- * reads back on A, and it mounts the image again after the image was unmounted, as after a
- * reboot); host C, whose copy of the image is corrupt, builds the layer itself and says why.
+ * Issue 26, the first mount of a snapshot on a host that never saw it: layer images shared
+ * through the object store (src/drivers/overlay/shared-image.ts, written from the snapshot's
+ * trees by src/drivers/overlay/erofs/; docs/explanation/layer-images.md). Hosts (homes) A, B and C
+ * share one SQLite catalog file and one directory store, as the fleet shares PostgreSQL and a
+ * bucket; D has a catalog and a store of its own. A shares images (`layerImages: on`): its import
+ * builds, uploads and records the image before it returns, and its own first mount mounts that
+ * image; a snapshot imported without one (on B) gets one in the background once A builds its
+ * layer, and so does A's checkpoint. D, importing the same tree elsewhere, gets the same image
+ * bytes. B mounts the image instead of building (the tree it shows is the source's, its
+ * checkpoint reads back on A, and it mounts the image again after the image was unmounted, as
+ * after a reboot); C, whose copy of the image is corrupt, builds the layer itself and says why,
+ * and its workspace reads exactly as one over the image.
  */
 import { strict as assert } from 'node:assert';
 import {
@@ -27,7 +32,7 @@ import {
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { awcOk, cleanupMounts, readTreeInfo } from '../../helpers/cli.js';
+import { awc, awcOk, cleanupMounts, readTreeInfo } from '../../helpers/cli.js';
 import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
 import { layerImageSupport } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { imageObjectDigest, imageObjectKey } from '../../../src/store/content/image-object.js';
@@ -37,7 +42,7 @@ import type { Extent } from '../../../src/core/sparse.js';
 
 const support = layerImageSupport();
 const root = process.getuid?.() === 0;
-const skip = !root ? 'needs root' : !support.build || !support.mount ? `layer images unsupported here: ${support.why}` : false;
+const skip = !root ? 'needs root' : !support.mount ? `layer images unsupported here: ${support.why}` : false;
 
 /** The sum of the samples of `name` in `awc metrics --json` whose labels include `labels`. */
 function sample(metrics: Record<string, unknown>, name: string, labels: Record<string, string> = {}): number {
@@ -67,7 +72,7 @@ function dataExtents(path: string): Extent[] | undefined {
   }
 }
 
-/** A small tree with what a layer must keep: directories, modes, a symlink, a hardlink, an empty file. */
+/** A small tree with what a layer must keep: directories, modes, a symlink, a hardlink, an empty file, xattrs, a sparse file. */
 function makeSource(dir: string): void {
   mkdirSync(join(dir, 'src', 'deep'), { recursive: true });
   for (let i = 0; i < 40; i++) writeFileSync(join(dir, 'src', `f${i}.txt`), `file ${i}\n`.repeat(1 + i * 7));
@@ -75,6 +80,12 @@ function makeSource(dir: string): void {
   writeFileSync(join(dir, 'empty'), '');
   symlinkSync('src/f1.txt', join(dir, 'link'));
   linkSync(join(dir, 'src', 'f2.txt'), join(dir, 'hard'));
+  for (const [p, v] of [
+    ['src/f7.txt', 'a file'],
+    ['src/deep', 'a directory'],
+    ['empty', 'an empty file'],
+  ])
+    assert.equal(spawnSync('setfattr', ['-n', 'user.awc.note', '-v', v!, join(dir, p!)]).status, 0);
   // a sparse file: 4 KiB of data at 1 MiB in a 3 MiB hole
   const fd = openSync(join(dir, 'sparse.bin'), 'w');
   writeSync(fd, Buffer.alloc(4096, 7), 0, 4096, 1 << 20);
@@ -82,57 +93,147 @@ function makeSource(dir: string): void {
   closeSync(fd);
 }
 
+/**
+ * Every entry below `dir` as the kernel shows it: path, type, mode, owner, size (not for
+ * directories: theirs depends on the file system's layout), mtime in ns, link count, symlink
+ * target, every xattr (hex), and a regular file's data extents. Inode numbers and ctimes are
+ * left out (an image's are its own).
+ */
+function describeTree(dir: string): string[] {
+  const find = spawnSync('find', [dir, '-mindepth', '1', '-printf', '%P\\t%y\\t%m\\t%U:%G\\t%s\\t%T@\\t%n\\t%l\\n'], { encoding: 'utf8' });
+  assert.equal(find.status, 0, find.stderr);
+  return find.stdout
+    .trim()
+    .split('\n')
+    .sort()
+    .map((line) => {
+      const [rel, type, mode, owner, size, mtime, nlink, target] = line.split('\t');
+      const p = join(dir, rel!);
+      const xattrs =
+        type === 'l' ? '' : spawnSync('getfattr', ['-h', '-d', '-m', '-', '-e', 'hex', '--absolute-names', p], { encoding: 'utf8' }).stdout;
+      const attrs = xattrs
+        .split('\n')
+        .filter((l) => l.includes('='))
+        .sort()
+        .join(',');
+      const extents = type === 'f' ? JSON.stringify(dataExtents(p) ?? 'dense') : '';
+      return [rel, type, mode, owner, type === 'd' ? '-' : size, mtime, nlink, target, attrs, extents].join(' | ');
+    });
+}
+
 describe('layer images shared between hosts', { skip }, () => {
   let work = '';
   let src = '';
-  const homes: string[] = [];
+  const homes: Record<string, string> = {};
   const env: Record<string, NodeJS.ProcessEnv> = {};
   let layerHex = '';
+  /** The base snapshot's image object, as its import reported it. */
+  let baseImage: { digest: string; bytes: number; index: string; indexBytes: number; built: boolean } | undefined;
 
   before(async () => {
     work = await makeTempDir('awc-shared-image-');
     src = join(work, 'src');
     makeSource(src);
+    mkdirSync(join(work, 'src2', 'x'), { recursive: true });
+    writeFileSync(join(work, 'src2', 'x', 'y.txt'), 'another snapshot\n');
     const shared = join(work, 'shared');
     mkdirSync(shared, { mode: 0o700 });
-    for (const h of ['a', 'b', 'c']) {
-      const home = join(work, `host-${h}`);
-      homes.push(home);
+    for (const h of ['a', 'b', 'c', 'd']) {
+      homes[h] = join(work, `host-${h}`);
+      const own = h === 'd' ? join(work, 'own-d') : shared;
+      mkdirSync(own, { recursive: true, mode: 0o700 });
       env[h] = {
-        AWC_CATALOG: `sqlite:${join(shared, 'catalog.sqlite')}`,
-        AWC_OBJECT_STORE: `file:${join(shared, 'objects')}`,
+        AWC_CATALOG: `sqlite:${join(own, 'catalog.sqlite')}`,
+        AWC_OBJECT_STORE: `file:${join(own, 'objects')}`,
         AWC_MOUNT_DRIVER: 'overlay',
         AWC_HOST: `host-${h}`,
-        // A shares (on any catalog); B and C use what is shared and share nothing (auto, on SQLite)
-        AWC_LAYER_IMAGES: h === 'a' ? 'on' : 'auto',
+        // A and D share (on any catalog); B and C use what is shared and share nothing (auto, on SQLite)
+        AWC_LAYER_IMAGES: h === 'a' || h === 'd' ? 'on' : 'auto',
       };
     }
   });
   after(async () => {
-    for (const [i, home] of homes.entries()) cleanupMounts(home, work, env['abc'[i]!]);
+    for (const h of Object.keys(homes)) cleanupMounts(homes[h]!, work, env[h]);
     if (work) await removeTempDir(work);
   });
 
-  const home = (h: 'a' | 'b' | 'c'): string => homes['abc'.indexOf(h)]!;
-  const run = (h: 'a' | 'b' | 'c', args: string[]): any => awcOk(home(h), args, env[h]);
-  const metrics = (h: 'a' | 'b' | 'c'): Record<string, unknown> => run(h, ['metrics']).metrics as Record<string, unknown>;
+  type Host = 'a' | 'b' | 'c' | 'd';
+  const home = (h: Host): string => homes[h]!;
+  const run = (h: Host, args: string[]): any => awcOk(home(h), args, env[h]);
+  const metrics = (h: Host): Record<string, unknown> => run(h, ['metrics']).metrics as Record<string, unknown>;
+  const imageKeys = (): string[] => {
+    const dir = join(work, 'shared', 'objects', 'images');
+    return existsSync(dir) ? readdirSync(dir).flatMap((aa) => readdirSync(join(dir, aa)).map((hex) => `images/${aa}/${hex}`)) : [];
+  };
+  const waitFor = async (what: string, ok: () => boolean): Promise<void> => {
+    const deadline = Date.now() + 60_000;
+    while (!ok() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+    assert.ok(ok(), what);
+  };
 
-  it('host A builds the layer at its first mount and shares its image and content index', async () => {
+  it('an import builds, uploads and records the image before it returns, and the importing host mounts that image', () => {
     const snap = run('a', ['snapshot', 'import', src, '--name', 'base']);
     layerHex = digestHex(snap.root);
-    const ws = run('a', ['fork', 'base', '--name', 'wa']).workspaces[0].id;
-    run('a', ['mount', ws, join(work, 'mnt-a')]);
-    const tree = join(home('a'), 'host', 'layers', layerHex, 'tree');
-    assert.equal(fsTypeAt(tree), undefined, 'host A built a layer directory');
-    const deadline = Date.now() + 60_000;
-    while (sample(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) < 1 && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 250));
-    assert.equal(sample(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }), 1, 'the image was shared');
-    const objects = join(work, 'shared', 'objects', 'images');
-    const keys = readdirSync(objects).flatMap((aa) => readdirSync(join(objects, aa)).map((hex) => `images/${aa}/${hex}`));
-    assert.equal(keys.length, 2, 'an image and a content index');
+    baseImage = snap.image;
+    assert.ok(baseImage, `the import reports its image: ${JSON.stringify(snap.imageSkipped)}`);
+    assert.equal(baseImage.built, true);
+    assert.equal(snap.imageSkipped, undefined);
+    const keys = imageKeys();
+    assert.deepEqual(
+      keys.sort(),
+      [imageObjectKey(baseImage.digest as any), imageObjectKey(baseImage.index as any)].sort(),
+      'an image and a content index',
+    );
     for (const k of keys)
       assert.equal(sha256(readFileSync(join(work, 'shared', 'objects', k))), imageObjectDigest(k), `${k} is named by its digest`);
+    assert.equal(statSync(join(work, 'shared', 'objects', imageObjectKey(baseImage.digest as any))).size, baseImage.bytes);
+    // no layer directory was built, and no mkfs.erofs ran: the import host's first mount is the image's too
+    const ws = run('a', ['fork', 'base', '--name', 'wa']).workspaces[0].id;
+    run('a', ['mount', ws, join(work, 'mnt-a')]);
+    assert.equal(fsTypeAt(join(home('a'), 'host', 'layers', layerHex, 'tree')), 'erofs', "host A's layer is the shared image");
+    assert.equal(sample(metrics('a'), 'awc_layer_images_total', { outcome: 'mounted' }), 1);
+    assert.deepEqual(readTreeInfo(join(work, 'mnt-a')), readTreeInfo(src), 'the workspace shows the source');
+  });
+
+  it('the same tree gives the same image bytes on another catalog and store; an import that shares nothing says why', () => {
+    const d = run('d', ['snapshot', 'import', src]);
+    assert.equal(d.root, `sha256:${layerHex}`);
+    assert.deepEqual(
+      { digest: d.image.digest, bytes: d.image.bytes, index: d.image.index, indexBytes: d.image.indexBytes },
+      { digest: baseImage!.digest, bytes: baseImage!.bytes, index: baseImage!.index, indexBytes: baseImage!.indexBytes },
+    );
+    const again = run('a', ['snapshot', 'import', src]);
+    assert.equal(again.image.digest, baseImage!.digest);
+    assert.equal(again.image.built, false, 'the catalog had the image of this root: nothing built');
+    const b = run('b', ['snapshot', 'import', join(work, 'src2'), '--name', 'other']);
+    assert.equal(b.image, null);
+    assert.equal(b.imageSkipped.reason, 'not-shared', JSON.stringify(b.imageSkipped));
+    assert.equal(imageKeys().length, 2);
+  });
+
+  it('a host that builds the layer of a snapshot without an image shares one in the background', async () => {
+    const ws = run('a', ['fork', 'other', '--name', 'wa2']).workspaces[0].id;
+    const mnt = join(work, 'mnt-a2');
+    run('a', ['mount', ws, mnt]);
+    const other = digestHex(run('a', ['snapshot', 'ls']).snapshots.find((s: { name: string }) => s.name === 'other').root);
+    assert.equal(fsTypeAt(join(home('a'), 'host', 'layers', other, 'tree')), undefined, 'host A built a layer directory');
+    await waitFor('the image was shared', () => sample(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 1);
+    assert.equal(imageKeys().length, 4);
+  });
+
+  it('a checkpoint returns first; its image follows in the background, and another host mounts it', async () => {
+    const mnt = join(work, 'mnt-a');
+    writeFileSync(join(mnt, 'src', 'f9.txt'), 'checkpointed on host A\n');
+    const cp = run('a', ['checkpoint', 'wa']);
+    assert.equal(cp.changed, true);
+    await waitFor('the checkpoint image was shared', () => sample(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 2);
+    assert.equal(imageKeys().length, 6);
+    const ws = run('c', ['fork', cp.id, '--name', 'wc-cp']).workspaces[0].id;
+    const at = join(work, 'mnt-c-cp');
+    run('c', ['mount', ws, at]);
+    assert.equal(fsTypeAt(join(home('c'), 'host', 'layers', digestHex(cp.root), 'tree')), 'erofs', "host C mounts the checkpoint's image");
+    assert.deepEqual(readTreeInfo(at), readTreeInfo(mnt), "host C shows host A's checkpoint");
+    run('c', ['unmount', ws]);
   });
 
   it('host B mounts the shared image instead of building the layer, shows the source, and its checkpoint reads back on A', () => {
@@ -171,13 +272,9 @@ describe('layer images shared between hosts', { skip }, () => {
     assert.deepEqual(readTreeInfo(out), readTreeInfo(mnt), "host A exports host B's checkpoint as B's workspace shows it");
   });
 
-  it('host C, whose copy of the image is corrupt, builds the layer itself and counts the fallback', () => {
-    const objects = join(work, 'shared', 'objects');
-    // the larger object is the image: one byte flipped in place
-    const keys = readdirSync(join(objects, 'images')).flatMap((aa) =>
-      readdirSync(join(objects, 'images', aa)).map((hex) => join(objects, 'images', aa, hex)),
-    );
-    const image = keys.sort((x, y) => statSync(y).size - statSync(x).size)[0]!;
+  it('host C, whose copy of the image is corrupt, builds the layer itself, counts the fallback, and reads exactly as over the image', () => {
+    // the base image: one byte flipped in place
+    const image = join(work, 'shared', 'objects', imageObjectKey(baseImage!.digest as any));
     const bytes = readFileSync(image);
     bytes[bytes.length >> 1]! ^= 0xff;
     writeFileSync(image, bytes);
@@ -190,26 +287,49 @@ describe('layer images shared between hosts', { skip }, () => {
     assert.equal(existsSync(join(base, 'image.json')), false);
     assert.equal(sample(metrics('c'), 'awc_layer_images_total', { outcome: 'fallback', reason: 'E_INTEGRITY' }), 1);
     assert.deepEqual(readTreeInfo(mnt), readTreeInfo(src), 'the workspace shows the source all the same');
+
+    // a fresh workspace of the same snapshot over host B's image reads exactly as this one over C's layer directory
+    const wb2 = run('b', ['fork', 'base', '--name', 'wb2']).workspaces[0].id;
+    const overImage = join(work, 'mnt-b2');
+    run('b', ['mount', wb2, overImage]);
+    assert.equal(fsTypeAt(join(home('b'), 'host', 'layers', layerHex, 'tree')), 'erofs');
+    const a = describeTree(overImage);
+    const c = describeTree(mnt);
+    assert.ok(
+      a.some((l) => l.startsWith('src/f7.txt') && l.includes('user.awc.note=0x')),
+      `xattrs are compared: ${a.join('\n')}`,
+    );
+    assert.ok(
+      a.some((l) => l.startsWith('sparse.bin') && l.includes('1048576')),
+      'sparse extents are compared',
+    );
+    assert.deepEqual(a, c, 'metadata, xattrs, sizes and sparse extents over the image equal those over a layer built here');
+    assert.deepEqual(readTreeInfo(overImage), readTreeInfo(mnt), 'and the contents');
+    run('b', ['unmount', wb2]);
   });
 
-  it('gc removes the record and both objects once no snapshot has the root, and not before', () => {
-    const keys = (): string[] => {
-      const dir = join(work, 'shared', 'objects', 'images');
-      return existsSync(dir) ? readdirSync(dir).flatMap((aa) => readdirSync(join(dir, aa))) : [];
-    };
+  it('gc removes the records and objects once no snapshot has their root, and not before', () => {
     const gc = ['gc', '--retention', '0s', '--grace', '0s'];
     const kept = run('a', gc);
-    assert.deepEqual(kept.layerImages, { records: 0, objects: 0 }, 'the root is live: nothing to remove');
-    assert.equal(keys().length, 2);
-    for (const h of ['a', 'b', 'c'] as const) run(h, ['rm', `w${h}`, '--force']);
-    run('a', ['rm', 'base', '--force']);
+    assert.deepEqual(kept.layerImages, { records: 0, objects: 0 }, 'the roots are live: nothing to remove');
+    assert.equal(imageKeys().length, 6);
+    for (const [h, w] of [
+      ['a', 'wa'],
+      ['a', 'wa2'],
+      ['b', 'wb'],
+      ['b', 'wb2'],
+      ['c', 'wc'],
+      ['c', 'wc-cp'],
+    ] as const)
+      run(h, ['rm', w, '--force']);
+    for (const s of run('a', ['snapshot', 'ls']).snapshots as { id: string }[]) run('a', ['rm', s.id, '--force']);
     const dry = run('a', [...gc, '--dry-run']);
-    assert.deepEqual(dry.layerImages, { records: 1, objects: 2 });
-    assert.equal(keys().length, 2, 'a dry run removes nothing');
+    assert.deepEqual(dry.layerImages, { records: 3, objects: 6 });
+    assert.equal(imageKeys().length, 6, 'a dry run removes nothing');
     const done = run('a', gc);
-    assert.deepEqual(done.layerImages, { records: 1, objects: 2 });
-    assert.deepEqual(keys(), [], 'the image and its content index are gone');
-    assert.deepEqual(run('a', gc).layerImages, { records: 0, objects: 0 }, 'and the record: the next gc finds nothing');
+    assert.deepEqual(done.layerImages, { records: 3, objects: 6 });
+    assert.deepEqual(imageKeys(), [], 'the images and their content indexes are gone');
+    assert.deepEqual(run('a', gc).layerImages, { records: 0, objects: 0 }, 'and the records: the next gc finds nothing');
 
     // host B's sweep drops its image-backed layer of the removed root: the image unmounted, the directory gone
     const base = join(home('b'), 'host', 'layers', layerHex);
@@ -221,6 +341,67 @@ describe('layer images shared between hosts', { skip }, () => {
     );
     assert.equal(fsTypeAt(join(base, 'tree')), undefined, 'the image is unmounted');
     assert.equal(existsSync(base), false, 'the layer directory is gone');
+  });
+});
+
+describe("an import's layer image", { skip: !support.mount ? `layer images unsupported here: ${support.why}` : false }, () => {
+  let work = '';
+  before(async () => {
+    work = await makeTempDir('awc-import-image-');
+  });
+  after(async () => {
+    if (work) await removeTempDir(work);
+  });
+  const envOf = (name: string): NodeJS.ProcessEnv => ({
+    AWC_CATALOG: `sqlite:${join(work, name, 'catalog.sqlite')}`,
+    AWC_OBJECT_STORE: `file:${join(work, name, 'objects')}`,
+    AWC_LAYER_IMAGES: 'on',
+  });
+
+  it('does not fail the import when it cannot be shared: image null, the reason and its code, a warning, a metric', () => {
+    const src = join(work, 'src');
+    mkdirSync(src);
+    writeFileSync(join(src, 'a.txt'), 'a\n');
+    const env = envOf('broken');
+    mkdirSync(join(work, 'broken', 'objects'), { recursive: true, mode: 0o700 });
+    // the store cannot take an image object: `images` is a file where its directory should be
+    writeFileSync(join(work, 'broken', 'objects', 'images'), 'not a directory');
+    // a running daemon counts it (the import reports it, best effort)
+    if (root) awcOk(join(work, 'home-broken'), ['daemon', 'start'], env);
+    const r = awc(join(work, 'home-broken'), ['snapshot', 'import', src, '--name', 's'], env);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.json.image, null);
+    assert.equal(r.json.imageSkipped.reason, 'failed');
+    assert.match(r.json.imageSkipped.code, /^E_/);
+    assert.match(r.stderr, /layer image was not shared/);
+    const snaps = awcOk(join(work, 'home-broken'), ['snapshot', 'ls'], env).snapshots;
+    assert.deepEqual(
+      snaps.map((x: { id: string }) => x.id),
+      [r.json.id],
+      'the snapshot is imported',
+    );
+    if (root) {
+      const m = awcOk(join(work, 'home-broken'), ['metrics'], env).metrics as Record<string, unknown>;
+      assert.equal(sample(m, 'awc_layer_images_total', { outcome: 'failed', reason: r.json.imageSkipped.code }), 1);
+      awcOk(join(work, 'home-broken'), ['daemon', 'stop'], env);
+    }
+  });
+
+  it('is not made for a snapshot whose import proved .git/index (its layers rewrite it): reason git-index', () => {
+    const repo = join(work, 'repo');
+    mkdirSync(repo);
+    writeFileSync(join(repo, 'README'), 'hello\n');
+    const git = (...args: string[]) => {
+      const g = spawnSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { encoding: 'utf8' });
+      assert.equal(g.status, 0, g.stderr);
+    };
+    git('init', '-q');
+    git('add', '.');
+    git('commit', '-qm', 'one');
+    const env = envOf('git');
+    const r = awcOk(join(work, 'home-git'), ['snapshot', 'import', repo], env);
+    assert.equal(r.image, null);
+    assert.equal(r.imageSkipped.reason, 'git-index', JSON.stringify(r.imageSkipped));
   });
 });
 

@@ -73,13 +73,35 @@ export async function layerImageSource(src: TreeSource, root: Digest, opts: Laye
   }
 }
 
+/** The image of a layer in memory ({@link layerImageBytes}): its bytes, their sha256, the time taken (ms), the content index source. */
+export interface LayerImageBytes {
+  img: Buffer;
+  digest: Digest;
+  ms: number;
+  meta: ContentIndexSource;
+}
+
 /**
- * Writes the EROFS image of snapshot `root`'s layer to `outFile` (0600, written whole, then
- * renamed into place) from its trees, with no layer directory and no mkfs.erofs: what
- * buildLayerImage makes of a built layer, in canonical bytes. Cost: one read per tree
- * object, O(entries) time and memory (about 3 s of CPU and 250 MB for 117k entries).
+ * The EROFS image of snapshot `root`'s layer, in memory, from its trees: what buildLayer
+ * (../layer-builder.ts) makes on disk, packed as mkfs.erofs would pack it, in canonical bytes
+ * (the same trees give the same bytes on any host). No layer directory, no mkfs.erofs. Cost:
+ * one read per tree object, O(entries) time and memory (about 3 s of CPU and 250 MB for 117k
+ * entries; the packing itself is synchronous).
+ * @throws as {@link layerImageSource} and erofsImage (./writer.ts)
+ */
+export async function layerImageBytes(src: TreeSource, root: Digest, opts: LayerEntriesOptions = {}): Promise<LayerImageBytes> {
+  const t0 = performance.now();
+  const { entries, meta } = await layerImageSource(src, root, opts);
+  const img = erofsImage(entries);
+  const digest: Digest = `sha256:${createHash('sha256').update(img).digest('hex')}`;
+  return { img, digest, ms: performance.now() - t0, meta };
+}
+
+/**
+ * Writes the EROFS image of snapshot `root`'s layer ({@link layerImageBytes}) to `outFile`
+ * (0600, written whole, fsynced, then renamed into place).
  * @returns the image's sha256, size and time taken, and the content index source
- * @throws as {@link layerImageSource} and erofsImage (./writer.ts); the file system's errors
+ * @throws as {@link layerImageBytes}; the file system's errors
  */
 export async function writeLayerImage(
   src: TreeSource,
@@ -88,9 +110,7 @@ export async function writeLayerImage(
   opts: LayerEntriesOptions = {},
 ): Promise<LayerImage & { meta: ContentIndexSource }> {
   const t0 = performance.now();
-  const { entries, meta } = await layerImageSource(src, root, opts);
-  const img = erofsImage(entries);
-  const digest: Digest = `sha256:${createHash('sha256').update(img).digest('hex')}`;
+  const { img, digest, meta } = await layerImageBytes(src, root, opts);
   await writeImageFile(img, outFile);
   return { digest, bytes: img.length, ms: performance.now() - t0, meta };
 }
