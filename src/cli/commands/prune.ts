@@ -7,7 +7,7 @@ import type { AttachPruneEntry, AttachPruneReport } from '../../service/attach/a
 export type PruneCommandResult = PruneReport & { attached: AttachPruneReport | null };
 
 /**
- * Registers `awc prune [--dry-run]` (docs/reference/cli.md#awc-prune): releases the Claude
+ * Registers `awc prune [--dry-run]` (docs/reference/claude-code.md#awc-prune): releases the Claude
  * Code hook's workspaces whose directory, mount, git registration or session is gone, and the
  * workspaces of attached worktrees a tool removed without `awc detach`.
  */

@@ -8,7 +8,7 @@ import { isMounted, readMountInfo } from '../../host/mount/mount-table.js';
 import type { Awc } from '../workspace/awc.js';
 import { attachRecordsDir, readRecord, type AttachRecord } from './attach.js';
 import { removeMountPoint } from './attach-target.js';
-import { worktreeGone } from './worktree-git.js';
+import { worktreeGone } from '../git/worktree-git.js';
 
 /**
  * The attach side of `awc prune` and of the host daemon's worktree sweep
@@ -82,7 +82,7 @@ interface Found {
 }
 
 /** Every attach record of the home (unreadable ones skipped). */
-async function records(awc: Awc): Promise<Found[]> {
+async function records(awc: Pick<Awc, 'paths'>): Promise<Found[]> {
   const dir = attachRecordsDir(awc);
   const names = await fs.promises.readdir(dir).catch(() => [] as string[]);
   const out: Found[] = [];
@@ -91,6 +91,12 @@ async function records(awc: Awc): Promise<Found[]> {
     if (rec?.v === 1 && typeof rec.dir === 'string' && Array.isArray(rec.binds)) out.push({ rec, path: join(dir, n) });
   }
   return out;
+}
+
+/** The namespaces of the attach records of a home (a record of an older version names none: left out). */
+export async function attachNamespaces(home: Pick<Awc, 'paths'>): Promise<string[]> {
+  const found = await records(home);
+  return [...new Set(found.flatMap((f) => (f.rec.namespace ? [f.rec.namespace] : [])))];
 }
 
 /** Why the attached worktree of `rec` is orphaned, or undefined while it is live. */

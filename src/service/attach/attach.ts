@@ -10,7 +10,7 @@ import { bindMountNoSuid, detachMountFd } from '../../drivers/copy/bind-mount.js
 import { openOwnedDir } from '../../host/mount/owned-target.js';
 import type { Awc } from '../workspace/awc.js';
 import { envKey, type EnvKeyOptions, type EnvKeyResult } from './env-key.js';
-import { readGitLink } from './worktree-git.js';
+import { readGitLink } from '../git/worktree-git.js';
 import { checkBindTarget, checkEnvDir, createMountPoint, removeMountPoint, type AttachBind } from './attach-target.js';
 
 /**

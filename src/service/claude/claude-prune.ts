@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { toAwcError } from '../../core/errors.js';
 import { isMounted } from '../../host/mount/mount-table.js';
 import { mountHolders, type MountHolder } from '../../host/mount/mount-holders.js';
-import { readGitLink, registrationExists } from '../attach/worktree-git.js';
+import { readGitLink, registrationExists } from '../git/worktree-git.js';
 import type { WorkspaceRow } from '../../catalog/port/catalog.js';
 import type { ClaudeAwc } from './claude-port.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';

@@ -8,7 +8,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -166,6 +166,33 @@ describe('awc prune: attached worktrees removed behind AWC', () => {
     );
     assert.deepEqual(mountsUnder(wt), []);
     assert.equal(readdirSync(join(home, 'host', 'attach')).filter((n) => n.endsWith('.prune')).length, 0, 'no lock left');
+    rmSync(wt, { recursive: true, force: true });
+  });
+
+  it("the host daemon's sweep (pruneIntervalMs) releases one with no prune call", async () => {
+    const cfg = join(home, 'config.json');
+    const old = existsSync(cfg) ? JSON.parse(readFileSync(cfg, 'utf8')) : {};
+    writeFileSync(cfg, JSON.stringify({ ...old, pruneIntervalMs: 1000 }));
+    awcOk(home, ['daemon', 'stop']);
+    const wt = worktree('swept');
+    const a = awcOk(home, ['attach', wt]);
+    writeFileSync(join(a.mountPath, 'notes.txt'), 'work');
+    removeByGit(wt);
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && mountsUnder(wt).length > 0) await new Promise((r) => setTimeout(r, 250));
+    assert.deepEqual(mountsUnder(wt), [], 'the sweep detached the bind mount');
+    while (Date.now() < deadline && (await attachWorkspaces()).some((w) => w.id === a.workspace))
+      await new Promise((r) => setTimeout(r, 250));
+    assert.deepEqual(
+      (await attachWorkspaces()).map((w) => w.id),
+      [],
+      'the sweep removed the workspace',
+    );
+    assert.deepEqual(mountsUnder(a.mountPath), []);
+    const [snap] = await svc.listSnapshots({ labels: { 'awc.attach.checkpoint-of': wt } });
+    assert.ok(snap, 'its work is checkpointed');
+    assert.deepEqual(awcOk(home, ['prune']).attached.orphaned, []);
+    writeFileSync(cfg, JSON.stringify(old));
     rmSync(wt, { recursive: true, force: true });
   });
 
