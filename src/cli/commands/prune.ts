@@ -23,6 +23,9 @@ export const command: CliCommand = {
         withAwc(async (awc, o) => {
           const { pruneClaude } = await import('../../service/claude/claude-prune.js');
           const { openClaudeAwc, isRemoteAwc } = await import('../remote/claude-awc.js');
+          // the host daemon remounts what the catalog says is mounted here when it starts (after a reboot): only
+          // then may a workspace recorded as mounted but not mounted be judged `not-mounted`
+          if (!isRemoteAwc(awc)) await awc.ensureHostSession();
           const claude = await pruneClaude(await openClaudeAwc(awc), { dryRun: opts.dryRun });
           let attached: AttachPruneReport | null = null;
           if (!isRemoteAwc(awc)) {
