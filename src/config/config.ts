@@ -63,6 +63,12 @@ export interface AwcConfig extends Partial<DaemonLimits> {
    */
   sweepIntervalMs: number;
   /**
+   * How often the host daemon looks for worktrees their tool removed behind AWC's back and
+   * releases them as `awc prune` does, in ms (`pruneIntervalMs`, `AWC_PRUNE_INTERVAL_MS`;
+   * default 300000, 5 min; 0: never, only `awc prune`): docs/explanation/attach.md#when-the-tool-removes-the-worktree.
+   */
+  pruneIntervalMs: number;
+  /**
    * Who besides root may use the host daemon, and in which namespaces (`users`, config.json
    * only; see users-config.ts): the daemon gives each a socket of their own (see {@link pathsOf}).
    */
@@ -157,6 +163,7 @@ export const CONFIG_KEYS = {
   leaseTtlMs: { env: 'AWC_LEASE_TTL_MS', type: 'number' },
   heartbeatMs: { env: 'AWC_HEARTBEAT_MS', type: 'number' },
   sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
+  pruneIntervalMs: { env: 'AWC_PRUNE_INTERVAL_MS', type: 'number' },
   warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
   uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
   layerImages: { env: 'AWC_LAYER_IMAGES', type: 'string' },
@@ -178,6 +185,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
   const { socket, cacheDir, group } = checkLocations(merged);
   const { leaseTtlMs, heartbeatMs } = leaseTimes(merged.leaseTtlMs ?? 30_000, merged.heartbeatMs);
   const { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages, objectCache } = checkDaemonKeys(merged);
+  const pruneIntervalMs = checkInterval(merged, 'pruneIntervalMs', 300_000, 'look for removed worktrees only on `awc prune`');
   return {
     home,
     namespace: ns,
@@ -193,6 +201,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     leaseTtlMs,
     heartbeatMs,
     sweepIntervalMs,
+    pruneIntervalMs,
     warmCli,
     uploadMaxBytes,
     layerImages,
@@ -312,6 +321,20 @@ function checkDaemonKeys(
       hint: 'Use "on" (the default) or "off".',
     });
   return { sweepIntervalMs, users, warmCli, uploadMaxBytes, layerImages, objectCache };
+}
+
+/**
+ * Checks an interval key of merged settings: 0 (`zero` says what that means) or a whole
+ * number of ms from 1000 to 7 days; `def` when unset.
+ * @throws E_CONFIG naming the key
+ */
+function checkInterval(merged: Record<string, unknown>, key: string, def: number, zero: string): number {
+  const v = merged[key] ?? def;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || (v !== 0 && (v < 1000 || v > 7 * 86_400_000)))
+    throw new AwcError('E_CONFIG', `invalid ${key} ${JSON.stringify(merged[key])}`, {
+      hint: `Use 0 (${zero}) or a whole number of ms from 1000 to 604800000 (default ${def}).`,
+    });
+  return v;
 }
 
 /**

@@ -17,6 +17,7 @@ import { ContentPlane } from '../../host/read-path/content-plane.js';
 import { ObjectCache } from '../../host/read-path/object-cache.js';
 import type { Layer } from '../../drivers/overlay/layer-builder.js';
 import type { Holder } from '../../drivers/port/mount-use.js';
+import type { HostDaemonPort } from '../../drivers/port/host-daemon-port.js';
 import { unmount } from '../../host/mount/mount-commands.js';
 import { isMounted } from '../../host/mount/mount-table.js';
 import { OverlayHost, type OverlayStatus } from '../../drivers/overlay/overlay-host.js';
@@ -29,6 +30,7 @@ import { livePid } from '../supervisor/pid-file.js';
 import { HostHeartbeat, type HeartbeatStatus } from './heartbeat.js';
 import { watchHome } from './home-watch.js';
 import { HostSweeper } from './host-sweeper.js';
+import { WorktreeSweeper } from './worktree-sweeper.js';
 import { loadConfig } from '../../config/config.js';
 import { resolveUserRules } from '../users/user-access.js';
 import { UserRpc } from '../users/user-rpc.js';
@@ -142,6 +144,8 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   private heartbeat?: HostHeartbeat;
   /** The host-local sweep (layers and cache entries of removed snapshots), periodic and on demand. */
   private sweeper?: HostSweeper;
+  /** The periodic worktree sweep (what `awc prune` does: worktrees their tool removed behind AWC's back). */
+  private worktrees?: WorktreeSweeper;
   /** Content FUSE and overlays need root; an ordinary user's daemon only holds the session (copy mounts). */
   private readonly servesContent = process.getuid?.() === 0;
   private stopping?: Promise<void>;
@@ -279,12 +283,28 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       this.log,
     );
     this.sweeper.start();
+    this.worktrees = this.worktreeSweeper();
+    this.worktrees.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     if (this.config.warmCli === 'on') await this.serveWarmCli();
     if (this.servesContent) await this.serveUsers(this.config);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
     this.log({ level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
+  }
+
+  /** The worktree sweep (config `pruneIntervalMs`), its mounts and unmounts through this daemon's overlays as root. */
+  private worktreeSweeper(): WorktreeSweeper {
+    const port: HostDaemonPort = {
+      mount: (r) => this.overlayHost().mount(r.namespace, r.workspace, r.target, 'mount', r.steal === true),
+      ensureRunning: async () => undefined,
+      unmount: async (r) => void (await this.overlayHost().unmount(r.namespace, r.workspace, r.force)),
+      reportCheckpoint: async (r) => this.metrics.recordCheckpoint(r),
+    };
+    return new WorktreeSweeper(
+      { config: this.config, catalog: this.catalog, store: this.store, port, logger: this.log },
+      this.config.pruneIntervalMs,
+    );
   }
 
   /**
@@ -447,6 +467,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       this.overlays?.stopRetrying();
       await this.overlays?.stopImages();
       await this.sweeper?.stop();
+      await this.worktrees?.stop();
       try {
         await this.unmountAll(true);
       } catch (err) {

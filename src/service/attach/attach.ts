@@ -10,6 +10,7 @@ import { bindMountNoSuid, detachMountFd } from '../../drivers/copy/bind-mount.js
 import { openOwnedDir } from '../../host/mount/owned-target.js';
 import type { Awc } from '../workspace/awc.js';
 import { envKey, type EnvKeyOptions, type EnvKeyResult } from './env-key.js';
+import { readGitLink } from '../git/worktree-git.js';
 import { checkBindTarget, checkEnvDir, createMountPoint, removeMountPoint, type AttachBind } from './attach-target.js';
 
 /**
@@ -29,7 +30,7 @@ export const ENV_DIRS_LABEL = 'awc.env-dirs';
 export const ATTACH_DIR_LABEL = 'awc.attach.dir';
 
 /** What a record of an attached worktree holds (`<home>/host/attach/<digest of its path>.json`). JSON. */
-interface AttachRecord {
+export interface AttachRecord {
   v: 1;
   /** The worktree (real path). */
   dir: string;
@@ -42,6 +43,14 @@ interface AttachRecord {
   binds: AttachBind[];
   /** The ordinary user (uid) who attached it through the root daemon: only they detach it. Absent: root. */
   owner?: number;
+  /** The namespace of the workspace (absent in records of older versions: the namespace `awc prune` runs in). */
+  namespace?: string;
+  /**
+   * What the worktree's `.git` was when it was attached (worktree-git.ts): `file`, a linked git
+   * worktree; `dir`, a repository of its own. Absent: no git worktree (or an older record):
+   * `awc prune` then judges it by its directory and bind mounts only.
+   */
+  git?: 'dir' | 'file';
 }
 
 /** What `attach` did (or found done): the record, and what this call did. JSON. */
@@ -66,12 +75,18 @@ export interface DetachResult {
   removedDirs: string[];
 }
 
-/** The record file of the worktree `real`. */
-function recordPath(awc: Awc, real: string): string {
-  return join(awc.paths.hostDir, 'attach', `${createHash('sha256').update(real).digest('hex').slice(0, 32)}.json`);
+/** The directory of the attach records of a home. */
+export function attachRecordsDir(awc: Pick<Awc, 'paths'>): string {
+  return join(awc.paths.hostDir, 'attach');
 }
 
-async function readRecord(path: string): Promise<AttachRecord | undefined> {
+/** The record file of the worktree `real`. */
+export function recordPath(awc: Pick<Awc, 'paths'>, real: string): string {
+  return join(attachRecordsDir(awc), `${createHash('sha256').update(real).digest('hex').slice(0, 32)}.json`);
+}
+
+/** The record at `path`, undefined when there is none. @throws a JSON or read error */
+export async function readRecord(path: string): Promise<AttachRecord | undefined> {
   const text = await fs.readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return undefined;
     throw err;
@@ -188,6 +203,8 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
     mountPath: join(attachMountsDir(awc.config.home), ws!.id),
     binds: [],
     ...(uid !== undefined ? { owner: uid } : {}),
+    namespace: awc.namespace,
+    ...gitKind(real),
   };
   try {
     await mkdirPrivate(attachMountsDir(awc.config.home));
@@ -223,6 +240,12 @@ export async function attach(awc: Awc, dir: string, opts: AttachOptions = {}): P
     throw err;
   }
   return { ...record, already: false };
+}
+
+/** What the worktree's `.git` is now (`git` of the record), when it is a git worktree. */
+function gitKind(real: string): { git?: 'dir' | 'file' } {
+  const link = readGitLink(real);
+  return link.kind === 'dir' || link.kind === 'file' ? { git: link.kind } : {};
 }
 
 /** The device of the file system at `path` (undefined when it cannot be reached: a mount whose FUSE server is gone). */
