@@ -72,7 +72,7 @@ export class SnapshotScope {
   /** The error for a snapshot this server does not see: the same whether it exists or not. */
   notFound(ref: string): AwcError {
     return new AwcError('E_NOT_FOUND', `no snapshot ${JSON.stringify(ref)} for this MCP server`, {
-      hint: 'This server sees the snapshots it was started with (--snapshot REF, --snapshot-label k=v) and those its own workspaces checkpointed; snapshot_list lists them.',
+      hint: 'This server sees the snapshots it was started with, those its own workspaces checkpointed and those it prepared; snapshot_list lists them.',
       details: { ref },
     });
   }
