@@ -86,6 +86,60 @@ export class McpRoot {
   }
 
   /**
+   * Runs `fn` on a directory under the root that something else reads by name (the import of
+   * `prepare`, which opens its source itself and records its path): the walk ({@link pin}) must
+   * open `path` itself as a directory; then, before and after `fn`, the canonical path must
+   * still be that very directory (same device and inode as the descriptor the walk holds open,
+   * and no symbolic link on it: its realpath is itself). A change after `fn` ran is a swap under
+   * the read: `undo` gets what `fn` returned (to drop it) and the call fails.
+   * @throws what {@link pin} throws, E_SOURCE_NOT_FOUND (missing), E_USAGE (not a directory),
+   *   E_PATH_TRAVERSAL (the directory was swapped before or while `fn` read it), and what `fn` throws
+   */
+  async directory<T>(path: string, what: string, fn: (dir: string) => Promise<T>, undo: (result: T) => Promise<void>): Promise<T> {
+    const pinned = await this.pin(path, what, { named: true });
+    try {
+      if (!/^\/proc\/\d+\/fd\/\d+$/.test(pinned.via)) {
+        // the walk stopped before the end: the last component is missing or not a directory
+        const st = await lstat(pinned.path).catch(() => undefined);
+        if (st === undefined) throw new AwcError('E_SOURCE_NOT_FOUND', `no such directory: ${pinned.path}`, { details: { path } });
+        throw new AwcError('E_USAGE', `${what} ${pinned.path} is not a directory`, {
+          hint: `Pass a directory as ${what}, not a file in it.`,
+          details: { path },
+        });
+      }
+      await this.stillSame(pinned, path, what);
+      const result = await fn(pinned.path);
+      try {
+        await this.stillSame(pinned, path, what);
+      } catch (err) {
+        await undo(result);
+        throw err;
+      }
+      return result;
+    } finally {
+      pinned.close();
+    }
+  }
+
+  /** Whether the canonical path of a pin still names the directory its descriptor holds, with no symbolic link on it. @throws E_PATH_TRAVERSAL */
+  private async stillSame(pinned: { path: string; via: string }, path: string, what: string): Promise<void> {
+    const [held, named, real] = await Promise.all([
+      stat(pinned.via).catch(() => undefined),
+      lstat(pinned.path).catch(() => undefined),
+      realpath(pinned.path).catch(() => undefined),
+    ]);
+    if (held && named?.isDirectory() && held.dev === named.dev && held.ino === named.ino && real === pinned.path) return;
+    throw new AwcError(
+      'E_PATH_TRAVERSAL',
+      `${what} ${path} changed while it was read: ${pinned.path} is no longer the directory that was checked`,
+      {
+        hint: 'Something renamed it or swapped a symbolic link into it; nothing was kept. Call the tool again once the directory stays put.',
+        details: { path, root: this.dir },
+      },
+    );
+  }
+
+  /**
    * Checks `path` by walking it from the root's directory descriptor, one component at a time
    * with O_NOFOLLOW (DirFd, src/core/dir-fd.ts): a directory is opened through its parent's
    * descriptor (a symbolic link swapped in between the lstat and the open is refused), a
@@ -241,7 +295,7 @@ export class McpRoot {
 
   private outside(path: string, what: string, why: string | undefined, resolved?: string): AwcError {
     return new AwcError('E_OUT_OF_SCOPE', `${what} ${path} is outside this MCP server's root ${this.dir}${why ? ` (${why})` : ''}`, {
-      hint: `This server reads, writes, mounts and exports only under its root (\`awc mcp --root DIR\`, default the directory it was started in); pass a path under ${this.dir}.`,
+      hint: `This server reads, writes, mounts, prepares and exports only under its root ${this.dir} (the directory it was started with); pass a path under it.`,
       details: { path, root: this.dir, ...(resolved === undefined ? {} : { resolved }) },
     });
   }

@@ -8,6 +8,12 @@ import * as z from 'zod';
 
 /** A ref as the CLI takes it: an id, a unique id prefix, a name, or `snapshot:<ref>` / `workspace:<ref>`. */
 export const refInput = z.string().min(1).max(256);
+/** A workspace of this server, by ref (described: every tool parameter carries a description). */
+export const workspaceInput = refInput.describe("one of this server's workspaces: its id, a unique id prefix or its name");
+/** A snapshot or workspace by ref. */
+export const anyRefInput = refInput.describe(
+  'a snapshot this server sees or one of its workspaces: an id, a unique id prefix or a name (snapshot:<ref> or workspace:<ref> says which)',
+);
 /** An absolute path on the server's host. */
 export const absPathInput = z.string().min(1).max(4096).describe('absolute path on the host the server runs on');
 
@@ -154,6 +160,25 @@ export const OUTPUT = {
     unmounted: z.boolean().optional(),
     discarded: z.boolean().optional(),
     kept: keptOut.describe('secret files that existed nowhere else, kept on this host'),
+  },
+  prepare: {
+    id: z.string().describe('the new snapshot'),
+    name: z.string().nullable(),
+    root: z.string(),
+    labels: z.record(z.string(), z.string()).describe('its labels: awc.env-key, awc.env-dirs, awc.path'),
+    envKey: z.string().describe('the environment key: a digest of the lockfiles and runtime versions'),
+    envDirs: z.array(z.string()).describe('the dependency directories the snapshot holds'),
+    files: z.number().int(),
+    bytes: z.number(),
+    newBytes: z.number(),
+    skipped: leftOut,
+    secrets: secretsOut.describe('secret files left out of the snapshot (they stay on the host)'),
+    path: z.string().describe('the directory prepared (symbolic links resolved)'),
+  },
+  label: {
+    kind: z.enum(['snapshot', 'workspace']),
+    id: z.string(),
+    labels: z.record(z.string(), z.string()).describe('the labels after the change'),
   },
   usage: {
     namespace: z.string(),

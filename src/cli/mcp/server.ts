@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { McpServer } from '@modelcontextprotocol/server';
+import { serveStdio, StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { defaultHome, loadConfig } from '../../config/config.js';
 import { remoteAwc } from '../remote/remote-awc.js';
 import { userSocketFor } from '../remote/user-socket.js';
@@ -9,6 +9,7 @@ import { openAwc } from '../remote/open-awc.js';
 import type { Labels } from '../../catalog/port/labels.js';
 import { McpRoot } from './path-root.js';
 import { SnapshotScope } from './snapshot-scope.js';
+import type { ToolContext } from './tool-kit.js';
 import { registerTools } from './tools.js';
 
 /** Options of {@link runMcpServer}. */
@@ -29,7 +30,11 @@ export interface McpServerOptions {
 
 /**
  * `awc mcp`: an MCP server over stdio (docs/reference/mcp.md) with the workspace primitives
- * as tools, built on the official TypeScript SDK (`McpServer`, `StdioServerTransport`).
+ * as tools, built on the official TypeScript SDK v2 (`@modelcontextprotocol/server`:
+ * `McpServer`, `serveStdio`): it speaks the 2026-07-28 specification (a client probes with
+ * `server/discover`, then every request is stateless, carrying its protocol version in
+ * `_meta`) and serves 2025 clients (the `initialize` handshake, 2025-11-25 and older) from the
+ * same tools.
  * stdout carries MCP frames only: `console.log`/`info`/`debug` are sent to stderr, logs are
  * JSON lines on stderr. The service is opened for each tool call and closed after it (a home
  * created after the server started is found; a missing one is the tool error E_NO_HOME).
@@ -53,27 +58,47 @@ export async function runMcpServer(opts: McpServerOptions): Promise<void> {
   const scope = new ScopeRegistry(config.home, opts.scope ?? `mcp-${randomBytes(6).toString('hex')}`);
   const root = await McpRoot.open(opts.root, config.home);
   const snapshots = new SnapshotScope(scope, { refs: opts.snapshots ?? [], labels: opts.snapshotLabels });
-  const server = new McpServer({ name: 'awc', version: opts.version }, { capabilities: { tools: {} } });
-  registerTools(server, {
+  const ctx: ToolContext = {
     scope,
     snapshots,
     root,
     log,
-    withAwc: async (fn) => {
+    withAwc: async (fn, { create = false } = {}) => {
       if (socket !== undefined) return fn(remoteAwc(socket, namespace));
-      const awc = await openAwc({ home: opts.home, namespace: opts.namespace }, { create: false });
+      const awc = await openAwc({ home: opts.home, namespace: opts.namespace }, { create });
       try {
         return await fn(awc);
       } finally {
         await awc.close();
       }
     },
+  };
+  // one instance per connection, for the era its client opened with (a 2026-07-28 client, or a
+  // 2025 client's initialize); the tools hold no state of the connection
+  const build = () => {
+    const server = new McpServer({ name: 'awc', version: opts.version }, { capabilities: { tools: {} } });
+    registerTools(server, ctx);
+    return server;
+  };
+  let ended!: () => void;
+  const closed = new Promise<void>((resolve) => (ended = resolve));
+  const handle = serveStdio(build, {
+    transport: new EndingStdio(() => ended()),
+    onerror: (err) => log({ level: 'warn', msg: err.message }),
   });
-  const transport = new StdioServerTransport();
-  const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
-  await server.connect(transport);
-  // the SDK's transport stops reading at close, but never notices the end of stdin by itself
-  process.stdin.once('end', () => void server.close());
   log({ level: 'info', msg: 'serving', home: config.home, namespace: config.namespace, scope: scope.scope, root: root.dir });
   await closed;
+  await handle.close();
+}
+
+/** The stdio transport, telling `onEnd` when it closes (stdin ended, or stdout broke): serveStdio owns its `onclose`. */
+class EndingStdio extends StdioServerTransport {
+  constructor(private readonly onEnd: () => void) {
+    super();
+  }
+
+  override async close(): Promise<void> {
+    await super.close();
+    this.onEnd();
+  }
 }

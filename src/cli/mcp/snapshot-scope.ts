@@ -16,9 +16,9 @@ const MAX_WALK = 100_000;
 
 /**
  * Which snapshots an `awc mcp` server sees (docs/reference/mcp.md#scope): those it was
- * started with (named refs, resolved at each call, and a label selector) and those its own
- * workspaces made (the checkpoints it recorded, and each owned workspace's head back to its
- * base). `--scope all` sees every snapshot. Any other snapshot is, to every tool, as if it did
+ * started with (named refs, resolved at each call, and a label selector) and those it made
+ * (the checkpoints and prepared snapshots it recorded, and each owned workspace's head back to
+ * its base). `--scope all` sees every snapshot. Any other snapshot is, to every tool, as if it did
  * not exist: `E_NOT_FOUND` with the same message as a missing one, so a server cannot tell a
  * hidden snapshot from no snapshot (nor learn names or ids by probing).
  */
@@ -36,7 +36,7 @@ export class SnapshotScope {
     return all.filter((s) => ids.has(s.id));
   }
 
-  /** Records a checkpoint one of the scope's workspaces made (it stays visible after the workspace is removed). */
+  /** Records a snapshot the server made: a checkpoint of one of its workspaces, or a `prepare` (it stays visible after the workspace is removed). */
   async record(snapshotId: string): Promise<void> {
     await this.scope.claim([snapshotId]);
   }
@@ -72,7 +72,7 @@ export class SnapshotScope {
   /** The error for a snapshot this server does not see: the same whether it exists or not. */
   notFound(ref: string): AwcError {
     return new AwcError('E_NOT_FOUND', `no snapshot ${JSON.stringify(ref)} for this MCP server`, {
-      hint: 'This server sees the snapshots it was started with (--snapshot REF, --snapshot-label k=v) and those its own workspaces checkpointed; snapshot_list lists them.',
+      hint: 'This server sees the snapshots it was started with, those its own workspaces checkpointed and those it prepared; snapshot_list lists them.',
       details: { ref },
     });
   }

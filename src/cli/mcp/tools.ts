@@ -1,124 +1,25 @@
 import { join } from 'node:path';
 import * as z from 'zod';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { McpServer } from '@modelcontextprotocol/server';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import type { SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
-import type { AwcApi } from '../../service/workspace/awc-api.js';
-import type { ScopeRegistry } from '../../service/workspace/scope-registry.js';
 import { computeUsage } from '../../service/workspace/usage.js';
-import { throughDaemon, type OpenedAwc } from '../remote/through-daemon.js';
-import type { McpRoot } from './path-root.js';
-import { absPathInput, OUTPUT, refInput } from './schemas.js';
-import { snapshotOrNone, type SnapshotScope } from './snapshot-scope.js';
-import { toolError, toolOk } from './tool-result.js';
-
-/** What the tools need: the service for one call (opened and closed around it), the scope, the snapshots it sees, its root, and a stderr logger. */
-export interface ToolContext {
-  withAwc<T>(fn: (awc: OpenedAwc) => Promise<T>): Promise<T>;
-  scope: ScopeRegistry;
-  snapshots: SnapshotScope;
-  root: McpRoot;
-  log(line: Record<string, unknown>): void;
-}
-
-/** Annotations: every AWC tool works on this host's home and catalog only (`openWorldHint: false`). */
-function hints(readOnly: boolean, destructive: boolean, idempotent: boolean): ToolAnnotations {
-  return { readOnlyHint: readOnly, destructiveHint: destructive, idempotentHint: idempotent, openWorldHint: false };
-}
-
-/** A workspace by ref that this server's scope owns. @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE */
-async function owned(awc: AwcApi, scope: ScopeRegistry, ref: string): Promise<WorkspaceRow> {
-  const ws = await awc.getWorkspace(ref);
-  await scope.check(ws);
-  return ws;
-}
-
-/** A snapshot ref the server sees (SnapshotScope.find). @throws E_NOT_FOUND (hidden or missing alike) */
-async function snapshotRef(awc: AwcApi, snapshots: SnapshotScope, ref: string): Promise<SnapshotRow> {
-  return snapshots.find(awc, ref, await snapshotOrNone(awc, ref));
-}
-
-/** The id of a snapshot or workspace ref (checkedRef). @throws as checkedRef */
-async function refId(awc: AwcApi, ctx: Pick<ToolContext, 'scope' | 'snapshots'>, ref: string): Promise<string> {
-  const r = await checkedRef(awc, ctx, ref);
-  return r.kind === 'snapshot' ? r.snapshot.id : r.id;
-}
-
-/**
- * A snapshot or workspace ref: a workspace must be the scope's, a snapshot one the server
- * sees (SnapshotScope; a hidden one is E_NOT_FOUND, as a missing one).
- * @throws E_NOT_FOUND, E_AMBIGUOUS, E_OUT_OF_SCOPE
- */
-async function checkedRef(
-  awc: AwcApi,
-  ctx: Pick<ToolContext, 'scope' | 'snapshots'>,
-  ref: string,
-): Promise<{ kind: 'snapshot'; snapshot: SnapshotRow } | { kind: 'workspace'; id: string }> {
-  const r = await awc.resolve(ref).catch(async (err: unknown) => {
-    if (ctx.scope.unrestricted || !(err instanceof AwcError)) throw err;
-    const d = err.details as { snapshot?: unknown; workspace?: unknown } | undefined;
-    if (err.code === 'E_AMBIGUOUS' && typeof d?.snapshot === 'string' && typeof d.workspace === 'string') {
-      // a name of a snapshot and of a workspace: ambiguous only when the server sees that snapshot
-      if (await ctx.snapshots.sees(awc, d.snapshot)) throw err;
-      return { kind: 'workspace' as const, workspace: await awc.getWorkspace(d.workspace) };
-    }
-    // missing or ambiguous in the namespace: it may still be one visible snapshot (a hidden one shares its prefix)
-    if ((err.code === 'E_NOT_FOUND' || err.code === 'E_AMBIGUOUS') && !/^(ws_|workspace:)/i.test(ref)) return undefined;
-    throw err;
-  });
-  if (r?.kind === 'workspace') {
-    await ctx.scope.check(r.workspace);
-    return { kind: 'workspace', id: r.workspace.id };
-  }
-  return { kind: 'snapshot', snapshot: await ctx.snapshots.find(awc, ref, r?.snapshot) };
-}
-
-/** JSON-clean copy (drops undefined, turns class instances into plain data) of a service result. */
-const plain = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+import { throughDaemon } from '../remote/through-daemon.js';
+import { absPathInput, anyRefInput, OUTPUT, refInput, workspaceInput } from './schemas.js';
+import { checkedRef, hints, owned, refId, snapshotRef, toolRegistrar, type Tool, type ToolContext } from './tool-kit.js';
+import { envTools } from './tools-env.js';
 
 /**
  * Registers the AWC tools on an MCP server (docs/reference/mcp.md): each with an input
- * schema, an output schema (results as `structuredContent`) and annotations; failures come
- * back as tool errors carrying AWC's code, message and hint (see toolError). Workspaces are
- * checked against `ctx.scope` before anything is done to them (E_OUT_OF_SCOPE), snapshots
- * against `ctx.snapshots` (E_NOT_FOUND), and every path against `ctx.root` (E_OUT_OF_SCOPE).
+ * schema (every parameter described), an output schema (results as `structuredContent`) and
+ * annotations; failures come back as tool errors carrying AWC's code, message and hint, the
+ * hint in the tool's parameters (toolError). Workspaces are checked against `ctx.scope`
+ * before anything is done to them (E_OUT_OF_SCOPE), snapshots against `ctx.snapshots`
+ * (E_NOT_FOUND), and every path against `ctx.root` (E_OUT_OF_SCOPE).
  */
 export function registerTools(server: McpServer, ctx: ToolContext): void {
-  const tool: Tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
-    name: string,
-    cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
-    // (checked against `output` at run time, by the SDK's server before sending, and by its client)
-    run: (args: z.infer<z.ZodObject<I>>, awc: OpenedAwc) => Promise<object>,
-  ): void => {
-    const handler = async (args: z.infer<z.ZodObject<I>>) => {
-      try {
-        return toolOk(plain(await ctx.withAwc((awc) => run(args, awc))) as Record<string, unknown>);
-      } catch (err) {
-        return toolError(err, ctx.log);
-      }
-    };
-    server.registerTool(
-      name,
-      {
-        title: cfg.title,
-        description: cfg.description,
-        inputSchema: cfg.input,
-        outputSchema: z.looseObject(cfg.output),
-        annotations: cfg.annotations,
-      },
-      handler as never,
-    );
-  };
-  for (const group of [snapshotTools, workspaceTools, changeTools, outputTools, usageTool]) group(tool, ctx);
+  const tool = toolRegistrar(server, ctx);
+  for (const group of [snapshotTools, workspaceTools, changeTools, outputTools, usageTool, envTools]) group(tool, ctx);
 }
-
-/** Registers one tool: its name, schemas and annotations, and what it runs with the service opened for the call. */
-type Tool = <I extends z.ZodRawShape, O extends z.ZodRawShape>(
-  name: string,
-  cfg: { title: string; description: string; input: I; output: O; annotations: ToolAnnotations },
-  run: (args: z.infer<z.ZodObject<I>>, awc: OpenedAwc) => Promise<object>,
-) => void;
 
 /** The tools `snapshot_list` and `workspace_fork`. */
 function snapshotTools(tool: Tool, ctx: ToolContext): void {
@@ -143,10 +44,12 @@ function snapshotTools(tool: Tool, ctx: ToolContext): void {
       description:
         "Create `count` workspaces from a snapshot (constant time; names <name>-1 … <name>-K when count > 1). With mountPath (under the server's root), each is mounted too: at mountPath for one workspace, at mountPath/<name or id> for several. The server owns what it forks (its scope).",
       input: {
-        snapshot: refInput.describe('snapshot id, id prefix or name'),
-        count: z.number().int().min(1).max(1000).default(1),
-        name: z.string().min(1).max(120).optional(),
-        mountPath: absPathInput.optional(),
+        snapshot: refInput.describe('the snapshot to fork: an id, a unique id prefix or a name, of one this server sees'),
+        count: z.number().int().min(1).max(1000).default(1).describe('how many workspaces to fork (1 to 1000)'),
+        name: z.string().min(1).max(120).optional().describe('the workspace name; with count > 1 the names are <name>-1 … <name>-K'),
+        mountPath: absPathInput
+          .optional()
+          .describe("where to mount: an absolute path under the server's root (with count > 1, a directory per workspace under it)"),
       },
       output: OUTPUT.workspace_fork,
       annotations: hints(false, false, false),
@@ -181,7 +84,7 @@ function workspaceTools(tool: Tool, ctx: ToolContext): void {
     {
       title: 'List workspaces',
       description:
-        "The workspaces this server may act on (its scope's; every one of the namespace with --scope all), with mount state and lease.",
+        "The workspaces this server may act on (its scope's; every one of the namespace when it was started with the scope all), with mount state and lease.",
       input: {},
       output: OUTPUT.workspace_list,
       annotations: hints(true, false, true),
@@ -198,7 +101,7 @@ function workspaceTools(tool: Tool, ctx: ToolContext): void {
     {
       title: 'Show a workspace',
       description: 'One workspace: its row, when its head was checkpointed, and its lease.',
-      input: { workspace: refInput },
+      input: { workspace: workspaceInput },
       output: OUTPUT.workspace_show,
       annotations: hints(true, false, true),
     },
@@ -215,8 +118,8 @@ function workspaceTools(tool: Tool, ctx: ToolContext): void {
       description:
         "Mount a workspace at an absolute path under the server's root (missing or empty, outside the AWC home). With warm, then look up every path once, so that the first walk of the tree (git status) finds it warm; it costs about one cold walk.",
       input: {
-        workspace: refInput,
-        path: absPathInput,
+        workspace: workspaceInput,
+        path: absPathInput.describe("the mount point: an absolute path under the server's root, missing or an empty directory"),
         warm: z.boolean().default(false).describe('look up every path once after mounting (docs/explanation/git.md)'),
       },
       output: OUTPUT.workspace_mount,
@@ -236,8 +139,8 @@ function workspaceTools(tool: Tool, ctx: ToolContext): void {
       description:
         'Unmount a workspace. Uncheckpointed changes are kept on this host (the next mount resumes them) unless discard, which drops them.',
       input: {
-        workspace: refInput,
-        discard: z.boolean().default(false),
+        workspace: workspaceInput,
+        discard: z.boolean().default(false).describe('drop the uncheckpointed changes instead of keeping them on this host'),
         force: z.boolean().default(false).describe('detach a busy mount lazily'),
       },
       output: OUTPUT.workspace_unmount,
@@ -258,7 +161,10 @@ function changeTools(tool: Tool, ctx: ToolContext): void {
     {
       title: 'Checkpoint a workspace',
       description: "Turn a workspace's current state into a new snapshot and move its head there (no new snapshot when nothing changed).",
-      input: { workspace: refInput, message: z.string().max(4096).optional() },
+      input: {
+        workspace: workspaceInput,
+        message: z.string().max(4096).optional().describe("the new snapshot's message"),
+      },
       output: OUTPUT.workspace_checkpoint,
       annotations: hints(false, false, true),
     },
@@ -276,9 +182,11 @@ function changeTools(tool: Tool, ctx: ToolContext): void {
       description:
         "Compare two refs (snapshots or this server's workspaces), or one workspace's head with its live state: the changed paths (format list) and a git-style patch (format patch).",
       input: {
-        from: refInput,
-        to: refInput.optional(),
-        format: z.enum(['list', 'patch']).default('list'),
+        from: anyRefInput.describe(
+          'the older side: a snapshot this server sees or one of its workspaces (alone: a workspace is compared with its live state, a snapshot with its parent)',
+        ),
+        to: anyRefInput.optional().describe('the newer side: a snapshot this server sees or one of its workspaces'),
+        format: z.enum(['list', 'patch']).default('list').describe('list: the changed paths; patch: also a git-style patch'),
         binary: z.boolean().default(false).describe('with format patch: full git binary patches'),
         metadata: z.boolean().default(false).describe('also report owner, mtime and xattr changes'),
       },
@@ -313,8 +221,10 @@ function outputTools(tool: Tool, ctx: ToolContext): void {
       description:
         "Write a snapshot (or one of this server's workspaces' head) out, under the server's root: as a tar file (must not exist), into a directory (missing or empty; overwrite replaces one), or (format git) as one commit on branch `branch` of the local git repository at path, parented on the commit the snapshot was imported at (only paths git would track there, never a secret; an existing branch is moved only when it fast-forwards, or with overwrite). The user's index and work tree are never touched.",
       input: {
-        ref: refInput,
-        format: z.enum(['tar', 'dir', 'git']),
+        ref: anyRefInput.describe('what to write out: a snapshot this server sees, or one of its workspaces (its head)'),
+        format: z
+          .enum(['tar', 'dir', 'git'])
+          .describe('tar: a tar file; dir: a directory; git: a commit on a branch of a local repository'),
         path: absPathInput.describe('the tar file, the directory, or (format git) the repository'),
         overwrite: z.boolean().default(false).describe('format dir: replace a non-empty directory; format git: move an existing branch'),
         branch: z.string().min(1).max(255).optional().describe('format git: the branch to write (required)'),
@@ -353,7 +263,10 @@ function outputTools(tool: Tool, ctx: ToolContext): void {
       title: 'Remove a workspace',
       description:
         "Remove a workspace's catalog row (bytes go with gc). A mounted workspace, or one with uncheckpointed changes kept here, is refused unless force, which unmounts it and drops them. Secret files (never stored) are kept on the host and listed in kept; secrets alone never refuse a remove.",
-      input: { workspace: refInput, force: z.boolean().default(false) },
+      input: {
+        workspace: workspaceInput,
+        force: z.boolean().default(false).describe('unmount a mounted workspace and drop its uncheckpointed changes first'),
+      },
       output: OUTPUT.workspace_remove,
       annotations: hints(false, true, false),
     },

@@ -145,8 +145,8 @@ export async function resolve(spec, ctx, next) {
     const mcp = run(['mcp', '--scope', 'lazy']);
     assert.equal(mcp.status, 0, mcp.stderr);
     assert.ok(
-      mcp.urls.some((u) => u.includes('/@modelcontextprotocol/sdk/')),
-      'awc mcp loads the SDK',
+      mcp.urls.some((u) => u.includes('/@modelcontextprotocol/server/')),
+      'awc mcp loads the v2 server SDK',
     );
   });
 });
