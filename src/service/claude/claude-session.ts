@@ -70,7 +70,9 @@ function sh(s: string): string {
  * workspace without a recorded path gets a line saying what it is; a directory that is no
  * workspace gets nothing (null). `opts.awc` is the shell command the text names AWC by
  * (default `awc`): the hook passes its own absolute invocation, so the command works from the
- * agent's shell whatever its PATH. Reads the workspace and snapshot lists only; changes nothing.
+ * agent's shell whatever its PATH. A worktree labelled `awc.claude.env-stale` (its lockfiles
+ * differ from the prepared snapshot's) gets envStaleLine as well (`opts.envKey` names the
+ * install). Reads the workspace and snapshot lists only; changes nothing.
  */
 export async function claudeSessionContext(
   awc: ClaudeAwc,

@@ -205,10 +205,14 @@ export async function registerWorktree(
 /**
  * Unregisters the worktree whose administrative directory is `admin` once its directory
  * `path` is unmounted (what `git worktree prune` does for it): removes `admin` when it still
- * names `path/.git` (another worktree that took the name since is left alone). Gone already: done.
+ * names `path/.git` and is a registration (`<repository>/worktrees/<id>` with a `commondir`):
+ * another worktree that took the name since, or a directory that is none, is left alone.
+ * Gone already: done (false).
  * @throws what removing the directory throws
  */
 export async function unregisterWorktree(admin: string, path: string, _runAs?: RunAs): Promise<boolean> {
+  // only a worktree registration (`<repository>/worktrees/<id>`, with its commondir) that names this path
+  if (!isAbsolute(admin) || basename(dirname(admin)) !== 'worktrees' || !fs.existsSync(join(admin, 'commondir'))) return false;
   const named = await readFile(join(admin, 'gitdir'), 'utf8').catch(() => undefined);
   if (named === undefined) return false;
   if (named.trim() !== join(path, '.git')) return false;
