@@ -5,8 +5,12 @@ import type { FileEntry } from './tree.js';
  * What a capture (checkpoint, directory import) does with one entry
  * (docs/explanation/capture-classes.md): `store` it, leave it out as a `secret` (never in
  * the object store; it stays on the host), or drop it as `scratch` (declared disposable).
+ * `base` (a checkpoint's regular file only): keep what the base has at that path, as if the
+ * workspace had not changed it: the `.git` file of a workspace registered as a git worktree
+ * of its project (docs/explanation/claude-code.md#what-a-checkpoint-holds), which names the
+ * project's repository and is no content of the workspace; a walk that knows no base drops it.
  */
-export type CaptureVerdict = 'store' | 'secret' | 'scratch';
+export type CaptureVerdict = 'store' | 'secret' | 'scratch' | 'base';
 
 /** The most a verdict's `peek` asks for: 1 MiB + 1 byte (a PEM file is read whole up to 1 MiB; one more byte says it is longer). */
 export const PEEK_MAX_BYTES = 1024 * 1024 + 1;

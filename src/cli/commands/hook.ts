@@ -38,7 +38,8 @@ async function sessionStart(program: Command, withAwc: WithAwc, cwd: string, log
       const { claudeSessionContext } = await import('../../service/claude/claude-session.js');
       const { selfInvocation } = await import('./self-command.js');
       // the agent's shell may have no awc on PATH: the text names AWC as this hook runs it
-      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd, { awc: selfInvocation(program, opened).join(' ') });
+      const { envKey } = await import('../../service/attach/env-key.js');
+      const ctx = await claudeSessionContext(await openClaudeAwc(opened), cwd, { awc: selfInvocation(program, opened).join(' '), envKey });
       if (ctx)
         process.stdout.write(`${JSON.stringify({ hookSpecificOutput: { hookEventName: 'SessionStart', additionalContext: ctx.text } })}\n`);
     });
@@ -48,17 +49,23 @@ async function sessionStart(program: Command, withAwc: WithAwc, cwd: string, log
 }
 
 /**
- * The WorktreeRemove line for stderr: what was done, and, when work was kept, the one
+ * The WorktreeRemove lines for stderr: what was done; the branch kept in the project (and the
+ * git command that checks it out again); and, when uncommitted work was checkpointed, the one
  * command (`awc` as `awc`, this hook's own absolute invocation) that brings it back.
  */
 function removeLine(r: ClaudeRemoveResult, awc: string, shellWord: (s: string) => string): string {
   if (r.workspace === null) return `${r.path}: no workspace there and the directory is gone; nothing to do`;
-  const secrets = r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`awc kept ls ${r.workspace}\`)` : '';
+  const secrets = r.kept ? `; ${r.kept.length} secret file(s) kept on this host (\`${awc} kept ls ${r.workspace}\`)` : '';
   const done = `unmounted and removed; ${r.path} is gone${secrets}`;
-  if (r.work.work === false) return `${r.workspace}: ${r.work.why}: no snapshot kept; ${done}`;
+  const dir = shellWord(r.path ?? `./${r.workspace}`);
+  const branch =
+    r.branch !== null && r.project !== null
+      ? `\nawc: branch ${r.branch} is kept in ${r.project} with its commits: \`git -C ${shellWord(r.project)} worktree add ${dir} ${r.branch}\` checks it out again`
+      : '';
+  if (r.work.work === false) return `${r.workspace}: ${r.work.why}: no snapshot kept; ${done}${branch}`;
   const kept = r.checkpointed ? `${r.work.why}: checkpointed as ${r.snapshot}` : `no changes since ${r.snapshot}`;
-  const back = `${awc} export ${r.snapshot} --dir ${shellWord(r.path ?? `./${r.workspace}`)}`;
-  return `${r.workspace}: ${kept}; ${done}\nawc: to bring the work back as a directory: ${back}`;
+  const back = `${awc} export ${r.snapshot} --dir ${dir}`;
+  return `${r.workspace}: ${kept}; ${done}${branch}\nawc: to bring the work back as a directory: ${back}`;
 }
 
 /**
@@ -86,7 +93,13 @@ export const command: CliCommand = {
             const awc = await openClaudeAwc(opened);
             if (p.event === 'WorktreeCreate') {
               const { claudeWorktreeCreate } = await import('../../service/claude/claude-hook.js');
-              const r = await claudeWorktreeCreate(awc, p, { projectDir: process.env.CLAUDE_PROJECT_DIR, onLog: log });
+              const { selfInvocation } = await import('./self-command.js');
+              const r = await claudeWorktreeCreate(awc, p, {
+                projectDir: process.env.CLAUDE_PROJECT_DIR,
+                onLog: log,
+                awc: selfInvocation(program, opened).join(' '),
+                envKey: (await import('../../service/attach/env-key.js')).envKey,
+              });
               // the one line Claude Code reads (whatever --json says: the hook contract is the path)
               process.stdout.write(`${r.path}\n`);
               return;

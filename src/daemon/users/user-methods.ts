@@ -191,14 +191,18 @@ const USER_SETTABLE_AWC_LABELS: Readonly<Record<string, 'set' | 'remove' | 'both
   'awc.claude.checkpoint-of': 'set',
   'awc.claude.project': 'remove',
   'awc.claude.refs': 'set',
+  'awc.claude.branch': 'set',
+  'awc.claude.gitdir': 'set',
+  'awc.claude.env-stale': 'set',
 };
 
 /**
  * Labels of {@link USER_SETTABLE_AWC_LABELS} a user may set only on a workspace they mounted
  * (the mounter rule): `awc.claude.refs` decides whether WorktreeRemove keeps the workspace's
- * commits, so another member of the namespace must not be able to write it.
+ * commits and `awc.claude.gitdir` which worktree registration it removes, so another member
+ * of the namespace must not be able to write them.
  */
-const MOUNTER_ONLY_LABELS = ['awc.claude.refs'];
+const MOUNTER_ONLY_LABELS = ['awc.claude.refs', 'awc.claude.branch', 'awc.claude.gitdir'];
 
 /**
  * Refuses a label patch from an ordinary user that sets or removes a reserved `awc.` label

@@ -359,6 +359,8 @@ class Merger {
     f: CaptureDirFilter | undefined,
   ): Promise<void> {
     const verdict = f && !overlayXattrs(fdPath(fd)).metacopy ? f.verdict(name, false, (max) => peekFd(fd, max)) : 'store';
+    // as if the upper did not hold it: the base's entry (a registered worktree's `.git` file over the base's `.git`) stays
+    if (verdict === 'base') return;
     if (verdict !== 'store') {
       if (verdict === 'secret') this.filter?.secret(relPath, fd, Number(st.size));
       else this.filter?.scratch(relPath, { size: Number(st.size) });

@@ -303,8 +303,9 @@ class DirImporter {
     const verdict = f?.verdict(name, false, (max) => peekFd(fd, max)) ?? 'store';
     if (verdict !== 'store') {
       try {
+        // `base`: a walk of a whole tree knows no base; the file is left out, unreported
         if (verdict === 'secret') this.opts.filter?.secret(childRel, fd, Number(st.size));
-        else this.opts.filter?.scratch(childRel, { size: Number(st.size) });
+        else if (verdict === 'scratch') this.opts.filter?.scratch(childRel, { size: Number(st.size) });
       } finally {
         closeSync(fd);
       }

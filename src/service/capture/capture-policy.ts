@@ -281,6 +281,13 @@ export class CapturePolicy {
   }
 }
 
+/**
+ * The `.git` file of a workspace registered as a worktree of a repository elsewhere
+ * (`git worktree add`'s, as the Claude Code hook writes it): one line naming the worktree's
+ * administrative directory. A checkpoint keeps the base's `.git` in its place (verdict `base`).
+ */
+const WORKTREE_GITFILE = /^gitdir: \/[^\n]*\/worktrees\/[^/\n]+\n?$/;
+
 /** A `.gitignore` met by the walk and the directory it applies to. */
 interface Level {
   base: string;
@@ -319,6 +326,8 @@ export class PolicyDir implements CaptureDirFilter {
   }
 
   verdict(name: string, isDir: boolean, peek: (max?: number) => Buffer): CaptureVerdict {
+    if (this.rel === '' && name === '.git' && !isDir && this.p.opts.dropScratch && WORKTREE_GITFILE.test(peek(4096).toString('latin1')))
+      return 'base';
     const path = this.pathOf(name);
     if (this.inReconstructible || this.fixed === 'reconstructible') return 'store';
     if (!isDir && this.p.isSecret(path, peek) && !this.p.allowed.ignores(path)) return 'secret';

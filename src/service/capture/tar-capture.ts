@@ -77,10 +77,14 @@ export class TarCapture {
     private readonly files: TarProjectFiles,
   ) {}
 
-  /** The verdict for the regular file at `parts` (non-empty); `peek` gives its first bytes. @throws E_CONFIG (a bad `.awc.json`) */
-  async verdict(parts: readonly string[], peek: (max?: number) => Buffer): Promise<CaptureVerdict> {
+  /**
+   * The verdict for the regular file at `parts` (non-empty); `peek` gives its first bytes. A
+   * tar holds no base: `base` drops the file as scratch. @throws E_CONFIG (a bad `.awc.json`)
+   */
+  async verdict(parts: readonly string[], peek: (max?: number) => Buffer): Promise<Exclude<CaptureVerdict, 'base'>> {
     const dir = await this.dirFilter(parts.slice(0, -1));
-    return dir.verdict(parts[parts.length - 1], false, peek);
+    const v = dir.verdict(parts[parts.length - 1], false, peek);
+    return v === 'base' ? 'scratch' : v;
   }
 
   /** The size of the file a secret verdict left out at slash path `rel`, or undefined. */

@@ -8,7 +8,9 @@ import type { ClaudeAwc } from './claude-port.js';
 import { worktreeNames, type WorktreeCreatePayload, type WorktreeRemovePayload } from './claude-payload.js';
 import { checkHookOwns, nearestProject } from './claude-owner.js';
 import { CLAUDE_LABELS, releaseClaudeWorkspace, type ReleaseResult } from './claude-release.js';
-import { makeBranch, type RunAs } from './claude-work.js';
+import { type RunAs } from './claude-work.js';
+import { projectRepo, registerWorktree, undoWorktree, type RegisteredWorktree } from './claude-worktree.js';
+import { envStaleLine, type EnvKeyOf, type EnvKeyFacts } from './claude-session.js';
 
 export type { RunAs } from './claude-work.js';
 
@@ -30,6 +32,10 @@ export interface ClaudeCreateOptions {
   runAs?: RunAs;
   /** A line for the hook's log (stderr). */
   onLog?: (line: string) => void;
+  /** The shell command that runs this AWC (the hook's own absolute invocation), for the lines it suggests; default `awc`. */
+  awc?: string;
+  /** The environment key of a directory (src/service/attach/env-key.ts, given by the CLI); absent: keys are not compared. */
+  envKey?: EnvKeyOf;
 }
 
 /**
@@ -55,15 +61,20 @@ export async function findPreparedSnapshot(awc: ClaudeAwc, dir: string): Promise
 /**
  * Claude Code's WorktreeCreate (docs/how-to/claude-code.md): forks the project's prepared
  * snapshot, mounts the workspace at the path the payload names or Claude Code's usual
- * `<project>/.claude/worktrees/<name>` (missing parents created 0700), and, in a git
- * checkout, creates and checks out branch `worktree-<name>` there as the calling user. The
- * workspace is labelled (`awc.claude.*`: project, session, name, transcript, path; and `refs`,
- * the digest of its git refs once the branch is made, which tells WorktreeRemove whether
- * commits were made in it) for WorktreeRemove and `awc prune`. Nothing is left behind on failure: a workspace that cannot
- * be mounted or branched is unmounted and removed again.
+ * `<project>/.claude/worktrees/<name>` (missing parents created 0700), and, when the project
+ * is a git checkout, makes it a worktree of the project's repository on branch
+ * `worktree-<name>` (made at the project's HEAD of this moment, or checked out as it is when
+ * it exists) whose tracked files are that commit's, writing only what differs from the
+ * snapshot (claude-worktree.ts registerWorktree; git runs as the calling user). When the
+ * commit's lockfiles give another environment key than the snapshot's, the worktree still
+ * comes up and `onLog` gets one line on how to refresh (the workspace is labelled
+ * `awc.claude.env-stale`, which SessionStart tells the agent about). The workspace is
+ * labelled (`awc.claude.*`: project, session, name, transcript, path, uid; branch and gitdir
+ * once registered) for WorktreeRemove and `awc prune`. Nothing is left behind on failure: a
+ * workspace that cannot be mounted or registered is unregistered, unmounted and removed again.
  * @throws E_NOT_PREPARED (no prepared snapshot: at once, before anything is made), E_TARGET_BUSY
  *   (the path exists and is not an empty directory, or is a symlink), E_BRANCH_FAILED (git
- *   refused the branch), what fork and mount throw
+ *   refused the worktree or the branch), what fork and mount throw
  */
 export async function claudeWorktreeCreate(
   awc: ClaudeAwc,
@@ -79,6 +90,7 @@ export async function claudeWorktreeCreate(
   const st = await lstat(target).catch(() => undefined);
   if (st?.isSymbolicLink())
     throw new AwcError('E_TARGET_BUSY', `${target} is a symbolic link; refusing to mount there`, { details: { path: target } });
+  const repo = await projectRepo(project, opts.runAs);
   const labels: Record<string, string> = {
     [CLAUDE_LABELS.project]: project,
     [CLAUDE_LABELS.name]: p.name,
@@ -90,30 +102,58 @@ export async function claudeWorktreeCreate(
   const [ws] = await awc.fork(snapshot.id, { labels });
   opts.onLog?.(`forked ${ws!.id} from ${snapshot.id} (${project})`);
   let mounted = false;
+  let reg: RegisteredWorktree | undefined;
   try {
     // made here, by the caller: an ordinary user's workspace is mounted only on a directory they own
     if (!st) await mkdir(target, { mode: 0o700 });
     const m = await awc.mount(ws!.id, target);
     mounted = true;
     opts.onLog?.(`mounted ${ws!.id} at ${m.path} (${m.driver})`);
-    let branch: string | null = null;
-    const dotGit = await lstat(join(target, '.git')).catch(() => undefined);
-    if (dotGit?.isDirectory()) {
-      // the refs digest: what WorktreeRemove compares against (a commit or ref made in the worktree is work to keep)
-      const refs = await makeBranch(target, names.branch, opts.runAs, opts.onLog);
-      branch = names.branch;
-      if (refs !== undefined) await awc.setLabels(ws!.id, { [CLAUDE_LABELS.refs]: refs });
-      opts.onLog?.(`on new branch ${branch}`);
-    } else if (dotGit) opts.onLog?.(`${project}'s .git is not a directory (a linked worktree or submodule): no branch made`);
-    else opts.onLog?.(`${project} is not a git checkout: no branch made`);
-    return { workspace: ws!.id, snapshot: snapshot.id, path: await realpath(target), branch, driver: m.driver };
+    if (repo) {
+      const before = await envKeyOf(target, opts);
+      reg = await registerWorktree(project, repo, target, names.branch, {
+        runAs: opts.runAs,
+        copy: m.driver === 'copy',
+        onLog: opts.onLog,
+      });
+      const stale = await staleEnv(before, target, project, opts);
+      await awc.setLabels(ws!.id, {
+        [CLAUDE_LABELS.branch]: reg.branch,
+        [CLAUDE_LABELS.gitdir]: reg.admin,
+        ...(stale === undefined ? {} : { [CLAUDE_LABELS.envStale]: stale }),
+      });
+    } else opts.onLog?.(`${project} is not the top of a git checkout with a commit: no worktree registered, no branch made`);
+    return { workspace: ws!.id, snapshot: snapshot.id, path: await realpath(target), branch: reg?.branch ?? null, driver: m.driver };
   } catch (err) {
     // leave nothing: the workspace holds no work yet
+    if (reg) await undoWorktree(project, reg.admin, reg.madeBranch ? reg.branch : null, opts.runAs);
     if (mounted) await awc.unmount(ws!.id, { discard: true }).catch(() => undefined);
     await awc.rm(ws!.id, { force: true }).catch(() => undefined);
     if (!st) await rmdir(target).catch(() => undefined);
     throw err;
   }
+}
+
+/** The environment key of the files at `dir` (opts.envKey), or undefined when it cannot be taken (or no envKey was given). */
+async function envKeyOf(dir: string, opts: ClaudeCreateOptions): Promise<EnvKeyFacts | undefined> {
+  return opts.envKey?.(dir).catch(() => undefined);
+}
+
+/**
+ * Compares the environment key of the snapshot's files (`before`) with the worktree's now:
+ * when they differ (a lockfile changed since the snapshot was prepared), logs the one line
+ * that says how to refresh, and returns the snapshot's key (the `awc.claude.env-stale` label).
+ */
+async function staleEnv(
+  before: EnvKeyFacts | undefined,
+  target: string,
+  project: string,
+  opts: ClaudeCreateOptions,
+): Promise<string | undefined> {
+  const after = await envKeyOf(target, opts);
+  if (before === undefined || after === undefined || before.key === after.key) return undefined;
+  opts.onLog?.(envStaleLine(after, project, opts.awc ?? 'awc'));
+  return before.key;
 }
 
 /** What WorktreeRemove did; `workspace` null: the path held no workspace and is gone already. */

@@ -66,7 +66,7 @@ export async function initClaude(
       message: `awc init claude ${project}`,
       labels: { [CLAUDE_LABELS.project]: project },
       onProgress: opts.onProgress,
-      leaveOut: [WORKTREES],
+      leaveOut: [WORKTREES, '.git/worktrees'],
     });
     const warmed = (await awc.doctor()).driver === 'overlay';
     result = { project, snapshot: r.id, imported: true, files: r.files, bytes: r.bytes, warmed };

@@ -4,7 +4,8 @@ import type { WorkspaceRow } from '../../catalog/port/catalog.js';
 import { mountPoints } from '../../host/mount/mount-table.js';
 import type { ClaudeAwc } from './claude-port.js';
 import type { KeptFile } from '../kept/kept-files.js';
-import { checkWork, type RunAs, type WorkCheck } from './claude-work.js';
+import { checkWork, checkWorktree, type RunAs, type WorkCheck } from './claude-work.js';
+import { unregisterWorktree } from './claude-worktree.js';
 
 /** Labels AWC puts on what the Claude Code hooks make (docs/explanation/claude-code.md#labels). */
 export const CLAUDE_LABELS = {
@@ -20,8 +21,14 @@ export const CLAUDE_LABELS = {
   path: 'awc.claude.path',
   /** On a hook workspace: the uid of the user whose hook made it (`awc prune` of an ordinary user releases only theirs). */
   uid: 'awc.claude.uid',
-  /** On a hook workspace in a git checkout: the digest of its refs when its branch was made (claude-work.ts refsDigest). */
+  /** On a hook workspace made before worktrees were registered: the digest of its refs when its branch was made (claude-work.ts refsDigest). */
   refs: 'awc.claude.refs',
+  /** On a hook workspace registered as a worktree of the project: its branch (`worktree-<name>`). */
+  branch: 'awc.claude.branch',
+  /** On a hook workspace registered as a worktree of the project: its administrative directory (`<project>/.git/worktrees/<id>`). */
+  gitdir: 'awc.claude.gitdir',
+  /** On a hook workspace whose lockfiles differ from the prepared snapshot's: the snapshot's environment key. */
+  envStale: 'awc.claude.env-stale',
   /** On the checkpoint a release makes: the project of the workspace (not `project`: that marks the prepared snapshot). */
   checkpointOf: 'awc.claude.checkpoint-of',
 } as const;
@@ -42,6 +49,10 @@ export interface ReleaseResult {
    */
   work: WorkCheck;
   unmounted: boolean;
+  /** The branch of a workspace registered as a worktree of the project: kept in the project's repository (null: none). */
+  branch: string | null;
+  /** The project (the `awc.claude.project` label; null: none). */
+  project: string | null;
   /** Secret files that existed nowhere else, kept on this host by the remove (`awc kept`; absent when none). */
   kept?: KeptFile[];
 }
@@ -78,14 +89,9 @@ export async function releaseClaudeWorkspace(
     });
   }
   const mounted = ws.mountState === 'mounted';
-  const work: WorkCheck =
-    mounted && ws.mountPath
-      ? await checkWork(ws.mountPath, ws.labels[CLAUDE_LABELS.refs], opts.runAs).catch((err: unknown): WorkCheck => ({
-          work: null,
-          why: `git could not tell: ${err instanceof Error ? err.message : String(err)}`,
-        }))
-      : { work: null, why: 'not mounted: git cannot look' };
-  if (opts.dryRun) return { workspace: ws.id, path, snapshot: ws.headSnapshotId, checkpointed: false, work, unmounted: mounted };
+  const work = await workOf(ws, opts.runAs);
+  const git = { branch: ws.labels[CLAUDE_LABELS.branch] ?? null, project: ws.labels[CLAUDE_LABELS.project] ?? null };
+  if (opts.dryRun) return { workspace: ws.id, path, snapshot: ws.headSnapshotId, checkpointed: false, work, unmounted: mounted, ...git };
   let snapshot = ws.headSnapshotId;
   let checkpointed = false;
   if (work.work !== false) {
@@ -97,11 +103,29 @@ export async function releaseClaudeWorkspace(
   // nothing to keep: its changes are dropped (secrets are kept on the host by the unmount)
   if (mounted) kept = (await unmountOrNameHolders(awc, ws, path, snapshot, { discard: work.work === false })).kept;
   if (path !== null) await removeEmptyDir(path);
+  // the registration goes once the directory is gone (the branch stays in the project's repository)
+  const admin = ws.labels[CLAUDE_LABELS.gitdir];
+  if (admin !== undefined && path !== null) await unregisterWorktree(admin, path);
   // changes kept on this host (the upper an unmount keeps for its secrets) are in the checkpoint now but the
   // secrets: rm keeps those and drops the rest; anything written after the checkpoint makes it refuse (E_IN_USE)
   const removed = await awc.rm(ws.id);
   const all = [...(kept ?? []), ...(removed.kept ?? [])];
-  return { workspace: ws.id, path, snapshot, checkpointed, work, unmounted: mounted, ...(all.length ? { kept: all } : {}) };
+  return { workspace: ws.id, path, snapshot, checkpointed, work, unmounted: mounted, ...git, ...(all.length ? { kept: all } : {}) };
+}
+
+/**
+ * Whether the mounted hook workspace `ws` holds work (WorkCheck): a registered worktree of the
+ * project (label `awc.claude.gitdir`) by checkWorktree, one with the snapshot's own `.git` by
+ * checkWork; git failing, or an unmounted workspace, cannot tell (null: it is checkpointed).
+ */
+async function workOf(ws: WorkspaceRow, runAs?: RunAs): Promise<WorkCheck> {
+  if (ws.mountState !== 'mounted' || !ws.mountPath) return { work: null, why: 'not mounted: git cannot look' };
+  const registered = ws.labels[CLAUDE_LABELS.gitdir] !== undefined;
+  const check = registered ? checkWorktree(ws.mountPath, runAs) : checkWork(ws.mountPath, ws.labels[CLAUDE_LABELS.refs], runAs);
+  return check.catch((err: unknown): WorkCheck => ({
+    work: null,
+    why: `git could not tell: ${err instanceof Error ? err.message : String(err)}`,
+  }));
 }
 
 /** Labels a release's checkpoint (never awc.claude.project: that label marks the prepared snapshot the hook forks). */

@@ -3,6 +3,29 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 import type { SnapshotRow, WorkspaceRow } from '../../catalog/port/catalog.js';
 import type { ClaudeAwc } from './claude-port.js';
 import { SOURCE_PATH_LABEL } from '../refs/run-target.js';
+import { CLAUDE_LABELS } from './claude-release.js';
+
+/** What the hooks read of an environment key (src/service/attach/env-key.ts EnvKeyResult). */
+export interface EnvKeyFacts {
+  /** The key: equal keys can share one installed dependency tree. */
+  key: string;
+  /** The install to run for each lockfile. */
+  installs: string[];
+}
+
+/** Takes the environment key of a directory (the CLI passes src/service/attach/env-key.ts envKey: service/claude may not import service/attach). */
+export type EnvKeyOf = (dir: string) => Promise<EnvKeyFacts>;
+
+/**
+ * The one line telling the agent (or its user) how to refresh the dependencies of a worktree
+ * whose lockfiles differ from the prepared snapshot's: the install to run in it (`after`: the
+ * worktree's environment key) and the `init claude --update` (run as `awc`) that refreshes
+ * the prepared snapshot for the next worktrees.
+ */
+export function envStaleLine(after: Pick<EnvKeyFacts, 'installs'>, project: string, awc: string): string {
+  const install = after.installs.length ? `install them here (\`${after.installs.join(' && ')}\`) and ` : '';
+  return `The prepared dependencies are from other lockfiles than this worktree's: ${install}refresh the prepared snapshot for the next worktrees with \`${awc} init claude --update ${sh(project)}\`.`;
+}
 
 /** What a session started in an AWC workspace is told (Claude Code's SessionStart `additionalContext`). */
 export interface SessionContext {
@@ -47,9 +70,15 @@ function sh(s: string): string {
  * workspace without a recorded path gets a line saying what it is; a directory that is no
  * workspace gets nothing (null). `opts.awc` is the shell command the text names AWC by
  * (default `awc`): the hook passes its own absolute invocation, so the command works from the
- * agent's shell whatever its PATH. Reads the workspace and snapshot lists only; changes nothing.
+ * agent's shell whatever its PATH. A worktree labelled `awc.claude.env-stale` (its lockfiles
+ * differ from the prepared snapshot's) gets envStaleLine as well (`opts.envKey` names the
+ * install). Reads the workspace and snapshot lists only; changes nothing.
  */
-export async function claudeSessionContext(awc: ClaudeAwc, cwd: string, opts: { awc?: string } = {}): Promise<SessionContext | null> {
+export async function claudeSessionContext(
+  awc: ClaudeAwc,
+  cwd: string,
+  opts: { awc?: string; envKey?: EnvKeyOf } = {},
+): Promise<SessionContext | null> {
   const here = await realpath(cwd).catch(() => resolve(cwd));
   const mounted = (await awc.listWorkspaces()).filter(
     (w): w is WorkspaceRow & { mountPath: string } => w.mountState === 'mounted' && w.mountHost === awc.host && w.mountPath !== null,
@@ -69,5 +98,10 @@ export async function claudeSessionContext(awc: ClaudeAwc, cwd: string, opts: { 
     stablePath === null
       ? intro
       : `${intro} Its base was built at ${stablePath}. To build with the base's outputs instead of from scratch, run builds and tests through \`${run} <command>\` (for example \`${run} npm run build\`): the command sees this same workspace at ${stablePath} in a private mount namespace, so an incremental build rewrites only what changed here; a build run directly here may instead follow the absolute paths its build files name into ${stablePath} itself. Paths it prints under ${stablePath} are files of this workspace, at the same place under ${ws.mountPath}; edit them there, never under ${stablePath} itself.`;
-  return { workspace: ws.id, mountPath: ws.mountPath, stablePath, text };
+  const project = ws.labels[CLAUDE_LABELS.project];
+  const stale =
+    ws.labels[CLAUDE_LABELS.envStale] !== undefined && project !== undefined
+      ? ` ${envStaleLine((await opts.envKey?.(ws.mountPath).catch(() => undefined)) ?? { installs: [] }, project, opts.awc ?? 'awc')}`
+      : '';
+  return { workspace: ws.id, mountPath: ws.mountPath, stablePath, text: text + stale };
 }

@@ -4,6 +4,7 @@ import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AwcError } from '../../core/errors.js';
 import { withGitSandbox, type GitSandbox } from '../git/git-sandbox.js';
+import { gitEnv } from '../git/git-run.js';
 
 /** Who the hook runs git as (the calling user; absent: this process's user). */
 export interface RunAs {
@@ -40,7 +41,26 @@ async function withGit<T>(
 /** The longest one git command may take in a worktree (ms): a hostile snapshot's FIFO must not hang a hook. */
 const GIT_TIMEOUT_MS = 120_000;
 
-function run(cwd: string, args: string[], sandbox: GitSandbox, code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED', runAs?: RunAs): Promise<string> {
+/**
+ * Runs git in `cwd` as `runAs` (absent: this process's user) the way the user's own git runs:
+ * the project's configuration and hooks, the user's global configuration, this process's
+ * environment without its GIT_* variables (an outer git's GIT_DIR or GIT_INDEX_FILE would
+ * redirect it). For the project's own repository and its registered worktrees only, never a
+ * snapshot's `.git` (gitIn sandboxes that).
+ * @returns git's stdout. @throws `code` with git's message (or when git is not installed)
+ */
+export function userGit(cwd: string, args: string[], code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED', runAs?: RunAs): Promise<string> {
+  const env = gitEnv() as Record<string, string>;
+  return run(cwd, args, { dir: '', args: [], env }, code, runAs);
+}
+
+function run(
+  cwd: string,
+  args: string[],
+  sandbox: Pick<GitSandbox, 'args' | 'env'> & { dir: string },
+  code: 'E_BRANCH_FAILED' | 'E_GIT_FAILED',
+  runAs?: RunAs,
+): Promise<string> {
   return new Promise((resolveRun, reject) => {
     const child = spawn('git', [...sandbox.args, ...args], {
       cwd,
@@ -96,22 +116,6 @@ async function digestOf(git: (args: string[]) => Promise<string>): Promise<strin
   return createHash('sha256').update(refs).update('\0').update(head).digest('hex');
 }
 
-/**
- * Creates and checks out `branch` in the workspace at `cwd` (git in one sandbox, see gitIn),
- * then takes the refs digest (see refsDigest) that WorktreeRemove compares against; a digest
- * git cannot take is logged and undefined (remove then checkpoints, as without it).
- * @throws E_BRANCH_FAILED (git refused the branch)
- */
-export async function makeBranch(cwd: string, branch: string, runAs?: RunAs, onLog?: (line: string) => void): Promise<string | undefined> {
-  return withGit(cwd, 'E_BRANCH_FAILED', runAs, async (git) => {
-    await git(['checkout', '-q', '-b', branch]);
-    return digestOf(git).catch((err: unknown) => {
-      onLog?.(`refs not recorded (remove will checkpoint): ${err instanceof Error ? err.message : String(err)}`);
-      return undefined;
-    });
-  });
-}
-
 /** Whether a worktree holds work that exists nowhere else, and why. */
 export interface WorkCheck {
   /** True: keep it (checkpoint); false: nothing to keep; null: git cannot tell (not a checkout, no recorded refs). */
@@ -133,23 +137,41 @@ export interface WorkCheck {
  */
 export async function checkWork(dir: string, recordedRefs: string | undefined, runAs?: RunAs): Promise<WorkCheck> {
   if (!(await isGitCheckout(dir))) return { work: null, why: 'not a git checkout' };
+  return checkSnapshotCheckout(dir, recordedRefs, runAs);
+}
+
+/** The uncommitted paths `git status` lists (porcelain, `-z`): tracked changes and untracked files git does not ignore. */
+const STATUS_ARGS = ['status', '--porcelain', '-z', '--untracked-files=all', '--no-renames'];
+
+/** The WorkCheck of uncommitted `paths` (none: undefined). */
+function uncommitted(paths: string[]): WorkCheck | undefined {
+  if (paths.length === 0) return undefined;
+  return { work: true, why: `uncommitted changes (${paths.length} path(s): ${paths[0]!.slice(3)}${paths.length > 1 ? ', …' : ''})` };
+}
+
+/**
+ * Does the registered worktree of the project at `dir` (its `.git` a file naming the
+ * project's repository: claude-worktree.ts) hold uncommitted work: tracked files changed, or
+ * untracked files git does not ignore (`git status` as the user, with the project's
+ * configuration and excludes, without optional locks). Its commits, branches and tags are in
+ * the project's repository already and never count.
+ * @throws E_GIT_FAILED
+ */
+export async function checkWorktree(dir: string, runAs?: RunAs): Promise<WorkCheck> {
+  const paths = (await userGit(dir, ['--no-optional-locks', ...STATUS_ARGS], 'E_GIT_FAILED', runAs)).split('\0').filter(Boolean);
+  return uncommitted(paths) ?? { work: false, why: "nothing uncommitted (its commits are in the project's repository)" };
+}
+
+/** checkWork of a checkout with the snapshot's own `.git` directory (a hook workspace made before worktrees were registered). */
+async function checkSnapshotCheckout(dir: string, recordedRefs: string | undefined, runAs?: RunAs): Promise<WorkCheck> {
   return withGit(dir, 'E_GIT_FAILED', runAs, async (git) => {
     // the sandbox's common directory is AWC's: the checkout's own info/exclude (data, never run) is named to
     // git, when it is a regular file (a FIFO would block the read)
     const exclude = join(dir, '.git', 'info', 'exclude');
     const regular = (await lstat(exclude).catch(() => undefined))?.isFile() === true;
-    const args = [
-      '--no-optional-locks',
-      ...(regular ? ['-c', `core.excludesFile=${exclude}`] : []),
-      'status',
-      '--porcelain',
-      '-z',
-      '--untracked-files=all',
-      '--no-renames',
-    ];
-    const paths = (await git(args)).split('\0').filter(Boolean);
-    if (paths.length > 0)
-      return { work: true, why: `uncommitted changes (${paths.length} path(s): ${paths[0]!.slice(3)}${paths.length > 1 ? ', …' : ''})` };
+    const args = ['--no-optional-locks', ...(regular ? ['-c', `core.excludesFile=${exclude}`] : []), ...STATUS_ARGS];
+    const found = uncommitted((await git(args)).split('\0').filter(Boolean));
+    if (found) return found;
     if (recordedRefs === undefined) return { work: null, why: 'no refs recorded when it was made' };
     if ((await digestOf(git)) !== recordedRefs) return { work: true, why: 'commits or refs made in it' };
     return { work: false, why: 'nothing uncommitted and no new commits' };

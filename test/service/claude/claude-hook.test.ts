@@ -8,7 +8,7 @@
  */
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isMounted } from '../../../src/host/mount/mount-table.js';
@@ -438,7 +438,7 @@ describe('Claude Code worktree hooks', () => {
     assert.equal(existsSync(theirs), false);
   });
 
-  it('WorktreeRemove makes no noise: no snapshot when nothing is uncommitted (ignored files do not count), idempotent; a commit alone is kept', async () => {
+  it("WorktreeRemove makes no noise: no snapshot when nothing is uncommitted (ignored files do not count), idempotent; a commit alone is in the project's branch, not in a snapshot", async () => {
     const s = await svc();
     const create = (name: string): string => {
       const c = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name) }, { name }));
@@ -458,7 +458,7 @@ describe('Claude Code worktree hooks', () => {
     const before = await snapshots();
     const r = remove('quiet', quiet);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stderr, /nothing uncommitted and no new commits: no snapshot kept; unmounted and removed/);
+    assert.match(r.stderr, /nothing uncommitted \(its commits are in the project's repository\): no snapshot kept; unmounted and removed/);
     assert.equal(existsSync(quiet), false);
     assert.equal(isMounted(quiet), false);
     assert.deepEqual(await snapshots(), before, 'no snapshot');
@@ -469,20 +469,17 @@ describe('Claude Code worktree hooks', () => {
     assert.match(again.stderr, /no workspace there and the directory is gone; nothing to do/);
     assert.deepEqual(await snapshots(), before);
 
-    // a commit and nothing uncommitted: the commit exists only in the worktree, so it is kept
+    // a commit and nothing uncommitted: the commit is in the project's repository already, so no snapshot either
     const committed = create('committed');
     writeFileSync(join(committed, 'src', 'index.js'), 'export const x = 2;\n');
     git(committed, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-qam', 'x = 2');
     assert.equal(git(committed, 'status', '--porcelain'), '');
     const c = remove('committed', committed);
     assert.equal(c.code, 0, c.stderr);
-    assert.match(c.stderr, /commits or refs made in it: checkpointed as (\S+);/);
-    const [snap] = await labelled('snapshot', 'awc.claude.name=committed');
-    assert.ok(snap, 'the commit is kept in a checkpoint');
-    const out = join(work, 'out-committed');
-    await s.export(snap.id, { dir: out });
-    assert.equal(git(out, 'log', '-1', '--format=%s', 'worktree-committed'), 'x = 2');
-    rmSync(out, { recursive: true });
+    assert.match(c.stderr, /nothing uncommitted \(its commits are in the project's repository\): no snapshot kept/);
+    assert.match(c.stderr, new RegExp(`branch worktree-committed is kept in ${project} with its commits`));
+    assert.deepEqual(await snapshots(), before, 'no snapshot');
+    assert.equal(git(project, 'log', '-1', '--format=%s', 'worktree-committed'), 'x = 2');
   });
 
   it('a busy WorktreeRemove names the processes holding the mount and a hint a hook can follow; once they end, the work is kept and one printed command brings it back', async () => {
@@ -519,5 +516,156 @@ describe('Claude Code worktree hooks', () => {
     assert.equal(ran.status, 0, ran.stderr);
     assert.equal(readFileSync(join(path, 'notes.txt'), 'utf8'), 'uncommitted\n');
     rmSync(path, { recursive: true });
+  });
+
+  it('five worktrees at once, each a registered git worktree of the project at its HEAD (a commit after init) with the installed dependencies; commits land in the project; removes keep the branches, checkpoint only uncommitted work, and leave no registration', async () => {
+    // a project with npm dependencies installed offline from a local package, and enough tracked files to tell a re-read
+    const proj = join(work, 'proj-five');
+    const pkg = join(work, 'pkg-dep');
+    mkdirSync(pkg);
+    writeFileSync(join(pkg, 'package.json'), '{"name":"local-dep","version":"1.0.0","main":"index.js"}\n');
+    writeFileSync(join(pkg, 'index.js'), 'module.exports = "dep";\n');
+    mkdirSync(join(proj, 'src'), { recursive: true });
+    for (let i = 0; i < 150; i++) writeFileSync(join(proj, 'src', `m${i}.js`), `export const m${i} = ${i};\n`);
+    writeFileSync(join(proj, 'package.json'), '{"name":"five","version":"1.0.0","private":true}\n');
+    writeFileSync(join(proj, '.gitignore'), 'node_modules/\n.claude/worktrees/\n');
+    const tgz = execFileSync('npm', ['pack', '--silent', pkg], { cwd: work, encoding: 'utf8' }).trim().split('\n').pop()!;
+    execFileSync('npm', ['install', '--offline', '--no-audit', '--no-fund', '--silent', join(work, tgz)], { cwd: proj });
+    assert.equal(readFileSync(join(proj, 'node_modules', 'local-dep', 'index.js'), 'utf8'), 'module.exports = "dep";\n');
+    execFileSync('git', ['init', '-q', '-b', 'main', proj]);
+    // the project's own configuration: commits in its worktrees carry this identity
+    git(proj, 'config', 'user.name', 'Project Dev');
+    git(proj, 'config', 'user.email', 'dev@example.com');
+    git(proj, 'add', '.');
+    git(proj, 'commit', '-q', '-m', 'init');
+    awcOk(home, ['init', 'claude', proj]);
+    // main moves on after init: a change, a new file, a deletion
+    writeFileSync(join(proj, 'src', 'm0.js'), 'export const m0 = "after init";\n');
+    writeFileSync(join(proj, 'src', 'added.js'), 'export const added = true;\n');
+    rmSync(join(proj, 'src', 'm1.js'));
+    git(proj, 'add', '-A');
+    git(proj, 'commit', '-q', '-m', 'after init');
+    const head = git(proj, 'rev-parse', 'HEAD');
+    const s = await svc();
+    const snapshots = async () => (await s.listSnapshots()).map((x) => x.id).sort();
+    const names = ['w1', 'w2', 'w3', 'w4', 'w5'];
+    const hook = (input: string): Promise<{ code: number; stdout: string; stderr: string }> =>
+      new Promise((done) => {
+        const child = spawn(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+          cwd: proj,
+          env: { ...process.env, CLAUDE_PROJECT_DIR: proj },
+        });
+        let stdout = '';
+        let stderr = '';
+        child.stdout.on('data', (b: Buffer) => (stdout += b));
+        child.stderr.on('data', (b: Buffer) => (stderr += b));
+        child.on('close', (code) => done({ code: code ?? -1, stdout, stderr }));
+        child.stdin.end(input);
+      });
+    const vars = (n: string) => ({ PROJECT: proj, TRANSCRIPT: transcript(`five-${n}`) });
+    const made = await Promise.all(names.map((n) => hook(payload('create-2.1.50.json', vars(n), { name: n }))));
+    const paths: Record<string, string> = {};
+    const listed = `${git(proj, 'worktree', 'list', '--porcelain')}\n`;
+    for (const [i, n] of names.entries()) {
+      const c = made[i]!;
+      assert.equal(c.code, 0, c.stderr);
+      const path = c.stdout.trimEnd();
+      paths[n] = path;
+      assert.equal(path, join(proj, '.claude', 'worktrees', n));
+      assert.equal(readFileSync(join(path, '.git'), 'utf8'), `gitdir: ${join(proj, '.git', 'worktrees', n)}\n`);
+      assert.ok(listed.includes(`worktree ${path}\nHEAD ${head}\nbranch refs/heads/worktree-${n}\n`), listed);
+      assert.equal(git(path, 'rev-parse', 'HEAD'), head, `${n} is at the project's HEAD`);
+      assert.equal(readFileSync(join(path, 'src', 'm0.js'), 'utf8'), 'export const m0 = "after init";\n');
+      assert.equal(existsSync(join(path, 'src', 'added.js')), true);
+      assert.equal(existsSync(join(path, 'src', 'm1.js')), false);
+      assert.equal(readFileSync(join(path, 'node_modules', 'local-dep', 'index.js'), 'utf8'), 'module.exports = "dep";\n');
+      // clean, and the index vouches for the files the hook did not write: status re-reads none of the 150
+      assert.equal(git(path, 'status', '--porcelain'), '');
+      const stale = spawnSync('git', ['-C', path, 'diff-files', '--name-only'], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+      assert.ok(
+        stale.every((f) => ['src/m0.js', 'src/added.js'].includes(f)),
+        `${n}: the index does not match ${stale.length} files: ${stale.slice(0, 5).join(', ')}`,
+      );
+    }
+    // a commit in each, with the project's identity, is in the project's repository at once
+    for (const n of names) {
+      writeFileSync(join(paths[n]!, 'src', `${n}.js`), `export const ${n} = 1;\n`);
+      git(paths[n]!, 'add', '.');
+      git(paths[n]!, 'commit', '-q', '-m', `work of ${n}`);
+      assert.equal(git(proj, 'log', '-1', '--format=%s|%an|%P', `worktree-${n}`), `work of ${n}|Project Dev|${head}`);
+    }
+    // git in a worktree works as in one git made: log, rebase onto a newer main
+    writeFileSync(join(proj, 'src', 'later.js'), 'later\n');
+    git(proj, 'add', '.');
+    git(proj, 'commit', '-q', '-m', 'later on main');
+    git(paths['w1']!, 'rebase', '-q', 'main');
+    assert.equal(git(paths['w1']!, 'log', '--format=%s', '-3'), 'work of w1\nlater on main\nafter init');
+
+    const before = await snapshots();
+    const remove = (n: string) => hook(payload('remove-2.1.50.json', { ...vars(n), WORKTREE: paths[n]! }));
+    // w1, w3: committed work only: no snapshot
+    for (const n of ['w1', 'w3']) {
+      const r = await remove(n);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /no snapshot kept/);
+    }
+    assert.deepEqual(await snapshots(), before, 'no snapshot for worktrees with nothing uncommitted');
+    // w2: uncommitted work is checkpointed; its diff and export hold no .git path
+    writeFileSync(join(paths['w2']!, 'src', 'draft.js'), 'draft\n');
+    const r2 = await remove('w2');
+    assert.equal(r2.code, 0, r2.stderr);
+    const cp = /checkpointed as (\S+);/.exec(r2.stderr)?.[1];
+    assert.ok(cp, r2.stderr);
+    const changed = awcOk(home, ['diff', cp]).changes.map((c: { path: string }) => c.path);
+    assert.ok(changed.includes('src/draft.js'), changed.join(' '));
+    assert.deepEqual(
+      changed.filter((p: string) => p === '.git' || p.startsWith('.git/')),
+      [],
+    );
+    const back = /to bring the work back as a directory: (.+)$/m.exec(r2.stderr)?.[1];
+    const ran = spawnSync('/bin/sh', ['-c', back!], { cwd: work, encoding: 'utf8' });
+    assert.equal(ran.status, 0, ran.stderr);
+    assert.equal(readFileSync(join(paths['w2']!, 'src', 'draft.js'), 'utf8'), 'draft\n');
+    rmSync(paths['w2']!, { recursive: true });
+    // w4: a shell inside makes the remove wait; w5: removed twice
+    const shell = spawn('sleep', ['60'], { cwd: join(paths['w4']!, 'src'), stdio: 'ignore' });
+    const busy = await remove('w4');
+    shell.kill();
+    await new Promise((done) => shell.once('exit', done));
+    assert.equal(busy.code, 4, busy.stderr);
+    assert.match(busy.stderr, /E_TARGET_BUSY/);
+    assert.ok(git(proj, 'worktree', 'list').includes(paths['w4']!), 'still registered while mounted');
+    for (const n of ['w4', 'w5', 'w5']) assert.equal((await remove(n)).code, 0);
+    // nothing left registered or mounted; every branch and commit kept
+    assert.equal(git(proj, 'worktree', 'list', '--porcelain').split('\n\n').filter(Boolean).length, 1);
+    assert.equal(existsSync(join(proj, '.git', 'worktrees')) && readdirSync(join(proj, '.git', 'worktrees')).length > 0, false);
+    for (const n of names) {
+      assert.equal(existsSync(paths[n]!), false);
+      assert.equal(git(proj, 'log', '-1', '--format=%s', `worktree-${n}`), `work of ${n}`);
+    }
+    assert.deepEqual(
+      (await snapshots()).filter((x) => !before.includes(x)),
+      [cp],
+      'one snapshot in all: the uncommitted work of w2',
+    );
+
+    // a lockfile changed on main: the worktree still comes up at HEAD, and says how to refresh
+    const lock = JSON.parse(readFileSync(join(proj, 'package-lock.json'), 'utf8'));
+    writeFileSync(join(proj, 'package-lock.json'), JSON.stringify({ ...lock, name: 'five-renamed' }, null, 2));
+    git(proj, 'commit', '-qam', 'lockfile changed');
+    const st = await hook(payload('create-2.1.50.json', vars('w6'), { name: 'w6' }));
+    assert.equal(st.code, 0, st.stderr);
+    const w6 = st.stdout.trimEnd();
+    paths['w6'] = w6;
+    assert.equal(git(w6, 'rev-parse', 'HEAD'), git(proj, 'rev-parse', 'HEAD'));
+    const refresh = st.stderr.split('\n').filter((l) => l.includes('init claude --update'));
+    assert.equal(refresh.length, 1, st.stderr);
+    assert.ok(
+      refresh[0]!.includes(`${process.execPath} ${realpathSync(CLI)} --home ${home} --namespace default init claude --update ${proj}`),
+    );
+    const ss = runHook(payload('session-start-2.1.100.json', { ...vars('w6'), WORKTREE: w6 }), w6);
+    assert.match(JSON.parse(ss.stdout).hookSpecificOutput.additionalContext, /init claude --update/);
+    const r6 = await remove('w6');
+    assert.equal(r6.code, 0, r6.stderr);
   });
 });

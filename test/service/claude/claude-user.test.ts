@@ -251,13 +251,15 @@ describe('Claude Code worktree hooks as an ordinary user, through the root daemo
     assert.equal(c.code, 0, c.stderr);
     const path = c.stdout.trimEnd();
     shAs(u, 'echo stale > "$1/stale.txt"', path);
-    // the refs digest remove trusts: recorded by the user's hook; no other member of the namespace may write it
+    // the worktree registration remove unregisters: recorded by the user's hook; no other member of the namespace may write it
     const ws = (await rootLs()).find((w) => w.labels['awc.claude.name'] === 'stale')!;
-    assert.match(ws.labels['awc.claude.refs'] ?? '', /^[0-9a-f]{64}$/);
-    const forged = as(other, ['label', ws.id, 'awc.claude.refs=0']);
-    assert.equal(forged.code, 6, forged.stderr);
-    assert.match(forged.stderr, /E_PERMISSION/);
-    assert.equal((await rootLs()).find((w) => w.id === ws.id)!.labels['awc.claude.refs'], ws.labels['awc.claude.refs']);
+    assert.equal(ws.labels['awc.claude.gitdir'], join(project, '.git', 'worktrees', 'stale'));
+    for (const key of ['awc.claude.gitdir', 'awc.claude.refs']) {
+      const forged = as(other, ['label', ws.id, `${key}=/tmp`]);
+      assert.equal(forged.code, 6, forged.stderr);
+      assert.match(forged.stderr, /E_PERMISSION/);
+    }
+    assert.deepEqual((await rootLs()).find((w) => w.id === ws.id)!.labels, ws.labels);
     // --update as the user while a workspace is mounted inside the project: the label moves, the old one is kept, the mount left out
     const up = okAs(u, ['init', 'claude', project, '--update']);
     assert.equal(up.imported, true);

@@ -266,9 +266,12 @@ describe('git never reads a snapshot configuration', () => {
         awcOk(home, ['unmount', ws, '--discard']);
       }
 
-      // the claude hook: the branch is made in the workspace, nothing of the snapshot's runs
+      // the claude hook: the prepared snapshot holds the hostile .git; the project's own repository is the user's
+      // again (git runs there with its configuration, as the user's git would), and nothing of the snapshot's runs
       awcOk(home, ['init', 'claude', repo], env);
       noMarker('init claude');
+      rmSync(join(repo, '.git'), { recursive: true, force: true });
+      cpSync(join(user, '.git'), join(repo, '.git'), { recursive: true });
       const input = JSON.stringify({
         session_id: `s${i}`,
         transcript_path: join(dir, 't.jsonl'),
@@ -280,8 +283,13 @@ describe('git never reads a snapshot configuration', () => {
       noMarker('the claude hook');
       if (c.code === 0) {
         const path = c.stdout.trim();
-        assert.equal(readFileSync(join(path, '.git', 'HEAD'), 'utf8'), `ref: refs/heads/worktree-w${i}\n`);
-        assert.ok(existsSync(join(path, '.git', 'refs', 'heads', `worktree-w${i}`)), 'the branch is in the workspace');
+        assert.equal(readFileSync(join(path, '.git'), 'utf8'), `gitdir: ${join(repo, '.git', 'worktrees', `w${i}`)}\n`);
+        assert.equal(
+          G(path, 'rev-parse', '--abbrev-ref', 'HEAD').stdout.trim(),
+          `worktree-w${i}`,
+          'a worktree of the project on its branch',
+        );
+        assert.equal(G(path, 'status', '--porcelain').stdout, '', "the project's HEAD, clean");
         const rm = runHook(
           JSON.stringify({ session_id: `s${i}`, cwd: repo, hook_event_name: 'WorktreeRemove', worktree_path: path }),
           repo,
