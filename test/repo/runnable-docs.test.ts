@@ -46,6 +46,7 @@ async function runPage(t: { after(fn: () => Promise<void>): void }, name: string
     GIT_AUTHOR_EMAIL: 'reader@example.com',
     GIT_COMMITTER_NAME: 'Doc Reader',
     GIT_COMMITTER_EMAIL: 'reader@example.com',
+    npm_config_update_notifier: 'false',
   };
   mkdirSync(env.HOME!);
   if (page.fleet) {

@@ -300,6 +300,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       ensureRunning: async () => undefined,
       unmount: async (r) => void (await this.overlayHost().unmount(r.namespace, r.workspace, r.force)),
       reportCheckpoint: async (r) => this.metrics.recordCheckpoint(r),
+      reportImportImage: async (r) => void this.metrics.layerImages.inc({ outcome: r.outcome, reason: r.reason }),
     };
     return new WorktreeSweeper(
       { config: this.config, catalog: this.catalog, store: this.store, port, logger: this.log },
