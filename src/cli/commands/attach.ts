@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext, WithAwc } from './command.js';
 import type { InitTool } from '../../service/attach/init-tool.js';
+import type { PrepareResult } from '../../service/attach/prepare.js';
 
 /**
  * Registers `awc env-key`, `awc prepare`, `awc attach`, `awc detach` and `awc init
@@ -24,12 +25,24 @@ export const command: CliCommand = {
       .description('import a checkout with its installed dependencies as the snapshot `awc attach` picks by environment key')
       .option('--name <name>', 'name the snapshot')
       .option('-m, --message <msg>', 'message')
-      .action((dir: string, opts: { name?: string; message?: string }) =>
+      .option('--update', "import again reading only the files changed since this directory's last prepare, replacing that snapshot")
+      .option('--background', 'run in a detached process (for a git hook): print its pid and log file, return at once')
+      .action((dir: string, opts: PrepareFlags) =>
         withAwc(
           async (awc, o) => {
+            if (opts.background) {
+              const { prepareInBackground } = await import('./prepare-background.js');
+              const r = await prepareInBackground(awc, dir);
+              return o.result(r, () => `preparing ${r.dir} in the background (pid ${r.pid}, log ${r.log})`);
+            }
             const { prepare } = await import('../../service/attach/prepare.js');
-            const r = await prepare(awc, dir, { ...opts, onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
-            o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`);
+            const { throughDaemon } = await import('../remote/through-daemon.js');
+            const r = await prepare(awc, dir, {
+              ...opts,
+              onWarning: (w) => o.warn(`${w.path}: ${w.message}`),
+              buildLeases: throughDaemon(awc) ? undefined : awc.catalog,
+            });
+            o.result(r, () => prepareLine(r));
           },
           { create: true },
         ),
@@ -72,6 +85,25 @@ export const command: CliCommand = {
     registerInitTools(program, withAwc);
   },
 };
+
+/** The flags of `awc prepare`. */
+interface PrepareFlags {
+  name?: string;
+  message?: string;
+  update?: boolean;
+  background?: boolean;
+}
+
+/** The text answer of `awc prepare`. */
+function prepareLine(r: PrepareResult): string {
+  const what = `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`;
+  if (r.waitedFor !== undefined) return `${what} (built by ${r.waitedFor}, which was preparing the same environment)`;
+  const sc = r.statCache;
+  const read =
+    sc && r.parent !== undefined ? `; ${sc.read} files read, ${sc.reused} unchanged${sc.miss ? ` (stat cache: ${sc.miss})` : ''}` : '';
+  const replaced = r.replaced ? `; replaced ${r.replaced.id}${r.replaced.removed ? '' : ' (kept: in use)'}` : '';
+  return `${what}${read}${replaced}`;
+}
 
 /** Registers `awc init cursor|codex|conductor [dir] [--awc <command>]` (docs/reference/attach.md). */
 function registerInitTools(program: Command, withAwc: WithAwc): void {

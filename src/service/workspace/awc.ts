@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { killPoint } from '../../core/kill-point.js';
 import { AwcError } from '../../core/errors.js';
 import type { Digest } from '../../core/digest.js';
@@ -521,12 +521,17 @@ export class Awc implements AwcApi, DriverContext {
         this.namespace,
         () => (writer = this.writer()),
         source,
-        { gitProofStore: this.store, ...opts, filter },
+        { gitProofStore: this.store, ...opts, filter, statCacheDir: opts.statCache ? this.statCacheDir() : opts.statCacheDir },
         n,
       ),
     );
     if (rec && writer) await this.recordImportClasses(r, rec, writer);
     return r;
+  }
+
+  /** Where this host keeps the stat caches of directory imports (src/service/import/stat-cache.ts). */
+  statCacheDir(): string {
+    return join(this.paths.hostDir, 'import-stats');
   }
 
   /**
