@@ -17,7 +17,7 @@ export interface BackgroundPrepare {
  * `awc prepare … --background`: runs the same command without `--background` in a detached
  * process (its own session, no terminal, stdin closed; stdout and stderr appended to
  * `<home>/host/prepare.log`, 0600), and returns at once, so a `post-merge` or
- * `post-checkout` git hook does not wait for it (docs/how-to/prepare-in-the-background.md).
+ * `post-checkout` git hook does not wait for it (docs/how-to/cursor.md#keep-the-prepared-snapshot-following-main).
  * Concurrent ones of one environment key build once (the build lease).
  * @throws E_SOURCE_NOT_FOUND (no such directory), E_IO (the process could not start)
  */
