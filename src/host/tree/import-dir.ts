@@ -84,9 +84,14 @@ export interface ImportDirOptions {
    * in hex) to reuse its content (`digest`, `size`, `chunks`) without reading the file; the
    * attributes are always taken from the current fstat/xattrs. A returned entry whose
    * size differs from `st.size`, or that is not a `file`, is ignored; so is one without
-   * `git` when the proof wants it.
+   * `git` when the proof wants it. One that also gives `xattrs` (null: none) is taken from the
+   * walk's lstat alone: the file is not even opened (unless the filter peeks at it).
    */
-  reuse?: (relPath: string, st: BigIntStats, wantsGit: boolean) => Entry | { entry: Entry; git?: string } | undefined;
+  reuse?: (
+    relPath: string,
+    st: BigIntStats,
+    wantsGit: boolean,
+  ) => Entry | { entry: Entry; git?: string; xattrs?: Record<string, string> | null } | undefined;
   /** Called for each regular file stored (read, or reused through `reuse`), except those stored while they kept changing. */
   onFile?: (f: StoredFile) => void;
   /** Called after each regular file with cumulative counts. */
@@ -288,7 +293,13 @@ class DirImporter {
     for (const name of names) {
       const childRel = d.childRel(name);
       if (this.opts.skip?.(childRel)) continue;
-      const found = d.open(name, undefined);
+      const st = this.opts.reuse ? d.lstat(name) : undefined;
+      const cached = st ? this.cachedRegular(d, st, name, childRel, f) : undefined;
+      if (cached) {
+        pending.push(cached);
+        continue;
+      }
+      const found = d.open(name, st);
       if (!found) continue; // vanished since readdir: taken as absent
       let boxed: Boxed | undefined;
       if (found.type === 'dir') boxed = await this.subdirEntry(found.dir, found.st, name, childRel, f);
@@ -300,6 +311,47 @@ class DirImporter {
     }
     const tree = Promise.all(pending).then((entries) => this.writer.writeTree(entries));
     return { tree };
+  }
+
+  /**
+   * The stat cache's fast path: a regular file (one name) whose lstat (through the directory's
+   * descriptor) is the one recorded, with the filter storing it, becomes its cached entry
+   * without being opened (its xattrs are the recorded ones: a change of them moves the ctime).
+   * Undefined when it is anything else: the walk then opens and reads it.
+   */
+  private cachedRegular(d: DirFd, st: BigIntStats, name: string, rel: string, f: CaptureDirFilter | undefined): Promise<Entry> | undefined {
+    if (!st.isFile() || st.nlink > 1n) return undefined;
+    const { proof } = this;
+    const wantsGit = proof?.also(rel) !== undefined;
+    const got = this.opts.reuse?.(rel, st, wantsGit);
+    if (!got || !('entry' in got) || got.xattrs === undefined) return undefined;
+    const prev = got.entry;
+    if (prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && got.git === undefined)) return undefined;
+    const peek = (max?: number): Buffer => {
+      const o = d.open(name, st);
+      if (o?.type === 'dir') o.dir.close();
+      if (o?.type !== 'file') return Buffer.alloc(0);
+      try {
+        return peekFd(o.fd, max);
+      } finally {
+        closeSync(o.fd);
+      }
+    };
+    if (f && f.verdict(name, false, peek) !== 'store') return undefined;
+    this.countFile(prev.size);
+    proof?.record(rel, prev.digest, got.git);
+    const xattrs = got.xattrs ?? undefined;
+    const entry: FileEntry = {
+      type: 'file',
+      name,
+      ...attrsOf(st, xattrs),
+      size: prev.size,
+      digest: prev.digest,
+      chunks: prev.chunks,
+      ...sparseOf(prev.extents),
+    };
+    this.opts.onFile?.({ rel, st, entry, ...(got.git !== undefined && { git: got.git }) });
+    return Promise.resolve(entry);
   }
 
   /** The entry of the subdirectory `name` open at `dir` (closed here), scanned; undefined when the filter calls it scratch. */

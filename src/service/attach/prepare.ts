@@ -33,7 +33,7 @@ export type PrepareOptions = Pick<ImportOptions, 'name' | 'message' | 'onProgres
     /**
      * Re-import incrementally: the directory's newest prepared snapshot (label `awc.path`) is
      * the new one's parent, files unchanged since its import are not read (the stat cache), and
-     * it is removed afterwards unless it is named or something uses it.
+     * it is removed afterwards unless it is named, has another environment key, or something uses it.
      */
     update?: boolean;
     /** The build leases (an Awc's catalog): concurrent prepares of one key build once. None: no lease (a daemon's client). */
@@ -90,7 +90,8 @@ async function importPrepared(awc: PrepareAwc, dir: string, opts: PrepareOptions
     ...(previous && { parent: previous.id }),
   });
   const out: PrepareResult = { ...r, envKey: key, envDirs };
-  if (previous && previous.name === null) {
+  // one with another key stays: worktrees on the old lockfile still attach it
+  if (previous && previous.name === null && previous.labels[ENV_KEY_LABEL] === key) {
     // the base of a live workspace stays (rm refuses it); otherwise gc may take the bytes only it held
     const removed = await awc.rm(previous.id).then(
       () => true,

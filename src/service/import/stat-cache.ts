@@ -37,11 +37,23 @@ const VERSION = 1;
 export const RACY_MARGIN_MS = 2000;
 
 /**
- * One file's row: [dev, ino, size, mtimeNs, ctimeNs, mode, digest, chunks, extents, git].
+ * One file's row: [dev, ino, size, mtimeNs, ctimeNs, mode, digest, chunks, extents, git, xattrs].
  * chunks: 1 for one chunk that is the whole file (digest and size of the file), else [[digest, size], …];
- * extents and git: null when none.
+ * extents, git and xattrs (as the tree records them): null when none.
  */
-type Row = [string, string, string, string, string, string, Digest, 1 | [Digest, number][], Extent[] | null, string | null];
+type Row = [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+  Digest,
+  1 | [Digest, number][],
+  Extent[] | null,
+  string | null,
+  Record<string, string> | null,
+];
 
 /** The cache file's body. */
 interface Body {
@@ -79,12 +91,14 @@ function statOf(st: BigIntStats): [string, string, string, string, string, strin
 }
 
 function isRow(r: unknown): r is Row {
-  if (!Array.isArray(r) || r.length !== 10) return false;
+  if (!Array.isArray(r) || r.length !== 11) return false;
   if (!r.slice(0, 6).every((x) => typeof x === 'string' && /^\d+$/.test(x)) || !isDigest(r[6])) return false;
   const chunks = r[7] as unknown;
   if (chunks !== 1 && !(Array.isArray(chunks) && chunks.every((c) => Array.isArray(c) && isDigest(c[0]) && Number.isSafeInteger(c[1]))))
     return false;
   if (r[8] !== null && !(Array.isArray(r[8]) && r[8].every((e) => Array.isArray(e) && e.length === 2 && e.every(Number.isSafeInteger))))
+    return false;
+  if (r[10] !== null && (typeof r[10] !== 'object' || Array.isArray(r[10]) || !Object.values(r[10]).every((v) => typeof v === 'string')))
     return false;
   return r[9] === null || (typeof r[9] === 'string' && /^[0-9a-f]{40,64}$/.test(r[9]));
 }
@@ -140,14 +154,18 @@ export class LoadedStatCache {
   }
 
   /** importDir's `reuse`: the entry of `rel` when its stat is the one recorded and not racy. */
-  readonly reuse = (rel: string, st: BigIntStats, wantsGit: boolean): { entry: Entry; git?: string } | undefined => {
+  readonly reuse = (
+    rel: string,
+    st: BigIntStats,
+    wantsGit: boolean,
+  ): { entry: Entry; git?: string; xattrs: Record<string, string> | null } | undefined => {
     const row = Object.hasOwn(this.files, rel) ? this.files[rel] : undefined;
     if (!row || !isRow(row)) return undefined;
     const now = statOf(st);
     for (let i = 0; i < 6; i++) if (row[i] !== now[i]) return undefined;
     if (st.mtimeNs >= this.racyNs || st.ctimeNs >= this.racyNs) return undefined;
     if (wantsGit && row[9] === null) return undefined;
-    const [, , size, , , , digest, chunks, extents, git] = row;
+    const [, , size, , , , digest, chunks, extents, git, xattrs] = row;
     const refs: ChunkRef[] = chunks === 1 ? [{ digest, size: Number(size) }] : chunks.map(([d, n]) => ({ digest: d, size: n }));
     const entry: FileEntry = {
       type: 'file',
@@ -162,7 +180,7 @@ export class LoadedStatCache {
       ...(extents ? { extents } : {}),
     };
     this.reused++;
-    return { entry, ...(git !== null && { git }) };
+    return { entry, xattrs, ...(git !== null && { git }) };
   };
 }
 
@@ -177,7 +195,7 @@ export class StatCacheRecorder {
     const e = f.entry;
     const whole = e.chunks.length === 1 && e.chunks[0]!.digest === e.digest && e.chunks[0]!.size === e.size;
     const chunks: Row[7] = whole ? 1 : e.chunks.map((c) => [c.digest, c.size]);
-    this.files[f.rel] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null];
+    this.files[f.rel] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null, e.xattrs ?? null];
   };
 
   /**
