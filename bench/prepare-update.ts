@@ -11,8 +11,8 @@
  * 100 files per directory, 200 B – 4 KiB each; seeded, so every run makes the same one) under
  * the cache directory (default /var/tmp/awc-bench/prepare-tree) and removed at the end. Every
  * step is the real CLI in its own process, on a fresh home with the copy driver (no daemon):
- * (1) `awc prepare <tree>`; the files are then left 2.5 s (older than the racy margin, as a
- * tree is between two merges); (2) `awc prepare --update` with nothing changed; (3) 100 files
+ * (1) `awc prepare <tree>` 2.5 s after the tree was written (its files older than the racy
+ * margin, as a checkout's are), then 2.5 s more; (2) `awc prepare --update` with nothing changed; (3) 100 files
  * changed (appended to), `awc prepare --update` (the figure); (4) `awc snapshot import` of the
  * same tree (a full read). Writes bench/PREPARE-UPDATE.md (unless --no-write).
  */
@@ -96,6 +96,8 @@ async function main(): Promise<void> {
   try {
     console.log(`generating ${args.files} files in ${tree}…`);
     const paths = makeTree(tree, args.files);
+    // a checkout is older than the racy margin when it is prepared (else its first stat cache trusts nothing)
+    await new Promise((r) => setTimeout(r, 2500));
     const first = awc(home, ['prepare', tree]);
     console.log(`first prepare: ${fmtMs(first.ms)}`);
     await new Promise((r) => setTimeout(r, 2500));
