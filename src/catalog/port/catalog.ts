@@ -1,12 +1,14 @@
 import type { Digest } from '../../core/digest.js';
 import type { MountDriverName } from '../../core/mount-driver-name.js';
 import type { BlobIndex, WrittenPack } from '../../store/pack/pack-types.js';
+import type { BuildLeasePort } from './build-leases.js';
 import type { GcCatalog } from './gc-catalog.js';
 import type { CatalogIdentityPort } from './identity.js';
 import type { LabelPatch, Labels } from './labels.js';
 import type { LayerImageRecord, NewLayerImage } from './layer-images.js';
 
 export type { LayerImageRecord, NewLayerImage } from './layer-images.js';
+export type { BuildLease, BuildLeasePort } from './build-leases.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
@@ -92,8 +94,8 @@ export interface NewSnapshot {
   startedAtMs?: number;
 }
 
-/** The catalog port (see module doc). All lookups are scoped to a namespace name. */
-export interface Catalog {
+/** The catalog port (see module doc). All lookups are scoped to a namespace name. Build leases: build-leases.ts. */
+export interface Catalog extends BuildLeasePort {
   /** Blob index of one namespace (dedup stops at the namespace). */
   blobIndex(namespace: string): BlobIndex;
 

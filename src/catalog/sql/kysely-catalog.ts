@@ -27,6 +27,8 @@ import { GcQueries } from './gc-queries.js';
 import { IdentityQueries } from './identity-queries.js';
 import type { CatalogIdentityPort } from '../port/identity.js';
 import { LayerImageQueries } from './layer-image-queries.js';
+import { BuildLeaseQueries } from './build-lease-queries.js';
+import type { BuildLease } from '../port/build-leases.js';
 import { LeaseQueries } from './lease-queries.js';
 import { SnapshotQueries } from './snapshot-queries.js';
 import { SqlContext, type SqlCatalogOptions } from './sql-context.js';
@@ -62,6 +64,7 @@ export class KyselyCatalog implements Catalog {
   readonly #leases: LeaseQueries;
   readonly #identity: IdentityQueries;
   readonly #images: LayerImageQueries;
+  readonly #builds: BuildLeaseQueries;
 
   /**
    * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
@@ -75,6 +78,7 @@ export class KyselyCatalog implements Catalog {
     this.#gc = new GcQueries(this.#ctx);
     this.#identity = new IdentityQueries(this.#ctx);
     this.#images = new LayerImageQueries(this.#ctx);
+    this.#builds = new BuildLeaseQueries(this.#ctx);
     this.#leases = new LeaseQueries(this.#ctx, this.#workspaces);
     this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs, this.#leases);
   }
@@ -292,5 +296,25 @@ export class KyselyCatalog implements Catalog {
   /** Closes the connection (idempotent). */
   async close(): Promise<void> {
     await this.db.destroy();
+  }
+
+  /** See BuildLeasePort.acquireBuildLease (src/catalog/port/build-leases.ts). @throws E_USAGE */
+  acquireBuildLease(namespace: string, key: string, holder: string, ttlMs: number): Promise<{ acquired: boolean; lease: BuildLease }> {
+    return this.#builds.acquireBuildLease(namespace, key, holder, ttlMs);
+  }
+
+  /** See BuildLeasePort.renewBuildLease. */
+  renewBuildLease(namespace: string, key: string, epoch: number, ttlMs: number): Promise<boolean> {
+    return this.#builds.renewBuildLease(namespace, key, epoch, ttlMs);
+  }
+
+  /** See BuildLeasePort.releaseBuildLease. */
+  releaseBuildLease(namespace: string, key: string, epoch: number, result: string | null): Promise<boolean> {
+    return this.#builds.releaseBuildLease(namespace, key, epoch, result);
+  }
+
+  /** See BuildLeasePort.getBuildLease. */
+  getBuildLease(namespace: string, key: string): Promise<BuildLease | undefined> {
+    return this.#builds.getBuildLease(namespace, key);
   }
 }

@@ -317,6 +317,31 @@ const m0007LayerImages: Migration = {
   },
 };
 
+/**
+ * 0008: build leases (src/catalog/port/build-leases.ts): one row per (namespace, key) of a
+ * build that concurrent callers share (`awc prepare` of one environment key).
+ */
+const m0008BuildLeases: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('build_leases')
+      .addColumn('namespace', 'text', (c) => c.notNull().references('namespaces.id'))
+      .addColumn('key', 'text', (c) => c.notNull())
+      .addColumn('holder', 'text')
+      .addColumn('epoch', 'bigint', (c) => c.notNull())
+      .addColumn('acquired_at_ms', 'bigint', (c) => c.notNull())
+      .addColumn('expires_at_ms', 'bigint', (c) => c.notNull())
+      .addColumn('result', 'text')
+      .addPrimaryKeyConstraint('build_leases_pk', ['namespace', 'key'])
+      .execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropTable('build_leases').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
@@ -326,6 +351,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0005_identity': m0005Identity,
   '0006_snapshot_classes': m0006SnapshotClasses,
   '0007_layer_images': m0007LayerImages,
+  '0008_build_leases': m0008BuildLeases,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

@@ -186,6 +186,25 @@ export interface LayerImagesTable {
 }
 
 /**
+ * Table `build_leases` (0008): who builds what an environment key names (`awc prepare`), so
+ * that concurrent builds of one key run once (src/catalog/port/build-leases.ts). One row per
+ * (namespace, key), kept after a release so the epoch only grows.
+ */
+export interface BuildLeasesTable {
+  namespace: string;
+  key: string;
+  /** The builder (host and process), null once released. */
+  holder: string | null;
+  /** Raised by every acquisition: the token the holder renews and releases with. */
+  epoch: BigIntColumn;
+  acquired_at_ms: BigIntColumn;
+  /** The lease is the holder's until then (ms since the epoch by the database's clock). */
+  expires_at_ms: BigIntColumn;
+  /** What the last build released made (a snapshot id), null when it failed or still runs. */
+  result: string | null;
+}
+
+/**
  * The catalog database. Reserved for a later migration (not created yet): `audit_events`
  * (id, namespace, at, actor, action, subject, details JSON as text).
  */
@@ -200,6 +219,7 @@ export interface Database {
   leases: LeasesTable;
   catalog_identity: CatalogIdentityTable;
   layer_images: LayerImagesTable;
+  build_leases: BuildLeasesTable;
 }
 
 /** A selected `snapshots` row. */

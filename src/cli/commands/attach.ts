@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import type { CliCommand, CliContext, WithAwc } from './command.js';
 import type { InitTool } from '../../service/attach/init-tool.js';
+import type { PrepareResult } from '../../service/attach/prepare.js';
+import type { GitHooksResult } from '../../service/attach/git-hooks.js';
 
 /**
  * Registers `awc env-key`, `awc prepare`, `awc attach`, `awc detach` and `awc init
@@ -24,12 +26,24 @@ export const command: CliCommand = {
       .description('import a checkout with its installed dependencies as the snapshot `awc attach` picks by environment key')
       .option('--name <name>', 'name the snapshot')
       .option('-m, --message <msg>', 'message')
-      .action((dir: string, opts: { name?: string; message?: string }) =>
+      .option('--update', "import again reading only the files changed since this directory's last prepare, replacing that snapshot")
+      .option('--background', 'run in a detached process (for a git hook): print its pid and log file, return at once')
+      .action((dir: string, opts: PrepareFlags) =>
         withAwc(
           async (awc, o) => {
+            if (opts.background) {
+              const { prepareInBackground } = await import('./prepare-background.js');
+              const r = await prepareInBackground(awc, dir);
+              return o.result(r, () => `preparing ${r.dir} in the background (pid ${r.pid}, log ${r.log})`);
+            }
             const { prepare } = await import('../../service/attach/prepare.js');
-            const r = await prepare(awc, dir, { ...opts, onWarning: (w) => o.warn(`${w.path}: ${w.message}`) });
-            o.result(r, () => `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`);
+            const { throughDaemon } = await import('../remote/through-daemon.js');
+            const r = await prepare(awc, dir, {
+              ...opts,
+              onWarning: (w) => o.warn(`${w.path}: ${w.message}`),
+              buildLeases: throughDaemon(awc) ? undefined : awc.catalog,
+            });
+            o.result(r, () => prepareLine(r));
           },
           { create: true },
         ),
@@ -73,6 +87,40 @@ export const command: CliCommand = {
   },
 };
 
+/** Writes the git hooks of `--git-hooks`: the launcher runs `prepare --update` of the checkout. */
+async function prepareHooks(launcher: string, dir: string): Promise<GitHooksResult> {
+  const { installPrepareHooks } = await import('../../service/attach/git-hooks.js');
+  const { shellWord } = await import('./self-command.js');
+  const { resolve } = await import('node:path');
+  return installPrepareHooks(dir, ['sh', shellWord(launcher), 'prepare', '--update', shellWord(resolve(dir))]);
+}
+
+/** The text line of `--git-hooks`. */
+export function hooksLine(h: GitHooksResult): string {
+  if (h.dir === null) return 'no git hooks written: not a git checkout';
+  const kept = h.kept.length ? `; kept your own ${h.kept.join(', ')} (add the awc line by hand)` : '';
+  return `git hooks ${h.written.join(', ') || 'none'} written in ${h.dir} (awc prepare --update in the background)${kept}`;
+}
+
+/** The flags of `awc prepare`. */
+interface PrepareFlags {
+  name?: string;
+  message?: string;
+  update?: boolean;
+  background?: boolean;
+}
+
+/** The text answer of `awc prepare`. */
+function prepareLine(r: PrepareResult): string {
+  const what = `${r.id}${r.name ? ` (${r.name})` : ''}: environment ${r.envKey}, holding ${r.envDirs.join(', ')}`;
+  if (r.waitedFor !== undefined) return `${what} (built by ${r.waitedFor}, which was preparing the same environment)`;
+  const sc = r.statCache;
+  const read =
+    sc && r.parent !== undefined ? `; ${sc.read} files read, ${sc.reused} unchanged${sc.miss ? ` (stat cache: ${sc.miss})` : ''}` : '';
+  const replaced = r.replaced ? `; replaced ${r.replaced.id}${r.replaced.removed ? '' : ' (kept: in use)'}` : '';
+  return `${what}${read}${replaced}`;
+}
+
 /** Registers `awc init cursor|codex|conductor [dir] [--awc <command>]` (docs/reference/attach.md). */
 function registerInitTools(program: Command, withAwc: WithAwc): void {
   const init =
@@ -86,17 +134,20 @@ function registerInitTools(program: Command, withAwc: WithAwc): void {
       .command(`${tool} [dir]`)
       .description(`${what} (merged into an existing file; default dir: .); .awc/awc (git-ignored) runs this AWC`)
       .option('--awc <command>', 'the command .awc/awc runs AWC with (default: this node and CLI, by absolute path)')
-      .action(async (dir: string | undefined, opts: { awc?: string }) => {
+      .option('--git-hooks', 'also write post-merge and post-checkout git hooks that run `awc prepare --update` in the background')
+      .action(async (dir: string | undefined, opts: { awc?: string; gitHooks?: boolean }) => {
         const { initTool, planTool } = await import('../../service/attach/init-tool.js');
         const { selfInvocation } = await import('./self-command.js');
         // a malformed configuration is refused before the home is opened
         await planTool(tool as InitTool, dir ?? '.');
         await withAwc(async (opened, o) => {
           const r = await initTool(tool as InitTool, dir ?? '.', { launcher: selfInvocation(program, opened, opts.awc) });
-          o.result(r, () =>
+          const hooks = opts.gitHooks ? await prepareHooks(r.launcher, dir ?? '.') : undefined;
+          o.result({ ...r, ...(hooks && { gitHooks: hooks }) }, () =>
             [
               `${r.unchanged ? 'already set up' : r.merged ? 'merged into' : 'wrote'} ${r.file}`,
               `wrote ${r.launcher} (this machine's AWC, home and namespace${r.excludedIn ? `; git-ignored in ${r.excludedIn}` : ''})`,
+              ...(hooks ? [hooksLine(hooks)] : []),
             ].join('\n'),
           );
         });

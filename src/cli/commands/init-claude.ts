@@ -21,14 +21,24 @@ export const command: CliCommand = {
       .description(
         "import the project (with its dependencies) as Claude Code's prepared snapshot and add AWC's worktree hooks to .claude/settings.local.json",
       )
-      .option('--update', 'import the project again (after a dependency change)')
-      .action((dir: string | undefined, opts: { update?: boolean }) =>
+      .option('--update', 'import the project again, reading only the files changed since the last import')
+      .option('--git-hooks', 'also write post-merge and post-checkout git hooks that run `awc init claude --update` in the background')
+      .action((dir: string | undefined, opts: { update?: boolean; gitHooks?: boolean }) =>
         withAwc(
           async (opened, o) => {
             const { initClaude } = await import('../../service/claude/claude-init.js');
             const { openClaudeAwc } = await import('../remote/claude-awc.js');
             const { formatBytes } = await import('../output/output.js');
-            const { selfInvocation } = await import('./self-command.js');
+            const { selfInvocation, shellWord } = await import('./self-command.js');
+            const { hooksLine } = await import('./attach.js');
+            const claudeHooks = async (self: string[], project: string) =>
+              (await import('../../service/attach/git-hooks.js')).installPrepareHooks(project, [
+                ...self,
+                'init',
+                'claude',
+                '--update',
+                shellWord(project),
+              ]);
             const awc = await openClaudeAwc(opened);
             const hookCommand = [...selfInvocation(program, opened), 'hook', 'claude'].join(' ');
             let last = 0;
@@ -42,7 +52,8 @@ export const command: CliCommand = {
                 process.stderr.write(`awc: importing ${p.files} files, ${formatBytes(p.bytes)}\n`);
               },
             });
-            o.result(r, () =>
+            const hooks = opts.gitHooks ? await claudeHooks(selfInvocation(program, opened), r.project) : undefined;
+            o.result({ ...r, ...(hooks && { gitHooks: hooks }) }, () =>
               [
                 r.imported
                   ? `imported ${r.project} as ${r.snapshot}: ${r.files} files, ${formatBytes(r.bytes)}`
@@ -52,6 +63,7 @@ export const command: CliCommand = {
                 ...(r.settings.migrated
                   ? [`AWC's hooks taken out of ${r.settings.migrated} (an earlier awc init put them there; they name this machine's paths)`]
                   : []),
+                ...(hooks ? [hooksLine(hooks)] : []),
               ].join('\n'),
             );
           },

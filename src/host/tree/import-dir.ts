@@ -4,7 +4,7 @@ import { closeSync, type BigIntStats } from 'node:fs';
 import type { Digest } from '../../core/digest.js';
 import { DirFd, fdPath, type Found } from '../../core/dir-fd.js';
 import { AwcError, toAwcError } from '../../core/errors.js';
-import { type Entry, type EntryAttrs } from '../../core/tree.js';
+import { type Entry, type EntryAttrs, type FileEntry } from '../../core/tree.js';
 import { nameFromBytes } from '../../core/raw-name.js';
 import type { ContentWriter } from '../../store/content/content-writer.js';
 import type { CaptureDirFilter, CaptureFilter } from '../../core/capture-filter.js';
@@ -63,16 +63,37 @@ export interface ImportResult {
   gitProof?: GitIndexProof;
 }
 
+/**
+ * A regular file an import stored (see ImportDirOptions.onFile): its slash-separated path from
+ * the root, the fstat its attributes were taken from (after the read that stood, or the walk's
+ * for a reused file), its entry, and git's blob id (hex) when the git proof asked for it.
+ */
+export interface StoredFile {
+  rel: string;
+  st: BigIntStats;
+  entry: FileEntry;
+  git?: string;
+}
+
 /** Options of `importDir`. */
 export interface ImportDirOptions {
   /**
    * Stat cache: called for every regular file (first name of an inode) with its
-   * slash-separated path from the root and its fstat (bigint). Return a previous `file`
-   * entry to reuse its content (`digest`, `size`, `chunks`) without reading the file; the
+   * slash-separated path from the root, its fstat (bigint) and whether the git proof wants
+   * the file's git blob id. Return a previous `file` entry (or `{entry, git}`, git's blob id
+   * in hex) to reuse its content (`digest`, `size`, `chunks`) without reading the file; the
    * attributes are always taken from the current fstat/xattrs. A returned entry whose
-   * size differs from `st.size`, or that is not a `file`, is ignored.
+   * size differs from `st.size`, or that is not a `file`, is ignored; so is one without
+   * `git` when the proof wants it. One that also gives `xattrs` (null: none) is taken from the
+   * walk's lstat alone: the file is not even opened (unless the filter peeks at it).
    */
-  reuse?: (relPath: string, st: BigIntStats) => Entry | undefined;
+  reuse?: (
+    relPath: string,
+    st: BigIntStats,
+    wantsGit: boolean,
+  ) => Entry | { entry: Entry; git?: string; xattrs?: Record<string, string> | null } | undefined;
+  /** Called for each regular file stored (read, or reused through `reuse`), except those stored while they kept changing. */
+  onFile?: (f: StoredFile) => void;
   /** Called after each regular file with cumulative counts. */
   onProgress?: (p: ImportProgress) => void;
   /** Called for each non-fatal problem (skipped socket, skipped xattr namespace, …). */
@@ -209,19 +230,8 @@ class DirImporter {
   private async fileEntry(fd: number, rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): Promise<Entry> {
     const { opts, proof } = this;
     try {
-      const prev = opts.reuse?.(rel, st);
-      if (prev && prev.type === 'file' && BigInt(prev.size) === st.size) {
-        this.countFile(prev.size);
-        return {
-          type: 'file',
-          name,
-          ...attrsOf(st, xattrs),
-          size: prev.size,
-          digest: prev.digest,
-          chunks: prev.chunks,
-          ...sparseOf(prev.extents),
-        };
-      }
+      const reused = this.reused(rel, name, st, xattrs);
+      if (reused) return reused;
       const c = await this.writer.writeFileFd(fd, {
         path: rel,
         allowChanging: opts.allowChanging,
@@ -233,10 +243,43 @@ class DirImporter {
       // the attributes of what was read: xattrs again when the inode changed since they were read
       if (c.st.ctimeNs !== st.ctimeNs) xattrs = readXattrs(fdPath(fd));
       this.countFile(c.size);
-      return { type: 'file', name, ...attrsOf(c.st, xattrs), size: c.size, digest: c.digest, chunks: c.chunks, ...sparseOf(c.extents) };
+      const entry: FileEntry = {
+        type: 'file',
+        name,
+        ...attrsOf(c.st, xattrs),
+        size: c.size,
+        digest: c.digest,
+        chunks: c.chunks,
+        ...sparseOf(c.extents),
+      };
+      if (!c.changing) opts.onFile?.({ rel, st: c.st, entry, ...(c.also !== undefined && { git: c.also }) });
+      return entry;
     } finally {
       closeSync(fd);
     }
+  }
+
+  /** The entry of the file at `rel` as the stat cache (`opts.reuse`) gives it, unread; undefined when it gives none that fits. */
+  private reused(rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): FileEntry | undefined {
+    const { opts, proof } = this;
+    const wantsGit = proof?.also(rel) !== undefined;
+    const got = opts.reuse?.(rel, st, wantsGit);
+    const prev = got && 'entry' in got ? got.entry : got;
+    const git = got && 'entry' in got ? got.git : undefined;
+    if (!prev || prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && git === undefined)) return undefined;
+    this.countFile(prev.size);
+    proof?.record(rel, prev.digest, git);
+    const entry: FileEntry = {
+      type: 'file',
+      name,
+      ...attrsOf(st, xattrs),
+      size: prev.size,
+      digest: prev.digest,
+      chunks: prev.chunks,
+      ...sparseOf(prev.extents),
+    };
+    opts.onFile?.({ rel, st, entry, ...(git !== undefined && { git }) });
+    return entry;
   }
 
   /**
@@ -250,7 +293,13 @@ class DirImporter {
     for (const name of names) {
       const childRel = d.childRel(name);
       if (this.opts.skip?.(childRel)) continue;
-      const found = d.open(name, undefined);
+      const st = this.opts.reuse ? d.lstat(name) : undefined;
+      const cached = st ? this.cachedRegular(d, st, name, childRel, f) : undefined;
+      if (cached) {
+        pending.push(cached);
+        continue;
+      }
+      const found = d.open(name, st);
       if (!found) continue; // vanished since readdir: taken as absent
       let boxed: Boxed | undefined;
       if (found.type === 'dir') boxed = await this.subdirEntry(found.dir, found.st, name, childRel, f);
@@ -262,6 +311,47 @@ class DirImporter {
     }
     const tree = Promise.all(pending).then((entries) => this.writer.writeTree(entries));
     return { tree };
+  }
+
+  /**
+   * The stat cache's fast path: a regular file (one name) whose lstat (through the directory's
+   * descriptor) is the one recorded, with the filter storing it, becomes its cached entry
+   * without being opened (its xattrs are the recorded ones: a change of them moves the ctime).
+   * Undefined when it is anything else: the walk then opens and reads it.
+   */
+  private cachedRegular(d: DirFd, st: BigIntStats, name: string, rel: string, f: CaptureDirFilter | undefined): Promise<Entry> | undefined {
+    if (!st.isFile() || st.nlink > 1n) return undefined;
+    const { proof } = this;
+    const wantsGit = proof?.also(rel) !== undefined;
+    const got = this.opts.reuse?.(rel, st, wantsGit);
+    if (!got || !('entry' in got) || got.xattrs === undefined) return undefined;
+    const prev = got.entry;
+    if (prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && got.git === undefined)) return undefined;
+    const peek = (max?: number): Buffer => {
+      const o = d.open(name, st);
+      if (o?.type === 'dir') o.dir.close();
+      if (o?.type !== 'file') return Buffer.alloc(0);
+      try {
+        return peekFd(o.fd, max);
+      } finally {
+        closeSync(o.fd);
+      }
+    };
+    if (f && f.verdict(name, false, peek) !== 'store') return undefined;
+    this.countFile(prev.size);
+    proof?.record(rel, prev.digest, got.git);
+    const xattrs = got.xattrs ?? undefined;
+    const entry: FileEntry = {
+      type: 'file',
+      name,
+      ...attrsOf(st, xattrs),
+      size: prev.size,
+      digest: prev.digest,
+      chunks: prev.chunks,
+      ...sparseOf(prev.extents),
+    };
+    this.opts.onFile?.({ rel, st, entry, ...(got.git !== undefined && { git: got.git }) });
+    return Promise.resolve(entry);
   }
 
   /** The entry of the subdirectory `name` open at `dir` (closed here), scanned; undefined when the filter calls it scratch. */

@@ -16,6 +16,8 @@ export interface ClaudeInitResult {
   snapshot: string;
   /** True when this run imported it (first run, or `update`). */
   imported: boolean;
+  /** With `update`: files read, and files taken unread from the stat cache of the last import (`miss`: why none). */
+  statCache?: { reused: number; read: number; miss?: string };
   files: number;
   bytes: number;
   /** True when this run mounted the new snapshot once so its first WorktreeCreate does not build the host's layer (overlay driver). */
@@ -62,14 +64,25 @@ export async function initClaude(
   if (existing && !opts.update) {
     result = { project, snapshot: existing.id, imported: false, files: existing.fileCount, bytes: existing.byteCount, warmed: false };
   } else {
+    // every import keeps a stat cache; `update` reads only the files changed since the last one (incremental-prepare.md)
     const r = await awc.importSnapshot(project, {
       message: `awc init claude ${project}`,
       labels: { [CLAUDE_LABELS.project]: project },
       onProgress: opts.onProgress,
       leaveOut: [WORKTREES, '.git/worktrees'],
+      statCache: true,
+      ...(existing && { parent: existing.id }),
     });
     const warmed = (await awc.doctor()).driver === 'overlay';
-    result = { project, snapshot: r.id, imported: true, files: r.files, bytes: r.bytes, warmed };
+    result = {
+      project,
+      snapshot: r.id,
+      imported: true,
+      files: r.files,
+      bytes: r.bytes,
+      warmed,
+      ...(existing && r.statCache && { statCache: r.statCache }),
+    };
     if (result.warmed) await warmLayer(awc, r.id);
     if (existing) {
       await awc.setLabels(existing.id, { [CLAUDE_LABELS.project]: null });

@@ -27,7 +27,7 @@ export const CLAUDE_METHODS = [
 type ClaudeMethod = (typeof CLAUDE_METHODS)[number];
 
 /** What `awc init claude` imports with: data only (it crosses to the daemon as a tar for a user). */
-export interface ClaudeImportOptions extends Pick<ImportOptions, 'message' | 'labels' | 'onProgress'> {
+export interface ClaudeImportOptions extends Pick<ImportOptions, 'message' | 'labels' | 'onProgress' | 'parent' | 'statCache'> {
   /** Directories left out of the import, relative to its root with `/` (e.g. `.claude/worktrees`): not read at all. */
   leaveOut: readonly string[];
 }
@@ -63,6 +63,8 @@ export function localClaudeAwc(awc: Awc): ClaudeAwc {
       message: opts.message,
       labels: opts.labels,
       onProgress: opts.onProgress,
+      parent: opts.parent,
+      statCache: opts.statCache,
       skip: (rel) => opts.leaveOut.includes(rel),
     }),
   );

@@ -1,4 +1,4 @@
-import { stat } from 'node:fs/promises';
+import { realpath, stat } from 'node:fs/promises';
 import { killPoint } from '../../core/kill-point.js';
 import type * as fs from 'node:fs';
 import { resolve } from 'node:path';
@@ -18,6 +18,7 @@ import { readTarProjectFiles, TarCapture } from '../capture/tar-capture.js';
 import type { CommitHooks } from '../refs/commit-retry.js';
 import type { CaptureRecorder } from '../capture/capture-classes.js';
 import type { ImportImage, ImportImageSkip } from './snapshot-image.js';
+import { LoadedStatCache, StatCacheRecorder, type StatCacheMiss } from './stat-cache.js';
 
 /** Result of an import: the new snapshot and what was stored. */
 export interface ImportResult {
@@ -43,6 +44,14 @@ export interface ImportResult {
   image?: ImportImage | null;
   /** Why `image` is null. */
   imageSkipped?: ImportImageSkip;
+  /** The new snapshot's parent (`parent`), else absent. */
+  parent?: string;
+  /**
+   * With a stat cache (`statCacheDir`, directory imports): files taken from it unread, files
+   * read, and why nothing was taken (`miss`: no cache, a corrupt one, one bound to another
+   * snapshot or source; absent when it was used).
+   */
+  statCache?: { reused: number; read: number; miss?: StatCacheMiss | 'no-parent' };
 }
 
 /** Options of {@link importSnapshot}. */
@@ -70,6 +79,19 @@ export interface ImportOptions {
    * never (an import from a temporary directory, such as a `--git` clone).
    */
   recordPath?: boolean;
+  /**
+   * The snapshot this import updates (a ref): the new snapshot's parent, and the snapshot whose
+   * stat cache the import may take unchanged files from (`statCacheDir`). @throws E_NOT_FOUND when it is gone
+   */
+  parent?: string;
+  /**
+   * Keep a stat cache of this directory import (src/service/import/stat-cache.ts): unchanged
+   * files of `parent`'s import are not read, and this import's is written after its commit.
+   * Awc.importSnapshot sets it from `statCache`.
+   */
+  statCacheDir?: string;
+  /** Ask Awc.importSnapshot for a stat cache (its host directory's `import-stats`; data only, so it crosses to a daemon). */
+  statCache?: boolean;
   /** Test-only injection point before the catalog commit. */
   testHooks?: CommitHooks;
 }
@@ -90,14 +112,7 @@ export async function importSnapshot(
   attempt = 0,
 ): Promise<ImportResult> {
   const src = resolve(source);
-  let st: fs.Stats;
-  try {
-    st = await stat(src);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
-    throw toAwcError(err);
-  }
+  const st = await statSource(src, source);
   checkName(opts.name, 'snapshot');
   const labels = checkLabels(withSourcePath(opts.labels, st.isDirectory() && opts.recordPath !== false ? src : undefined));
   if (opts.name !== undefined) await assertSnapshotNameFree(catalog, namespace, opts.name);
@@ -109,6 +124,8 @@ export async function importSnapshot(
     });
   }
   const filter = opts.filter?.();
+  const parent = opts.parent === undefined ? undefined : await catalog.getSnapshot(namespace, opts.parent);
+  const stats = st.isDirectory() ? await openStatCache(opts.statCacheDir, namespace, src, parent) : undefined;
   const r = st.isDirectory()
     ? await importDir(src, writer, {
         onProgress: opts.onProgress,
@@ -117,6 +134,8 @@ export async function importSnapshot(
         skip: opts.skip,
         filter,
         gitProof: opts.gitProofStore !== undefined,
+        reuse: stats?.loaded.reuse,
+        onFile: stats?.recorder.onFile,
       })
     : await importTar(src, writer, {
         onProgress: opts.onProgress,
@@ -133,6 +152,7 @@ export async function importSnapshot(
   const snap = await catalog.createSnapshot({
     namespace,
     root: r.root,
+    parentId: parent?.id ?? null,
     name: opts.name ?? null,
     message: opts.message ?? `import ${src}`,
     labels,
@@ -143,6 +163,7 @@ export async function importSnapshot(
     startedAtMs,
   });
   killPoint('import.commit.after');
+  const statCache = stats && (await stats.finish(snap, writer.stats.files));
   return {
     id: snap.id,
     name: snap.name,
@@ -155,7 +176,50 @@ export async function importSnapshot(
     skipped: r.skipped,
     secrets: filter?.report.secrets ?? [],
     ...changingOf(r.changing),
+    ...(parent && { parent: parent.id }),
+    ...(statCache && { statCache }),
   };
+}
+
+/** A directory import's stat cache: the one loaded (bound to `parent`) and the recorder of this import's. */
+interface OpenStatCache {
+  loaded: LoadedStatCache;
+  recorder: StatCacheRecorder;
+  /** Saves this import's cache, bound to the committed `snap`; what ImportResult.statCache says. */
+  finish(snap: { id: string; root: Digest }, read: number): Promise<NonNullable<ImportResult['statCache']>>;
+}
+
+/** The stat cache of an import of directory `src` (its real path is the cache's key), or undefined without `dir`. */
+async function openStatCache(
+  dir: string | undefined,
+  namespace: string,
+  src: string,
+  parent: { id: string; root: Digest } | undefined,
+): Promise<OpenStatCache | undefined> {
+  if (dir === undefined) return undefined;
+  const key = { namespace, source: await realpath(src) };
+  const loaded = parent ? await LoadedStatCache.load(dir, key, parent) : LoadedStatCache.empty('none');
+  const recorder = new StatCacheRecorder();
+  return {
+    loaded,
+    recorder,
+    async finish(snap, read) {
+      await recorder.save(dir, key, snap); // a cache that cannot be written only makes the next import read everything
+      const miss = parent ? loaded.miss : 'no-parent';
+      return { reused: loaded.reused, read, ...(miss !== undefined && { miss }) };
+    },
+  };
+}
+
+/** The stat of the import's source `src` (as the caller named it: `source`). @throws E_SOURCE_NOT_FOUND */
+async function statSource(src: string, source: string): Promise<fs.Stats> {
+  try {
+    return await stat(src);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new AwcError('E_SOURCE_NOT_FOUND', `no such file or directory: ${source}`);
+    throw toAwcError(err);
+  }
 }
 
 async function assertSnapshotNameFree(catalog: Catalog, namespace: string, name: string): Promise<void> {

@@ -1,4 +1,4 @@
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { killPoint } from '../../core/kill-point.js';
 import { AwcError } from '../../core/errors.js';
 import type { Digest } from '../../core/digest.js';
@@ -526,7 +526,7 @@ export class Awc implements AwcApi, DriverContext {
         this.namespace,
         () => (writer = this.writer()),
         source,
-        { gitProofStore: this.store, ...opts, filter },
+        { gitProofStore: this.store, ...opts, filter, statCacheDir: opts.statCache ? this.statCacheDir() : opts.statCacheDir },
         n,
       ),
     );
@@ -539,6 +539,11 @@ export class Awc implements AwcApi, DriverContext {
     if (image.imageSkipped?.reason === 'failed')
       await this.daemon.reportImportImage({ outcome: 'failed', reason: image.imageSkipped.code ?? 'E_INTERNAL' });
     return { ...r, ...image };
+  }
+
+  /** Where this host keeps the stat caches of directory imports (src/service/import/stat-cache.ts). */
+  statCacheDir(): string {
+    return join(this.paths.hostDir, 'import-stats');
   }
 
   /**

@@ -1,0 +1,228 @@
+import { randomBytes, createHash } from 'node:crypto';
+import { readFile, rename, unlink } from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
+import { join } from 'node:path';
+import { isDigest, type Digest } from '../../core/digest.js';
+import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
+import type { Extent } from '../../core/sparse.js';
+import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
+import type { StoredFile } from '../../host/tree/import-dir.js';
+
+/**
+ * The stat cache of directory imports (docs/explanation/incremental-prepare.md), as git's
+ * index: after an import of a directory, each regular file's stat (dev, ino, size, mtime and
+ * ctime in ns, mode) and the content it was stored with (digest, chunks, extents, git's blob
+ * id when the git proof asked for it). The next import of the same source that updates that
+ * snapshot (`awc prepare --update`, `awc init claude --update`) takes a file whose stat is
+ * unchanged from it without reading the file.
+ *
+ * Host-local, one file per (namespace, source real path) under the host directory
+ * (`<home>/host/import-stats/<sha256 hex>.json`, 0600 in a 0700 directory), bound to the
+ * snapshot the import made (its id and root) and the source's real path: it is used only by an
+ * import whose parent is that snapshot, of that path. The file starts with the sha256 of the
+ * rest: a file that does not check out (corrupt, cut short, edited) is ignored and the import
+ * reads every file.
+ *
+ * Racy timestamps: file timestamps come from a coarse clock, so a file written again within
+ * the tick of its last change, after the import read it, can keep its size and times. As
+ * git's racy-git rule, an entry is trusted only when its mtime and ctime are strictly older
+ * than `racyNs`, the import's start minus {@link RACY_MARGIN_MS} (covering the coarse clock's
+ * lag and file systems with whole-second times): a file changed near or after the import
+ * began is read again next time.
+ */
+
+/** Format version of the cache file. */
+const VERSION = 1;
+/** How much older than the import's start a file's mtime and ctime must be for its entry to be trusted (ms). */
+export const RACY_MARGIN_MS = 2000;
+
+/**
+ * One file's row: [dev, ino, size, mtimeNs, ctimeNs, mode, digest, chunks, extents, git, xattrs].
+ * chunks: 1 for one chunk that is the whole file (digest and size of the file), else [[digest, size], …];
+ * extents, git and xattrs (as the tree records them): null when none.
+ */
+type Row = [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+  Digest,
+  1 | [Digest, number][],
+  Extent[] | null,
+  string | null,
+  Record<string, string> | null,
+];
+
+/** The cache file's body. */
+interface Body {
+  v: number;
+  namespace: string;
+  source: string;
+  snapshot: string;
+  root: Digest;
+  racyNs: string;
+  files: Record<string, Row>;
+}
+
+/** What an import is bound to: its namespace and source real path. */
+export interface StatCacheKey {
+  namespace: string;
+  source: string;
+}
+
+/** The cache file of `key` in directory `dir`. */
+export function statCachePath(dir: string, key: StatCacheKey): string {
+  const h = createHash('sha256').update(`${key.namespace}\0${key.source}`).digest('hex');
+  return join(dir, `${h}.json`);
+}
+
+/** The stat fields a row keeps, as decimal strings. */
+function statOf(st: BigIntStats): [string, string, string, string, string, string] {
+  return [st.dev, st.ino, st.size, st.mtimeNs, st.ctimeNs, st.mode].map((x) => x.toString()) as [
+    string,
+    string,
+    string,
+    string,
+    string,
+    string,
+  ];
+}
+
+function isRow(r: unknown): r is Row {
+  if (!Array.isArray(r) || r.length !== 11) return false;
+  if (!r.slice(0, 6).every((x) => typeof x === 'string' && /^\d+$/.test(x)) || !isDigest(r[6])) return false;
+  const chunks = r[7] as unknown;
+  if (chunks !== 1 && !(Array.isArray(chunks) && chunks.every((c) => Array.isArray(c) && isDigest(c[0]) && Number.isSafeInteger(c[1]))))
+    return false;
+  if (r[8] !== null && !(Array.isArray(r[8]) && r[8].every((e) => Array.isArray(e) && e.length === 2 && e.every(Number.isSafeInteger))))
+    return false;
+  if (r[10] !== null && (typeof r[10] !== 'object' || Array.isArray(r[10]) || !Object.values(r[10]).every((v) => typeof v === 'string')))
+    return false;
+  return r[9] === null || (typeof r[9] === 'string' && /^[0-9a-f]{40,64}$/.test(r[9]));
+}
+
+/** What a loaded cache says of why it is not used (undefined: it is). */
+export type StatCacheMiss = 'none' | 'unreadable' | 'corrupt' | 'other-snapshot' | 'other-source' | 'other-version';
+
+/**
+ * A loaded stat cache: `reuse` is importDir's `reuse` (an unchanged file's entry, unread).
+ * `miss`: why nothing is reused (no file, a file that does not check out, bound to another
+ * snapshot or path); `reused` counts the files taken from it.
+ */
+export class LoadedStatCache {
+  reused = 0;
+
+  private constructor(
+    private readonly files: Record<string, Row>,
+    private readonly racyNs: bigint,
+    readonly miss: StatCacheMiss | undefined,
+  ) {}
+
+  /** A cache that reuses nothing, for `miss`. */
+  static empty(miss: StatCacheMiss): LoadedStatCache {
+    return new LoadedStatCache({}, 0n, miss);
+  }
+
+  /**
+   * The cache of `key` in `dir` when it is bound to snapshot `parent` (id and root); an empty
+   * one otherwise (see `miss`). Never throws: it is only a cache.
+   */
+  static async load(dir: string, key: StatCacheKey, parent: { id: string; root: Digest }): Promise<LoadedStatCache> {
+    let text: string;
+    try {
+      text = await readFile(statCachePath(dir, key), 'utf8');
+    } catch (err) {
+      return LoadedStatCache.empty((err as NodeJS.ErrnoException).code === 'ENOENT' ? 'none' : 'unreadable');
+    }
+    const nl = text.indexOf('\n');
+    const rest = text.slice(nl + 1);
+    if (nl !== 64 || createHash('sha256').update(rest).digest('hex') !== text.slice(0, 64)) return LoadedStatCache.empty('corrupt');
+    let body: Body;
+    try {
+      body = JSON.parse(rest) as Body;
+    } catch {
+      return LoadedStatCache.empty('corrupt');
+    }
+    if (body?.v !== VERSION) return LoadedStatCache.empty('other-version');
+    if (body.namespace !== key.namespace || body.source !== key.source) return LoadedStatCache.empty('other-source');
+    if (body.snapshot !== parent.id || body.root !== parent.root) return LoadedStatCache.empty('other-snapshot');
+    if (typeof body.racyNs !== 'string' || !/^\d+$/.test(body.racyNs) || typeof body.files !== 'object' || body.files === null)
+      return LoadedStatCache.empty('corrupt');
+    return new LoadedStatCache(body.files, BigInt(body.racyNs), undefined);
+  }
+
+  /** importDir's `reuse`: the entry of `rel` when its stat is the one recorded and not racy. */
+  readonly reuse = (
+    rel: string,
+    st: BigIntStats,
+    wantsGit: boolean,
+  ): { entry: Entry; git?: string; xattrs: Record<string, string> | null } | undefined => {
+    const row = Object.hasOwn(this.files, rel) ? this.files[rel] : undefined;
+    if (!row || !isRow(row)) return undefined;
+    const now = statOf(st);
+    for (let i = 0; i < 6; i++) if (row[i] !== now[i]) return undefined;
+    if (st.mtimeNs >= this.racyNs || st.ctimeNs >= this.racyNs) return undefined;
+    if (wantsGit && row[9] === null) return undefined;
+    const [, , size, , , , digest, chunks, extents, git, xattrs] = row;
+    const refs: ChunkRef[] = chunks === 1 ? [{ digest, size: Number(size) }] : chunks.map(([d, n]) => ({ digest: d, size: n }));
+    const entry: FileEntry = {
+      type: 'file',
+      name: '',
+      mode: 0,
+      uid: 0,
+      gid: 0,
+      mtimeNs: '0',
+      size: Number(size),
+      digest,
+      chunks: refs,
+      ...(extents ? { extents } : {}),
+    };
+    this.reused++;
+    return { entry, xattrs, ...(git !== null && { git }) };
+  };
+}
+
+/** Collects the files an import stores (importDir's `onFile`), then writes them as the cache of the snapshot it made. */
+export class StatCacheRecorder {
+  private readonly files: Record<string, Row> = {};
+  /** Mtime and ctime must be older than this for a row to be trusted next time (ns since the epoch). */
+  private readonly racyNs = BigInt(Date.now() - RACY_MARGIN_MS) * 1_000_000n;
+
+  /** importDir's `onFile`. */
+  readonly onFile = (f: StoredFile): void => {
+    const e = f.entry;
+    const whole = e.chunks.length === 1 && e.chunks[0]!.digest === e.digest && e.chunks[0]!.size === e.size;
+    const chunks: Row[7] = whole ? 1 : e.chunks.map((c) => [c.digest, c.size]);
+    this.files[f.rel] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null, e.xattrs ?? null];
+  };
+
+  /**
+   * Writes the cache of `key` in `dir`, bound to `snapshot` (made 0700; the file 0600,
+   * replaced atomically). Failures are returned, not thrown: the import stands without it.
+   */
+  async save(dir: string, key: StatCacheKey, snapshot: { id: string; root: Digest }): Promise<Error | undefined> {
+    const body: Body = {
+      v: VERSION,
+      namespace: key.namespace,
+      source: key.source,
+      snapshot: snapshot.id,
+      root: snapshot.root,
+      racyNs: this.racyNs.toString(),
+      files: this.files,
+    };
+    const rest = JSON.stringify(body);
+    const path = statCachePath(dir, key);
+    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    try {
+      await mkdirPrivate(dir);
+      await writeFilePrivate(tmp, `${createHash('sha256').update(rest).digest('hex')}\n${rest}`);
+      await rename(tmp, path);
+      return undefined;
+    } catch (err) {
+      await unlink(tmp).catch(() => undefined);
+      return err as Error;
+    }
+  }
+}
