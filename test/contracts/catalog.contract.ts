@@ -12,6 +12,7 @@ import { catalogLeaseContract } from './catalog-leases.contract.js';
 import { catalogLabelContract } from './catalog-labels.contract.js';
 import { catalogIdentityContract } from './catalog-identity.contract.js';
 import { catalogImageContract } from './catalog-images.contract.js';
+import { catalogQuotaContract } from './catalog-quotas.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -414,4 +415,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
   catalogLabelContract(name, factory);
   catalogIdentityContract(name, factory);
   catalogImageContract(name, factory);
+  catalogQuotaContract(name, factory);
 }
