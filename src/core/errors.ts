@@ -174,6 +174,12 @@ export const ERROR_CODES = {
     retryable: true,
     hint: 'gc condemned a pack this commit relied on; run the command again (it uploads those blobs anew).',
   },
+  // quotas per namespace (docs/reference/quotas.md); a refusal of the daily limit is retryable (time frees it)
+  E_QUOTA: {
+    exit: 4,
+    retryable: false,
+    hint: "The commit would take the namespace over one of its quotas (`awc quota show`); free what the message names, or ask the home's owner to raise the limit.",
+  },
   // `awc mcp`: a scoped server touches only the workspaces it created (docs/reference/mcp.md#scope).
   E_OUT_OF_SCOPE: {
     exit: 4,
@@ -290,12 +296,17 @@ export class AwcError extends Error {
   readonly retryable: boolean;
   readonly details?: Record<string, unknown>;
 
-  constructor(code: ErrorCode, message: string, opts: { hint?: string; details?: Record<string, unknown>; cause?: unknown } = {}) {
+  /** `opts.retryable` overrides the registry's for this one error (e.g. E_QUOTA of a limit time frees). */
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { hint?: string; details?: Record<string, unknown>; cause?: unknown; retryable?: boolean } = {},
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AwcError';
     this.code = code;
     this.hint = opts.hint ?? ERROR_CODES[code].hint;
-    this.retryable = ERROR_CODES[code].retryable;
+    this.retryable = opts.retryable ?? ERROR_CODES[code].retryable;
     this.details = opts.details;
   }
 
@@ -313,7 +324,8 @@ export class AwcError extends Error {
   /** Rebuilds an AwcError from its JSON form (daemon API responses). Unknown codes become E_INTERNAL. */
   static fromJSON(j: Partial<ErrorJson>): AwcError {
     const code = j.code && j.code in ERROR_CODES ? j.code : 'E_INTERNAL';
-    return new AwcError(code, j.message ?? 'unknown error', { hint: j.hint, details: j.details });
+    const retryable = code === j.code && typeof j.retryable === 'boolean' ? j.retryable : undefined;
+    return new AwcError(code, j.message ?? 'unknown error', { hint: j.hint, details: j.details, retryable });
   }
 }
 

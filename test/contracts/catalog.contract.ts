@@ -13,6 +13,7 @@ import { catalogLabelContract } from './catalog-labels.contract.js';
 import { catalogIdentityContract } from './catalog-identity.contract.js';
 import { catalogImageContract } from './catalog-images.contract.js';
 import { catalogBuildLeaseContract } from './catalog-build-leases.contract.js';
+import { catalogQuotaContract } from './catalog-quotas.contract.js';
 
 /** A factory of catalogs under test; `connect`, when given, opens a second connection to the same database. */
 export interface CatalogFactory extends AdapterFactory<Catalog> {
@@ -416,4 +417,5 @@ export function catalogContract(name: string, factory: CatalogFactory): void {
   catalogIdentityContract(name, factory);
   catalogImageContract(name, factory);
   catalogBuildLeaseContract(name, factory);
+  catalogQuotaContract(name, factory);
 }

@@ -6,9 +6,11 @@ import type { GcCatalog } from './gc-catalog.js';
 import type { CatalogIdentityPort } from './identity.js';
 import type { LabelPatch, Labels } from './labels.js';
 import type { LayerImageRecord, NewLayerImage } from './layer-images.js';
+import type { CatalogQuotaPort } from './quotas.js';
 
 export type { LayerImageRecord, NewLayerImage } from './layer-images.js';
 export type { BuildLease, BuildLeasePort } from './build-leases.js';
+export type { CatalogQuotaPort, NamespaceQuota, QuotaPatch, QuotaUsage } from './quotas.js';
 
 /**
  * The catalog port: everything mutable (namespaces, snapshots, workspaces, mount state,
@@ -94,15 +96,20 @@ export interface NewSnapshot {
   startedAtMs?: number;
 }
 
-/** The catalog port (see module doc). All lookups are scoped to a namespace name. Build leases: build-leases.ts. */
-export interface Catalog extends BuildLeasePort {
+/**
+ * The catalog port (see module doc). All lookups are scoped to a namespace name. Build leases:
+ * build-leases.ts. Quotas per namespace (`quota`, `setQuota`, `clearQuota`, `quotaUsage`) are
+ * the block of {@link CatalogQuotaPort} (port/quotas.ts); `createSnapshot`, `commitCheckpoint`
+ * and `forkWorkspaces` check them (E_QUOTA).
+ */
+export interface Catalog extends BuildLeasePort, CatalogQuotaPort {
   /** Blob index of one namespace (dedup stops at the namespace). */
   blobIndex(namespace: string): BlobIndex;
 
   /**
    * Inserts packs, blobs (a digest already indexed in the namespace keeps its location) and the
    * snapshot in one transaction. @throws E_NAME_TAKEN when `name` is used in the namespace,
-   * E_NOT_FOUND (parentId), E_USAGE (bad name); nothing is written then.
+   * E_NOT_FOUND (parentId), E_USAGE (bad name), E_QUOTA (over a quota of the namespace); nothing is written then.
    */
   createSnapshot(s: NewSnapshot): Promise<SnapshotRow>;
 
@@ -114,7 +121,7 @@ export interface Catalog extends BuildLeasePort {
    * fence, in the same transaction as the head move; docs/explanation/leases.md).
    * @throws E_NOT_FOUND, E_CHANGED_DURING_READ (head moved: retryable), E_LEASE_LOST (the
    *   epoch moved, the lease expired, or no `lease` was given for a leased workspace),
-   *   E_NAME_TAKEN, E_USAGE; nothing is written then.
+   *   E_NAME_TAKEN, E_USAGE, E_QUOTA (over a quota of the namespace); nothing is written then.
    */
   commitCheckpoint(c: CheckpointCommit): Promise<SnapshotRow>;
 
@@ -138,7 +145,8 @@ export interface Catalog extends BuildLeasePort {
    * Creates `names.length` workspaces whose base and head are `snapshotId`, in one
    * transaction (catalog rows only). A null name stays unnamed.
    * `opts.labels` go on every new workspace.
-   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN, E_USAGE (bad name or labels); nothing is created then
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN, E_USAGE (bad name or labels), E_QUOTA (over the
+   *   namespace's workspace quota); nothing is created then
    */
   forkWorkspaces(
     namespace: string,

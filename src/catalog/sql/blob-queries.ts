@@ -1,4 +1,4 @@
-import type { ExpressionBuilder, OnConflictTables, OnConflictUpdateDatabase, Transaction } from 'kysely';
+import { sql, type ExpressionBuilder, OnConflictTables, OnConflictUpdateDatabase, Transaction } from 'kysely';
 import type { Digest } from '../../core/digest.js';
 import { AwcError } from '../../core/errors.js';
 import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../../store/pack/pack-types.js';
@@ -147,15 +147,31 @@ export class BlobQueries {
    * moves to the new one), batched, inside `trx`. Rows go in key and digest order: two
    * transactions indexing the same new digests at once take the unique-index locks in one
    * order, so one waits for the other and never deadlocks (PostgreSQL; the waiter's
-   * `ON CONFLICT` then keeps the winner's location).
+   * `ON CONFLICT` then keeps the winner's location). `opts.committed`: a snapshot's commit (not gc's
+   * repack): new pack rows get `committed_at_ms` = the database's now (0009_namespace_quotas).
    * @throws E_INTERNAL when a blob names another pack than the one listing it (a caller bug)
    */
-  async insertPacks(trx: Transaction<Database>, nsId: string, packs: readonly WrittenPack[], now: string): Promise<void> {
+  async insertPacks(
+    trx: Transaction<Database>,
+    nsId: string,
+    packs: readonly WrittenPack[],
+    now: string,
+    opts: { committed?: boolean } = {},
+  ): Promise<void> {
     if (packs.length === 0) return;
+    // a snapshot's or checkpoint's commit stamps its new pack rows with the database's now (the daily quota counts them)
+    const committedAt = opts.committed ? sql<number>`${this.ctx.dialect.nowMs()}` : null;
     const packRows = [...packs]
       .sort((a, b) => cmp(a.key, b.key))
-      .map((p) => ({ key: p.key, namespace: nsId, size: p.size, blob_count: p.blobs.length, created_at: now }));
-    for (const group of chunks(packRows, this.ctx.rowsPerInsert(5))) {
+      .map((p) => ({
+        key: p.key,
+        namespace: nsId,
+        size: p.size,
+        blob_count: p.blobs.length,
+        created_at: now,
+        committed_at_ms: committedAt,
+      }));
+    for (const group of chunks(packRows, this.ctx.rowsPerInsert(6))) {
       await trx
         .insertInto('packs')
         .values(group)

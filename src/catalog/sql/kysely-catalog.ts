@@ -36,6 +36,8 @@ import type { SqlDialect } from './sql-dialect.js';
 import { WorkspaceQueries } from './workspace-queries.js';
 import { setLabelsQuery } from './label-queries.js';
 import type { LabelPatch, Labels } from '../port/labels.js';
+import { QuotaQueries } from './quota-queries.js';
+import type { NamespaceQuota, QuotaPatch, QuotaUsage } from '../port/quotas.js';
 
 /**
  * `KyselyCatalog`: the `Catalog` port over any `Kysely<Database>`, with the queries written
@@ -65,6 +67,7 @@ export class KyselyCatalog implements Catalog {
   readonly #identity: IdentityQueries;
   readonly #images: LayerImageQueries;
   readonly #builds: BuildLeaseQueries;
+  readonly #quotas: QuotaQueries;
 
   /**
    * Wraps a Kysely instance of one dialect, with that dialect's hooks (error mapping, clock). The caller
@@ -74,13 +77,14 @@ export class KyselyCatalog implements Catalog {
     this.db = db;
     this.#ctx = new SqlContext(db, dialect, opts);
     this.#blobs = new BlobQueries(this.#ctx);
-    this.#workspaces = new WorkspaceQueries(this.#ctx);
+    this.#quotas = new QuotaQueries(this.#ctx);
+    this.#workspaces = new WorkspaceQueries(this.#ctx, this.#quotas);
     this.#gc = new GcQueries(this.#ctx);
     this.#identity = new IdentityQueries(this.#ctx);
     this.#images = new LayerImageQueries(this.#ctx);
     this.#builds = new BuildLeaseQueries(this.#ctx);
     this.#leases = new LeaseQueries(this.#ctx, this.#workspaces);
-    this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs, this.#leases);
+    this.#snapshots = new SnapshotQueries(this.#ctx, this.#blobs, this.#leases, this.#quotas);
   }
 
   /**
@@ -291,6 +295,28 @@ export class KyselyCatalog implements Catalog {
   /** See `LeaseQueries.listLeases`. */
   listLeases(namespace: string): Promise<LeaseRow[]> {
     return this.#leases.listLeases(namespace);
+  }
+
+  // --- quotas per namespace (port/quotas.ts, 0009_namespace_quotas) ---
+
+  /** See `QuotaQueries.quota`. */
+  quota(namespace: string): Promise<NamespaceQuota | undefined> {
+    return this.#quotas.quota(namespace);
+  }
+
+  /** See `QuotaQueries.setQuota`. @throws E_USAGE */
+  setQuota(namespace: string, patch: QuotaPatch): Promise<NamespaceQuota> {
+    return this.#quotas.setQuota(namespace, patch);
+  }
+
+  /** See `QuotaQueries.clearQuota`. */
+  clearQuota(namespace: string): Promise<boolean> {
+    return this.#quotas.clearQuota(namespace);
+  }
+
+  /** See `QuotaQueries.quotaUsage`. */
+  quotaUsage(namespace: string): Promise<QuotaUsage> {
+    return this.#quotas.quotaUsage(namespace);
   }
 
   /** Closes the connection (idempotent). */

@@ -342,6 +342,37 @@ const m0008BuildLeases: Migration = {
   },
 };
 
+/**
+ * 0009_namespace_quotas: `namespace_quotas`, at most one row per namespace (id), its limits
+ * (null: no limit): `stored_bytes` (bytes of its packs not deleted), `daily_new_bytes` (bytes
+ * of the packs its commits added in the last 24 h by the database's clock), `workspaces`;
+ * `updated_at` ISO-8601 UTC. `packs.committed_at_ms`: when a snapshot or checkpoint commit
+ * inserted the pack row, ms by the database's clock (null for rows from before this migration
+ * and for gc's own rows: adopted packs, repack copies), indexed with the namespace for the
+ * daily sum (src/catalog/sql/quota-queries.ts, docs/reference/quotas.md).
+ */
+const m0009NamespaceQuotas: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('namespace_quotas')
+      .addColumn('namespace', 'text', (c) => c.primaryKey().notNull().references('namespaces.id'))
+      .addColumn('stored_bytes', 'bigint')
+      .addColumn('daily_new_bytes', 'bigint')
+      .addColumn('workspaces', 'integer')
+      .addColumn('updated_at', 'text', (c) => c.notNull())
+      .execute();
+    await db.schema.alterTable('packs').addColumn('committed_at_ms', 'bigint').execute();
+    await db.schema.createIndex('packs_namespace_committed_idx').on('packs').columns(['namespace', 'committed_at_ms']).execute();
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropIndex('packs_namespace_committed_idx').execute();
+    await db.schema.alterTable('packs').dropColumn('committed_at_ms').execute();
+    await db.schema.dropTable('namespace_quotas').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
@@ -352,6 +383,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0006_snapshot_classes': m0006SnapshotClasses,
   '0007_layer_images': m0007LayerImages,
   '0008_build_leases': m0008BuildLeases,
+  '0009_namespace_quotas': m0009NamespaceQuotas,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

@@ -43,6 +43,21 @@ export interface PacksTable {
   condemned_at: ColumnType<number | string | null, number | null | undefined, number | null>;
   /** When gc finished deleting its object, ms by the database's clock; null until then (0003_gc). */
   deleted_at: ColumnType<number | string | null, number | null | undefined, number | null>;
+  /** When a snapshot or checkpoint commit inserted the row, ms by the database's clock; null for older rows and gc's (0009_namespace_quotas). */
+  committed_at_ms: ColumnType<number | string | null, number | null | undefined, number | null>;
+}
+
+/** Table `namespace_quotas`: a namespace's limits, null = no limit (0009_namespace_quotas). */
+export interface NamespaceQuotasTable {
+  /** The namespace's id (primary key). */
+  namespace: string;
+  /** Most bytes of packs (not deleted), or null. */
+  stored_bytes: NullableBigIntColumn;
+  /** Most bytes of packs committed in the last 24 h, or null. */
+  daily_new_bytes: NullableBigIntColumn;
+  /** Most workspaces, or null. */
+  workspaces: number | null;
+  updated_at: string;
 }
 
 /** Table `blobs`: the blob index, primary key (namespace, digest). */
@@ -220,6 +235,7 @@ export interface Database {
   catalog_identity: CatalogIdentityTable;
   layer_images: LayerImagesTable;
   build_leases: BuildLeasesTable;
+  namespace_quotas: NamespaceQuotasTable;
 }
 
 /** A selected `snapshots` row. */

@@ -9,6 +9,7 @@ import type { Database, SnapshotRecord } from './schema.js';
 import type { BlobQueries } from './blob-queries.js';
 import { guardSnapshotPacks } from './pack-guard.js';
 import type { LeaseQueries } from './lease-queries.js';
+import type { QuotaQueries } from './quota-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { nowIso, toSnapshotRow } from './rows.js';
 import type { Db, SqlContext } from './sql-context.js';
@@ -27,6 +28,7 @@ export class SnapshotQueries {
     private readonly ctx: SqlContext,
     private readonly blobs: BlobQueries,
     private readonly leases: LeaseQueries,
+    private readonly quotas: QuotaQueries,
   ) {}
 
   /** Throws E_NAME_TAKEN when a snapshot named `name` exists in the namespace. */
@@ -74,7 +76,9 @@ export class SnapshotQueries {
   /**
    * Inserts the packs, blobs and the snapshot in one transaction (creates the namespace on
    * first use). Blob rows already indexed in the namespace are kept as they are.
-   * @throws E_NAME_TAKEN (name used in the namespace), E_NOT_FOUND (parentId not in the namespace), E_USAGE (bad name)
+   * The namespace's quota (QuotaQueries) is checked in the same transaction.
+   * @throws E_NAME_TAKEN (name used in the namespace), E_NOT_FOUND (parentId not in the namespace), E_USAGE (bad name),
+   *   E_QUOTA (over a quota of the namespace)
    */
   async createSnapshot(s: NewSnapshot): Promise<SnapshotRow> {
     const ctx = this.ctx;
@@ -83,6 +87,7 @@ export class SnapshotQueries {
     const now = nowIso();
     const rec = this.#record(nsId, s, s.parentId ?? null, now);
     await ctx.tx(async (trx) => {
+      const quota = await this.quotas.lockQuota(trx, nsId); // first: commits of a namespace with a quota queue here
       if (rec.parent_id !== null) {
         const parent = await trx
           .selectFrom('snapshots')
@@ -99,7 +104,8 @@ export class SnapshotQueries {
       }
       await this.#checkName(trx, nsId, s.namespace, rec.name);
       await guardSnapshotPacks(ctx, trx, s);
-      await this.blobs.insertPacks(trx, nsId, s.packs, now);
+      if (quota) await this.quotas.checkCommit(trx, nsId, s.namespace, quota, s.packs);
+      await this.blobs.insertPacks(trx, nsId, s.packs, now, { committed: true });
       await this.#insert(trx, rec, s.namespace);
       killPoint('catalog.snapshot.inside'); // every row written, the transaction not yet committed
     });
@@ -113,7 +119,8 @@ export class SnapshotQueries {
    * updates no row, everything is rolled back. The lease fence (`LeaseQueries.fence`: the
    * lease is still `c.lease`, live by the database clock) runs first in the same transaction.
    * @throws E_LEASE_LOST (the fence), E_NOT_FOUND (no such workspace in `snapshot.namespace`), E_CHANGED_DURING_READ
-   *   (the head is no longer `expectedHeadId`: retryable, nothing written), E_NAME_TAKEN
+   *   (the head is no longer `expectedHeadId`: retryable, nothing written), E_NAME_TAKEN, E_QUOTA (over a quota
+   *   of the namespace, checked in the same transaction: nothing written)
    */
   async commitCheckpoint(c: CheckpointCommit): Promise<SnapshotRow> {
     const ctx = this.ctx;
@@ -144,9 +151,11 @@ export class SnapshotQueries {
       if (!ws) throw workspaceNotFound(s.namespace, c.workspaceId);
       await this.leases.fence(trx, c.workspaceId, c.lease);
       if (ws.head_snapshot_id !== c.expectedHeadId) throw moved(ws.head_snapshot_id);
+      const quota = await this.quotas.lockQuota(trx, nsId); // after the workspace row: one lock order
       await this.#checkName(trx, nsId, s.namespace, rec.name);
       await guardSnapshotPacks(ctx, trx, s);
-      await this.blobs.insertPacks(trx, nsId, s.packs, now);
+      if (quota) await this.quotas.checkCommit(trx, nsId, s.namespace, quota, s.packs);
+      await this.blobs.insertPacks(trx, nsId, s.packs, now, { committed: true });
       await this.#insert(trx, rec, s.namespace);
       const res = await trx
         .updateTable('workspaces')

@@ -11,6 +11,7 @@ import { LOOKUP_BATCH } from './blob-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { chunks, nowIso, toWorkspaceRow } from './rows.js';
 import type { Db, SqlContext } from './sql-context.js';
+import type { QuotaQueries } from './quota-queries.js';
 
 type WorkspaceWithNs = WorkspaceRecord & { namespace_name: string };
 
@@ -23,7 +24,10 @@ export class WorkspaceQueries {
   /** The lease of a workspace inside a transaction (set by LeaseQueries), checked before a workspace row is deleted. */
   leaseOf?: (trx: Transaction<Database>, workspaceId: string) => Promise<LeaseRow | undefined>;
 
-  constructor(private readonly ctx: SqlContext) {}
+  constructor(
+    private readonly ctx: SqlContext,
+    private readonly quotas?: QuotaQueries,
+  ) {}
 
   /**
    * Creates one workspace per entry of `names` (null = unnamed), base and head =
@@ -31,7 +35,8 @@ export class WorkspaceQueries {
    * statement for up to ~2700 workspaces). Returned rows follow the order of `names`, and
    * their ids increase in that order.
    * `opts.labels` go on every new workspace.
-   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (a name exists or repeats; nothing created), E_USAGE (bad name or labels)
+   * @throws E_NOT_FOUND (snapshot), E_NAME_TAKEN (a name exists or repeats; nothing created), E_USAGE (bad name or labels),
+   *   E_QUOTA (over the namespace's workspace quota, checked in the same transaction; nothing created)
    */
   async forkWorkspaces(
     namespace: string,
@@ -68,6 +73,7 @@ export class WorkspaceQueries {
       labels,
     }));
     await ctx.tx(async (trx) => {
+      const quota = await this.quotas?.lockQuota(trx, nsId); // forks of a namespace with a quota queue here
       const snap = await trx
         .selectFrom('snapshots')
         .select('id')
@@ -76,6 +82,7 @@ export class WorkspaceQueries {
         .$if(ctx.rowLocks, (q) => q.forKeyShare()) // a concurrent deleteSnapshot waits, or has won
         .executeTakeFirst();
       if (!snap) throw snapshotNotFound(namespace, snapshotId);
+      if (quota) await this.quotas?.checkFork(trx, nsId, namespace, quota, records.length);
       const named = [...seen];
       for (const group of chunks(named, LOOKUP_BATCH)) {
         const taken = await trx

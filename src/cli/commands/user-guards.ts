@@ -15,6 +15,9 @@ export const ADMIN_COMMANDS: Readonly<Record<string, string>> = {
   'daemon stop': "stopping the host daemon unmounts every user's workspaces",
   'daemon run': 'the host daemon runs as root',
   metrics: "the host daemon's metrics cover every user and namespace",
+  'quota set': "quotas are set by root or the home's owner",
+  'quota clear': "quotas are set by root or the home's owner",
+  'quota show': 'it reads the catalog of the home itself',
   'demo main': 'a demonstration runs in a home of its own',
   'demo fanout': 'a demonstration runs in a home of its own',
 };

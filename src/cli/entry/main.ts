@@ -22,6 +22,7 @@ import { command as userGuards } from '../commands/user-guards.js';
 import { command as gc } from '../commands/gc-commands.js';
 import { command as fsck } from '../commands/fsck-command.js';
 import { command as label } from '../commands/label.js';
+import { command as quota } from '../commands/quota.js';
 import { command as attach } from '../commands/attach.js';
 import { command as run } from '../commands/run.js';
 import { command as claude } from '../commands/claude.js';
@@ -52,6 +53,7 @@ const COMMANDS: readonly CliCommand[] = [
   gc,
   fsck,
   label,
+  quota,
   attach,
   run,
   claude,
