@@ -14,7 +14,7 @@
  * 2. 20 commits changing 200 tracked files in all: HEAD is now ahead of the prepared snapshot.
  * 3. WorktreeCreate through `awc hook claude` (the payload on stdin, as Claude Code sends it),
  *    `iters` times (median), each checked to be at the project's HEAD; against `git worktree
- *    add` + `npm ci --offline --ignore-scripts` (once: it takes minutes).
+ *    add` + `npm ci --prefer-offline --ignore-scripts` (once: it takes minutes).
  * 4. The first `git status` in a new AWC worktree, against a warm `git status` in the project.
  * 5. Host bytes per extra worktree: the allocated bytes AWC's home and the project's `.git`
  *    grew by for one more worktree, against the baseline worktree's own bytes.
@@ -160,7 +160,8 @@ async function baseline(proj: string): Promise<{ baseCreateMs: number; baseBytes
   const wt = join(proj, '.wt', 'base');
   const t0 = now();
   await run('git', ['-C', proj, 'worktree', 'add', '-q', '-b', 'bench-base', wt]);
-  await run('npm', ['ci', '--offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: wt });
+  // --prefer-offline: from npm's cache, as --offline, but a tarball the cache lost is fetched instead of failing the run
+  await run('npm', ['ci', '--prefer-offline', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: wt });
   const baseCreateMs = now() - t0;
   const baseBytes = duBytes(wt);
   await run('git', ['-C', proj, 'worktree', 'remove', '--force', wt]);
