@@ -200,10 +200,17 @@ interface Boxed {
 }
 
 /** One run of importDir: the walk's steps and what it gathers. */
+/** True when two stats of one path describe the same file content state (inode, size, times). */
+function sameStat(a: BigIntStats, b: BigIntStats): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.mode === b.mode;
+}
+
 class DirImporter {
   readonly pool: Pool;
   /** "dev:ino" → path of the inode's first name. */
   private readonly firstNames = new Map<string, string>();
+  /** The fast path's `reuse` answer per path and the lstat it was given, until the slow path takes it. */
+  private readonly asked = new Map<string, { st: BigIntStats; got: ReturnType<NonNullable<ImportDirOptions['reuse']>> }>();
   readonly skipped: { path: string; reason: string }[] = [];
   readonly changing: string[] = [];
   readonly progress: ImportProgress = { files: 0, bytes: 0 };
@@ -263,7 +270,9 @@ class DirImporter {
   private reused(rel: string, name: string, st: BigIntStats, xattrs?: Record<string, string>): FileEntry | undefined {
     const { opts, proof } = this;
     const wantsGit = proof?.also(rel) !== undefined;
-    const got = opts.reuse?.(rel, st, wantsGit);
+    const asked = this.asked.get(rel);
+    this.asked.delete(rel);
+    const got = asked && sameStat(asked.st, st) ? asked.got : opts.reuse?.(rel, st, wantsGit);
     const prev = got && 'entry' in got ? got.entry : got;
     const git = got && 'entry' in got ? got.git : undefined;
     if (!prev || prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && git === undefined)) return undefined;
@@ -324,6 +333,8 @@ class DirImporter {
     const { proof } = this;
     const wantsGit = proof?.also(rel) !== undefined;
     const got = this.opts.reuse?.(rel, st, wantsGit);
+    // the slow path takes this answer again for the same stat, so `reuse` is asked once per file
+    this.asked.set(rel, { st, got });
     if (!got || !('entry' in got) || got.xattrs === undefined) return undefined;
     const prev = got.entry;
     if (prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && got.git === undefined)) return undefined;
