@@ -276,8 +276,20 @@ class DirImporter {
     const prev = got && 'entry' in got ? got.entry : got;
     const git = got && 'entry' in got ? got.git : undefined;
     if (!prev || prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && git === undefined)) return undefined;
+    return this.reuseEntry(rel, name, st, prev, git, xattrs);
+  }
+
+  /** A file stored from the stat cache's entry `prev` (unread): counted, proven, reported to `onFile`; attributes from `st` and `xattrs`. */
+  private reuseEntry(
+    rel: string,
+    name: string,
+    st: BigIntStats,
+    prev: FileEntry,
+    git: string | undefined,
+    xattrs?: Record<string, string>,
+  ): FileEntry {
     this.countFile(prev.size);
-    proof?.record(rel, prev.digest, git);
+    this.proof?.record(rel, prev.digest, git);
     const entry: FileEntry = {
       type: 'file',
       name,
@@ -287,7 +299,7 @@ class DirImporter {
       chunks: prev.chunks,
       ...sparseOf(prev.extents),
     };
-    opts.onFile?.({ rel, st, entry, ...(git !== undefined && { git }) });
+    this.opts.onFile?.({ rel, st, entry, ...(git !== undefined && { git }) });
     return entry;
   }
 
@@ -349,20 +361,7 @@ class DirImporter {
       }
     };
     if (f && f.verdict(name, false, peek) !== 'store') return undefined;
-    this.countFile(prev.size);
-    proof?.record(rel, prev.digest, got.git);
-    const xattrs = got.xattrs ?? undefined;
-    const entry: FileEntry = {
-      type: 'file',
-      name,
-      ...attrsOf(st, xattrs),
-      size: prev.size,
-      digest: prev.digest,
-      chunks: prev.chunks,
-      ...sparseOf(prev.extents),
-    };
-    this.opts.onFile?.({ rel, st, entry, ...(got.git !== undefined && { git: got.git }) });
-    return Promise.resolve(entry);
+    return Promise.resolve(this.reuseEntry(rel, name, st, prev, got.git, got.xattrs ?? undefined));
   }
 
   /** The entry of the subdirectory `name` open at `dir` (closed here), scanned; undefined when the filter calls it scratch. */
