@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { awc, awcOk, cleanupMounts, readTreeInfo } from '../helpers/cli.js';
 import { assertStoreConsistent, exportedTree, runToKill, withHome } from '../helpers/crash-check.js';
+import type { Awc } from '../../src/service/workspace/awc.js';
 import { freshDatabase, type FreshDatabase } from '../helpers/postgres.js';
 import { freshBucket, type TestBucket } from '../helpers/s3.js';
 
@@ -70,7 +71,8 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       }
       homes.push({ home, env: ENV });
       write(join(dir, 'base'), { 'a.txt': 'alpha\n', 'gone.txt': 'to be deleted\n', 'sub/b.txt': 'beta\n'.repeat(100) });
-      awcOk(home, ['snapshot', 'import', join(dir, 'base'), '--name', 'base'], ENV);
+      // set-up in process (one Node start less per point: CI time); what is killed is always the CLI
+      await withHome(home, CONFIG, (svc) => svc.importSnapshot(join(dir, 'base'), { name: 'base' }));
       return { home, dir, ENV, CONFIG };
     }
 
@@ -94,24 +96,26 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
       it(`checkpoint killed at ${point}: head ${committed ? 'new' : 'old'}, both readable, the next checkpoint holds the workspace`, async () => {
         const { home, dir, ENV, CONFIG } = await freshHome(`cp-${point}`);
         const mnt = join(dir, 'mnt');
-        const ws = awcOk(home, ['fork', 'base', '--name', 'w'], ENV).workspaces[0].id;
+        const [forked] = await withHome(home, CONFIG, (svc) => svc.fork('base', { name: 'w' }));
+        const ws = forked.id;
         awcOk(home, ['mount', ws, mnt], ENV);
         const base = readTreeInfo(mnt);
         write(mnt, { 'a.txt': 'alpha, edited\n', 'new/big.bin': twoPacks(), 'new/small.txt': 'small\n' });
         unlinkSync(join(mnt, 'gone.txt'));
         const edited = readTreeInfo(mnt);
-        const old = awcOk(home, ['show', ws], ENV).headSnapshotId;
+        const old = forked.headSnapshotId;
 
         runToKill(home, ['checkpoint', ws], point, ENV);
 
-        const head = awcOk(home, ['show', ws], ENV).headSnapshotId;
-        await withHome(home, CONFIG, async (svc) => {
+        const head = await withHome(home, CONFIG, async (svc) => {
+          const head = (await svc.getWorkspace(ws)).headSnapshotId;
           assert.deepEqual(await exportedTree(svc, old, dir), base, 'the old snapshot holds the base');
           if (committed) {
             assert.notEqual(head, old, 'the commit was made before the kill: the head is the new snapshot');
             assert.deepEqual(await exportedTree(svc, head, dir), edited, 'the new snapshot holds the edits');
           } else assert.equal(head, old, 'killed before the commit: the head is the old snapshot');
           await assertStoreConsistent(svc, dir);
+          return head;
         });
         // the workspace works on: more edits, and the next checkpoint holds all of them
         write(mnt, { 'after.txt': 'written after the crash\n' });
@@ -187,24 +191,28 @@ for (const backends of ['sqlite + file', 'postgres + s3'] as const)
     for (const point of GC) {
       it(`gc killed at ${point}: every live snapshot stays readable, the next gc succeeds and finishes the work`, async () => {
         const { home, dir, ENV, CONFIG } = await freshHome(`gc-${point}`);
-        const imp = (
+        // the set-up runs in process (CI time: seven Node starts less per point); the gc that is killed is the CLI's
+        const imp = async (
+          svc: Awc,
           name: string | undefined,
           files: Record<string, string | Buffer>,
-        ): { id: string; tree: ReturnType<typeof readTreeInfo> } => {
+        ): Promise<{ id: string; tree: ReturnType<typeof readTreeInfo> }> => {
           const src = join(dir, `src-${Math.random().toString(36).slice(2)}`);
           write(src, files);
-          const r = awcOk(home, ['snapshot', 'import', src, ...(name ? ['--name', name] : [])], ENV);
+          const r = await svc.importSnapshot(src, name ? { name } : {});
           return { id: r.id, tree: readTreeInfo(src) };
         };
-        // condemned by a first gc: the killed run deletes their packs
-        imp(undefined, { 'old.bin': randomBytes(200_000) });
-        const keep = imp('keep', { 'k.txt': 'kept\n' });
-        awcOk(home, GC_ARGS, ENV);
-        // garbage for the killed run: a row to remove and packs to condemn; one of them mostly garbage but for `shared`
-        imp(undefined, { 'junk.bin': randomBytes(300_000) });
-        imp(undefined, { 'big.bin': randomBytes(900_000), 'shared.txt': 'shared by a live snapshot\n' });
-        const live = imp('live', { 'shared.txt': 'shared by a live snapshot\n', 'own.txt': 'own\n' });
-        const base = awcOk(home, ['show', 'base'], ENV).id;
+        const { keep, live, base } = await withHome(home, CONFIG, async (svc) => {
+          // condemned by a first gc: the killed run deletes their packs
+          await imp(svc, undefined, { 'old.bin': randomBytes(200_000) });
+          const keep = await imp(svc, 'keep', { 'k.txt': 'kept\n' });
+          await svc.gc({ retentionMs: 0, graceMs: 0 });
+          // garbage for the killed run: a row to remove and packs to condemn; one of them mostly garbage but for `shared`
+          await imp(svc, undefined, { 'junk.bin': randomBytes(300_000) });
+          await imp(svc, undefined, { 'big.bin': randomBytes(900_000), 'shared.txt': 'shared by a live snapshot\n' });
+          const live = await imp(svc, 'live', { 'shared.txt': 'shared by a live snapshot\n', 'own.txt': 'own\n' });
+          return { keep, live, base: (await svc.getSnapshot('base')).id };
+        });
         const expect = async (): Promise<void> =>
           withHome(home, CONFIG, async (svc) => {
             assert.deepEqual(await exportedTree(svc, keep.id, dir), keep.tree);
