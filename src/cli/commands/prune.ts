@@ -33,15 +33,24 @@ export const command: CliCommand = {
             attached = await pruneAttached(awc, { dryRun: opts.dryRun });
           }
           const r: PruneCommandResult = { ...claude, attached };
-          o.result(r, () => humanReport(r));
+          const { selfInvocation, shellWord } = await import('./self-command.js');
+          const self = selfInvocation(program, awc).join(' ');
+          o.result(r, () => humanReport(r, (snapshot, dir) => `${self} export ${snapshot} --dir ${shellWord(dir)}`));
           if (r.pruned.some((e) => e.error) || attached?.orphaned.some((e) => e.status === 'failed')) process.exitCode = 4;
         }),
       );
   },
 };
 
-/** One line per workspace looked at, then a summary line. */
-function humanReport(r: PruneCommandResult): string {
+/** The command that exports `snapshot` into the new directory `dir` (this AWC, by absolute path, as the hook prints it). */
+type ExportCommand = (snapshot: string, dir: string) => string;
+
+/**
+ * One line per workspace looked at, then a summary line. A workspace whose work was
+ * checkpointed gets a second line, `to bring the work back as a directory: <command>` (the
+ * Claude Code hook's WorktreeRemove prints the same).
+ */
+function humanReport(r: PruneCommandResult, back: ExportCommand): string {
   const a = r.attached;
   const summary = [
     `${r.pruned.length} stale hook worktree(s), ${r.kept} kept${r.others ? `, ${r.others} of other users left alone` : ''}`,
@@ -50,8 +59,8 @@ function humanReport(r: PruneCommandResult): string {
       : undefined,
   ].filter(Boolean);
   return [
-    ...r.pruned.map((e) => claudeLine(e, r.dryRun)),
-    ...(a?.orphaned.map(attachLine) ?? []),
+    ...r.pruned.map((e) => claudeLine(e, r.dryRun) + claudeBack(e, back)),
+    ...(a?.orphaned.map((e) => attachLine(e) + attachBack(e, back)) ?? []),
     `${r.dryRun ? 'dry run: ' : ''}${summary.join('; ')}`,
   ].join('\n');
 }
@@ -68,6 +77,24 @@ function claudeLine(e: PruneEntry, dryRun: boolean): string {
   if (dryRun) return `${what}: would release`;
   const rel = e.released;
   return `${what}: released (${rel?.checkpointed ? `checkpointed as ${rel.snapshot}` : rel?.work.work === false ? 'nothing uncommitted: no snapshot' : `work in ${rel?.snapshot}`})`;
+}
+
+/** The line that brings a released hook worktree's checkpointed work back, at its own path (removed by the release). */
+function claudeBack(e: PruneEntry, back: ExportCommand): string {
+  const rel = e.released;
+  if (!rel || rel.work.work === false || e.path === null) return '';
+  return `\nto bring the work back as a directory: ${back(rel.snapshot, e.path)}`;
+}
+
+/**
+ * The line that brings a released attached worktree's checkpoint back: the prepared checkout
+ * with the worktree's dependency directories as they were, beside the worktree (whose
+ * directory may be left).
+ */
+function attachBack(e: AttachPruneEntry, back: ExportCommand): string {
+  return e.status === 'released' && e.checkpoint
+    ? `\nto bring the work back as a directory: ${back(e.checkpoint, `${e.dir}.checkpoint`)}`
+    : '';
 }
 
 function attachLine(e: AttachPruneEntry): string {
