@@ -1,9 +1,11 @@
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { setPriority } from 'node:os';
 import { AwcError, toAwcError } from '../../core/errors.js';
 import { fdPath } from '../../core/dir-fd.js';
 import { requireLibc, type LibcCalls } from '../sys/libc.js';
 import { openOwnedDir, type OwnedTarget } from './owned-target.js';
+import { DETACH_OTHER_AWC_MOUNTS } from './run-namespace.js';
 
 /**
  * What the root daemon asks of the stage that runs inside an ordinary user's `awc run`
@@ -151,8 +153,9 @@ function openStablePath(spec: BindSpec): OwnedTarget {
  * caller's resource limits and nice value (takeLimits). Then it says `ok`
  * on `report` (which the exec closes) and this process becomes setpriv(1), which drops to the caller
  * (uid, gid, groups; no capabilities; no_new_privs), then `env -i` gives the command exactly
- * `spec.env`. Only setpriv, env and sh, by absolute path from root-owned system directories,
- * are executed as root after the bind.
+ * `spec.env`. Right after the bind, the namespace's copies of other AWC mounts are detached
+ * (DETACH_OTHER_AWC_MOUNTS: sh, awk and umount from the system PATH). Only those and setpriv, env
+ * and sh, by absolute path from root-owned system directories, are executed as root after the bind.
  * @throws E_NOT_MOUNTED (not the workspace's mount), E_PERMISSION (a symlink on the stable
  *   path, not the caller's), E_TARGET_BUSY (missing, not a directory), E_MOUNT_FAILED (the bind or the exec failed)
  */
@@ -165,6 +168,8 @@ export function bindAndBecomeCaller(spec: BindSpec, report: number): never {
   }
   fs.closeSync(src);
   dst.close();
+  // the namespace's copies of other AWC mounts: a long command must not keep them alive (run-namespace.ts)
+  spawnSync(SH, ['-c', DETACH_OTHER_AWC_MOUNTS], { env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', AWC_KEEP: spec.at }, stdio: 'ignore' });
   // Node opens its stdio close-on-exec: the command gets the caller's stdin, stdout and stderr;
   // the report closes at the exec (a failed exec still writes on it after "ok")
   for (const fd of [0, 1, 2]) c.fcntl(fd, F_SETFD, 'int', 0);

@@ -31,12 +31,50 @@ export interface RunningCommand {
 }
 
 /**
+ * The AWC mounts of a mount table that a run's namespace must not keep (awk over
+ * /proc/self/mountinfo, proc(5)): every content plane (`fuse.awc`), every overlay whose last
+ * data-only lower is one of them (workspaces, and binds of them such as attached directories),
+ * and every layer image (erofs) that is such an overlay's first lower; but the mount at
+ * `AWC_KEEP` (the stable path's bind) and what is under it. One mount point per line, deepest
+ * (last mounted) first, with the table's octal escapes undone; a point holding a newline is
+ * left (it cannot be passed on a line).
+ */
+export const OTHER_AWC_MOUNTS_AWK = String.raw`
+function unesc(s) { gsub(/\\040/, " ", s); gsub(/\\011/, "\t", s); gsub(/\\134/, "\\", s); return s }
+{ for (i = 7; i <= NF && $i != "-"; i++); type[NR] = $(i + 1); opts[NR] = $(i + 3); at[NR] = $5; if (type[NR] == "fuse.awc") plane[$5] = 1 }
+END {
+  for (n = 1; n <= NR; n++) if (type[n] == "overlay" && match(opts[n], /lowerdir=[^,]*/)) {
+    k = split(substr(opts[n], RSTART + 9, RLENGTH - 9), part, "::")
+    if (k > 1 && part[k] in plane) { ours[n] = 1; split(part[1], first, ":"); layer[first[1]] = 1 }
+  }
+  keep = ENVIRON["AWC_KEEP"]
+  for (n = NR; n >= 1; n--) {
+    if (!(n in ours) && type[n] != "fuse.awc" && !(type[n] == "erofs" && at[n] in layer)) continue
+    if (at[n] ~ /\\012/) continue
+    p = unesc(at[n])
+    if (p != keep && index(p, keep "/") != 1) print p
+  }
+}`;
+
+/**
+ * Shell (sh, the system PATH): detaches (`umount -l`, paths taken as they are) this mount
+ * namespace's copy of every AWC mount OTHER_AWC_MOUNTS_AWK lists but `$AWC_KEEP`. Both routes
+ * of `awc run` run it right after their bind: this file's stage for root, and the stage of
+ * an ordinary user's run (namespace-bind.ts).
+ */
+export const DETACH_OTHER_AWC_MOUNTS = `awk '${OTHER_AWC_MOUNTS_AWK}' /proc/self/mountinfo | while IFS= read -r p; do umount -l -c -- "$p" 2>/dev/null || :; done`;
+
+/**
  * Runs in the new mount namespace (made private by unshare), with a fixed environment: binds
- * the workspace at the stable path, reports ready on fd 3, then executes the rest of its
- * arguments. Positional arguments only: no path is ever parsed by the shell.
+ * the workspace at the stable path, then detaches the namespace's copies of every other AWC
+ * mount (OTHER_AWC_MOUNTS_AWK: a long command must not keep another workspace, or this one's
+ * own mount, alive after the host unmounts it; the bind holds what this run shows), reports
+ * ready on fd 3, then executes the rest of its arguments. Positional arguments only: no path
+ * is ever parsed by the shell.
  */
 const MOUNT_STAGE = [
   'mount --bind -- "$1" "$2" || { echo "awc run: cannot show the workspace at $2" >&2; exit 125; }',
+  `AWC_KEEP="$2"; export AWC_KEEP; ${DETACH_OTHER_AWC_MOUNTS}`,
   'echo ok >&3; exec 3>&-',
   'shift 2',
   'exec "$@"',

@@ -6,7 +6,7 @@
  * The host's mount table outside the namespace never changes.
  */
 import { strict as assert } from 'node:assert';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -104,5 +104,38 @@ describe('awc run: a workspace at its stable path (issue 11)', { skip: usersAndO
     // a command named like a variable is still the command (env(1) would take it for an assignment and print the environment)
     const named = run([ws, '--', 'X=1']);
     assert.deepEqual([named.code, named.stdout], [127, '']);
+  });
+
+  it('a long command does not keep another workspace mounted: its namespace holds no copy of it, so it is unmounted and mounted again', async () => {
+    const other = awcOk(home, ['fork', 'base', '--name', 'w3']).workspaces[0].id;
+    const mnt3 = join(work, 'mnt3');
+    mkdirSync(mnt3);
+    awcOk(home, ['mount', other, mnt3]);
+    const content = join(home, 'host', 'content');
+    // the command says its pid (its write lands in w1), then outlives the unmount and mount below
+    const long = spawn(process.execPath, [CLI, '--home', home, 'run', ws, '--', 'sh', '-c', 'echo $$ > running; exec sleep 60'], {
+      stdio: 'ignore',
+    });
+    const ended = new Promise((r) => long.once('exit', r));
+    try {
+      for (let i = 0; i < 300 && !existsSync(join(mnt, 'running')); i++) await new Promise((r) => setTimeout(r, 50));
+      const pid = Number(readFileSync(join(mnt, 'running'), 'utf8'));
+      const inside = readFileSync(`/proc/${pid}/mountinfo`, 'utf8')
+        .split('\n')
+        .map((l) => l.split(' ')[4]);
+      assert.ok(inside.includes(src), 'the workspace is at its stable path in the namespace');
+      assert.ok(!inside.includes(mnt3), "no copy of the other workspace's mount");
+      assert.ok(!inside.includes(mnt), "nor of this workspace's own mount (the stable path's bind holds it)");
+      assert.ok(!inside.includes(content), "nor of the home's content plane");
+      awcOk(home, ['unmount', other]);
+      awcOk(home, ['mount', other, mnt3]);
+      assert.equal(readFileSync(join(mnt3, 'a.txt'), 'utf8'), 'from the snapshot\n');
+      awcOk(home, ['unmount', other]);
+      assert.equal(readFileSync(join(src, 'a.txt'), 'utf8'), 'from the snapshot\n', 'outside, the stable path is the project');
+      assert.equal(long.exitCode, null, 'the command still runs');
+    } finally {
+      long.kill('SIGTERM');
+      await ended;
+    }
   });
 });

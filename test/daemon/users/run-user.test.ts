@@ -87,6 +87,8 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
       'grep -E "^(NoNewPrivs|CapEff):" /proc/self/status | tr -s "\\t " " "',
       // the bind at the stable path keeps the workspace mount's nosuid,nodev
       `awk -v p="${project}" '$5 == p { print ($6 ~ /nosuid/ && $6 ~ /nodev/) ? "inert" : "NOT INERT" }' /proc/self/mountinfo`,
+      // no copy of the workspace's own mount nor of the content plane: a long command keeps nothing else mounted
+      `awk -v m="${mnt}" -v c="${join(home, 'host', 'content')}" '$5 == m || $5 == c { n++ } END { print n ? "copies: " n : "no copies" }' /proc/self/mountinfo`,
       'echo built > out.txt',
       'cat',
     ].join('; ');
@@ -103,6 +105,7 @@ describe('awc run as an ordinary user of the root daemon (issue 11)', { skip: us
         'CapEff: 0000000000000000',
         'NoNewPrivs: 1',
         'inert',
+        'no copies',
         'from stdin',
         '',
       ].join('\n'),
