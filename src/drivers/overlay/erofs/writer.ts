@@ -3,7 +3,9 @@
  * mkfs.erofs. Metadata only, as composefs writes it: directories, placeholder files that have a
  * size but no data (chunk-based inodes whose chunks are all holes: overlayfs reads a metacopy
  * file's data from the content lower, never from this one), symlinks, device nodes, fifos,
- * sockets, hardlinks, owners, modes, nanosecond mtimes and xattrs. O(entries) time and memory,
+ * sockets, hardlinks, owners, modes, nanosecond mtimes and xattrs; and the few data files a
+ * layer holds (a git-proof snapshot's rewritten `.git/index`: flat inodes whose bytes, made once
+ * the layout is known, are in the data area). O(entries) time and memory,
  * one buffer written once; the same entries always give the same bytes (inodes in breadth-first
  * order of byte-sorted names, xattrs sorted, fixed build time and UUID).
  * Layout and format: docs/explanation/layer-images.md#our-own-writer, ./format.ts.
