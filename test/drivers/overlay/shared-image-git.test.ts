@@ -171,6 +171,25 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
     gitTrusts(at);
   });
 
+  it('a change cannot hide behind the image stat data: same size, mtime set back, git still sees it', () => {
+    const at = mnt.f!;
+    const p = join(at, 'dir0', 'f1.txt');
+    const st = statSync(p, { bigint: true });
+    const was = readFileSync(p);
+    writeFileSync(p, Buffer.from(was).fill(0x78));
+    const ns = String(st.mtimeNs % 1_000_000_000n).padStart(9, '0');
+    assert.equal(spawnSync('touch', ['-d', `@${st.mtimeNs / 1_000_000_000n}.${ns}`, p]).status, 0);
+    const now = statSync(p, { bigint: true });
+    assert.deepEqual(
+      [now.size, now.mtimeNs, now.ino],
+      [st.size, st.mtimeNs, st.ino],
+      'size, mtime and inode as before: only ctime differs',
+    );
+    assert.equal(git(at, 'status', '--porcelain'), ' M dir0/f1.txt\n');
+    writeFileSync(p, was);
+    assert.equal(git(at, 'status', '--porcelain'), '', 'the same bytes again: clean');
+  });
+
   it('a layer built on a host (images off) reads the same, and git trusts its index too', () => {
     const at = mountOn('g');
     assert.equal(fsTypeAt(join(homes.g!, 'host', 'layers', layerHex, 'tree')), undefined, 'host G built a layer directory');
