@@ -9,7 +9,7 @@
  * they read the same. H, on a catalog and store of its own, gets the same image bytes.
  */
 import { strict as assert } from 'node:assert';
-import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -44,6 +44,16 @@ function git(dir: string, ...args: string[]): string {
   const g = spawnSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { encoding: 'utf8' });
   assert.equal(g.status, 0, g.stderr);
   return g.stdout;
+}
+
+/** Reads every file under `dir`. */
+function readAll(dir: string): void {
+  for (const n of readdirSync(dir)) {
+    const p = join(dir, n);
+    const st = lstatSync(p);
+    if (st.isDirectory()) readAll(p);
+    else if (st.isFile()) readFileSync(p);
+  }
 }
 
 /** A repository of 60 files in directories, an executable and a symlink, committed once. */
@@ -142,16 +152,30 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
     return mnt[h]!;
   };
 
-  /** Checks that git trusts the workspace's index as it is: every entry's stat data are the file's, status is clean, the index is not rewritten. */
-  const gitTrusts = (at: string): void => {
+  /** Content FUSE READs of host `h` so far (awc_fuse_operations_total{op="read"}). */
+  const fuseReads = (h: string): number =>
+    sample(run(h, ['metrics']).metrics as Record<string, unknown>, 'awc_fuse_operations_total', { op: 'read' });
+
+  /**
+   * Checks that git on host `h` trusts the index of the workspace at `at` as it is: every entry's
+   * stat data are the file's, status is clean, no tracked file is read, the index is not rewritten.
+   */
+  const gitTrusts = (h: string, at: string): void => {
     const recorded = indexStat(at);
     assert.equal(recorded.size, 62);
     for (const [p, rec] of recorded) assert.equal(rec, statLine(join(at, p)), `the index's stat data of ${p} are what the workspace shows`);
     const before = statSync(join(at, '.git', 'index'), { bigint: true });
-    const trace = join(work, `trace-${at.slice(-1)}`);
-    const st = spawnSync('git', ['-C', at, 'status', '--porcelain'], { encoding: 'utf8', env: { ...process.env, GIT_TRACE2_PERF: trace } });
+    const trace = join(work, `trace-${h}`);
+    readAll(join(at, '.git')); // git's own reads of .git then hit the page cache, not the FUSE server
+    const reads = fuseReads(h);
+    assert.ok(reads > 0, 'the metric counts content reads (those of .git just now)');
+    const st = spawnSync('git', ['-C', at, 'status', '--porcelain', '--untracked-files=all'], {
+      encoding: 'utf8',
+      env: { ...process.env, GIT_TRACE2_PERF: trace },
+    });
     assert.equal(st.status, 0, st.stderr);
     assert.equal(st.stdout, '', 'git status is clean');
+    assert.equal(fuseReads(h) - reads, 0, 'git read no content through the FUSE server');
     const after = statSync(join(at, '.git', 'index'), { bigint: true });
     assert.deepEqual(
       [after.ino, after.mtimeNs, after.ctimeNs],
@@ -168,7 +192,7 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
     assert.equal(fsTypeAt(join(homes.f!, 'host', 'layers', layerHex, 'tree')), 'erofs', "host F's layer is the shared image");
     const m = run('f', ['metrics']).metrics as Record<string, unknown>;
     assert.equal(sample(m, 'awc_layer_images_total', { outcome: 'mounted' }), 1);
-    gitTrusts(at);
+    gitTrusts('f', at);
   });
 
   it('a change cannot hide behind the image stat data: same size, mtime set back, git still sees it', () => {
@@ -193,7 +217,7 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
   it('a layer built on a host (images off) reads the same, and git trusts its index too', () => {
     const at = mountOn('g');
     assert.equal(fsTypeAt(join(homes.g!, 'host', 'layers', layerHex, 'tree')), undefined, 'host G built a layer directory');
-    gitTrusts(at);
+    gitTrusts('g', at);
     assert.deepEqual(
       readTreeInfo(mnt.g!, (r) => r === '.git/index'),
       readTreeInfo(mnt.f!, (r) => r === '.git/index'),
