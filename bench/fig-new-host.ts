@@ -2,7 +2,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Awc } from '../src/service/workspace/awc.js';
 import { DaemonClient } from '../src/daemon/supervisor/client.js';
-import { imageRefusal, shareLayerImage } from '../src/drivers/overlay/shared-image.js';
+import { shareLayerImage } from '../src/drivers/overlay/shared-image.js';
+import { layerGitSource } from '../src/drivers/overlay/layer-git-index.js';
 import { layerImageSupport } from '../src/drivers/overlay/layer-image-mount.js';
 import { fmtRatio, stopDaemon, unmountAll, type Figure, type TreeCtx } from './common.js';
 import { forkMountRead } from './fig-fork.js';
@@ -25,12 +26,6 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
     return [];
   }
   const snap = await ctx.awc.getSnapshot(ctx.snapshotId);
-  const refusal = await imageRefusal(ctx.awc.store, snap.root);
-  if (refusal) {
-    // such a snapshot's layers show a .git/index of their own inodes: never shared (docs/explanation/layer-images.md)
-    log(`  new-host figures skipped on tree (${ctx.label}): ${refusal}`);
-    return [];
-  }
   // the import may have shared it already (layerImages on): drop that record, so the share is timed
   await ctx.awc.catalog.deleteLayerImage(ctx.awc.namespace, snap.root);
   const t0 = now();
@@ -39,6 +34,7 @@ export async function figNewHostMount(ctx: TreeCtx, log: (s: string) => void): P
     ctx.awc.namespace,
     snap.root,
     ctx.awc.reader(),
+    layerGitSource(ctx.awc.reader(), ctx.awc.store),
   );
   const rec = shared.record;
   const shareMs = now() - t0;

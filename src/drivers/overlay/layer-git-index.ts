@@ -15,7 +15,8 @@ import type { ContentReader } from '../../store/content/content-reader.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { futimesNs } from '../../host/sys/utimens.js';
 import { AwcError } from '../../core/errors.js';
-import { nameToBytes } from '../../core/raw-name.js';
+import { hasEscape, nameToBytes } from '../../core/raw-name.js';
+import type { ErofsFileData, ErofsInodeStat } from './erofs/tree.js';
 import type { DirFd } from '../../core/dir-fd.js';
 
 /** What a layer build needs to give its workspaces a trusted index: the root's proof and a way to read a file of the snapshot. */
@@ -98,19 +99,9 @@ export async function writeLayerGitIndex(
   owner: { uid: number; gid: number } | undefined,
   nowNs: bigint,
 ): Promise<LayerGitIndexResult | undefined> {
-  const ie = paths.get('.git/index');
-  if (ie?.type !== 'file') return undefined;
-  const proof = await git.proof(root);
-  if (!proof || proof.index !== ie.digest) return undefined;
-  const bytes = await git.read(ie);
-  let ix: GitIndex;
-  try {
-    ix = parseGitIndex(bytes, proof.algo);
-  } catch {
-    return undefined;
-  }
-  if (gitIndexUnrewritable(ix) || ix.entries.length !== proof.entries) return undefined;
-  const bits = Buffer.from(proof.proven, 'base64');
+  const p = await provenIndex(root, paths, git);
+  if (!p) return undefined;
+  const { ie, bytes, ix, proof, bits } = p;
   const nowSec = nowNs / 1_000_000_000n;
   const stats = new Map<number, GitStatData>();
   for (let i = 0; i < ix.entries.length; i++) {
@@ -134,6 +125,108 @@ export async function writeLayerGitIndex(
   }
   fs.renameSync(tmp, target);
   return { entries: ix.entries.length, rewritten: stats.size };
+}
+
+/** The snapshot's `.git/index`, parsed, and the proof that lets a layer rewrite it. */
+interface ProvenIndex {
+  ie: FileEntry;
+  bytes: Buffer;
+  ix: GitIndex;
+  proof: GitIndexProof;
+  bits: Buffer;
+}
+
+/**
+ * The snapshot's `.git/index` when a layer may rewrite it: a regular file, a proof stored for
+ * exactly these bytes, an index that parses, is not split and has the proof's entry count.
+ * @throws what `git` throws
+ */
+async function provenIndex(root: Digest, paths: LayerPaths, git: LayerGitIndexSource): Promise<ProvenIndex | undefined> {
+  const ie = paths.get('.git/index');
+  if (ie?.type !== 'file') return undefined;
+  const proof = await git.proof(root);
+  if (!proof || proof.index !== ie.digest) return undefined;
+  const bytes = await git.read(ie);
+  let ix: GitIndex;
+  try {
+    ix = parseGitIndex(bytes, proof.algo);
+  } catch {
+    return undefined;
+  }
+  if (gitIndexUnrewritable(ix) || ix.entries.length !== proof.entries) return undefined;
+  return { ie, bytes, ix, proof, bits: Buffer.from(proof.proven, 'base64') };
+}
+
+/**
+ * The `.git/index` of a layer image (src/drivers/overlay/erofs/): a data file of the image, not a
+ * placeholder. `data` gives the bytes once the image is laid out; `mtimeNs` is the file's mtime.
+ */
+export interface ImageGitIndex {
+  mtimeNs: bigint;
+  data: ErofsFileData;
+  entries: number;
+  /** Entries whose stat data are set to the image's. */
+  rewritten: number;
+}
+
+/**
+ * What {@link writeLayerGitIndex} does for a layer directory, for a layer image, without a
+ * layer on disk: every proven entry (as there) gets the stat data the mounted image will report
+ * for its path, which the writer knows once it has laid the image out (overlayfs reports a file
+ * it has not copied up with the lower's st_ino, here the EROFS node id, and ctime equal to
+ * mtime: see ErofsInodeStat; dev recorded as 0, uid, gid and size as the entry's). The index
+ * is dated one second after the latest mtime it vouches for (its own mtime when later), so git
+ * finds no entry racy; the date depends on the snapshot only, so the same tree gives the same
+ * image. Undefined when {@link writeLayerGitIndex} would do nothing, and when another name is a
+ * hardlink of `.git/index` (it would show the rewritten bytes too). Cost: one read of the
+ * index; the data, O(index entries).
+ * @throws what `git` throws
+ */
+export async function imageGitIndex(root: Digest, paths: LayerPaths, git: LayerGitIndexSource): Promise<ImageGitIndex | undefined> {
+  for (const e of paths.values()) if (e.type === 'hardlink' && e.target === '.git/index') return undefined;
+  const p = await provenIndex(root, paths, git);
+  if (!p) return undefined;
+  const { ie, bytes, ix, proof, bits } = p;
+  const proven: number[] = [];
+  let latest = BigInt(ie.mtimeNs);
+  for (let i = 0; i < ix.entries.length; i++) {
+    const se = provenEntry(ix, i, paths, proof, bits);
+    if (!se || se.type === 'hardlink') continue;
+    proven.push(i);
+    const after = (floorSec(BigInt(se.mtimeNs)) + 1n) * 1_000_000_000n;
+    if (after > latest) latest = after;
+  }
+  const data: ErofsFileData = (statOf) => {
+    const stats = new Map<number, GitStatData>();
+    for (const i of proven) {
+      const rel = ix.entries[i].path;
+      const st = statOf(hasEscape(rel) ? nameToBytes(rel) : rel);
+      if (st) stats.set(i, imageStatData(st));
+    }
+    return rewriteGitIndexStat(bytes, ix, proof.algo, stats);
+  };
+  return { mtimeNs: latest, data, entries: ix.entries.length, rewritten: proven.length };
+}
+
+/** Seconds of a time in ns, rounded down (as the kernel's timespec: a time before 1970 has a non-negative ns part). */
+function floorSec(ns: bigint): bigint {
+  return ns >= 0n ? ns / 1_000_000_000n : -((-ns + 999_999_999n) / 1_000_000_000n);
+}
+
+/** Git's `fill_stat_data` of what an image reports for an inode: ctime is its mtime, ino its node id; 32-bit truncation as {@link statData}. */
+function imageStatData(st: ErofsInodeStat): GitStatData {
+  const sec = Number(BigInt.asUintN(32, st.mtimeSec));
+  return {
+    ctimeSec: sec,
+    ctimeNsec: st.mtimeNsec,
+    mtimeSec: sec,
+    mtimeNsec: st.mtimeNsec,
+    dev: 0,
+    ino: st.nid >>> 0,
+    uid: st.uid >>> 0,
+    gid: st.gid >>> 0,
+    size: st.size >>> 0,
+  };
 }
 
 /**

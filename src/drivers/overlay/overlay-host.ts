@@ -462,6 +462,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       workDir: this.paths.imageBuilds,
       publish: publishesImages(this.config),
       reader: (ns) => this.content.reader(ns),
+      gitIndex: this.content.gitIndex,
       logger: this.log,
     });
     images.on('image', (e) => this.emit('image', e));
@@ -507,7 +508,7 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
       owner,
       git: this.content.gitIndex?.(ns),
     });
-    images?.publishLater(ns, root, layer);
+    images?.publishLater(ns, root);
     return layer;
   }
 }

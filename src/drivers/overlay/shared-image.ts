@@ -22,7 +22,6 @@ import { removeTree } from '../../core/remove-tree.js';
 import type { Catalog, LayerImageRecord } from '../../catalog/port/catalog.js';
 import type { AwcConfig } from '../../config/config.js';
 import type { TreeSource } from '../../store/content/tree-source.js';
-import { getGitProof } from '../../store/content/git-proof-record.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { imageObjectKey } from '../../store/content/image-object.js';
 import { ContentIndex } from '../../store/content/content-index.js';
@@ -30,6 +29,7 @@ import { isMounted } from '../../host/mount/mount-table.js';
 import { unmount } from '../../host/mount/mount-commands.js';
 import { INDEX_FILE, LINKS_FILE, type Layer } from './layer-builder.js';
 import { layerImageBytes } from './erofs/layer-entries.js';
+import type { LayerGitIndexSource } from './layer-git-index.js';
 import { layerImageSupport, mountLayerImage, type LayerImageSupport } from './layer-image-mount.js';
 
 /** lz4-napi, loaded on first use: images and content indexes are stored lz4-compressed (block format with the size prepended, as packs' blobs). */
@@ -82,6 +82,8 @@ export interface SharedLayerImagesOptions {
   publish: boolean;
   /** The trees of a namespace: images are written from them. */
   reader: (ns: string) => TreeSource;
+  /** Where images of a namespace find git proofs and `.git/index` (see layerImageSource's `git`); absent: the snapshot's own index. */
+  gitIndex?: (ns: string) => LayerGitIndexSource;
   /** What this host can do (default: {@link layerImageSupport}). */
   support?: LayerImageSupport;
   logger?: Logger;
@@ -185,12 +187,12 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
   /**
    * Shares the image of snapshot `root` of `ns` in the background (written from its trees), once
    * per root and one build at a time, when this host publishes and can mount images and no host
-   * shared one yet: after this host built the root's layer (`layer`: skipped when it rewrites
-   * `.git/index`), or after a checkpoint made the root (no layer). A root whose import proved its
-   * `.git/index` is not shared (see {@link shareLayerImage}). Never throws: a failure is logged.
+   * shared one yet: after this host built the root's layer, or after a checkpoint made the root.
+   * A root whose import proved its `.git/index` gets an image holding a rewritten index of its
+   * own (see {@link shareLayerImage}). Never throws: a failure is logged.
    */
-  publishLater(ns: string, root: Digest, layer?: Layer): void {
-    if (!this.opts.publish || !this.support.mount || layer?.meta.gitIndex || this.tried.has(root)) return;
+  publishLater(ns: string, root: Digest): void {
+    if (!this.opts.publish || !this.support.mount || this.tried.has(root)) return;
     if (this.stopping.signal.aborted) return;
     this.tried.add(root);
     this.queue = this.queue.then(() =>
@@ -216,9 +218,13 @@ export class SharedLayerImages extends EventEmitter<SharedLayerImagesEvents> {
       this.cleaned = true;
       await removeTree(this.opts.workDir);
     }
-    const refusal = await imageRefusal(this.opts.store, root);
-    if (refusal) return this.log({ level: 'info', msg: 'no layer image is shared', root, why: refusal });
-    const r = await shareLayerImage({ ...this.opts, signal: this.stopping.signal }, ns, root, this.opts.reader(ns));
+    const r = await shareLayerImage(
+      { ...this.opts, signal: this.stopping.signal },
+      ns,
+      root,
+      this.opts.reader(ns),
+      this.opts.gitIndex?.(ns),
+    );
     if (!r.built) return; // another host (or the import) shared it first
     this.emit('image', { outcome: 'published' });
     const { imageBytes, indexBytes } = r.record;
@@ -248,22 +254,6 @@ export interface SharedImage {
 }
 
 /**
- * The reason snapshot `root` gets no shared image: its import proved `.git/index` (a git proof
- * is stored for the root), so a layer built on a host shows an index of its own inodes, which
- * an image cannot hold yet (docs/explanation/layer-images.md). Undefined when it may be shared.
- * A proof that does not parse counts as none, as for layers. @throws what the store throws
- */
-export async function imageRefusal(store: ObjectStore, root: Digest): Promise<string | undefined> {
-  const proof = await getGitProof(store, root).catch((err: unknown) => {
-    if (err instanceof AwcError && err.code === 'E_FORMAT') return undefined;
-    throw err;
-  });
-  return proof
-    ? `the layers of ${root} rewrite .git/index with their own inodes (its import proved the index): its image is not shared`
-    : undefined;
-}
-
-/**
  * Writes the EROFS image of snapshot `root` from its trees (`src`: no layer directory, no
  * mkfs.erofs; src/drivers/overlay/erofs/), uploads it and the layer's content index
  * (src/store/content/content-index.ts), both lz4-compressed and named by the SHA-256 of their
@@ -271,28 +261,30 @@ export async function imageRefusal(store: ObjectStore, root: Digest): Promise<st
  * already records an image of the root. First wins: when another host recorded one meanwhile,
  * that record is returned (the objects uploaded here are left for gc). Cost: O(entries), about
  * 3 s of CPU and 250 MB of memory at 117k entries, plus two uploads (about 5 MB and a few MB at
- * 100k files). The same trees give the same image bytes on any host.
+ * 100k files). The same trees give the same image bytes on any host. With `git` (the proofs
+ * and file reads of the namespace), a root whose import proved `.git/index` gets an image that
+ * holds a rewritten index whose stat data are the image's own (layerImageSource), so a
+ * workspace over it trusts the index as over a layer built here.
  * `opts.signal` cancels the build between its steps (E_CANCELLED).
  * @returns the record that stands, and what was built
- * @throws E_CANCELLED, E_UNSUPPORTED (a root whose import proved `.git/index`: {@link imageRefusal}; an xattr the
- *   format cannot hold), E_FORMAT (a corrupt tree), what the store and the catalog throw
+ * @throws E_CANCELLED, E_UNSUPPORTED (an xattr the format cannot hold), E_FORMAT (a corrupt
+ *   tree), what the store and the catalog throw
  */
 export async function shareLayerImage(
   opts: Pick<SharedLayerImagesOptions, 'catalog' | 'store' | 'host'> & { signal?: AbortSignal },
   ns: string,
   root: Digest,
   src: TreeSource,
+  git?: LayerGitIndexSource,
 ): Promise<SharedImage> {
   const t0 = performance.now();
   const existing = await opts.catalog.layerImage(ns, root);
   if (existing) return { record: existing };
-  const refusal = await imageRefusal(opts.store, root);
-  if (refusal) throw new AwcError('E_UNSUPPORTED', refusal);
   const cancelled = (): void => {
     if (opts.signal?.aborted) throw new AwcError('E_CANCELLED', `the image build of ${root} was cancelled`);
   };
   cancelled();
-  const img = await layerImageBytes(src, root);
+  const img = await layerImageBytes(src, root, { git });
   cancelled();
   const imageLz = await lz4().compress(img.img);
   const indexLz = await lz4().compress(ContentIndex.encode(img.meta));

@@ -71,7 +71,8 @@ function safeEntryPath(p: string): boolean {
  * none or it is not plain: every entry at stage 0, checked out, of a file, symlink or gitlink,
  * at a path inside the work tree and outside any `.git`; no split index. Only the kept
  * extensions stay (core/git-index.ts rewriteGitIndexStat); the stat data is the snapshot's,
- * which the overlay layer set to what the mount shows (src/drivers/overlay/layer-git-index.ts).
+ * which the overlay layer (built on the host, or a shared image) set to what the mount shows
+ * (src/drivers/overlay/layer-git-index.ts).
  */
 export function snapshotIndex(dir: string, algo: GitHashAlgo): Buffer | undefined {
   let fd: number;

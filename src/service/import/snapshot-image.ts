@@ -11,9 +11,10 @@ import { toAwcError } from '../../core/errors.js';
 import type { Catalog } from '../../catalog/port/catalog.js';
 import type { AwcConfig } from '../../config/config.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
-import type { TreeSource } from '../../store/content/tree-source.js';
+import type { ContentReader } from '../../store/content/content-reader.js';
 import { layerImageSupport, type LayerImageSupport } from '../../drivers/overlay/layer-image-mount.js';
-import { imageRefusal, publishesImages, shareLayerImage } from '../../drivers/overlay/shared-image.js';
+import { publishesImages, shareLayerImage } from '../../drivers/overlay/shared-image.js';
+import { layerGitSource } from '../../drivers/overlay/layer-git-index.js';
 
 /** The shared image of an imported snapshot (`ImportResult.image`), as the catalog records it. */
 export interface ImportImage {
@@ -34,12 +35,12 @@ export interface ImportImage {
  * Why an import made no image (`ImportResult.imageSkipped`): `off` (`layerImages: off`),
  * `not-shared` (`layerImages: auto` with a catalog that is not PostgreSQL: no other host to
  * share with), `copy` (`mountDriver: copy`), `kernel` (this host cannot mount file-backed EROFS:
- * Linux < 6.12, and the fleet is taken to be the same), `git-index` (the import proved
- * `.git/index`: layers rewrite it, an image cannot yet), `failed` (the build, an upload or the
- * record failed: `code` says how; the import stands all the same).
+ * Linux < 6.12, and the fleet is taken to be the same), `failed` (the build, an upload or the
+ * record failed: `code` says how; the import stands all the same). A snapshot whose import
+ * proved `.git/index` gets an image like any other, holding a rewritten index of its own.
  */
 export interface ImportImageSkip {
-  reason: 'off' | 'not-shared' | 'copy' | 'kernel' | 'git-index' | 'failed';
+  reason: 'off' | 'not-shared' | 'copy' | 'kernel' | 'failed';
   message: string;
   /** The AwcError code of a `failed` build. */
   code?: string;
@@ -59,16 +60,18 @@ export interface ImportImageDeps {
 
 /**
  * Builds, uploads and records the shared layer image of snapshot `root` of `ns`, read through
- * `src` (the import's trees, still in its writer's memory), when images are shared
+ * `src` (the import's trees, still in its writer's memory; its `.git/index`, when the import
+ * proved it, for the image's rewritten index), when images are shared
  * ({@link skipReason}). Never throws: a failure is returned as `imageSkipped` (reason `failed`
  * and the error's code). Cost: O(entries), about 3 s of CPU at 117k entries, plus two uploads.
  */
-export async function importImage(deps: ImportImageDeps, ns: string, root: Digest, src: TreeSource): Promise<ImportImageOutcome> {
+export async function importImage(deps: ImportImageDeps, ns: string, root: Digest, src: ContentReader): Promise<ImportImageOutcome> {
   const t0 = performance.now();
   try {
-    const skip = await skipReason(deps, root);
+    const skip = skipReason(deps);
     if (skip) return { image: null, imageSkipped: skip };
-    const r = await shareLayerImage({ catalog: deps.catalog, store: deps.store, host: deps.config.host }, ns, root, src);
+    const git = layerGitSource(src, deps.store);
+    const r = await shareLayerImage({ catalog: deps.catalog, store: deps.store, host: deps.config.host }, ns, root, src, git);
     const { image, imageBytes, index, indexBytes } = r.record;
     return { image: { digest: image, bytes: imageBytes, index, indexBytes, ms: performance.now() - t0, built: r.built !== undefined } };
   } catch (err) {
@@ -77,8 +80,8 @@ export async function importImage(deps: ImportImageDeps, ns: string, root: Diges
   }
 }
 
-/** Why the import of `root` makes no image, or undefined when it makes one. @throws what the store throws (reading the root's git proof) */
-export async function skipReason(deps: ImportImageDeps, root: Digest): Promise<ImportImageSkip | undefined> {
+/** Why an import makes no image, or undefined when it makes one. */
+export function skipReason(deps: ImportImageDeps): ImportImageSkip | undefined {
   const { config } = deps;
   if ((config.layerImages ?? 'auto') === 'off') return { reason: 'off', message: 'layer images are off (layerImages: off)' };
   if (!publishesImages(config))
@@ -89,7 +92,5 @@ export async function skipReason(deps: ImportImageDeps, root: Digest): Promise<I
   if (config.mountDriver === 'copy') return { reason: 'copy', message: 'the copy driver mounts no layers (mountDriver: copy)' };
   const support = deps.support ?? layerImageSupport();
   if (!support.mount) return { reason: 'kernel', message: `this host cannot mount layer images: ${support.why ?? 'unknown'}` };
-  const refusal = await imageRefusal(deps.store, root);
-  if (refusal) return { reason: 'git-index', message: refusal };
   return undefined;
 }

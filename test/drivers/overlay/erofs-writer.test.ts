@@ -334,6 +334,75 @@ describe('EROFS writer', { skip }, () => {
     assert.equal(xattrNames(d('ov.upper/odd/old')).includes('trusted.overlay.metacopy'), false);
   });
 
+  it('holds a data file whose bytes are made once the layout is known, from the stat the kernel then reports', () => {
+    const e = (path: string, extra: Partial<ErofsEntry>): ErofsEntry => ({
+      path,
+      type: 'file',
+      mode: 0o644,
+      uid: 0,
+      gid: 0,
+      mtimeNs: T0,
+      ...extra,
+    });
+    const probes = ['a/p', 'a/q', 'h', 's', 'a', 'none'];
+    let given: Buffer | undefined;
+    const data = (statOf: Parameters<NonNullable<ErofsEntry['data']>>[0]): Buffer => {
+      const json = JSON.stringify(
+        probes.map((p) => statOf(p) ?? null),
+        (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v),
+      );
+      given = Buffer.alloc(10_000, 0x20);
+      given.write(json);
+      return given;
+    };
+    const meta: [string, Buffer][] = [
+      ['trusted.overlay.metacopy', Buffer.alloc(0)],
+      ['trusted.overlay.redirect', Buffer.from('/x')],
+    ];
+    const entries: ErofsEntry[] = [
+      e('', { type: 'dir', mode: 0o755 }),
+      e('a', { type: 'dir', mode: 0o755 }),
+      e('a/p', { size: 5000, xattrs: meta }),
+      e('a/q', { size: 7, uid: 70_000, gid: 5, mtimeNs: 1_600_000_000_000_000_001n, xattrs: meta }),
+      e('data', { size: 10_000, mode: 0o600, mtimeNs: T0 + 1n, data, xattrs: [['user.note', Buffer.from('kept')]] }),
+      e('h', { type: 'hardlink', target: 'a/q' }),
+      e('s', { type: 'symlink', target: 'a/p' }),
+      e('z', { size: 0, data: () => Buffer.alloc(0) }),
+    ];
+    const img = erofsImage(entries);
+    assert.ok(img.equals(erofsImage(entries)), 'the same entries give the same bytes');
+    writeFileSync(d('data.erofs'), img);
+    if (existsSync('/usr/bin/fsck.erofs') || existsSync('/usr/sbin/fsck.erofs'))
+      execFileSync('fsck.erofs', ['--extract', d('data.erofs')], { stdio: 'pipe' });
+    mkdirSync(d('data-img'));
+    mountErofsFile(d('data.erofs'), d('data-img'));
+    mounted.push(d('data-img'));
+    assert.ok(readFileSync(d('data-img/data')).equals(given!), 'the kernel reads the bytes the image was given');
+    assert.equal(readFileSync(d('data-img/z')).length, 0);
+    assert.equal(lstatSync(d('data-img/data')).mode & 0o7777, 0o600);
+    assert.deepEqual(xattrNames(d('data-img/data')), ['user.note'], 'a data file is no placeholder');
+    const stats = JSON.parse(given!.toString().trim()) as ({
+      nid: number;
+      mtimeSec: string;
+      mtimeNsec: number;
+      uid: number;
+      gid: number;
+      size: number;
+    } | null)[];
+    assert.equal(stats[5], null, 'a path not in the image has no stat');
+    for (const [i, p] of probes.slice(0, 5).entries()) {
+      const st = lstatSync(d(`data-img/${p}`), { bigint: true });
+      const s = stats[i]!;
+      const mtimeNs = BigInt(s.mtimeSec) * 1_000_000_000n + BigInt(s.mtimeNsec);
+      assert.equal(st.ino, BigInt(s.nid), `${p}: st_ino is the node id`);
+      assert.deepEqual([st.mtimeNs, st.ctimeNs, st.uid, st.gid], [mtimeNs, mtimeNs, BigInt(s.uid), BigInt(s.gid)], p);
+      if (p !== 'a') assert.equal(st.size, BigInt(s.size), p);
+    }
+    assert.equal(stats[1]!.nid, stats[2]!.nid, 'a hardlink has its file’s inode');
+    const wrong: ErofsEntry[] = [entries[0]!, e('d', { size: 3, data: () => Buffer.from('four') })];
+    assert.throws(() => erofsImage(wrong), { code: 'E_FORMAT' });
+  });
+
   it('refuses entries that are not a tree, names over 255 bytes and xattrs EROFS cannot hold', () => {
     const root: ErofsEntry = { path: '', type: 'dir', mode: 0o755, uid: 0, gid: 0, mtimeNs: 0n };
     const f = (path: string, extra: Partial<ErofsEntry> = {}): ErofsEntry => ({

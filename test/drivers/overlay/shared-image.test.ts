@@ -386,23 +386,6 @@ describe("an import's layer image", { skip: !support.mount ? `layer images unsup
       awcOk(join(work, 'home-broken'), ['daemon', 'stop'], env);
     }
   });
-
-  it('is not made for a snapshot whose import proved .git/index (its layers rewrite it): reason git-index', () => {
-    const repo = join(work, 'repo');
-    mkdirSync(repo);
-    writeFileSync(join(repo, 'README'), 'hello\n');
-    const git = (...args: string[]) => {
-      const g = spawnSync('git', ['-C', repo, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { encoding: 'utf8' });
-      assert.equal(g.status, 0, g.stderr);
-    };
-    git('init', '-q');
-    git('add', '.');
-    git('commit', '-qm', 'one');
-    const env = envOf('git');
-    const r = awcOk(join(work, 'home-git'), ['snapshot', 'import', repo], env);
-    assert.equal(r.image, null);
-    assert.equal(r.imageSkipped.reason, 'git-index', JSON.stringify(r.imageSkipped));
-  });
 });
 
 describe('shared image objects', () => {

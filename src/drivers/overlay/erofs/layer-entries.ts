@@ -15,6 +15,7 @@ import type { TreeSource } from '../../../store/content/tree-source.js';
 import type { ContentIndexSource } from '../../../store/content/content-index.js';
 import { major, minor } from '../layer-builder.js';
 import type { LayerImage } from '../layer-image.js';
+import { imageGitIndex, type LayerGitIndexSource, type LayerPaths } from '../layer-git-index.js';
 import type { ErofsEntry } from './tree.js';
 import { erofsImage, writeImageFile } from './writer.js';
 
@@ -24,6 +25,12 @@ export interface LayerEntriesOptions {
   shortNameFree?: (hex: string) => boolean;
   /** Every entry gets this owner instead of the snapshot's. */
   owner?: { uid: number; gid: number };
+  /**
+   * Where the image finds the root's git proof and the snapshot's `.git/index`: when the import
+   * proved the index, the image holds a rewritten copy whose stat data are its own (../layer-git-index.ts,
+   * imageGitIndex). Absent: `.git/index` is a placeholder of the snapshot's bytes.
+   */
+  git?: LayerGitIndexSource;
 }
 
 class ShortNameCollision extends Error {}
@@ -33,6 +40,10 @@ interface Ctx {
   shorts: Map<string, string>;
   opts: LayerEntriesOptions;
   out: ErofsEntry[];
+  /** Entries by path (not directories), kept when the root has a git proof (for imageGitIndex). */
+  paths?: LayerPaths;
+  /** The `.git/index` entry of the image and the snapshot's own xattrs of it. */
+  gitIndex?: { entry: ErofsEntry; own: [string, Buffer][] };
   /** What buildLayer's meta.json would say: counts, contents, hardlink groups (for the content index). */
   meta: ContentIndexSource;
 }
@@ -41,6 +52,8 @@ interface Ctx {
 export interface LayerImageSource {
   entries: ErofsEntry[];
   meta: ContentIndexSource;
+  /** The rewritten `.git/index` the image holds (entries in the index, entries whose stat data were set), when it holds one. */
+  gitIndex?: { entries: number; rewritten: number };
 }
 
 /**
@@ -58,19 +71,37 @@ export async function layerImageEntries(src: TreeSource, root: Digest, opts: Lay
  * @throws E_FORMAT on a corrupt tree (from the source)
  */
 export async function layerImageSource(src: TreeSource, root: Digest, opts: LayerEntriesOptions = {}): Promise<LayerImageSource> {
+  const git = opts.git && (await provenRoot(opts.git, root));
   const ctx = (long: boolean): Ctx => ({
     long,
     shorts: new Map(),
     opts,
     out: [],
+    paths: git ? new Map() : undefined,
     meta: { root, files: 0, dirs: 0, contents: {}, hardlinks: {} },
   });
+  let c = ctx(false);
+  let r: LayerImageSource;
   try {
-    return await entriesAs(src, root, ctx(false));
+    r = await entriesAs(src, root, c);
   } catch (err) {
     if (!(err instanceof ShortNameCollision)) throw err;
-    return entriesAs(src, root, ctx(true));
+    r = await entriesAs(src, root, (c = ctx(true)));
   }
+  if (git && c.paths && c.gitIndex) {
+    const gi = await imageGitIndex(root, c.paths, git);
+    if (gi) {
+      Object.assign(c.gitIndex.entry, { xattrs: c.gitIndex.own, mtimeNs: gi.mtimeNs, data: gi.data });
+      r.gitIndex = { entries: gi.entries, rewritten: gi.rewritten };
+    }
+  }
+  return r;
+}
+
+/** `git` with the proof of `root` read once, or undefined when there is none (nothing to rewrite). @throws what `git` throws */
+async function provenRoot(git: LayerGitIndexSource, root: Digest): Promise<LayerGitIndexSource | undefined> {
+  const proof = await git.proof(root);
+  return proof && { proof: async (r) => (r === root ? proof : git.proof(r)), read: (f) => git.read(f) };
 }
 
 /** The image of a layer in memory ({@link layerImageBytes}): its bytes, their sha256, the time taken (ms), the content index source. */
@@ -79,6 +110,8 @@ export interface LayerImageBytes {
   digest: Digest;
   ms: number;
   meta: ContentIndexSource;
+  /** The rewritten `.git/index` the image holds, when it holds one (see LayerImageSource). */
+  gitIndex?: { entries: number; rewritten: number };
 }
 
 /**
@@ -91,10 +124,10 @@ export interface LayerImageBytes {
  */
 export async function layerImageBytes(src: TreeSource, root: Digest, opts: LayerEntriesOptions = {}): Promise<LayerImageBytes> {
   const t0 = performance.now();
-  const { entries, meta } = await layerImageSource(src, root, opts);
+  const { entries, meta, gitIndex } = await layerImageSource(src, root, opts);
   const img = erofsImage(entries);
   const digest: Digest = `sha256:${createHash('sha256').update(img).digest('hex')}`;
-  return { img, digest, ms: performance.now() - t0, meta };
+  return { img, digest, ms: performance.now() - t0, meta, gitIndex };
 }
 
 /**
@@ -133,6 +166,7 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
   for (const e of t.entries) {
     const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
     const path = hasEscape(relPath) ? nameToBytes(relPath) : relPath;
+    if (ctx.paths && e.type !== 'dir') ctx.paths.set(relPath, e);
     switch (e.type) {
       case 'dir':
         ctx.out.push({ path, type: 'dir', ...attrs(e, ctx) });
@@ -142,9 +176,12 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
       case 'file': {
         const a = attrs(e, ctx);
         const xattrs = a.xattrs as [string, Buffer][];
+        const own = [...xattrs];
         if (e.size > 0)
           xattrs.push(['trusted.overlay.metacopy', Buffer.alloc(0)], ['trusted.overlay.redirect', Buffer.from(redirect(e.digest, ctx))]);
-        ctx.out.push({ path, type: 'file', ...a, size: e.size });
+        const entry: ErofsEntry = { path, type: 'file', ...a, size: e.size };
+        ctx.out.push(entry);
+        if (ctx.paths && relPath === '.git/index') ctx.gitIndex = { entry, own };
         ctx.meta.files++;
         if (e.size > 0) {
           const chunks: [Digest, number][] = e.chunks.map((c) => [c.digest, c.size]);

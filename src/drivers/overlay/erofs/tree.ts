@@ -15,6 +15,9 @@ export type ErofsEntryType = 'dir' | 'file' | 'symlink' | 'chardev' | 'blockdev'
  * - `mode`: permission bits (07777); the type bits come from `type` (a symlink is always 0777).
  * - `mtimeNs`: nanoseconds since the epoch (may be negative).
  * - `size`: a regular file's size in bytes (a placeholder: it gets no data blocks).
+ * - `data`: a regular file whose bytes the image holds (not a placeholder: no metacopy): called
+ *   once the layout is known, with what each path's inode will report, it returns exactly `size`
+ *   bytes. Used for the rewritten `.git/index` (../layer-git-index.ts), whose stat data are the image's own.
  * - `xattrs`: name → value; names in the user., trusted., security. namespaces or the two ACLs.
  * - `target`: a symlink's target; for `hardlink`, the path of a regular file listed earlier
  *   (the new name shares its inode; its other fields are ignored).
@@ -28,11 +31,29 @@ export interface ErofsEntry {
   gid: number;
   mtimeNs: bigint;
   size?: number;
+  data?: ErofsFileData;
   xattrs?: Iterable<[string, Buffer]>;
   target?: string | Buffer;
   major?: number;
   minor?: number;
 }
+
+/**
+ * What the kernel will report (stat) for the inode a path names in the image: `nid` is its
+ * st_ino (EROFS node id; overlayfs reports the lower's for a file it has not copied up), ctime
+ * and mtime are both the mtime, `size` is a file's size or a symlink's target length.
+ */
+export interface ErofsInodeStat {
+  nid: number;
+  mtimeSec: bigint;
+  mtimeNsec: number;
+  uid: number;
+  gid: number;
+  size: number;
+}
+
+/** The bytes of a data file of the image ({@link ErofsEntry}`.data`), given each path's inode stat (undefined: no such path). */
+export type ErofsFileData = (statOf: (path: string | Buffer) => ErofsInodeStat | undefined) => Buffer;
 
 /** An inode of the image being written (one per entry, hardlinks excepted). */
 export interface Node {
@@ -46,6 +67,8 @@ export interface Node {
   nlink: number;
   xattrs: XattrRecord[];
   target?: Buffer;
+  /** A data file's bytes (see ErofsEntry.data). */
+  data?: ErofsFileData;
   major: number;
   minor: number;
   /** A directory's entries, `.` and `..` included, sorted by name bytes. */
@@ -64,6 +87,14 @@ const DOTDOT = Buffer.from('..');
  *   E_UNSUPPORTED for a name over 255 bytes or an xattr EROFS cannot hold
  */
 export function buildTree(entries: Iterable<ErofsEntry>): Node {
+  return buildTreeWithPaths(entries).root;
+}
+
+/**
+ * {@link buildTree}, and the inode of each path (keys: the path's bytes as latin1, see
+ * {@link pathStat}). @throws as buildTree
+ */
+export function buildTreeWithPaths(entries: Iterable<ErofsEntry>): { root: Node; byPath: Map<string, Node> } {
   const byPath = new Map<string, Node>();
   let root: Node | undefined;
   for (const e of entries) {
@@ -95,7 +126,15 @@ export function buildTree(entries: Iterable<ErofsEntry>): Node {
   }
   if (!root) bad('no root entry (path "")');
   for (const n of byPath.values()) if (n.children) n.children.sort((a, b) => Buffer.compare(a.name, b.name));
-  return root;
+  return { root, byPath };
+}
+
+/** What the kernel reports for `path`'s inode in a laid-out image ({@link ErofsInodeStat}), or undefined for a path not in `byPath`. */
+export function pathStat(byPath: Map<string, Node>, path: string | Buffer): ErofsInodeStat | undefined {
+  const n = byPath.get(pathKey(path));
+  if (!n) return undefined;
+  const size = n.type === 'symlink' ? n.target!.length : n.size;
+  return { nid: n.nid, mtimeSec: n.mtimeSec, mtimeNsec: n.mtimeNsec, uid: n.uid, gid: n.gid, size };
 }
 
 /** A char outside printable ASCII (a string without one is its own UTF-8 bytes, one char each). */
@@ -138,6 +177,7 @@ function newNode(e: ErofsEntry): Node {
     nlink: 1,
     xattrs: xattrRecords(e),
     target: e.type === 'symlink' ? target : undefined,
+    data: e.type === 'file' ? e.data : undefined,
     major: e.major ?? 0,
     minor: e.minor ?? 0,
     children: e.type === 'dir' ? [] : undefined,

@@ -3,7 +3,9 @@
  * mkfs.erofs. Metadata only, as composefs writes it: directories, placeholder files that have a
  * size but no data (chunk-based inodes whose chunks are all holes: overlayfs reads a metacopy
  * file's data from the content lower, never from this one), symlinks, device nodes, fifos,
- * sockets, hardlinks, owners, modes, nanosecond mtimes and xattrs. O(entries) time and memory,
+ * sockets, hardlinks, owners, modes, nanosecond mtimes and xattrs; and the few data files a
+ * layer holds (a git-proof snapshot's rewritten `.git/index`: flat inodes whose bytes, made once
+ * the layout is known, are in the data area). O(entries) time and memory,
  * one buffer written once; the same entries always give the same bytes (inodes in breadth-first
  * order of byte-sorted names, xattrs sorted, fixed build time and UUID).
  * Layout and format: docs/explanation/layer-images.md#our-own-writer, ./format.ts.
@@ -34,9 +36,9 @@ import {
   xattrFilterBit,
   type XattrRecord,
 } from './format.js';
-import { buildTree, type ErofsEntry, type Node } from './tree.js';
+import { buildTreeWithPaths, pathStat, type ErofsEntry, type Node } from './tree.js';
 
-export type { ErofsEntry, ErofsEntryType } from './tree.js';
+export type { ErofsEntry, ErofsEntryType, ErofsFileData, ErofsInodeStat } from './tree.js';
 
 /** Where an inode's pieces go, decided by {@link layout}. */
 interface Placed {
@@ -103,7 +105,7 @@ export function erofsImage(entries: Iterable<ErofsEntry>): Buffer {
 }
 
 function imageOf(entries: Iterable<ErofsEntry>): { img: Buffer; stats: ErofsImageStats } {
-  const root = buildTree(entries);
+  const { root, byPath } = buildTreeWithPaths(entries);
   const lay = layout(root);
   const img = Buffer.alloc(lay.blocks * BLOCK);
   writeSuperBlock(img, {
@@ -117,7 +119,8 @@ function imageOf(entries: Iterable<ErofsEntry>): { img: Buffer; stats: ErofsImag
   for (const p of lay.placed) writePlaced(img, p);
   let o = lay.sharedStart;
   for (const x of lay.sharedXattrs) o = writeXattrEntry(img, o, x);
-  for (const p of lay.placed) writeDataBlocks(img, p);
+  const statOf = (path: string | Buffer) => pathStat(byPath, path);
+  for (const p of lay.placed) writeDataBlocks(img, p, statOf);
   return { img, stats: { bytes: img.length, inodes: lay.placed.length, sharedXattrs: lay.sharedXattrs.length } };
 }
 
@@ -250,6 +253,7 @@ function shape(node: Node, ids: Map<string, number>, btSec: bigint, btNsec: numb
   };
   if (node.type === 'dir') shapeDir(p);
   else if (node.type === 'symlink') p.tail = node.target!.length;
+  else if (node.type === 'file' && node.data) p.blocks = Math.ceil(node.size / BLOCK);
   else if (node.type === 'file' && node.size > 0) shapeChunks(p);
   const size = node.type === 'dir' ? p.blocks * BLOCK + p.tail : node.size;
   p.extended = !(
@@ -361,11 +365,21 @@ function writePlaced(img: Buffer, p: Placed): void {
   else for (let i = 0; i < p.chunks; i++) img.writeUInt32LE(NULL_ADDR, o + 4 * i);
 }
 
-/** Writes a directory's full blocks, or a long symlink's target, in its data blocks. */
-function writeDataBlocks(img: Buffer, p: Placed): void {
+/**
+ * Writes a directory's full blocks, a long symlink's target, or a data file's bytes in its data blocks.
+ * @throws E_FORMAT when a data file's bytes are not its size
+ */
+function writeDataBlocks(img: Buffer, p: Placed, statOf: Parameters<NonNullable<Node['data']>>[0]): void {
   if (p.blocks === 0) return;
   if (p.node.type === 'symlink') {
     p.node.target!.copy(img, p.blkaddr * BLOCK);
+    return;
+  }
+  if (p.node.type === 'file') {
+    const data = p.node.data!(statOf);
+    if (data.length !== p.node.size)
+      throw new AwcError('E_FORMAT', `cannot write a layer image: a file of ${p.node.size} bytes was given ${data.length}`);
+    data.copy(img, p.blkaddr * BLOCK);
     return;
   }
   for (let i = 0; i < p.blocks; i++) writeDirents(img, (p.blkaddr + i) * BLOCK, p.dirBlocks![i]!);
