@@ -6,7 +6,7 @@ import { isDigest, type Digest } from '../../core/digest.js';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import type { Extent } from '../../core/sparse.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
-import type { StoredFile } from '../../host/tree/import-dir.js';
+import type { StoredDir, StoredFile } from '../../host/tree/import-dir.js';
 
 /**
  * The stat cache of directory imports (docs/explanation/incremental-prepare.md), as git's
@@ -55,7 +55,13 @@ type Row = [
   Record<string, string> | null,
 ];
 
-/** The cache file's body. */
+/**
+ * One directory's row (git's cache-tree): [dev, ino, mode, mtimeNs, ctimeNs, tree, entries],
+ * its lstat as a file's row keeps it, the digest of its tree and its number of entries.
+ */
+type DirRow = [string, string, string, string, string, Digest, number];
+
+/** The cache file's body. `dirs` (by slash path, '' the root) is absent from caches written before it: then no directory is reused. */
 interface Body {
   v: number;
   namespace: string;
@@ -64,6 +70,7 @@ interface Body {
   root: Digest;
   racyNs: string;
   files: Record<string, Row>;
+  dirs?: Record<string, DirRow>;
 }
 
 /** What an import is bound to: its namespace and source real path. */
@@ -88,6 +95,22 @@ function statOf(st: BigIntStats): [string, string, string, string, string, strin
     string,
     string,
   ];
+}
+
+/** The stat fields a directory's row keeps, as decimal strings. */
+function dirStatOf(st: BigIntStats): [string, string, string, string, string] {
+  return [st.dev, st.ino, st.mode, st.mtimeNs, st.ctimeNs].map((x) => x.toString()) as [string, string, string, string, string];
+}
+
+function isDirRow(r: unknown): r is DirRow {
+  return (
+    Array.isArray(r) &&
+    r.length === 7 &&
+    r.slice(0, 5).every((x) => typeof x === 'string' && /^\d+$/.test(x)) &&
+    isDigest(r[5]) &&
+    Number.isSafeInteger(r[6]) &&
+    (r[6] as number) >= 0
+  );
 }
 
 function isRow(r: unknown): r is Row {
@@ -116,13 +139,14 @@ export class LoadedStatCache {
 
   private constructor(
     private readonly files: Record<string, Row>,
+    private readonly dirs: Record<string, DirRow>,
     private readonly racyNs: bigint,
     readonly miss: StatCacheMiss | undefined,
   ) {}
 
   /** A cache that reuses nothing, for `miss`. */
   static empty(miss: StatCacheMiss): LoadedStatCache {
-    return new LoadedStatCache({}, 0n, miss);
+    return new LoadedStatCache({}, {}, 0n, miss);
   }
 
   /**
@@ -150,8 +174,24 @@ export class LoadedStatCache {
     if (body.snapshot !== parent.id || body.root !== parent.root) return LoadedStatCache.empty('other-snapshot');
     if (typeof body.racyNs !== 'string' || !/^\d+$/.test(body.racyNs) || typeof body.files !== 'object' || body.files === null)
       return LoadedStatCache.empty('corrupt');
-    return new LoadedStatCache(body.files, BigInt(body.racyNs), undefined);
+    const dirs = typeof body.dirs === 'object' && body.dirs !== null ? body.dirs : {};
+    return new LoadedStatCache(body.files, dirs, BigInt(body.racyNs), undefined);
   }
+
+  /**
+   * importDir's `reuseDir`: the recorded tree of directory `rel` when its lstat is the one
+   * recorded and not racy (its mtime moves when an entry is added, removed or renamed; its
+   * ctime with its mode, owner and xattrs). importDir takes it only when every entry is
+   * unchanged too (a file's content changes neither time of its directory).
+   */
+  readonly reuseDir = (rel: string, st: BigIntStats): StoredDir | undefined => {
+    const row = Object.hasOwn(this.dirs, rel) ? this.dirs[rel] : undefined;
+    if (!row || !isDirRow(row)) return undefined;
+    const now = dirStatOf(st);
+    for (let i = 0; i < 5; i++) if (row[i] !== now[i]) return undefined;
+    if (st.mtimeNs >= this.racyNs || st.ctimeNs >= this.racyNs) return undefined;
+    return { tree: row[5], entries: row[6] };
+  };
 
   /** importDir's `reuse`: the entry of `rel` when its stat is the one recorded and not racy. */
   readonly reuse = (
@@ -187,6 +227,7 @@ export class LoadedStatCache {
 /** Collects the files an import stores (importDir's `onFile`), then writes them as the cache of the snapshot it made. */
 export class StatCacheRecorder {
   private readonly files: Record<string, Row> = {};
+  private readonly dirs: Record<string, DirRow> = {};
   /** Mtime and ctime must be older than this for a row to be trusted next time (ns since the epoch). */
   private readonly racyNs = BigInt(Date.now() - RACY_MARGIN_MS) * 1_000_000n;
 
@@ -196,6 +237,15 @@ export class StatCacheRecorder {
     const whole = e.chunks.length === 1 && e.chunks[0]!.digest === e.digest && e.chunks[0]!.size === e.size;
     const chunks: Row[7] = whole ? 1 : e.chunks.map((c) => [c.digest, c.size]);
     this.files[f.rel] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null, e.xattrs ?? null];
+  };
+
+  /** Directories whose tree importDir took from the loaded cache (not encoded again). */
+  reusedDirs = 0;
+
+  /** importDir's `onDir`. */
+  readonly onDir = (d: StoredDir & { rel: string; st: BigIntStats; reused: boolean }): void => {
+    this.dirs[d.rel] = [...dirStatOf(d.st), d.tree, d.entries];
+    if (d.reused) this.reusedDirs++;
   };
 
   /**
@@ -211,6 +261,7 @@ export class StatCacheRecorder {
       root: snapshot.root,
       racyNs: this.racyNs.toString(),
       files: this.files,
+      dirs: this.dirs,
     };
     const rest = JSON.stringify(body);
     const path = statCachePath(dir, key);
