@@ -202,7 +202,7 @@ async function openStatCache(
   if (dir === undefined) return undefined;
   const key = { namespace, source: await realpath(src) };
   const loaded = parent ? await LoadedStatCache.load(dir, key, parent) : LoadedStatCache.empty('none');
-  const recorder = new StatCacheRecorder();
+  const recorder = new StatCacheRecorder(loaded);
   return {
     loaded,
     recorder,
