@@ -155,6 +155,8 @@ export type StatCacheMiss = 'none' | 'unreadable' | 'corrupt' | 'other-snapshot'
  */
 export class LoadedStatCache {
   reused = 0;
+  /** The last row `reuse` gave out and the stat it was asked with (StatCacheRecorder keeps that row as it is). */
+  private hit: { rel: string; st: BigIntStats; row: Row } | undefined;
 
   private constructor(
     /** The directories' lines by path, parsed when first asked. */
@@ -235,6 +237,12 @@ export class LoadedStatCache {
     return d;
   }
 
+  /** The row `reuse` last gave out for `rel` when it was asked with this very `st` (the same object), else undefined. */
+  rowGiven(rel: string, st: BigIntStats): Row | undefined {
+    const h = this.hit;
+    return h !== undefined && h.st === st && h.rel === rel ? h.row : undefined;
+  }
+
   /** The JSON text of the files of directory `rel` as loaded (StatCacheRecorder copies it for a directory taken unchanged). */
   filesTextOf(rel: string): string | undefined {
     return this.dir(rel)?.filesText;
@@ -284,6 +292,7 @@ export class LoadedStatCache {
       ...(extents ? { extents } : {}),
     };
     this.reused++;
+    this.hit = { rel, st, row };
     return { entry, xattrs, ...(git !== null && { git }) };
   };
 }
@@ -300,12 +309,18 @@ export class StatCacheRecorder {
 
   /** importDir's `onFile`. */
   readonly onFile = (f: StoredFile): void => {
-    const e = f.entry;
-    const whole = e.chunks.length === 1 && e.chunks[0]!.digest === e.digest && e.chunks[0]!.size === e.size;
-    const chunks: Row[7] = whole ? 1 : e.chunks.map((c) => [c.digest, c.size]);
     const [dir, name] = splitRel(f.rel);
     let rows = this.files.get(dir);
     if (!rows) this.files.set(dir, (rows = {}));
+    // a file taken unread from its row (the same lstat object): that row, as it is
+    const given = this.loaded?.rowGiven(f.rel, f.st);
+    if (given) {
+      rows[name] = given;
+      return;
+    }
+    const e = f.entry;
+    const whole = e.chunks.length === 1 && e.chunks[0]!.digest === e.digest && e.chunks[0]!.size === e.size;
+    const chunks: Row[7] = whole ? 1 : e.chunks.map((c) => [c.digest, c.size]);
     rows[name] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null, e.xattrs ?? null];
   };
 
