@@ -120,6 +120,32 @@ export class DirFd {
     }
   }
 
+  /**
+   * Entries with their type as the directory reports it (d_type; Node lstats the entries a
+   * file system leaves untyped), sorted by name bytes: for walks that look only at some
+   * types, without an lstat per entry. A symlink is `symlink`, never its target's type.
+   * @throws AwcError (E_PERMISSION, …)
+   */
+  listTyped(): { name: Buffer; type: 'dir' | 'file' | 'symlink' | 'other' }[] {
+    try {
+      return fs
+        .readdirSync(this.self, { encoding: 'buffer', withFileTypes: true })
+        .map((d) => ({
+          name: d.name,
+          type: d.isDirectory()
+            ? ('dir' as const)
+            : d.isFile()
+              ? ('file' as const)
+              : d.isSymbolicLink()
+                ? ('symlink' as const)
+                : ('other' as const),
+        }))
+        .sort((a, b) => Buffer.compare(a.name, b.name));
+    } catch (err) {
+      throw toAwcError(err);
+    }
+  }
+
   /** lstat (bigint) of a child, undefined when it does not exist. */
   lstat(name: string): BigIntStats | undefined {
     try {

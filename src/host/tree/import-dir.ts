@@ -75,6 +75,12 @@ export interface StoredFile {
   git?: string;
 }
 
+/** A directory's tree as an import stored it (see ImportDirOptions.reuseDir): its digest and its number of entries. */
+export interface StoredDir {
+  tree: Digest;
+  entries: number;
+}
+
 /** Options of `importDir`. */
 export interface ImportDirOptions {
   /**
@@ -94,6 +100,19 @@ export interface ImportDirOptions {
   ) => Entry | { entry: Entry; git?: string; xattrs?: Record<string, string> | null } | undefined;
   /** Called for each regular file stored (read, or reused through `reuse`), except those stored while they kept changing. */
   onFile?: (f: StoredFile) => void;
+  /**
+   * Directory cache (git's cache-tree), with `reuse`: called for every directory scanned with
+   * its slash-separated path from the root ('' for the root) and its lstat. Return what an
+   * earlier import recorded for it (`onDir`) when that record may stand for this directory
+   * (the lstat is the one recorded, outside the racy window): when every entry of the
+   * directory is then taken unchanged (each regular file through `reuse`'s unopened fast path,
+   * each subdirectory through this, none left out) and their number is the recorded one, the
+   * directory's tree is that record's `tree`, not encoded or written again (it is content of
+   * the earlier import's snapshot).
+   */
+  reuseDir?: (relPath: string, st: BigIntStats) => StoredDir | undefined;
+  /** Called for each directory scanned (after its tree is known; `reused`: taken from `reuseDir`): what `reuseDir` may be given back next time. */
+  onDir?: (d: StoredDir & { rel: string; st: BigIntStats; reused: boolean }) => void;
   /** Called after each regular file with cumulative counts. */
   onProgress?: (p: ImportProgress) => void;
   /** Called for each non-fatal problem (skipped socket, skipped xattr namespace, …). */
@@ -180,7 +199,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   try {
     const rootXattrs = readXattrs(root.self);
     const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
-    const scanned = await im.scanDir(root, rootFilter);
+    const scanned = await im.scanDir(root, rootFilter, rootSt);
     const tree = await scanned.tree;
     const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
     const gitProof = im.proof?.finish();
@@ -194,9 +213,20 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   }
 }
 
-/** An entry still being written, boxed (so that awaiting a step that returns it does not await the entry). */
+/**
+ * An entry still being written, boxed (so that awaiting a step that returns it does not await
+ * the entry). `unchanged`: the entry is the earlier import's, taken unread (a stat-cache hit,
+ * or a subdirectory whose tree the directory cache gave back).
+ */
 interface Boxed {
   entry: Promise<Entry>;
+  unchanged?: boolean;
+}
+
+/** What scanDir gives back (boxed): the directory's tree digest, and whether it is the directory cache's (every entry unchanged). */
+interface ScannedDir {
+  tree: Promise<Digest>;
+  unchanged: boolean;
 }
 
 /** One run of importDir: the walk's steps and what it gathers. */
@@ -304,34 +334,47 @@ class DirImporter {
   }
 
   /**
-   * Scans one directory: metadata sequentially in tree order (so hardlink roles are
-   * deterministic), file contents through the pool. Returns (boxed) a promise of the
-   * directory's tree digest, resolved once all its entries are written.
+   * Scans one directory (whose lstat is `dirSt`): metadata sequentially in tree order (so
+   * hardlink roles are deterministic), file contents through the pool. Returns (boxed) a
+   * promise of the directory's tree digest, resolved once all its entries are written; or,
+   * when the directory cache (`reuseDir`) has a record of it and every entry was taken
+   * unchanged, that record's digest (nothing encoded or written).
    */
-  async scanDir(d: DirFd, f: CaptureDirFilter | undefined): Promise<{ tree: Promise<Digest> }> {
+  async scanDir(d: DirFd, f: CaptureDirFilter | undefined, dirSt: BigIntStats): Promise<ScannedDir> {
     const names = d.list().map(nameFromBytes); // any bytes: raw ones escaped (src/core/raw-name.ts)
     const pending: Promise<Entry>[] = [];
+    const known = this.opts.reuse ? this.opts.reuseDir?.(d.rel, dirSt) : undefined;
+    let unchanged = known !== undefined; // every name so far an unchanged entry
     for (const name of names) {
       const childRel = d.childRel(name);
-      if (this.opts.skip?.(childRel)) continue;
-      const st = this.opts.reuse ? d.lstat(name) : undefined;
-      const cached = st ? this.cachedRegular(d, st, name, childRel, f) : undefined;
-      if (cached) {
-        pending.push(cached);
-        continue;
-      }
-      const found = d.open(name, st);
-      if (!found) continue; // vanished since readdir: taken as absent
-      let boxed: Boxed | undefined;
-      if (found.type === 'dir') boxed = await this.subdirEntry(found.dir, found.st, name, childRel, f);
-      else if (found.type === 'file') boxed = await this.regularEntry(found.fd, found.st, name, childRel, f);
-      else boxed = this.otherEntry(found, name, childRel);
+      const boxed = await this.childEntry(d, name, childRel, f);
+      if (!boxed?.unchanged) unchanged = false;
       if (!boxed) continue;
       boxed.entry.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
       pending.push(boxed.entry);
     }
-    const tree = Promise.all(pending).then((entries) => this.writer.writeTree(entries));
-    return { tree };
+    // the names are the recorded ones when each is an unchanged entry of the record and their number is the same
+    const reused = unchanged && known !== undefined && known.entries === pending.length ? known.tree : undefined;
+    const tree =
+      reused !== undefined ? Promise.all(pending).then(() => reused) : Promise.all(pending).then((e) => this.writer.writeTree(e));
+    const onDir = this.opts.onDir;
+    const entries = pending.length;
+    const recorded = onDir ? tree.then((t) => (onDir({ rel: d.rel, st: dirSt, tree: t, entries, reused: reused !== undefined }), t)) : tree;
+    recorded.catch(() => undefined); // the caller awaits it
+    return { tree: recorded, unchanged: reused !== undefined };
+  }
+
+  /** The entry of child `name` of `d` (boxed), undefined when it is left out (skipped, vanished, filtered). */
+  private async childEntry(d: DirFd, name: string, childRel: string, f: CaptureDirFilter | undefined): Promise<Boxed | undefined> {
+    if (this.opts.skip?.(childRel)) return undefined;
+    const st = this.opts.reuse ? d.lstat(name) : undefined;
+    const cached = st ? this.cachedRegular(d, st, name, childRel, f) : undefined;
+    if (cached) return { entry: cached, unchanged: true };
+    const found = d.open(name, st);
+    if (!found) return undefined; // vanished since readdir: taken as absent
+    if (found.type === 'dir') return this.subdirEntry(found.dir, found.st, name, childRel, f);
+    if (found.type === 'file') return this.regularEntry(found.fd, found.st, name, childRel, f);
+    return this.otherEntry(found, name, childRel);
   }
 
   /**
@@ -372,7 +415,7 @@ class DirImporter {
     childRel: string,
     f: CaptureDirFilter | undefined,
   ): Promise<Boxed | undefined> {
-    let sub: { tree: Promise<Digest> };
+    let sub: ScannedDir;
     let xattrs: Record<string, string> | undefined;
     try {
       if (f && f.verdict(name, true, () => Buffer.alloc(0)) === 'scratch') {
@@ -381,11 +424,12 @@ class DirImporter {
       }
       const childF = await f?.child(name, async () => readSmallText(dir, '.gitignore'));
       xattrs = readXattrs(dir.self);
-      sub = await this.scanDir(dir, childF);
+      sub = await this.scanDir(dir, childF, st);
     } finally {
       dir.close();
     }
-    return { entry: sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })) };
+    // unchanged: its tree is the record's, its attributes those of the recorded lstat (xattrs move the ctime)
+    return { entry: sub.tree.then((tree) => ({ type: 'dir', name, ...attrsOf(st, xattrs), tree })), unchanged: sub.unchanged };
   }
 
   /**

@@ -157,8 +157,11 @@ export async function envKey(dir: string, opts: EnvKeyOptions = {}): Promise<Env
 
 /** Appends the lockfiles of `dir` (and of its subdirectories down to MAX_DEPTH) to `out`. */
 function findLockfiles(dir: DirFd, depth: number, out: { path: string; sha256: string; eco: Ecosystem }[]): void {
-  for (const raw of dir.list()) {
+  // the entries' types from the listing: only directories and lockfiles are looked at (lstat'ed, opened and checked)
+  for (const { name: raw, type } of dir.listTyped()) {
     const name = nameFromBytes(raw);
+    if (type === 'dir' ? depth >= MAX_DEPTH || SKIP_DIRS.test(name) : type !== 'file' || !ECOSYSTEMS.some((e) => e.files.test(name)))
+      continue;
     const st = dir.lstat(name);
     if (!st) continue;
     if (st.isDirectory()) {

@@ -48,10 +48,11 @@ export interface ImportResult {
   parent?: string;
   /**
    * With a stat cache (`statCacheDir`, directory imports): files taken from it unread, files
-   * read, and why nothing was taken (`miss`: no cache, a corrupt one, one bound to another
-   * snapshot or source; absent when it was used).
+   * read, directories whose tree was taken from it unchanged (`dirs`, not encoded again;
+   * absent when none), and why nothing was taken (`miss`: no cache, a corrupt one, one bound
+   * to another snapshot or source; absent when it was used).
    */
-  statCache?: { reused: number; read: number; miss?: StatCacheMiss | 'no-parent' };
+  statCache?: { reused: number; read: number; dirs?: number; miss?: StatCacheMiss | 'no-parent' };
 }
 
 /** Options of {@link importSnapshot}. */
@@ -136,6 +137,8 @@ export async function importSnapshot(
         gitProof: opts.gitProofStore !== undefined,
         reuse: stats?.loaded.reuse,
         onFile: stats?.recorder.onFile,
+        reuseDir: stats?.loaded.reuseDir,
+        onDir: stats?.recorder.onDir,
       })
     : await importTar(src, writer, {
         onProgress: opts.onProgress,
@@ -199,14 +202,15 @@ async function openStatCache(
   if (dir === undefined) return undefined;
   const key = { namespace, source: await realpath(src) };
   const loaded = parent ? await LoadedStatCache.load(dir, key, parent) : LoadedStatCache.empty('none');
-  const recorder = new StatCacheRecorder();
+  const recorder = new StatCacheRecorder(loaded);
   return {
     loaded,
     recorder,
     async finish(snap, read) {
       await recorder.save(dir, key, snap); // a cache that cannot be written only makes the next import read everything
       const miss = parent ? loaded.miss : 'no-parent';
-      return { reused: loaded.reused, read, ...(miss !== undefined && { miss }) };
+      const dirs = recorder.reusedDirs;
+      return { reused: loaded.reused, read, ...(dirs > 0 && { dirs }), ...(miss !== undefined && { miss }) };
     },
   };
 }

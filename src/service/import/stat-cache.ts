@@ -6,7 +6,7 @@ import { isDigest, type Digest } from '../../core/digest.js';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import type { Extent } from '../../core/sparse.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
-import type { StoredFile } from '../../host/tree/import-dir.js';
+import type { StoredDir, StoredFile } from '../../host/tree/import-dir.js';
 
 /**
  * The stat cache of directory imports (docs/explanation/incremental-prepare.md), as git's
@@ -17,7 +17,9 @@ import type { StoredFile } from '../../host/tree/import-dir.js';
  * unchanged from it without reading the file.
  *
  * Host-local, one file per (namespace, source real path) under the host directory
- * (`<home>/host/import-stats/<sha256 hex>.json`, 0600 in a 0700 directory), bound to the
+ * (`<home>/host/import-stats/<sha256 hex>.json`, 0600 in a 0700 directory; one line per
+ * directory, so that a directory taken unchanged is copied as it was, not encoded again,
+ * and a lookup parses only its own directory's line), bound to the
  * snapshot the import made (its id and root) and the source's real path: it is used only by an
  * import whose parent is that snapshot, of that path. The file starts with the sha256 of the
  * rest: a file that does not check out (corrupt, cut short, edited) is ignored and the import
@@ -31,8 +33,8 @@ import type { StoredFile } from '../../host/tree/import-dir.js';
  * began is read again next time.
  */
 
-/** Format version of the cache file. */
-const VERSION = 1;
+/** Format version of the cache file (2: one line per directory, with its tree). */
+const VERSION = 2;
 /** How much older than the import's start a file's mtime and ctime must be for its entry to be trusted (ms). */
 export const RACY_MARGIN_MS = 2000;
 
@@ -55,15 +57,39 @@ type Row = [
   Record<string, string> | null,
 ];
 
-/** The cache file's body. */
-interface Body {
+/**
+ * One directory's row (git's cache-tree): [dev, ino, mode, mtimeNs, ctimeNs, tree, entries],
+ * its lstat as a file's row keeps it, the digest of its tree and its number of entries.
+ */
+type DirRow = [string, string, string, string, string, Digest, number];
+
+/**
+ * The cache file's header line. Each line after it is one directory: its slash path from the
+ * source's root ('' the root) as a JSON string, a tab, its DirRow (or null), a tab, and its
+ * regular files' rows as a JSON object by name.
+ */
+interface Header {
   v: number;
   namespace: string;
   source: string;
   snapshot: string;
   root: Digest;
   racyNs: string;
-  files: Record<string, Row>;
+}
+
+/** A directory's line of a loaded cache: the text after its path, and what was parsed of it. */
+interface DirLine {
+  text: string;
+  row?: DirRow | null;
+  files?: Record<string, Row>;
+  /** The files' JSON text (the line's third field). */
+  filesText?: string;
+}
+
+/** Splits a slash path into its directory's path and its name. */
+function splitRel(rel: string): [string, string] {
+  const i = rel.lastIndexOf('/');
+  return i < 0 ? ['', rel] : [rel.slice(0, i), rel.slice(i + 1)];
 }
 
 /** What an import is bound to: its namespace and source real path. */
@@ -90,6 +116,22 @@ function statOf(st: BigIntStats): [string, string, string, string, string, strin
   ];
 }
 
+/** The stat fields a directory's row keeps, as decimal strings. */
+function dirStatOf(st: BigIntStats): [string, string, string, string, string] {
+  return [st.dev, st.ino, st.mode, st.mtimeNs, st.ctimeNs].map((x) => x.toString()) as [string, string, string, string, string];
+}
+
+function isDirRow(r: unknown): r is DirRow {
+  return (
+    Array.isArray(r) &&
+    r.length === 7 &&
+    r.slice(0, 5).every((x) => typeof x === 'string' && /^\d+$/.test(x)) &&
+    isDigest(r[5]) &&
+    Number.isSafeInteger(r[6]) &&
+    (r[6] as number) >= 0
+  );
+}
+
 function isRow(r: unknown): r is Row {
   if (!Array.isArray(r) || r.length !== 11) return false;
   if (!r.slice(0, 6).every((x) => typeof x === 'string' && /^\d+$/.test(x)) || !isDigest(r[6])) return false;
@@ -113,16 +155,19 @@ export type StatCacheMiss = 'none' | 'unreadable' | 'corrupt' | 'other-snapshot'
  */
 export class LoadedStatCache {
   reused = 0;
+  /** The last row `reuse` gave out and the stat it was asked with (StatCacheRecorder keeps that row as it is). */
+  private hit: { rel: string; st: BigIntStats; row: Row } | undefined;
 
   private constructor(
-    private readonly files: Record<string, Row>,
+    /** The directories' lines by path, parsed when first asked. */
+    private readonly dirs: Map<string, DirLine>,
     private readonly racyNs: bigint,
     readonly miss: StatCacheMiss | undefined,
   ) {}
 
   /** A cache that reuses nothing, for `miss`. */
   static empty(miss: StatCacheMiss): LoadedStatCache {
-    return new LoadedStatCache({}, 0n, miss);
+    return new LoadedStatCache(new Map(), 0n, miss);
   }
 
   /**
@@ -137,21 +182,86 @@ export class LoadedStatCache {
       return LoadedStatCache.empty((err as NodeJS.ErrnoException).code === 'ENOENT' ? 'none' : 'unreadable');
     }
     const nl = text.indexOf('\n');
-    const rest = text.slice(nl + 1);
-    if (nl !== 64 || createHash('sha256').update(rest).digest('hex') !== text.slice(0, 64)) return LoadedStatCache.empty('corrupt');
-    let body: Body;
+    if (
+      nl !== 64 ||
+      createHash('sha256')
+        .update(text.slice(nl + 1))
+        .digest('hex') !== text.slice(0, 64)
+    )
+      return LoadedStatCache.empty('corrupt');
+    const lines = text.slice(nl + 1).split('\n');
+    let head: Header;
     try {
-      body = JSON.parse(rest) as Body;
+      head = JSON.parse(lines[0]!) as Header;
     } catch {
       return LoadedStatCache.empty('corrupt');
     }
-    if (body?.v !== VERSION) return LoadedStatCache.empty('other-version');
-    if (body.namespace !== key.namespace || body.source !== key.source) return LoadedStatCache.empty('other-source');
-    if (body.snapshot !== parent.id || body.root !== parent.root) return LoadedStatCache.empty('other-snapshot');
-    if (typeof body.racyNs !== 'string' || !/^\d+$/.test(body.racyNs) || typeof body.files !== 'object' || body.files === null)
-      return LoadedStatCache.empty('corrupt');
-    return new LoadedStatCache(body.files, BigInt(body.racyNs), undefined);
+    if (head?.v !== VERSION) return LoadedStatCache.empty(typeof head?.v === 'number' ? 'other-version' : 'corrupt');
+    if (head.namespace !== key.namespace || head.source !== key.source) return LoadedStatCache.empty('other-source');
+    if (head.snapshot !== parent.id || head.root !== parent.root) return LoadedStatCache.empty('other-snapshot');
+    if (typeof head.racyNs !== 'string' || !/^\d+$/.test(head.racyNs)) return LoadedStatCache.empty('corrupt');
+    const dirs = new Map<string, DirLine>();
+    for (let i = 1; i < lines.length; i++) {
+      const line = lines[i]!;
+      const tab = line.indexOf('\t');
+      if (tab < 0) continue; // the last, empty line
+      try {
+        const rel: unknown = JSON.parse(line.slice(0, tab));
+        if (typeof rel === 'string') dirs.set(rel, { text: line.slice(tab + 1) });
+      } catch {
+        return LoadedStatCache.empty('corrupt');
+      }
+    }
+    return new LoadedStatCache(dirs, BigInt(head.racyNs), undefined);
   }
+
+  /** The parsed line of directory `rel` (its row and files; none when a field does not parse: nothing of it is reused). */
+  private dir(rel: string): DirLine | undefined {
+    const d = this.dirs.get(rel);
+    if (!d || d.files) return d;
+    const tab = d.text.indexOf('\t');
+    d.row = null;
+    d.files = {};
+    if (tab < 0) return d;
+    try {
+      const row: unknown = JSON.parse(d.text.slice(0, tab));
+      const filesText = d.text.slice(tab + 1);
+      const files: unknown = JSON.parse(filesText);
+      if (typeof files !== 'object' || files === null || Array.isArray(files)) return d;
+      d.row = isDirRow(row) ? row : null;
+      d.files = files as Record<string, Row>;
+      d.filesText = filesText;
+    } catch {
+      // not reused
+    }
+    return d;
+  }
+
+  /** The row `reuse` last gave out for `rel` when it was asked with this very `st` (the same object), else undefined. */
+  rowGiven(rel: string, st: BigIntStats): Row | undefined {
+    const h = this.hit;
+    return h !== undefined && h.st === st && h.rel === rel ? h.row : undefined;
+  }
+
+  /** The JSON text of the files of directory `rel` as loaded (StatCacheRecorder copies it for a directory taken unchanged). */
+  filesTextOf(rel: string): string | undefined {
+    return this.dir(rel)?.filesText;
+  }
+
+  /**
+   * importDir's `reuseDir`: the recorded tree of directory `rel` when its lstat is the one
+   * recorded and not racy (its mtime moves when an entry is added, removed or renamed; its
+   * ctime with its mode, owner and xattrs). importDir takes it only when every entry is
+   * unchanged too (a file's content changes neither time of its directory).
+   */
+  readonly reuseDir = (rel: string, st: BigIntStats): StoredDir | undefined => {
+    const row = this.dir(rel)?.row;
+    if (!row) return undefined;
+    const now = dirStatOf(st);
+    for (let i = 0; i < 5; i++) if (row[i] !== now[i]) return undefined;
+    if (st.mtimeNs >= this.racyNs || st.ctimeNs >= this.racyNs) return undefined;
+    return { tree: row[5], entries: row[6] };
+  };
 
   /** importDir's `reuse`: the entry of `rel` when its stat is the one recorded and not racy. */
   readonly reuse = (
@@ -159,7 +269,9 @@ export class LoadedStatCache {
     st: BigIntStats,
     wantsGit: boolean,
   ): { entry: Entry; git?: string; xattrs: Record<string, string> | null } | undefined => {
-    const row = Object.hasOwn(this.files, rel) ? this.files[rel] : undefined;
+    const [dir, name] = splitRel(rel);
+    const files = this.dir(dir)?.files;
+    const row = files && Object.hasOwn(files, name) ? files[name] : undefined;
     if (!row || !isRow(row)) return undefined;
     const now = statOf(st);
     for (let i = 0; i < 6; i++) if (row[i] !== now[i]) return undefined;
@@ -180,22 +292,54 @@ export class LoadedStatCache {
       ...(extents ? { extents } : {}),
     };
     this.reused++;
+    this.hit = { rel, st, row };
     return { entry, xattrs, ...(git !== null && { git }) };
   };
 }
 
 /** Collects the files an import stores (importDir's `onFile`), then writes them as the cache of the snapshot it made. */
 export class StatCacheRecorder {
-  private readonly files: Record<string, Row> = {};
+  /** Rows by directory path, then name. */
+  private readonly files = new Map<string, Record<string, Row>>();
+  private readonly dirs = new Map<string, DirRow>();
+  /** The files' JSON text of directories taken unchanged from `loaded` (copied, not encoded again). */
+  private readonly copied = new Map<string, string>();
   /** Mtime and ctime must be older than this for a row to be trusted next time (ns since the epoch). */
   private readonly racyNs = BigInt(Date.now() - RACY_MARGIN_MS) * 1_000_000n;
 
   /** importDir's `onFile`. */
   readonly onFile = (f: StoredFile): void => {
+    const [dir, name] = splitRel(f.rel);
+    let rows = this.files.get(dir);
+    if (!rows) this.files.set(dir, (rows = {}));
+    // a file taken unread from its row (the same lstat object): that row, as it is
+    const given = this.loaded?.rowGiven(f.rel, f.st);
+    if (given) {
+      rows[name] = given;
+      return;
+    }
     const e = f.entry;
     const whole = e.chunks.length === 1 && e.chunks[0]!.digest === e.digest && e.chunks[0]!.size === e.size;
     const chunks: Row[7] = whole ? 1 : e.chunks.map((c) => [c.digest, c.size]);
-    this.files[f.rel] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null, e.xattrs ?? null];
+    rows[name] = [...statOf(f.st), e.digest, chunks, e.extents ?? null, f.git ?? null, e.xattrs ?? null];
+  };
+
+  /** `loaded`: the cache this import takes unchanged files from (a directory taken whole is copied from it). */
+  constructor(private readonly loaded?: LoadedStatCache) {}
+
+  /** Directories whose tree importDir took from the loaded cache (not encoded again). */
+  reusedDirs = 0;
+
+  /** importDir's `onDir`. */
+  readonly onDir = (d: StoredDir & { rel: string; st: BigIntStats; reused: boolean }): void => {
+    this.dirs.set(d.rel, [...dirStatOf(d.st), d.tree, d.entries]);
+    if (!d.reused) return;
+    this.reusedDirs++;
+    // every file of it was taken unread from its row in `loaded`, and they are all its files: the rows are those
+    const text = this.loaded?.filesTextOf(d.rel);
+    if (text === undefined) return;
+    this.copied.set(d.rel, text);
+    this.files.delete(d.rel);
   };
 
   /**
@@ -203,16 +347,20 @@ export class StatCacheRecorder {
    * replaced atomically). Failures are returned, not thrown: the import stands without it.
    */
   async save(dir: string, key: StatCacheKey, snapshot: { id: string; root: Digest }): Promise<Error | undefined> {
-    const body: Body = {
+    const head: Header = {
       v: VERSION,
       namespace: key.namespace,
       source: key.source,
       snapshot: snapshot.id,
       root: snapshot.root,
       racyNs: this.racyNs.toString(),
-      files: this.files,
     };
-    const rest = JSON.stringify(body);
+    const lines = [JSON.stringify(head)];
+    for (const rel of new Set([...this.dirs.keys(), ...this.files.keys()])) {
+      const files = this.copied.get(rel) ?? JSON.stringify(this.files.get(rel) ?? {});
+      lines.push(`${JSON.stringify(rel)}\t${JSON.stringify(this.dirs.get(rel) ?? null)}\t${files}`);
+    }
+    const rest = `${lines.join('\n')}\n`;
     const path = statCachePath(dir, key);
     const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     try {

@@ -549,12 +549,18 @@ export class Awc implements AwcApi, DriverContext {
   /**
    * Counts an import's classes while its trees are in the writer's memory and records them
    * in the catalog, so the first checkpoint of every workspace made from it counts only what
-   * it changed. The import is committed: a count that fails is left to that checkpoint.
+   * it changed. An import with a parent (`prepare --update`) counts only what changed since
+   * the parent (its recorded counts plus diffClasses). The import is committed: a count that
+   * fails is left to that checkpoint.
    */
   private async recordImportClasses(r: ImportResult, rec: CaptureRecorder, writer: ContentWriter): Promise<void> {
     try {
+      // an update (`parent`) counts what changed since its parent (diffClasses), not the whole tree
+      const parent = r.parent === undefined ? undefined : await this.catalog.getSnapshot(this.namespace, r.parent);
+      const prior = parent && { root: parent.root, classes: () => this.catalog.snapshotClasses(this.namespace, parent.id) };
       const { stored } = await storedClasses(this.reader(writer.sessionBlob.bind(writer)), r.root as Digest, policyOf(rec), {
         cache: this.classCache,
+        ...(prior && { prior }),
       });
       await this.catalog.setSnapshotClasses(this.namespace, r.id, stored);
     } catch {

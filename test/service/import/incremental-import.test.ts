@@ -21,6 +21,14 @@ import { LoadedStatCache, StatCacheRecorder, statCachePath, RACY_MARGIN_MS } fro
 import { freshDatabase, type FreshDatabase } from '../../helpers/postgres.js';
 import { sha256 } from '../../../src/core/digest.js';
 
+/** Every directory under `dir`, itself included ('' for it). */
+function dirsOf(dir: string, rel = ''): string[] {
+  const out = [rel];
+  for (const d of readdirSync(join(dir, rel), { withFileTypes: true }))
+    if (d.isDirectory()) out.push(...dirsOf(dir, rel ? `${rel}/${d.name}` : d.name));
+  return out;
+}
+
 /** A small deterministic PRNG (mulberry32). */
 function rng(seed: number): () => number {
   let a = seed >>> 0;
@@ -162,6 +170,35 @@ for (const backend of ['sqlite', 'postgres'] as const)
       assert.equal(inc.statCache!.read, 1, 'only the rewritten file is read');
     });
 
+    it("directories (cache-tree): an unchanged one's tree is reused; a file changed in place (its directory's mtime unmoved) is read and its directories re-hashed", async () => {
+      const first = await svc.importSnapshot(tree, { statCache: true });
+      await sleep(RACY_MARGIN_MS + 200);
+      const older = await svc.importSnapshot(tree, { statCache: true, parent: first.id }); // every file and directory now old: trusted
+      const base = await svc.importSnapshot(tree, { statCache: true, parent: older.id });
+      const dirs = dirsOf(tree);
+      assert.deepEqual(base.statCache, { reused: filesOf(tree).length, read: 0, dirs: dirs.length }, 'nothing changed: every tree reused');
+      assert.equal(base.root, first.root);
+      // a file two levels down changed in place: its directory's times stay, its own stat moves
+      const rel = filesOf(tree).find((f) => f.split('/').length === 3)!;
+      const dir = join(tree, dirname(rel));
+      const dirBefore = statSync(dir, { bigint: true });
+      appendFileSync(join(tree, rel), 'changed in place\n');
+      const dirAfter = statSync(dir, { bigint: true });
+      assert.equal(dirAfter.mtimeNs, dirBefore.mtimeNs, "appending to a file does not move its directory's mtime");
+      assert.equal(dirAfter.ctimeNs, dirBefore.ctimeNs);
+      // and a directory elsewhere chmod-ed: its ctime moves, not its mtime
+      const other = dirs.find((d) => d !== '' && !rel.startsWith(`${d}/`) && d.split('/').length === 1)!;
+      chmodSync(join(tree, other), 0o750);
+      const inc = await svc.importSnapshot(tree, { statCache: true, parent: base.id });
+      const full = await svc.importSnapshot(tree, { message: 'full' });
+      assert.equal(inc.root, full.root, 'the same root as a full import');
+      assert.notEqual(inc.root, base.root);
+      assert.equal(inc.statCache!.read, 1, 'only the changed file is read');
+      // re-hashed: the file's two directories and the root, and the chmod-ed one (its subdirectories stay reused)
+      assert.equal(inc.statCache!.dirs, dirs.length - 4, `${rel}, ${other}`);
+      chmodSync(join(tree, other), 0o755);
+    });
+
     it('is not trusted for another source path, another snapshot, or a cache file that does not check out', async () => {
       const first = await svc.importSnapshot(tree, { statCache: true });
       const other = join(work, 'copy');
@@ -228,6 +265,29 @@ for (const backend of ['sqlite', 'postgres'] as const)
       assert.equal(ok.reuse('fresh.txt', st, true), undefined, 'no git blob id recorded: not reused when the proof wants one');
       assert.equal(ok.reuse('other.txt', st, false), undefined);
       assert.equal((await LoadedStatCache.load(cacheDir, { ...key, source: '/elsewhere' }, snap)).miss, 'none');
+    });
+
+    it("racy timestamps: a directory's record is trusted only when its lstat is the recorded one and older than the margin", async () => {
+      const dir = join(work, 'racy-dir');
+      mkdirSync(dir);
+      const st = statSync(dir, { bigint: true });
+      const tree = sha256('tree');
+      const cacheDir = join(work, 'racy-dir-cache');
+      const key = { namespace: 'ns', source: dir };
+      const snap = { id: 'sn_y', root: sha256('root') };
+      const rec = new StatCacheRecorder();
+      rec.onDir({ rel: 'sub', st, tree, entries: 2, reused: false });
+      assert.equal(await rec.save(cacheDir, key, snap), undefined);
+      assert.equal((await LoadedStatCache.load(cacheDir, key, snap)).reuseDir('sub', st), undefined, 'made just before the import: racy');
+      await sleep(RACY_MARGIN_MS + 200);
+      const later = new StatCacheRecorder();
+      later.onDir({ rel: 'sub', st, tree, entries: 2, reused: false });
+      await later.save(cacheDir, key, snap);
+      const ok = await LoadedStatCache.load(cacheDir, key, snap);
+      assert.deepEqual(ok.reuseDir('sub', st), { tree, entries: 2 });
+      assert.equal(ok.reuseDir('other', st), undefined);
+      writeFileSync(join(dir, 'added.txt'), 'x');
+      assert.equal(ok.reuseDir('sub', statSync(dir, { bigint: true })), undefined, 'an entry added: the mtime moved');
     });
 
     it('a file that kept changing while read is stored as last read and left out of the cache (read again next time)', async () => {
