@@ -4,16 +4,17 @@
  * an idle workspace with changes is checkpointed, unmounted, shown released and resumed with the
  * same content; one a process holds (cwd, open file; a process about to open a file) is never
  * released; the `awc.idle-ttl` label shortens and extends the TTL; the retention removes a
- * released workspace; the daemon's periodic sweep releases one with no command. One home.
+ * released workspace; the daemon's periodic sweep releases one with no command (one home); a
+ * Claude Code hook worktree is git-worktree-locked while released and unlocked when mounted again.
  */
 import { strict as assert } from 'node:assert';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { idleDecision, idleTtlOf } from '../../../src/service/workspace/idle.js';
-import { awc, awcOk, cleanupMounts } from '../../helpers/cli.js';
+import { awc, awcOk, cleanupMounts, CLI, PROJECT } from '../../helpers/cli.js';
 import { mountPoints } from '../../../src/host/mount/mount-table.js';
 
 const holder = { pid: 1, command: 'sh', via: 'cwd' };
@@ -164,12 +165,69 @@ describe('idle release through the CLI (overlay)', () => {
     writeFileSync(cfg, JSON.stringify({ ...old, idleSweepIntervalMs: 1000 }));
     awcOk(home, ['daemon', 'stop']);
     // the mount starts it again, with the new config
-    const { id, dir } = mountNew('by-daemon', ['awc.idle-ttl=1s']);
+    const { id, dir } = mountNew('by-daemon', ['awc.idle-ttl=4s']);
     assert.equal(mounted(dir), true);
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && mounted(dir)) await sleep(250);
     assert.equal(mounted(dir), false, 'the daemon released it');
     assert.ok(awcOk(home, ['show', id]).labels['awc.released-at']);
     writeFileSync(cfg, JSON.stringify(old));
+  });
+});
+
+describe('idle release of a Claude Code hook worktree', () => {
+  let work: string;
+  let home: string;
+  let project: string;
+  const git = (dir: string, ...args: string[]): string =>
+    execFileSync('git', ['-c', 'safe.directory=*', '-C', dir, ...args], { encoding: 'utf8' }).trim();
+
+  before(() => {
+    work = realpathSync(mkdtempSync(join(tmpdir(), 'awc-idle-claude-')));
+    home = join(work, 'home');
+    project = join(work, 'proj');
+    mkdirSync(join(project, 'src'), { recursive: true });
+    writeFileSync(join(project, 'src', 'index.js'), 'export const x = 1;\n');
+    writeFileSync(join(project, '.gitignore'), '.claude/worktrees/\n');
+    execFileSync('git', ['init', '-q', '-b', 'main', project]);
+    git(project, 'add', '.');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'init');
+    awcOk(home, ['init', 'claude', project]);
+  });
+  after(() => {
+    cleanupMounts(home, work);
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it('is locked (git worktree lock) while released, so git worktree prune keeps it; mounting it again unlocks it', () => {
+    const transcript = join(work, 't.jsonl');
+    writeFileSync(transcript, '{}\n');
+    const text = readFileSync(join(PROJECT, 'test', 'fixtures', 'claude-hooks', 'create-2.1.50.json'), 'utf8')
+      .replaceAll('@PROJECT@', project)
+      .replaceAll('@TRANSCRIPT@', transcript);
+    const r = spawnSync(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+      input: JSON.stringify({ ...JSON.parse(text), name: 'idle' }),
+      cwd: project,
+      encoding: 'utf8',
+      env: { ...process.env, CLAUDE_PROJECT_DIR: project },
+      timeout: 60_000,
+    });
+    assert.equal(r.status, 0, r.stderr);
+    const path = r.stdout.trimEnd();
+    const admin = join(project, '.git', 'worktrees', 'idle');
+    assert.equal(readFileSync(join(path, '.git'), 'utf8'), `gitdir: ${admin}\n`);
+    writeFileSync(join(path, 'wip.txt'), 'uncommitted\n');
+    const ws = awcOk(home, ['ls', '--label', 'awc.claude.name=idle']).workspaces[0].id;
+    const rel = awcOk(home, ['release', ws]);
+    assert.equal(rel.locked, true);
+    assert.equal(rel.checkpointed, true);
+    assert.equal(mountPoints().has(path), false);
+    assert.equal(readFileSync(join(admin, 'locked'), 'utf8').trim(), 'released by awc');
+    git(project, 'worktree', 'prune');
+    assert.equal(existsSync(admin), true, 'git worktree prune kept the locked registration');
+    awcOk(home, ['mount', ws, path]);
+    assert.equal(existsSync(join(admin, 'locked')), false, 'unlocked');
+    assert.equal(readFileSync(join(path, 'wip.txt'), 'utf8'), 'uncommitted\n');
+    assert.equal(git(path, 'status', '--porcelain'), '?? wip.txt');
   });
 });
