@@ -39,6 +39,7 @@ const features = {
     ['fsck'],
     ['workspace'],
     ['doctor', 'attach', 'claude'],
+    ['idle'],
   ],
   daemon: [['metrics'], ['api'], ['warm'], ['supervisor'], ['users'], ['session']],
   cli: [['output'], ['remote'], ['warm'], ['commands', 'demo', 'mcp'], ['entry']],

@@ -69,6 +69,25 @@ export interface AwcConfig extends Partial<DaemonLimits> {
    */
   pruneIntervalMs: number;
   /**
+   * Idle release (docs/explanation/lifecycle.md#idle-release): how long a workspace mounted on
+   * this host may stay idle (no process holding its mount, no write) before it is
+   * checkpointed, unmounted and recorded as released, in ms (`idleReleaseMs`,
+   * `AWC_IDLE_RELEASE_MS`; default 86400000, 24 h; 0: never). A workspace's `awc.idle-ttl`
+   * label overrides it.
+   */
+  idleReleaseMs: number;
+  /**
+   * How often the host daemon runs the idle sweep, in ms (`idleSweepIntervalMs`,
+   * `AWC_IDLE_SWEEP_INTERVAL_MS`; default 600000, 10 min; 0: only `awc release --idle`).
+   */
+  idleSweepIntervalMs: number;
+  /**
+   * How long a released workspace is kept before the idle sweep removes it (`rm`, once nothing
+   * of it is left uncheckpointed), in ms (`releasedRetentionMs`, `AWC_RELEASED_RETENTION_MS`;
+   * default 604800000, 7 days; 0: kept until removed by hand).
+   */
+  releasedRetentionMs: number;
+  /**
    * Who besides root may use the host daemon, and in which namespaces (`users`, config.json
    * only; see users-config.ts): the daemon gives each a socket of their own (see {@link pathsOf}).
    */
@@ -164,6 +183,9 @@ export const CONFIG_KEYS = {
   heartbeatMs: { env: 'AWC_HEARTBEAT_MS', type: 'number' },
   sweepIntervalMs: { env: 'AWC_SWEEP_INTERVAL_MS', type: 'number' },
   pruneIntervalMs: { env: 'AWC_PRUNE_INTERVAL_MS', type: 'number' },
+  idleReleaseMs: { env: 'AWC_IDLE_RELEASE_MS', type: 'number' },
+  idleSweepIntervalMs: { env: 'AWC_IDLE_SWEEP_INTERVAL_MS', type: 'number' },
+  releasedRetentionMs: { env: 'AWC_RELEASED_RETENTION_MS', type: 'number' },
   warmCli: { env: 'AWC_WARM_CLI', type: 'string' },
   uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
   layerImages: { env: 'AWC_LAYER_IMAGES', type: 'string' },
@@ -202,6 +224,7 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     heartbeatMs,
     sweepIntervalMs,
     pruneIntervalMs,
+    ...idleKeys(merged),
     warmCli,
     uploadMaxBytes,
     layerImages,
@@ -333,6 +356,25 @@ function checkInterval(merged: Record<string, unknown>, key: string, def: number
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || (v !== 0 && (v < 1000 || v > 7 * 86_400_000)))
     throw new AwcError('E_CONFIG', `invalid ${key} ${JSON.stringify(merged[key])}`, {
       hint: `Use 0 (${zero}) or a whole number of ms from 1000 to 604800000 (default ${def}).`,
+    });
+  return v;
+}
+
+/** The idle release keys (idleReleaseMs, idleSweepIntervalMs, releasedRetentionMs) of merged settings. @throws E_CONFIG naming the key */
+function idleKeys(merged: Record<string, unknown>): Pick<AwcConfig, 'idleReleaseMs' | 'idleSweepIntervalMs' | 'releasedRetentionMs'> {
+  return {
+    idleReleaseMs: checkDuration(merged, 'idleReleaseMs', 86_400_000, 'never release idle workspaces'),
+    idleSweepIntervalMs: checkInterval(merged, 'idleSweepIntervalMs', 600_000, 'sweep idle workspaces only on `awc release --idle`'),
+    releasedRetentionMs: checkDuration(merged, 'releasedRetentionMs', 7 * 86_400_000, 'keep released workspaces until removed by hand'),
+  };
+}
+
+/** A duration key: 0 or a whole number of ms up to 10 years. @throws E_CONFIG naming the key */
+function checkDuration(merged: Record<string, unknown>, key: string, def: number, zero: string): number {
+  const v = merged[key] ?? def;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0 || v > 3650 * 86_400_000)
+    throw new AwcError('E_CONFIG', `invalid ${key} ${JSON.stringify(merged[key])}`, {
+      hint: `Use 0 (${zero}) or a whole number of ms up to 315360000000 (default ${def}).`,
     });
   return v;
 }

@@ -15,6 +15,7 @@ export const ADMIN_COMMANDS: Readonly<Record<string, string>> = {
   'daemon stop': "stopping the host daemon unmounts every user's workspaces",
   'daemon run': 'the host daemon runs as root',
   metrics: "the host daemon's metrics cover every user and namespace",
+  release: "the host daemon releases idle workspaces (every user's) by itself; unmount yours with `awc unmount`",
   'quota set': "quotas are set by root or the home's owner",
   'quota clear': "quotas are set by root or the home's owner",
   'quota show': 'it reads the catalog of the home itself',

@@ -9,6 +9,7 @@ import { command as show } from '../commands/show.js';
 import { command as fork } from '../commands/fork.js';
 import { command as mount } from '../commands/mount.js';
 import { command as unmount } from '../commands/unmount.js';
+import { command as release } from '../commands/release.js';
 import { command as checkpoint } from '../commands/checkpoint.js';
 import { command as diff } from '../commands/diff.js';
 import { command as exportCommand } from '../commands/export.js';
@@ -40,6 +41,7 @@ const COMMANDS: readonly CliCommand[] = [
   fork,
   mount,
   unmount,
+  release,
   checkpoint,
   diff,
   exportCommand,

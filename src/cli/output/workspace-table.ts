@@ -12,7 +12,8 @@ export type ListedWorkspace = WorkspaceRow & { lease: LeaseView };
  * given). A workspace without a name is named by what made it (`claude:<name>` for a
  * Claude Code worktree, `attach:<dir>` for an attached worktree), else `-`. OWNER is the agent
  * session or tool that made it; LABELS lists the user's own labels (AWC's `awc.*` labels are
- * in `awc show`). `nowMs` is the clock (ms since the epoch) the ages are counted from.
+ * in `awc show`). STATE is `released` for a workspace the idle release unmounted (PATH: where
+ * it was; `awc mount <id> <path>` resumes it). `nowMs` is the clock (ms since the epoch) the ages are counted from.
  */
 export function formatWorkspaceTable(rows: readonly ListedWorkspace[], nowMs: number, filtered: boolean): string {
   if (rows.length === 0)
@@ -24,8 +25,14 @@ export function formatWorkspaceTable(rows: readonly ListedWorkspace[], nowMs: nu
     rows.map((w) => [
       w.id,
       displayName(w),
-      w.mountState === 'mounted' ? `mounted (${w.mountDriver ?? '?'})` : 'unmounted',
-      w.mountState === 'mounted' ? `${w.mountPath ?? '?'}${w.lease.here === 'elsewhere' ? ` on ${w.mountHost ?? '?'}` : ''}` : '-',
+      w.mountState === 'mounted'
+        ? `mounted (${w.mountDriver ?? '?'})`
+        : w.labels['awc.released-at'] !== undefined
+          ? 'released'
+          : 'unmounted',
+      w.mountState === 'mounted'
+        ? `${w.mountPath ?? '?'}${w.lease.here === 'elsewhere' ? ` on ${w.mountHost ?? '?'}` : ''}`
+        : (w.labels['awc.released-path'] ?? '-'),
       owner(w),
       leaseCell(w.lease),
       age(nowMs - Date.parse(w.createdAt)),

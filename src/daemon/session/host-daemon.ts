@@ -31,6 +31,7 @@ import { HostHeartbeat, type HeartbeatStatus } from './heartbeat.js';
 import { watchHome } from './home-watch.js';
 import { HostSweeper } from './host-sweeper.js';
 import { WorktreeSweeper } from './worktree-sweeper.js';
+import { IdleSweeper } from './idle-sweeper.js';
 import { loadConfig } from '../../config/config.js';
 import { resolveUserRules } from '../users/user-access.js';
 import { UserRpc } from '../users/user-rpc.js';
@@ -146,6 +147,8 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   private sweeper?: HostSweeper;
   /** The periodic worktree sweep (what `awc prune` does: worktrees their tool removed behind AWC's back). */
   private worktrees?: WorktreeSweeper;
+  /** The periodic idle sweep (what `awc release --idle` does: idle workspaces released, old released ones removed). */
+  private idle?: IdleSweeper;
   /** Content FUSE and overlays need root; an ordinary user's daemon only holds the session (copy mounts). */
   private readonly servesContent = process.getuid?.() === 0;
   private stopping?: Promise<void>;
@@ -283,8 +286,12 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       this.log,
     );
     this.sweeper.start();
-    this.worktrees = this.worktreeSweeper();
+    const port = this.rootPort();
+    const deps = { config: this.config, catalog: this.catalog, store: this.store, port, logger: this.log };
+    this.worktrees = new WorktreeSweeper(deps, this.config.pruneIntervalMs);
     this.worktrees.start();
+    this.idle = new IdleSweeper(deps, this.config.idleSweepIntervalMs);
+    this.idle.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
     if (this.config.warmCli === 'on') await this.serveWarmCli();
@@ -293,19 +300,15 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
     this.log({ level: 'info', msg: 'started', pid: process.pid, servesContent: this.servesContent });
   }
 
-  /** The worktree sweep (config `pruneIntervalMs`), its mounts and unmounts through this daemon's overlays as root. */
-  private worktreeSweeper(): WorktreeSweeper {
-    const port: HostDaemonPort = {
+  /** The port of the worktree and idle sweeps (configs `pruneIntervalMs`, `idleSweepIntervalMs`): mounts and unmounts through this daemon's overlays as root. */
+  private rootPort(): HostDaemonPort {
+    return {
       mount: (r) => this.overlayHost().mount(r.namespace, r.workspace, r.target, 'mount', r.steal === true),
       ensureRunning: async () => undefined,
       unmount: async (r) => void (await this.overlayHost().unmount(r.namespace, r.workspace, r.force)),
       reportCheckpoint: async (r) => this.metrics.recordCheckpoint(r),
       reportImportImage: async (r) => void this.metrics.layerImages.inc({ outcome: r.outcome, reason: r.reason }),
     };
-    return new WorktreeSweeper(
-      { config: this.config, catalog: this.catalog, store: this.store, port, logger: this.log },
-      this.config.pruneIntervalMs,
-    );
   }
 
   /**
@@ -469,6 +472,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       await this.overlays?.stopImages();
       await this.sweeper?.stop();
       await this.worktrees?.stop();
+      await this.idle?.stop();
       try {
         await this.unmountAll(true);
       } catch (err) {

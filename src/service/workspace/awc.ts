@@ -25,6 +25,7 @@ import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from '
 import { diffRootCounts } from '../capture/tree-stats.js';
 import { ClassCountCache } from '../capture/class-cache.js';
 import { prepareHome } from './private-home.js';
+import { clearRelease } from './idle.js';
 import { removeRef, type RemoveResult, type UnmountFlags } from './remove.js';
 import { retryCondemned, type CommitHooks } from '../refs/commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from '../gc/gc.js';
@@ -227,7 +228,8 @@ export class Awc implements AwcApi, DriverContext {
    * Mounts a workspace at `dir` (created when missing; must be empty) with the driver this
    * host uses (see doctor): overlay via the host daemon (started on demand), else copy.
    * A workspace recorded as mounted there whose mount is gone but kept (a copy after a
-   * reboot) is shown again at the same target (`resumed`).
+   * reboot) is shown again at the same target (`resumed`). A released workspace
+   * (service/idle/idle-release.ts) is no longer released once mounted (clearRelease).
    * @throws E_ALREADY_MOUNTED, E_TARGET_BUSY, E_MOUNT_FAILED, E_PERMISSION (overlay forced without root),
    *   E_STILL_MOUNTED (an earlier mount is still alive: detached but used, or in another mount namespace),
    *   E_IN_USE (uncheckpointed changes kept by another driver, or that the driver cannot resume),
@@ -265,7 +267,10 @@ export class Awc implements AwcApi, DriverContext {
         hint: `Mount it with AWC_MOUNT_DRIVER=${pending.driver}, or discard them with \`awc unmount ${ws.id} --discard\`.`,
       });
     }
-    return this.drivers[report.driver].mount(ws, target, pending, opts);
+    const mounted = await this.drivers[report.driver].mount(ws, target, pending, opts);
+    // mounted again: no longer released (its labels go, its git worktree is unlocked)
+    await clearRelease(ws, (id, patch) => this.setLabels(id, patch));
+    return mounted;
   }
 
   /**

@@ -243,6 +243,7 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
     adminOnly('gc', ['gc', '--dry-run']);
     adminOnly('fsck', ['fsck']);
     adminOnly('metrics', ['metrics']);
+    adminOnly('release', ['release', '--idle']);
     adminOnly('daemon start', ['daemon', 'start']);
     adminOnly('daemon stop', ['daemon', 'stop']);
     adminOnly('daemon run', ['daemon', 'run']);
