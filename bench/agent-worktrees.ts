@@ -39,10 +39,14 @@ const END = '<!-- agent-worktrees:end -->';
 const GIT_ID = ['-c', 'user.name=awc-bench', '-c', 'user.email=bench@awc.invalid'];
 
 /** Runs a command with `input` on stdin; resolves with its wall time (ms) and stdout; rejects on a non-zero exit. */
-function run(cmd: string, args: string[], opts: { input?: string; cwd?: string } = {}): Promise<{ ms: number; stdout: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ ms: number; stdout: string }> {
   return new Promise((resolve, reject) => {
     const t0 = now();
-    const child = spawn(cmd, args, { cwd: opts.cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -88,6 +92,8 @@ interface Hook {
 
 function hook(home: string, proj: string, work: string): Hook {
   const args = [CLI, '--home', home, 'hook', 'claude'];
+  // as Claude Code runs a hook: in the project, with CLAUDE_PROJECT_DIR naming it
+  const env = { ...process.env, CLAUDE_PROJECT_DIR: proj };
   return {
     async create(name) {
       const input = JSON.stringify({
@@ -97,7 +103,7 @@ function hook(home: string, proj: string, work: string): Hook {
         hook_event_name: 'WorktreeCreate',
         name,
       });
-      const r = await run(process.execPath, args, { input, cwd: proj });
+      const r = await run(process.execPath, args, { input, cwd: proj, env });
       return { ms: r.ms, path: r.stdout.trim() };
     },
     async remove(path) {
@@ -108,7 +114,7 @@ function hook(home: string, proj: string, work: string): Hook {
         hook_event_name: 'WorktreeRemove',
         worktree_path: path,
       });
-      return (await run(process.execPath, args, { input, cwd: proj })).ms;
+      return (await run(process.execPath, args, { input, cwd: proj, env })).ms;
     },
   };
 }
