@@ -1,20 +1,10 @@
-import type { Catalog } from '../../catalog/port/catalog.js';
-import type { AwcConfig } from '../../config/config.js';
+import { PeriodicSweep, type SweeperDeps } from './periodic-sweep.js';
 import type { Logger } from '../../core/log.js';
-import type { HostDaemonPort } from '../../drivers/port/host-daemon-port.js';
-import type { ObjectStore } from '../../store/object/object-store.js';
 import { Awc } from '../../service/workspace/awc.js';
 import { holdersText, sweepIdle, type IdleSweepReport } from '../../service/idle/idle-release.js';
 
 /** What the idle sweeper needs of the host daemon. */
-export interface IdleSweeperDeps {
-  config: AwcConfig;
-  catalog: Catalog;
-  store: ObjectStore;
-  /** Overlay mounts and unmounts in this daemon (as root). */
-  port: HostDaemonPort;
-  logger: Logger;
-}
+export type IdleSweeperDeps = SweeperDeps;
 
 /**
  * The host daemon's periodic idle sweep (docs/explanation/lifecycle.md#idle-release): every
@@ -24,36 +14,15 @@ export interface IdleSweeperDeps {
  * released, released ones beyond the retention removed. One run at a time; releases, removals
  * and failures are logged (workspaces left alone are not).
  */
-export class IdleSweeper {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<IdleSweepReport[]>;
-
+export class IdleSweeper extends PeriodicSweep<IdleSweepReport[]> {
   constructor(
     private readonly deps: IdleSweeperDeps,
-    private readonly intervalMs: number,
-  ) {}
-
-  /** Starts the periodic runs (the first one interval from now). */
-  start(): void {
-    if (this.intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.run().catch(() => undefined), this.intervalMs);
-    this.timer.unref();
+    intervalMs: number,
+  ) {
+    super(intervalMs);
   }
 
-  /** Stops the periodic runs; resolves once a run in progress finished (never rejects). */
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running?.catch(() => undefined);
-  }
-
-  /** One sweep now (joins a run in progress). @throws what listing the catalog throws (a namespace's failure is logged) */
-  run(): Promise<IdleSweepReport[]> {
-    this.running ??= this.sweep().finally(() => (this.running = undefined));
-    return this.running;
-  }
-
-  private async sweep(): Promise<IdleSweepReport[]> {
+  protected async sweep(): Promise<IdleSweepReport[]> {
     const { config, catalog, store, port, logger } = this.deps;
     const mounted = await catalog.listMountedOnHost(config.host);
     const namespaces = new Set([config.namespace, ...mounted.map((w) => w.namespace)]);

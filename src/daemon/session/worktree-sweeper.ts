@@ -1,8 +1,6 @@
-import type { Catalog } from '../../catalog/port/catalog.js';
-import { pathsOf, type AwcConfig } from '../../config/config.js';
+import { PeriodicSweep, type SweeperDeps } from './periodic-sweep.js';
+import { pathsOf } from '../../config/config.js';
 import type { LogEvents, Logger } from '../../core/log.js';
-import type { HostDaemonPort } from '../../drivers/port/host-daemon-port.js';
-import type { ObjectStore } from '../../store/object/object-store.js';
 import { Awc } from '../../service/workspace/awc.js';
 import { localClaudeAwc } from '../../service/claude/claude-port.js';
 import { pruneClaude, type PruneReport } from '../../service/claude/claude-prune.js';
@@ -19,14 +17,7 @@ export interface WorktreeSweepReport {
 }
 
 /** What the sweeper needs of the host daemon. */
-export interface WorktreeSweeperDeps {
-  config: AwcConfig;
-  catalog: Catalog;
-  store: ObjectStore;
-  /** Overlay mounts and unmounts in this daemon (as root). */
-  port: HostDaemonPort;
-  logger: Logger;
-}
+export type WorktreeSweeperDeps = SweeperDeps;
 
 /**
  * The host daemon's periodic worktree sweep (docs/explanation/attach.md#when-the-tool-removes-the-worktree):
@@ -37,36 +28,15 @@ export interface WorktreeSweeperDeps {
  * after their work is checkpointed; busy ones are left (and logged with their holders). One
  * run at a time; a run that finds nothing logs nothing.
  */
-export class WorktreeSweeper {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<WorktreeSweepReport[]>;
-
+export class WorktreeSweeper extends PeriodicSweep<WorktreeSweepReport[]> {
   constructor(
     private readonly deps: WorktreeSweeperDeps,
-    private readonly intervalMs: number,
-  ) {}
-
-  /** Starts the periodic runs (the first one interval from now). */
-  start(): void {
-    if (this.intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.run().catch(() => undefined), this.intervalMs);
-    this.timer.unref();
+    intervalMs: number,
+  ) {
+    super(intervalMs);
   }
 
-  /** Stops the periodic runs; resolves once a run in progress finished (never rejects). */
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running?.catch(() => undefined);
-  }
-
-  /** One sweep now (joins a run in progress). @throws what listing the catalog throws (a namespace's failure is logged) */
-  run(): Promise<WorktreeSweepReport[]> {
-    this.running ??= this.sweep().finally(() => (this.running = undefined));
-    return this.running;
-  }
-
-  private async sweep(): Promise<WorktreeSweepReport[]> {
+  protected async sweep(): Promise<WorktreeSweepReport[]> {
     const { config, catalog, store, port, logger } = this.deps;
     const mounted = await catalog.listMountedOnHost(config.host);
     const namespaces = new Set([config.namespace, ...mounted.map((w) => w.namespace)]);
