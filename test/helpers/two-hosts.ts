@@ -135,3 +135,34 @@ export function mountsUnder(dir: string): string[] {
     .map((l) => l.split(' ')[4])
     .filter((p): p is string => p !== undefined && p.startsWith(dir + '/'));
 }
+
+/**
+ * Homes of image-sharing hosts on this machine (the layer image tests): each of `names` gets
+ * `<work>/host-<name>` on the overlay driver, with the catalog and store under `<work>/shared`,
+ * but `own`, whose are its own (`<work>/own-<own>`); `images(name)` is its `AWC_LAYER_IMAGES`.
+ * Returns each host's home and environment by name.
+ */
+export function imageHosts(
+  work: string,
+  names: readonly string[],
+  own: string,
+  images: (name: string) => 'on' | 'auto' | 'off',
+): { homes: Record<string, string>; env: Record<string, NodeJS.ProcessEnv> } {
+  const homes: Record<string, string> = {};
+  const env: Record<string, NodeJS.ProcessEnv> = {};
+  const shared = join(work, 'shared');
+  mkdirSync(shared, { recursive: true, mode: 0o700 });
+  for (const h of names) {
+    homes[h] = join(work, `host-${h}`);
+    const dir = h === own ? join(work, `own-${h}`) : shared;
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    env[h] = {
+      AWC_CATALOG: `sqlite:${join(dir, 'catalog.sqlite')}`,
+      AWC_OBJECT_STORE: `file:${join(dir, 'objects')}`,
+      AWC_MOUNT_DRIVER: 'overlay',
+      AWC_HOST: `host-${h}`,
+      AWC_LAYER_IMAGES: images(h),
+    };
+  }
+  return { homes, env };
+}

@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { awcOk, cleanupMounts, readTreeInfo } from '../../helpers/cli.js';
 import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
+import { imageHosts } from '../../helpers/two-hosts.js';
 import { layerImageSupport } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { digestHex } from '../../../src/core/digest.js';
 
@@ -110,21 +111,10 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
     repo = join(work, 'repo');
     mkdirSync(repo);
     makeRepo(repo);
-    const shared = join(work, 'shared');
-    mkdirSync(shared, { mode: 0o700 });
-    for (const h of ['e', 'f', 'g', 'h']) {
-      homes[h] = join(work, `host-${h}`);
-      const own = h === 'h' ? join(work, 'own-h') : shared;
-      mkdirSync(own, { recursive: true, mode: 0o700 });
-      env[h] = {
-        AWC_CATALOG: `sqlite:${join(own, 'catalog.sqlite')}`,
-        AWC_OBJECT_STORE: `file:${join(own, 'objects')}`,
-        AWC_MOUNT_DRIVER: 'overlay',
-        AWC_HOST: `host-${h}`,
-        // E and H share; F uses what is shared (auto on SQLite); G neither (off): it builds the layer
-        AWC_LAYER_IMAGES: h === 'f' ? 'auto' : h === 'g' ? 'off' : 'on',
-      };
-    }
+    // E and H share; F uses what is shared (auto on SQLite); G neither (off): it builds the layer
+    const hosts = imageHosts(work, ['e', 'f', 'g', 'h'], 'h', (h) => (h === 'f' ? 'auto' : h === 'g' ? 'off' : 'on'));
+    Object.assign(homes, hosts.homes);
+    Object.assign(env, hosts.env);
   });
   after(async () => {
     for (const h of Object.keys(homes)) cleanupMounts(homes[h]!, work, env[h]);

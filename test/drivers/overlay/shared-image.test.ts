@@ -34,6 +34,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { awc, awcOk, cleanupMounts, readTreeInfo } from '../../helpers/cli.js';
 import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
+import { imageHosts } from '../../helpers/two-hosts.js';
 import { layerImageSupport } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { imageObjectDigest, imageObjectKey } from '../../../src/store/content/image-object.js';
 import { digestHex, sha256 } from '../../../src/core/digest.js';
@@ -136,21 +137,10 @@ describe('layer images shared between hosts', { skip }, () => {
     makeSource(src);
     mkdirSync(join(work, 'src2', 'x'), { recursive: true });
     writeFileSync(join(work, 'src2', 'x', 'y.txt'), 'another snapshot\n');
-    const shared = join(work, 'shared');
-    mkdirSync(shared, { mode: 0o700 });
-    for (const h of ['a', 'b', 'c', 'd']) {
-      homes[h] = join(work, `host-${h}`);
-      const own = h === 'd' ? join(work, 'own-d') : shared;
-      mkdirSync(own, { recursive: true, mode: 0o700 });
-      env[h] = {
-        AWC_CATALOG: `sqlite:${join(own, 'catalog.sqlite')}`,
-        AWC_OBJECT_STORE: `file:${join(own, 'objects')}`,
-        AWC_MOUNT_DRIVER: 'overlay',
-        AWC_HOST: `host-${h}`,
-        // A and D share (on any catalog); B and C use what is shared and share nothing (auto, on SQLite)
-        AWC_LAYER_IMAGES: h === 'a' || h === 'd' ? 'on' : 'auto',
-      };
-    }
+    // A and D share (on any catalog); B and C use what is shared and share nothing (auto, on SQLite)
+    const hosts = imageHosts(work, ['a', 'b', 'c', 'd'], 'd', (h) => (h === 'a' || h === 'd' ? 'on' : 'auto'));
+    Object.assign(homes, hosts.homes);
+    Object.assign(env, hosts.env);
   });
   after(async () => {
     for (const h of Object.keys(homes)) cleanupMounts(homes[h]!, work, env[h]);
