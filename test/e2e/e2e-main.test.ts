@@ -99,6 +99,8 @@ for (const { driver, catalog, store, tree } of runs) {
       let database: FreshDatabase | undefined;
       let bucket: TestBucket | undefined;
       let snapId = '';
+      /** Whether the import shared its snapshot's layer image (its JSON's `image`). */
+      let sharedImage = false;
       let wsIds: string[] = [];
       let mounts: string[] = [];
       let original: Map<string, ReturnType<typeof readTreeInfo> extends Map<string, infer V> ? V : never>;
@@ -132,6 +134,7 @@ for (const { driver, catalog, store, tree } of runs) {
       test('import prints the snapshot id with counts', () => {
         const r = awcOk(home, ['snapshot', 'import', source, '--name', 'base'], env);
         snapId = r.id;
+        sharedImage = r.image !== null;
         assert.match(r.id, /^sn_[0-9a-z]+$/);
         assert.equal(r.name, 'base');
         // regular files, each hardlinked inode once
@@ -152,12 +155,23 @@ for (const { driver, catalog, store, tree } of runs) {
         test('the packs are in the bucket under the prefix; the home holds none', async () => {
           const r = await bucket!.client.send(new ListObjectsV2Command({ Bucket: bucket!.name }));
           const keys = (r.Contents ?? []).map((o) => o.Key!);
-          // packs, the git proof records of imported checkouts and the store's identity (docs/reference/formats.md), all under the prefix
+          // packs, the git proof records of imported checkouts, layer images (with their content indexes) and the
+          // store's identity (docs/reference/formats.md), all under the prefix
           const pack = /^awc\/packs\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
           const proof = /^awc\/gitproof\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
+          const image = /^awc\/images\/[0-9a-f]{2}\/[0-9a-f]{64}$/;
           const identity = 'awc/meta/identity.json';
           assert.ok(keys.includes(identity), keys.join(', '));
-          assert.ok(keys.some((k) => pack.test(k)) && keys.every((k) => pack.test(k) || proof.test(k) || k === identity), keys.join(', '));
+          assert.ok(
+            keys.some((k) => pack.test(k)) && keys.every((k) => pack.test(k) || proof.test(k) || image.test(k) || k === identity),
+            keys.join(', '),
+          );
+          // an import that shares its snapshot's layer image (a PostgreSQL catalog, the overlay driver) stored it here
+          assert.equal(
+            keys.some((k) => image.test(k)),
+            sharedImage,
+            `a layer image as the import said: ${keys.join(', ')}`,
+          );
           const objects = join(home, 'objects');
           assert.ok(!existsSync(objects) || readdirSync(objects).length === 0, "nothing in the home's objects directory");
         });
