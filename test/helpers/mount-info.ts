@@ -13,3 +13,12 @@ export function mountTable(under: string): string[] {
     .map((f) => f.slice(4).join(' '))
     .sort();
 }
+
+/** The file system type mounted at `path` (the first mount there that /proc/self/mountinfo lists), or undefined. */
+export function fsTypeAt(path: string): string | undefined {
+  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const f = line.split(' ');
+    if (f[4] === path) return f[f.indexOf('-') + 1];
+  }
+  return undefined;
+}

@@ -9,52 +9,26 @@
  * they read the same. H, on a catalog and store of its own, gets the same image bytes.
  */
 import { strict as assert } from 'node:assert';
-import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { awcOk, cleanupMounts, readTreeInfo } from '../../helpers/cli.js';
 import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
 import { imageHosts } from '../../helpers/two-hosts.js';
+import { fsTypeAt } from '../../helpers/mount-info.js';
+import { metricSum, readAll } from '../../helpers/metrics.js';
 import { layerImageSupport } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { digestHex } from '../../../src/core/digest.js';
 
 const support = layerImageSupport();
 const skip = process.getuid?.() !== 0 ? 'needs root' : !support.mount ? `layer images unsupported here: ${support.why}` : false;
 
-/** The file system type mounted at `path`, or undefined. */
-function fsTypeAt(path: string): string | undefined {
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const f = line.split(' ');
-    if (f[4] === path) return f[f.indexOf('-') + 1];
-  }
-  return undefined;
-}
-
-/** The sum of the samples of `name` in `awc metrics --json` whose labels include `labels`. */
-function sample(metrics: Record<string, unknown>, name: string, labels: Record<string, string> = {}): number {
-  const v = metrics[name];
-  if (!Array.isArray(v)) return 0;
-  return v
-    .filter((s: { labels: Record<string, string> }) => Object.entries(labels).every(([k, x]) => String(s.labels[k]) === x))
-    .reduce((a: number, s: { value: number }) => a + s.value, 0);
-}
-
 /** Runs git in `dir` (as a user would, no locks skipped); returns stdout. */
 function git(dir: string, ...args: string[]): string {
   const g = spawnSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@t', ...args], { encoding: 'utf8' });
   assert.equal(g.status, 0, g.stderr);
   return g.stdout;
-}
-
-/** Reads every file under `dir`. */
-function readAll(dir: string): void {
-  for (const n of readdirSync(dir)) {
-    const p = join(dir, n);
-    const st = lstatSync(p);
-    if (st.isDirectory()) readAll(p);
-    else if (st.isFile()) readFileSync(p);
-  }
 }
 
 /** A repository of 60 files in directories, an executable and a symlink, committed once. */
@@ -144,7 +118,7 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
 
   /** Content FUSE READs of host `h` so far (awc_fuse_operations_total{op="read"}). */
   const fuseReads = (h: string): number =>
-    sample(run(h, ['metrics']).metrics as Record<string, unknown>, 'awc_fuse_operations_total', { op: 'read' });
+    metricSum(run(h, ['metrics']).metrics as Record<string, unknown>, 'awc_fuse_operations_total', { op: 'read' });
 
   /**
    * Checks that git on host `h` trusts the index of the workspace at `at` as it is: every entry's
@@ -181,7 +155,7 @@ describe('the layer image of a snapshot whose import proved .git/index', { skip 
     const at = mountOn('f');
     assert.equal(fsTypeAt(join(homes.f!, 'host', 'layers', layerHex, 'tree')), 'erofs', "host F's layer is the shared image");
     const m = run('f', ['metrics']).metrics as Record<string, unknown>;
-    assert.equal(sample(m, 'awc_layer_images_total', { outcome: 'mounted' }), 1);
+    assert.equal(metricSum(m, 'awc_layer_images_total', { outcome: 'mounted' }), 1);
     gitTrusts('f', at);
   });
 

@@ -35,6 +35,8 @@ import { after, before, describe, it } from 'node:test';
 import { awc, awcOk, cleanupMounts, readTreeInfo } from '../../helpers/cli.js';
 import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
 import { imageHosts } from '../../helpers/two-hosts.js';
+import { fsTypeAt } from '../../helpers/mount-info.js';
+import { metricSum } from '../../helpers/metrics.js';
 import { layerImageSupport } from '../../../src/drivers/overlay/layer-image-mount.js';
 import { imageObjectDigest, imageObjectKey } from '../../../src/store/content/image-object.js';
 import { digestHex, sha256 } from '../../../src/core/digest.js';
@@ -44,24 +46,6 @@ import type { Extent } from '../../../src/core/sparse.js';
 const support = layerImageSupport();
 const root = process.getuid?.() === 0;
 const skip = !root ? 'needs root' : !support.mount ? `layer images unsupported here: ${support.why}` : false;
-
-/** The sum of the samples of `name` in `awc metrics --json` whose labels include `labels`. */
-function sample(metrics: Record<string, unknown>, name: string, labels: Record<string, string> = {}): number {
-  const v = metrics[name];
-  if (!Array.isArray(v)) return 0;
-  return v
-    .filter((s: { labels: Record<string, string> }) => Object.entries(labels).every(([k, x]) => String(s.labels[k]) === x))
-    .reduce((a: number, s: { value: number }) => a + s.value, 0);
-}
-
-/** The file system type mounted at `path`, or undefined. */
-function fsTypeAt(path: string): string | undefined {
-  for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-    const f = line.split(' ');
-    if (f[4] === path) return f[f.indexOf('-') + 1];
-  }
-  return undefined;
-}
 
 /** The data extents of the file at `path` (SEEK_DATA/SEEK_HOLE), undefined when dense. */
 function dataExtents(path: string): Extent[] | undefined {
@@ -181,7 +165,7 @@ describe('layer images shared between hosts', { skip }, () => {
     const ws = run('a', ['fork', 'base', '--name', 'wa']).workspaces[0].id;
     run('a', ['mount', ws, join(work, 'mnt-a')]);
     assert.equal(fsTypeAt(join(home('a'), 'host', 'layers', layerHex, 'tree')), 'erofs', "host A's layer is the shared image");
-    assert.equal(sample(metrics('a'), 'awc_layer_images_total', { outcome: 'mounted' }), 1);
+    assert.equal(metricSum(metrics('a'), 'awc_layer_images_total', { outcome: 'mounted' }), 1);
     assert.deepEqual(readTreeInfo(join(work, 'mnt-a')), readTreeInfo(src), 'the workspace shows the source');
   });
 
@@ -207,7 +191,7 @@ describe('layer images shared between hosts', { skip }, () => {
     run('a', ['mount', ws, mnt]);
     const other = digestHex(run('a', ['snapshot', 'ls']).snapshots.find((s: { name: string }) => s.name === 'other').root);
     assert.equal(fsTypeAt(join(home('a'), 'host', 'layers', other, 'tree')), undefined, 'host A built a layer directory');
-    await waitFor('the image was shared', () => sample(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 1);
+    await waitFor('the image was shared', () => metricSum(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 1);
     assert.equal(imageKeys().length, 4);
   });
 
@@ -216,7 +200,10 @@ describe('layer images shared between hosts', { skip }, () => {
     writeFileSync(join(mnt, 'src', 'f9.txt'), 'checkpointed on host A\n');
     const cp = run('a', ['checkpoint', 'wa']);
     assert.equal(cp.changed, true);
-    await waitFor('the checkpoint image was shared', () => sample(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 2);
+    await waitFor(
+      'the checkpoint image was shared',
+      () => metricSum(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 2,
+    );
     assert.equal(imageKeys().length, 6);
     const ws = run('c', ['fork', cp.id, '--name', 'wc-cp']).workspaces[0].id;
     const at = join(work, 'mnt-c-cp');
@@ -233,7 +220,7 @@ describe('layer images shared between hosts', { skip }, () => {
     const base = join(home('b'), 'host', 'layers', layerHex);
     assert.equal(fsTypeAt(join(base, 'tree')), 'erofs', "host B's layer is the image, mounted");
     assert.equal(statSync(join(base, 'image.erofs')).mode & 0o777, 0o600);
-    assert.equal(sample(metrics('b'), 'awc_layer_images_total', { outcome: 'mounted' }), 1);
+    assert.equal(metricSum(metrics('b'), 'awc_layer_images_total', { outcome: 'mounted' }), 1);
     assert.deepEqual(readTreeInfo(mnt), readTreeInfo(src), 'the workspace shows the source');
     assert.equal(statSync(join(mnt, 'hard')).ino, statSync(join(mnt, 'src', 'f2.txt')).ino, 'hardlinks stay linked');
     const src1 = dataExtents(join(src, 'sparse.bin'));
@@ -275,7 +262,7 @@ describe('layer images shared between hosts', { skip }, () => {
     const base = join(home('c'), 'host', 'layers', layerHex);
     assert.equal(fsTypeAt(join(base, 'tree')), undefined, 'a layer directory, built here');
     assert.equal(existsSync(join(base, 'image.json')), false);
-    assert.equal(sample(metrics('c'), 'awc_layer_images_total', { outcome: 'fallback', reason: 'E_INTEGRITY' }), 1);
+    assert.equal(metricSum(metrics('c'), 'awc_layer_images_total', { outcome: 'fallback', reason: 'E_INTEGRITY' }), 1);
     assert.deepEqual(readTreeInfo(mnt), readTreeInfo(src), 'the workspace shows the source all the same');
 
     // a fresh workspace of the same snapshot over host B's image reads exactly as this one over C's layer directory
@@ -372,7 +359,7 @@ describe("an import's layer image", { skip: !support.mount ? `layer images unsup
     );
     if (root) {
       const m = awcOk(join(work, 'home-broken'), ['metrics'], env).metrics as Record<string, unknown>;
-      assert.equal(sample(m, 'awc_layer_images_total', { outcome: 'failed', reason: r.json.imageSkipped.code }), 1);
+      assert.equal(metricSum(m, 'awc_layer_images_total', { outcome: 'failed', reason: r.json.imageSkipped.code }), 1);
       awcOk(join(work, 'home-broken'), ['daemon', 'stop'], env);
     }
   });

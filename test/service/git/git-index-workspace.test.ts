@@ -8,12 +8,13 @@
  * own `.git/index` bytes.
  */
 import { execFileSync } from 'node:child_process';
-import { chmodSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { awc, awcOk, cleanupMounts } from '../../helpers/cli.js';
 import { makeTempDir, removeTempDir } from '../../helpers/temp-dir.js';
+import { readAll } from '../../helpers/metrics.js';
 import { detectDriver } from '../../../src/drivers/detect/detect-driver.js';
 
 const ENV = { AWC_MOUNT_DRIVER: 'overlay' };
@@ -29,16 +30,6 @@ function fuseReads(home: string): number {
   const v = m.awc_fuse_operations_total;
   if (!Array.isArray(v)) return 0;
   return v.filter((s: { labels: { op: string } }) => s.labels.op === 'read').reduce((a: number, s: { value: number }) => a + s.value, 0);
-}
-
-/** Reads every file under `dir` (so git's own reads of `.git` afterwards hit the page cache, not the FUSE server). */
-function readAll(dir: string): void {
-  for (const n of readdirSync(dir)) {
-    const p = join(dir, n);
-    const st = lstatSync(p);
-    if (st.isDirectory()) readAll(p);
-    else if (st.isFile()) readFileSync(p);
-  }
 }
 
 const overlay = detectDriver('auto').driver === 'overlay';
