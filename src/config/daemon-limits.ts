@@ -24,6 +24,12 @@ export interface DaemonLimits {
   fdReserve: number;
   /** Workspaces one user may have mounted through the daemon at once (`userMaxMounts`; default 64). */
   userMaxMounts: number;
+  /**
+   * Warm CLI workers the daemon keeps loaded for its own user (`warmWorkers`; default 2): as
+   * many commands as this start at once without waiting for a worker to load (about 0.3 s of
+   * CPU each); a burst of more gets a worker loading for each at once.
+   */
+  warmWorkers: number;
 }
 
 /** The defaults of {@link DaemonLimits}. */
@@ -34,6 +40,7 @@ export const DEFAULT_DAEMON_LIMITS: DaemonLimits = {
   requestBodyBudgetBytes: 128 * 1024 * 1024,
   fdReserve: 1024,
   userMaxMounts: 64,
+  warmWorkers: 2,
 };
 
 /** Each key of {@link DaemonLimits}: its environment variable, and its range [min, max] with the unit in the hint. */
@@ -45,6 +52,7 @@ export const DAEMON_LIMIT_KEYS = {
   requestBodyBudgetBytes: { env: 'AWC_REQUEST_BODY_BUDGET_BYTES', type: 'number', min: 32 * 1024 * 1024, max: 2 ** 40, unit: 'bytes' },
   fdReserve: { env: 'AWC_FD_RESERVE', type: 'number', min: 0, max: 2_147_483_647, unit: 'descriptors' },
   userMaxMounts: { env: 'AWC_USER_MAX_MOUNTS', type: 'number', min: 1, max: 100_000, unit: 'mounts' },
+  warmWorkers: { env: 'AWC_WARM_WORKERS', type: 'number', min: 1, max: 64, unit: 'workers' },
 } as const;
 
 /**

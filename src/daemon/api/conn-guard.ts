@@ -99,8 +99,9 @@ export function configureDaemonLimits(config: Partial<DaemonLimits>): DaemonLimi
 }
 
 /** The options of a WarmCliPool under `config`'s caps: `userMaxConnections` waiting per socket, none past the descriptor reserve. */
-export function warmLimits(config: Partial<DaemonLimits>): { maxWaiting: number; admit: () => boolean } {
-  return { maxWaiting: limitsOf(config).userMaxConnections, admit: () => fdReserve.left() };
+export function warmLimits(config: Partial<DaemonLimits>): { maxWaiting: number; admit: () => boolean; ownWorkers: number } {
+  const limits = limitsOf(config);
+  return { maxWaiting: limits.userMaxConnections, admit: () => fdReserve.left(), ownWorkers: limits.warmWorkers };
 }
 
 /**

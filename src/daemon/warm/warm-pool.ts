@@ -94,7 +94,7 @@ export interface WarmCliPoolEvents {
 /**
  * Warm CLI workers (docs/explanation/cli-latency.md "Warm workers"; the model of Nailgun and of
  * Gradle's daemon, one process per command): for each socket it serves, the pool keeps workers
- * forked ahead (src/cli/entry/warm-worker.ts; two for the daemon's own user, one for a user socket),
+ * forked ahead (src/cli/entry/warm-worker.ts; `ownWorkers`, two by default, for the daemon's own user, one for a user socket),
  * running as that socket's user with the CLI loaded, and hands each the next connection (the
  * descriptor, over the IPC channel, unread: `pauseOnConnect`); a worker runs that one command
  * and exits. The pool forks its replacement once that command ended (or REFILL_MS after the
@@ -116,10 +116,13 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
   /**
    * `maxWaiting`: connections of one socket waiting for a worker at most (more are closed: their
    * CLI runs the command itself); `admit`: asked for each connection, false closes it (the
-   * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts); `logger`: where it logs
-   * (default: its `'log'` event).
+   * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts); `ownWorkers`: how many
+   * the daemon's own socket keeps ready (config `warmWorkers`, default 2); `logger`: where it
+   * logs (default: its `'log'` event).
    */
-  constructor(private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean; logger?: Logger } = {}) {
+  constructor(
+    private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean; ownWorkers?: number; logger?: Logger } = {},
+  ) {
     super();
     this.log = opts.logger ?? ((l) => void this.emit('log', l));
     // (bundled, import.meta.url is this file's tsc output, dist/src/daemon/warm/warm-pool.js)
@@ -148,8 +151,9 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
       process.umask(old);
     }
     fs.chownSync(path, who.uid, who.gid);
-    // the daemon's own user keeps two ready (a script's commands come back to back); a user one, forked on first use
-    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], size: idleMs === undefined ? 2 : 1, idleMs };
+    // the daemon's own user keeps `ownWorkers` ready (a script's commands come back to back, agents start together); a user one, forked on first use
+    const size = idleMs === undefined ? (this.opts.ownWorkers ?? 2) : 1;
+    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], size, idleMs };
     this.served.set(path, s);
     server.on('connection', (conn) => this.connection(s, conn));
     if (idleMs === undefined) this.refill(s);
@@ -211,11 +215,16 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     }
   }
 
-  /** Forks workers until `size` are ready or loading (not while a handed command runs, unless `now`). */
+  /**
+   * Forks workers until `size` are ready or loading (not while a handed command runs, unless
+   * `now`); `now`, with commands waiting: until there is one for each of them (a burst of five
+   * WorktreeCreate hooks gets five loading at once, not two and then one more per second).
+   */
   private refill(s: Served, now = false): void {
     if (!this.served.has(this.pathOf(s))) return;
     if (now) clearTimeout(s.deferTimer);
-    while (s.workers.length < s.size) if (!this.forkWorker(s)) return;
+    const want = now ? Math.max(s.size, s.waiting.length) : s.size;
+    while (s.workers.length < want) if (!this.forkWorker(s)) return;
   }
 
   /** Forks one worker; false when none can be (see markDescriptorsCloseOnExec). */

@@ -208,6 +208,22 @@ export async function hostPathEnv(env: NodeJS.ProcessEnv, dir: string): Promise<
 
 /** The version of a runtime as RUNTIMES picks it (run from `/`, on `env`'s PATH), or `none` when it is not on PATH or does not answer. */
 function runtimeVersion(name: keyof typeof RUNTIMES, env: NodeJS.ProcessEnv): Promise<string> {
+  // one create asks twice (the snapshot's key, then the worktree's): the same answer a moment later
+  const key = `${name}\0${env.PATH ?? ''}`;
+  const known = recentVersions.get(key);
+  if (known && Date.now() - known.at < VERSION_REUSE_MS) return known.version;
+  const version = askRuntimeVersion(name, env);
+  recentVersions.set(key, { at: Date.now(), version });
+  return version;
+}
+
+/** How long a runtime's version, once asked, is taken again without asking (ms): a command's span, not a daemon's life. */
+const VERSION_REUSE_MS = 10_000;
+/** Versions asked lately, by runtime and PATH. */
+const recentVersions = new Map<string, { at: number; version: Promise<string> }>();
+
+/** Runs the runtime's version command on `env`'s PATH: the version part of its answer, or `none`. */
+function askRuntimeVersion(name: keyof typeof RUNTIMES, env: NodeJS.ProcessEnv): Promise<string> {
   const r = RUNTIMES[name];
   return new Promise((resolve) => {
     execFile(r.cmd, [...r.args], { env, cwd: '/', timeout: 10_000 }, (err, stdout, stderr) => {

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, realpath, rmdir, stat } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, realpath, rmdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AwcError } from '../../core/errors.js';
@@ -36,6 +36,24 @@ export interface ClaudeInitResult {
 /** The path an import of the project leaves out: the workspaces the hook mounts inside it. */
 const WORKTREES = '.claude/worktrees';
 
+/** What of the project's `.git` directory the prepared snapshot keeps: what a worktree starts from (see gitLeftOut). */
+const GIT_KEPT = new Set(['index', 'config']);
+
+/**
+ * The entries of the project's `.git` directory the import leaves out (`.git/<name>`): all
+ * but its index (the worktree's index starts as it, with the stat data the mount shows) and
+ * its config (the object format the index is read with). A worktree's git data is the
+ * project's repository (claude-worktree.ts); a copy of the objects, refs and hooks in the
+ * snapshot would only be read by nobody and deleted, entry by entry through the mount, by
+ * every WorktreeCreate (docs/explanation/claude-code.md#what-the-prepared-snapshot-holds).
+ * None when `.git` is no directory (a file naming a repository elsewhere, or none).
+ */
+async function gitLeftOut(project: string): Promise<string[]> {
+  const git = join(project, '.git');
+  if (!(await lstat(git).catch(() => undefined))?.isDirectory()) return [];
+  return (await readdir(git)).filter((n) => !GIT_KEPT.has(n)).map((n) => `.git/${n}`);
+}
+
 /**
  * `awc init claude [dir]` (docs/how-to/claude-code.md): imports the project (its git
  * checkout with the installed dependencies, `.claude/worktrees/` left out) as its prepared
@@ -69,7 +87,7 @@ export async function initClaude(
       message: `awc init claude ${project}`,
       labels: { [CLAUDE_LABELS.project]: project },
       onProgress: opts.onProgress,
-      leaveOut: [WORKTREES, '.git/worktrees'],
+      leaveOut: [WORKTREES, ...(await gitLeftOut(project))],
       statCache: true,
       ...(existing && { parent: existing.id }),
     });

@@ -118,7 +118,7 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
     home = join(work, 'home');
     u = createTestUser();
     mkdirSync(home, { mode: 0o700 });
-    writeFileSync(join(home, 'config.json'), JSON.stringify({ users: [{ user: u.name, namespaces: ['default'] }] }));
+    writeFileSync(join(home, 'config.json'), JSON.stringify({ users: [{ user: u.name, namespaces: ['default'] }], warmWorkers: 3 }));
     const src = join(work, 'src');
     mkdirSync(src);
     writeFileSync(join(src, 'a.txt'), 'a\n');
@@ -155,6 +155,14 @@ describe('warm CLI workers of the host daemon', { skip: usersAndOverlaySkip() },
     assert.equal(JSON.parse(forked.stdout).workspaces[0].name, 'warm-1');
     assert.ok(metricCount(0) >= before + 7, 'each command was handed to a worker');
     assert.equal(EXIT_DAEMON_UNAVAILABLE, ERROR_CODES.E_DAEMON_UNAVAILABLE.exit);
+  });
+
+  it('keeps warmWorkers (3 here) loaded for the daemon user', async () => {
+    const daemonPid = Number(readFileSync(join(home, 'host', 'awcd.pid'), 'utf8').trim());
+    const ppid = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+    const own = () => workers().filter((pid) => ppid(pid) === daemonPid).length;
+    for (let i = 0; i < 400 && own() < 3; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(own(), 3, 'three workers of this daemon');
   });
 
   it('runs in the caller directory (a relative mount path) and with its environment', () => {

@@ -538,7 +538,14 @@ describe('Claude Code worktree hooks', () => {
     git(proj, 'config', 'user.email', 'dev@example.com');
     git(proj, 'add', '.');
     git(proj, 'commit', '-q', '-m', 'init');
-    awcOk(home, ['init', 'claude', proj]);
+    const init = awcOk(home, ['init', 'claude', proj]);
+    // of .git the prepared snapshot keeps what a worktree starts from: no objects, refs or hooks for every create to delete
+    const tar = join(work, 'prepared.tar');
+    awcOk(home, ['export', init.snapshot, '--tar', tar]);
+    const gitEntries = execFileSync('tar', ['-tf', tar], { encoding: 'utf8' })
+      .split('\n')
+      .filter((e) => e.startsWith('./.git/'));
+    assert.deepEqual(gitEntries.sort(), ['./.git/', './.git/config', './.git/index']);
     // main moves on after init: a change, a new file, a deletion
     writeFileSync(join(proj, 'src', 'm0.js'), 'export const m0 = "after init";\n');
     writeFileSync(join(proj, 'src', 'added.js'), 'export const added = true;\n');
