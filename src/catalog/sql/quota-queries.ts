@@ -193,7 +193,8 @@ export class QuotaQueries {
   async #usage(db: Db, nsId: string): Promise<QuotaUsage> {
     const nowMs = await this.#now(db);
     const totals = await readUsage(db, nsId);
-    return { ...totals, dailyNewBytes: await this.#dailyBytes(db, nsId, nowMs), nowMs };
+    const dailyNewBytes = await this.#dailyBytes(db, nsId, nowMs);
+    return { storedBytes: totals.storedBytes, dailyNewBytes, workspaces: totals.workspaces, nowMs };
   }
 
   /**
