@@ -197,6 +197,9 @@ export function catalogQuotaContract(name: string, factory: CatalogFactory): voi
           snapshot: snap({ packs: [b], startedAtMs: deletedAt + 1 }),
         });
         assert.equal((await same('a checkpoint brings a deleted pack back')).storedBytes, 1300);
+        const copy = { namespace: NS, from: [a.key], packs: [pack('p/t-copy', 900)], startedAtMs: await cat.nowMs() };
+        assert.equal(await gc.commitRepack(OWNER, TTL, copy), true);
+        assert.equal((await same('a repack adds its copy; the condemned original counts until deleted')).storedBytes, 2200);
         await gc.releaseLock(OWNER);
       }));
 
