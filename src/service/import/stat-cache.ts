@@ -183,21 +183,16 @@ export class LoadedStatCache {
    * one otherwise (see `miss`). Never throws: it is only a cache.
    */
   static async load(dir: string, key: StatCacheKey, parent: { id: string; root: Digest }): Promise<LoadedStatCache> {
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readFile(statCachePath(dir, key), 'utf8');
+      bytes = await readFile(statCachePath(dir, key));
     } catch (err) {
       return LoadedStatCache.empty((err as NodeJS.ErrnoException).code === 'ENOENT' ? 'none' : 'unreadable');
     }
-    const nl = text.indexOf('\n');
-    if (
-      nl !== 64 ||
-      createHash('sha256')
-        .update(text.slice(nl + 1))
-        .digest('hex') !== text.slice(0, 64)
-    )
+    // the digest of the bytes as read (hashing the decoded text would encode it again)
+    if (bytes[64] !== 0x0a || createHash('sha256').update(bytes.subarray(65)).digest('hex') !== bytes.toString('latin1', 0, 64))
       return LoadedStatCache.empty('corrupt');
-    const lines = text.slice(nl + 1).split('\n');
+    const lines = bytes.toString('utf8', 65).split('\n');
     let head: Header;
     try {
       head = JSON.parse(lines[0]!) as Header;
@@ -432,12 +427,12 @@ export class StatCacheRecorder {
       const files = this.copied.get(rel) ?? JSON.stringify(this.files.get(rel) ?? {});
       lines.push(`${JSON.stringify(rel)}\t${JSON.stringify(this.dirs.get(rel) ?? null)}\t${files}`);
     }
-    const rest = `${lines.join('\n')}\n`;
+    const rest = Buffer.from(`${lines.join('\n')}\n`);
     const path = statCachePath(dir, key);
     const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     try {
       await mkdirPrivate(dir);
-      await writeFilePrivate(tmp, `${createHash('sha256').update(rest).digest('hex')}\n${rest}`);
+      await writeFilePrivate(tmp, Buffer.concat([Buffer.from(`${createHash('sha256').update(rest).digest('hex')}\n`), rest]));
       await rename(tmp, path);
       return undefined;
     } catch (err) {
