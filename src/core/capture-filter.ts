@@ -47,4 +47,11 @@ export interface CaptureFilter {
   scratch(rel: string, what: { dir: DirFd } | { size: number }): void;
   /** The content of a stored file (a base entry a walk needs: a `.gitignore` or `.awc.json` not in the upper). */
   readStored(entry: FileEntry): Promise<Buffer>;
+  /**
+   * After `root`: a string that names everything a regular file's verdict depends on besides
+   * its slash path and its content (the configuration, the rules' version), so that a walk
+   * may keep a verdict recorded under the same key for a file it finds unchanged; undefined
+   * when verdicts depend on more (the walk's `.gitignore` files, when scratch is dropped).
+   */
+  verdictsKey?(): string | undefined;
 }

@@ -1,3 +1,5 @@
+import { isAscii, isUtf8 } from 'node:buffer';
+
 /**
  * File names as raw bytes in JavaScript strings, by the `surrogateescape` rule of Python's
  * PEP 383 ("Non-decodable Bytes in System Character Interfaces"): bytes that form valid UTF-8
@@ -35,6 +37,10 @@ function validAt(b: Uint8Array, i: number): number {
 
 /** The string of raw name bytes `raw` (surrogateescape; see module doc). Never throws: every byte string has one. */
 export function nameFromBytes(raw: Uint8Array): string {
+  // valid UTF-8 (nearly every name; ASCII the cheapest to tell): no escape, decoded as is
+  const b = Buffer.isBuffer(raw) ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  if (isAscii(b)) return b.toString('latin1');
+  if (isUtf8(b)) return b.toString('utf8');
   let out = '';
   let start = 0; // start of the valid run not yet decoded
   const dec = new TextDecoder('utf-8');

@@ -62,6 +62,8 @@ export interface LibcCalls {
   inotify_init1(flags: number): number;
   /** inotify_add_watch(2): a watch descriptor for `path` (not followed when IN_DONT_FOLLOW is in `mask`). */
   inotify_add_watch(fd: number, path: string, mask: number): number;
+  /** statx(2): the stat of `path` (NUL-terminated bytes) relative to directory `dirFd`, into `buf` (256 bytes, struct statx). */
+  statx(dirFd: number, path: Uint8Array, flags: number, mask: number, buf: Uint8Array): number;
   /** errno after the last call of this thread. */
   errno(): number;
 }
@@ -81,6 +83,7 @@ const LIBC_SIGNATURES: Record<Exclude<keyof LibcCalls, 'errno'>, string> = {
   ioctl: 'int ioctl(int fd, unsigned long req, _Inout_ uint32_t *arg)',
   inotify_init1: 'int inotify_init1(int flags)',
   inotify_add_watch: 'int inotify_add_watch(int fd, const char *path, uint32_t mask)',
+  statx: 'int statx(int dirfd, const uint8_t *path, int flags, uint32_t mask, _Out_ uint8_t *buf)',
 };
 
 let calls: LibcCalls | null | undefined;

@@ -78,6 +78,11 @@ export class GitProofCollector {
     return Object.assign((size: number) => createHash(algo).update(`blob ${size}\0`), { gitAlgo: algo });
   }
 
+  /** Whether {@link record} must hear of the file at `rel` (the index tracks it, or it is `.git/index`): cheaper than {@link also}. */
+  needs(rel: string): boolean {
+    return rel === '.git/index' || this.wanted.has(rel);
+  }
+
   /** Records the file at `rel` as stored: its content digest and the extra hash (hex) {@link also} asked for. */
   record(rel: string, digest: Digest, hex: string | undefined): void {
     if (rel === '.git/index') this.indexDigest = digest;

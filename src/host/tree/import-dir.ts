@@ -12,6 +12,8 @@ import { peekFd, readSmallText } from '../../core/small-file.js';
 import { GitProofCollector } from './git-proof.js';
 import { readXattrs } from './xattrs.js';
 import type { GitIndexProof } from '../../store/content/git-proof-record.js';
+import { StatxAt } from '../sys/statx.js';
+import { DirCheckBuilder, PROBE_DIR, probeDir, type DirProbe } from './dir-check.js';
 
 /**
  * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
@@ -75,10 +77,33 @@ export interface StoredFile {
   git?: string;
 }
 
-/** A directory's tree as an import stored it (see ImportDirOptions.reuseDir): its digest and its number of entries. */
+/**
+ * A directory's tree as an import stored it (see ImportDirOptions.reuseDir): its digest, its
+ * number of entries, and (given back by `reuseDir`) its directory check when one was recorded
+ * (src/host/tree/dir-check.ts: the sha256 of its entries' names and lstats, made only when
+ * every entry is a regular file with one link, stored and outside the racy window, or a directory).
+ */
 export interface StoredDir {
   tree: Digest;
   entries: number;
+  check?: string;
+}
+
+/** What `onDir` hears of a directory scanned. */
+export interface ScannedDirInfo extends StoredDir {
+  /** Slash path from the root ('' the root). */
+  rel: string;
+  /** Its lstat (the walk's). */
+  st: BigIntStats;
+  /** True when its tree is the one `reuseDir` gave (not encoded again). */
+  reused: boolean;
+  /**
+   * Its entries, when they were looked at one by one (absent when the directory check took
+   * the directory whole: then `unread` says how many regular files it holds, none of them
+   * given to `onFile`).
+   */
+  children?: readonly Entry[];
+  unread?: number;
 }
 
 /** Options of `importDir`. */
@@ -111,8 +136,25 @@ export interface ImportDirOptions {
    * the earlier import's snapshot).
    */
   reuseDir?: (relPath: string, st: BigIntStats) => StoredDir | undefined;
-  /** Called for each directory scanned (after its tree is known; `reused`: taken from `reuseDir`): what `reuseDir` may be given back next time. */
-  onDir?: (d: StoredDir & { rel: string; st: BigIntStats; reused: boolean }) => void;
+  /**
+   * Called for each directory scanned (after its tree is known; `reused`: taken from
+   * `reuseDir`): what `reuseDir` may be given back next time. A record with a `check` lets the
+   * next import take the directory whole when the check made from a statx of each entry is the
+   * same (src/host/tree/dir-check.ts): no entry is then looked up, rebuilt or given to `onFile`.
+   */
+  onDir?: (d: ScannedDirInfo) => void;
+  /**
+   * With the directory check: the content recorded for the unchanged file at `relPath`, for
+   * the git proof (its digest and git's blob id); undefined when not recorded (the directory
+   * is then scanned entry by entry).
+   */
+  recorded?: (relPath: string) => { digest: Digest; git?: string } | undefined;
+  /**
+   * With the directory check: the filter's `verdictsKey` when the checks `reuseDir` gives were
+   * recorded. When the filter's key is the same, a file a check finds unchanged (same path,
+   * same lstat) keeps its verdict (`store`) and the filter is not asked again.
+   */
+  verdictsKey?: string;
   /** Called after each regular file with cumulative counts. */
   onProgress?: (p: ImportProgress) => void;
   /** Called for each non-fatal problem (skipped socket, skipped xattr namespace, …). */
@@ -199,6 +241,7 @@ export async function importDir(dir: string, writer: ContentWriter, opts: Import
   try {
     const rootXattrs = readXattrs(root.self);
     const rootFilter = await opts.filter?.root(async (n) => readSmallText(root, n));
+    im.keepVerdicts = opts.verdictsKey !== undefined && opts.filter?.verdictsKey?.() === opts.verdictsKey;
     const scanned = await im.scanDir(root, rootFilter, rootSt);
     const tree = await scanned.tree;
     const rootDigest = await writer.writeRoot({ ...attrsOf(rootSt, rootXattrs), tree });
@@ -244,6 +287,11 @@ class DirImporter {
   readonly skipped: { path: string; reason: string }[] = [];
   readonly changing: string[] = [];
   readonly progress: ImportProgress = { files: 0, bytes: 0 };
+  /** The directory check's statx (with `reuseDir`; undefined where statx cannot be called: every directory then scanned entry by entry). */
+  private readonly statx: StatxAt | undefined;
+  private readonly checker = new DirCheckBuilder();
+  /** The directory checks were recorded under the filter's verdicts key: an unchanged file's verdict is kept. */
+  keepVerdicts = false;
 
   constructor(
     private readonly writer: ContentWriter,
@@ -251,6 +299,7 @@ class DirImporter {
     readonly proof: GitProofCollector | undefined,
   ) {
     this.pool = new Pool(Math.max(1, opts.concurrency ?? 8));
+    this.statx = opts.reuse && opts.reuseDir ? StatxAt.open() : undefined;
   }
 
   private warn(w: ImportWarning): void {
@@ -258,8 +307,13 @@ class DirImporter {
   }
 
   private countFile(size: number): void {
-    this.progress.files++;
-    this.progress.bytes += size;
+    this.countFiles(1, size);
+  }
+
+  /** `files` regular files of `bytes` bytes in all stored. */
+  private countFiles(files: number, bytes: number): void {
+    this.progress.files += files;
+    this.progress.bytes += bytes;
     this.opts.onProgress?.({ ...this.progress });
   }
 
@@ -341,27 +395,126 @@ class DirImporter {
    * unchanged, that record's digest (nothing encoded or written).
    */
   async scanDir(d: DirFd, f: CaptureDirFilter | undefined, dirSt: BigIntStats): Promise<ScannedDir> {
-    const names = d.list().map(nameFromBytes); // any bytes: raw ones escaped (src/core/raw-name.ts)
-    const pending: Promise<Entry>[] = [];
+    const raw = d.list();
     const known = this.opts.reuse ? this.opts.reuseDir?.(d.rel, dirSt) : undefined;
+    if (known?.check !== undefined && this.statx) {
+      const checked = await this.scanChecked(d, raw, f, dirSt, { ...known, check: known.check });
+      if (checked) return checked;
+    }
+    const pending: Promise<Entry>[] = [];
     let unchanged = known !== undefined; // every name so far an unchanged entry
-    for (const name of names) {
-      const childRel = d.childRel(name);
-      const boxed = await this.childEntry(d, name, childRel, f);
+    for (const name of raw.map(nameFromBytes)) {
+      // any bytes: raw ones escaped (src/core/raw-name.ts)
+      const boxed = await this.childEntry(d, name, d.childRel(name), f);
       if (!boxed?.unchanged) unchanged = false;
       if (!boxed) continue;
       boxed.entry.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
       pending.push(boxed.entry);
     }
     // the names are the recorded ones when each is an unchanged entry of the record and their number is the same
-    const reused = unchanged && known !== undefined && known.entries === pending.length ? known.tree : undefined;
-    const tree =
-      reused !== undefined ? Promise.all(pending).then(() => reused) : Promise.all(pending).then((e) => this.writer.writeTree(e));
+    return this.finishDir(d, dirSt, pending, unchanged && known?.entries === pending.length ? known : undefined);
+  }
+
+  /**
+   * The tree of directory `d` once its entries (`pending`, in name order) are written: `known`'s
+   * when given (it stands for them: nothing encoded), else encoded and written; reported to
+   * `onDir` with the entries.
+   */
+  private finishDir(d: DirFd, dirSt: BigIntStats, pending: Promise<Entry>[], known: StoredDir | undefined): ScannedDir {
     const onDir = this.opts.onDir;
-    const entries = pending.length;
-    const recorded = onDir ? tree.then((t) => (onDir({ rel: d.rel, st: dirSt, tree: t, entries, reused: reused !== undefined }), t)) : tree;
-    recorded.catch(() => undefined); // the caller awaits it
-    return { tree: recorded, unchanged: reused !== undefined };
+    const tree = Promise.all(pending).then(async (children) => {
+      const t = known ? known.tree : await this.writer.writeTree(children);
+      onDir?.({ rel: d.rel, st: dirSt, tree: t, entries: children.length, reused: known !== undefined, children });
+      return t;
+    });
+    tree.catch(() => undefined); // the caller awaits it
+    return { tree, unchanged: known !== undefined };
+  }
+
+  /**
+   * The directory check's fast path (src/host/tree/dir-check.ts): when the check made from a
+   * statx of each of the names `raw` is `known`'s, every regular file is the one recorded (and
+   * stored: the filter's verdict), and none is looked up; the subdirectories are scanned. When
+   * they are all unchanged too, the tree is `known`'s, whole (its files counted, not given to
+   * `onFile`); else the entries are made one by one (the files from the stat cache) and the
+   * tree written. Undefined, with nothing done, when the check differs: the caller then scans
+   * the directory entry by entry.
+   */
+  private async scanChecked(
+    d: DirFd,
+    raw: Buffer[],
+    f: CaptureDirFilter | undefined,
+    dirSt: BigIntStats,
+    known: StoredDir & { check: string },
+  ): Promise<ScannedDir | undefined> {
+    if (raw.length !== known.entries) return undefined;
+    const probe = probeDir(this.statx!, this.checker, d.fd, raw);
+    if (probe?.check !== known.check || !this.storesAll(d, raw, probe, f)) return undefined;
+    const subs = new Map<number, Boxed | undefined>();
+    let same = true;
+    for (let i = 0; i < raw.length; i++) {
+      if (probe.kinds[i] !== PROBE_DIR) continue;
+      const name = nameFromBytes(raw[i]!);
+      const boxed = await this.childEntry(d, name, d.childRel(name), f);
+      boxed?.entry.catch(() => undefined); // awaited below
+      if (!boxed?.unchanged) same = false;
+      subs.set(i, boxed);
+    }
+    if (same) {
+      this.countFiles(probe.files, probe.bytes);
+      const tree = Promise.all([...subs.values()].map((b) => b!.entry)).then(() => {
+        this.opts.onDir?.({ rel: d.rel, st: dirSt, ...known, reused: true, unread: probe.files });
+        return known.tree;
+      });
+      tree.catch(() => undefined); // the caller awaits it
+      return { tree, unchanged: true };
+    }
+    const pending: Promise<Entry>[] = [];
+    for (let i = 0; i < raw.length; i++) {
+      const name = nameFromBytes(raw[i]!);
+      const boxed = probe.kinds[i] === PROBE_DIR ? subs.get(i) : await this.childEntry(d, name, d.childRel(name), f);
+      if (!boxed) continue;
+      boxed.entry.catch(() => undefined); // handled by finishDir's Promise.all
+      pending.push(boxed.entry);
+    }
+    return this.finishDir(d, dirSt, pending, undefined);
+  }
+
+  /**
+   * Whether every regular file `probe` found among `raw` in `d` is stored as the stat cache
+   * recorded it: not skipped, the filter's verdict `store`, and, when the git proof needs it,
+   * its recorded digest and blob id (recorded to the proof here).
+   */
+  private storesAll(d: DirFd, raw: Buffer[], probe: DirProbe, f: CaptureDirFilter | undefined): boolean {
+    // a file's verdict depends on its path, its content and the filter's rules (the check names the first two, verdictsKey the last)
+    const { opts, proof } = this;
+    const ask = this.keepVerdicts ? undefined : f;
+    if (!ask && !opts.skip && !proof) return true;
+    for (let i = 0; i < raw.length; i++) {
+      if (probe.kinds[i] === PROBE_DIR) continue;
+      const name = nameFromBytes(raw[i]!);
+      const rel = opts.skip || proof ? d.childRel(name) : '';
+      if (opts.skip?.(rel)) return false;
+      if (ask && ask.verdict(name, false, (max) => this.peekAt(d, name, max)) !== 'store') return false;
+      if (!proof?.needs(rel)) continue;
+      const rec = opts.recorded?.(rel);
+      const wantsGit = proof.also(rel) !== undefined;
+      if (!rec || (wantsGit && rec.git === undefined)) return false;
+      proof.record(rel, rec.digest, rec.git);
+    }
+    return true;
+  }
+
+  /** The first bytes of regular file `name` of `d` (none when it is no longer one), for a filter's verdict. */
+  private peekAt(d: DirFd, name: string, max: number | undefined): Buffer {
+    const o = d.open(name, undefined);
+    if (o?.type === 'dir') o.dir.close();
+    if (o?.type !== 'file') return Buffer.alloc(0);
+    try {
+      return peekFd(o.fd, max);
+    } finally {
+      closeSync(o.fd);
+    }
   }
 
   /** The entry of child `name` of `d` (boxed), undefined when it is left out (skipped, vanished, filtered). */

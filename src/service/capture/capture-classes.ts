@@ -54,6 +54,10 @@ export class CaptureRecorder implements CaptureFilter {
     return this.policy.root(await read('.gitignore'));
   }
 
+  verdictsKey(): string | undefined {
+    return this.policy?.verdictsKey();
+  }
+
   /** The root filter of the walk that ran (for classOf), or undefined before `root`. */
   get rootPolicy(): CapturePolicy | undefined {
     return this.policy;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { default as IgnoreFactory, Ignore } from 'ignore';
 import { lazyRequire } from '../../core/lazy-require.js';
 import type { CaptureDirFilter, CaptureVerdict } from '../../core/capture-filter.js';
@@ -273,6 +274,24 @@ export class CapturePolicy {
     if (PEM_SECRET_UNLESS_PUBLIC.has(ext)) return pemVerdict(peek(PEM_SCAN_BYTES + 1)) !== 'public';
     if (PEM_KEPT_UNLESS_KEY.has(ext)) return pemVerdict(peek(PEM_SCAN_BYTES + 1)) === 'key';
     return false;
+  }
+
+  /**
+   * What names everything a regular file's verdict depends on besides its path and content
+   * (CaptureFilter.verdictsKey): the configuration and the built-in rules. Undefined when
+   * scratch is dropped (a verdict then also depends on the walk's `.gitignore` files).
+   */
+  verdictsKey(): string | undefined {
+    if (this.opts.dropScratch) return undefined;
+    const rules = {
+      v: 1, // raise when PolicyDir.verdict decides otherwise
+      config: this.config,
+      secrets: SECRET_PRESET,
+      byContent: Object.entries(SECRET_BY_CONTENT).map(([k, re]) => [k, re.source, re.flags]),
+      pem: [[...PEM_SECRET_UNLESS_PUBLIC], [...PEM_KEPT_UNLESS_KEY], PEM_SCAN_BYTES],
+      reconstructible: RECONSTRUCTIBLE_PRESET,
+    };
+    return createHash('sha256').update(JSON.stringify(rules)).digest('hex').slice(0, 32);
   }
 
   /** The root directory's filter, given the root's `.gitignore` text. */

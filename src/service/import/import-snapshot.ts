@@ -9,7 +9,7 @@ import { checkName } from '../../catalog/port/names.js';
 import { checkLabels, type Labels } from '../../catalog/port/labels.js';
 import { withSourcePath } from '../refs/run-target.js';
 import type { ContentWriter } from '../../store/content/content-writer.js';
-import { importDir } from '../../host/tree/import-dir.js';
+import { importDir, type ImportDirOptions } from '../../host/tree/import-dir.js';
 import type { ObjectStore } from '../../store/object/object-store.js';
 import { putGitProof } from '../../store/content/git-proof-record.js';
 import type { Progress } from '../../drivers/port/mount-driver.js';
@@ -135,10 +135,7 @@ export async function importSnapshot(
         skip: opts.skip,
         filter,
         gitProof: opts.gitProofStore !== undefined,
-        reuse: stats?.loaded.reuse,
-        onFile: stats?.recorder.onFile,
-        reuseDir: stats?.loaded.reuseDir,
-        onDir: stats?.recorder.onDir,
+        ...stats?.hooks,
       })
     : await importTar(src, writer, {
         onProgress: opts.onProgress,
@@ -166,7 +163,7 @@ export async function importSnapshot(
     startedAtMs,
   });
   killPoint('import.commit.after');
-  const statCache = stats && (await stats.finish(snap, writer.stats.files));
+  const statCache = stats && (await stats.finish(snap, writer.stats.files, filter?.verdictsKey?.()));
   return {
     id: snap.id,
     name: snap.name,
@@ -186,10 +183,13 @@ export async function importSnapshot(
 
 /** A directory import's stat cache: the one loaded (bound to `parent`) and the recorder of this import's. */
 interface OpenStatCache {
-  loaded: LoadedStatCache;
-  recorder: StatCacheRecorder;
-  /** Saves this import's cache, bound to the committed `snap`; what ImportResult.statCache says. */
-  finish(snap: { id: string; root: Digest }, read: number): Promise<NonNullable<ImportResult['statCache']>>;
+  /** importDir's options that use and record it. */
+  hooks: Pick<ImportDirOptions, 'reuse' | 'onFile' | 'reuseDir' | 'onDir' | 'recorded' | 'verdictsKey'>;
+  /**
+   * Saves this import's cache, bound to the committed `snap` (its checks made under the capture
+   * filter's `verdicts` key); what ImportResult.statCache says.
+   */
+  finish(snap: { id: string; root: Digest }, read: number, verdicts: string | undefined): Promise<NonNullable<ImportResult['statCache']>>;
 }
 
 /** The stat cache of an import of directory `src` (its real path is the cache's key), or undefined without `dir`. */
@@ -204,13 +204,20 @@ async function openStatCache(
   const loaded = parent ? await LoadedStatCache.load(dir, key, parent) : LoadedStatCache.empty('none');
   const recorder = new StatCacheRecorder(loaded);
   return {
-    loaded,
-    recorder,
-    async finish(snap, read) {
+    hooks: {
+      reuse: loaded.reuse,
+      onFile: recorder.onFile,
+      reuseDir: loaded.reuseDir,
+      onDir: recorder.onDir,
+      recorded: loaded.recorded,
+      verdictsKey: loaded.verdictsKey,
+    },
+    async finish(snap, read, verdicts) {
+      recorder.verdictsKey = verdicts;
       await recorder.save(dir, key, snap); // a cache that cannot be written only makes the next import read everything
       const miss = parent ? loaded.miss : 'no-parent';
       const dirs = recorder.reusedDirs;
-      return { reused: loaded.reused, read, ...(dirs > 0 && { dirs }), ...(miss !== undefined && { miss }) };
+      return { reused: loaded.reused + recorder.unread, read, ...(dirs > 0 && { dirs }), ...(miss !== undefined && { miss }) };
     },
   };
 }

@@ -6,7 +6,9 @@ import { isDigest, type Digest } from '../../core/digest.js';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import type { Extent } from '../../core/sparse.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
-import type { StoredDir, StoredFile } from '../../host/tree/import-dir.js';
+import type { ScannedDirInfo, StoredDir, StoredFile } from '../../host/tree/import-dir.js';
+import { DirCheckBuilder } from '../../host/tree/dir-check.js';
+import { nameToBytes } from '../../core/raw-name.js';
 
 /**
  * The stat cache of directory imports (docs/explanation/incremental-prepare.md), as git's
@@ -33,8 +35,11 @@ import type { StoredDir, StoredFile } from '../../host/tree/import-dir.js';
  * began is read again next time.
  */
 
-/** Format version of the cache file (2: one line per directory, with its tree). */
-const VERSION = 2;
+/**
+ * Format version of the cache file (2: one line per directory, with its tree; 3: a directory's
+ * row may end with its directory check). Version 2 files are read (their directories have no check).
+ */
+const VERSION = 3;
 /** How much older than the import's start a file's mtime and ctime must be for its entry to be trusted (ms). */
 export const RACY_MARGIN_MS = 2000;
 
@@ -58,10 +63,11 @@ type Row = [
 ];
 
 /**
- * One directory's row (git's cache-tree): [dev, ino, mode, mtimeNs, ctimeNs, tree, entries],
- * its lstat as a file's row keeps it, the digest of its tree and its number of entries.
+ * One directory's row (git's cache-tree): [dev, ino, mode, mtimeNs, ctimeNs, tree, entries, check],
+ * its lstat as a file's row keeps it, the digest of its tree, its number of entries and its
+ * directory check (src/host/tree/dir-check.ts; null when none could be made; absent in version 2).
  */
-type DirRow = [string, string, string, string, string, Digest, number];
+type DirRow = [string, string, string, string, string, Digest, number, (string | null)?];
 
 /**
  * The cache file's header line. Each line after it is one directory: its slash path from the
@@ -75,15 +81,15 @@ interface Header {
   snapshot: string;
   root: Digest;
   racyNs: string;
+  /** The capture filter's verdictsKey when the directory checks were made (absent: none). */
+  verdicts?: string;
 }
 
-/** A directory's line of a loaded cache: the text after its path, and what was parsed of it. */
+/** A directory's line of a loaded cache: the text after its path, and what was parsed of it (its row, and its files only when asked). */
 interface DirLine {
   text: string;
   row?: DirRow | null;
   files?: Record<string, Row>;
-  /** The files' JSON text (the line's third field). */
-  filesText?: string;
 }
 
 /** Splits a slash path into its directory's path and its name. */
@@ -124,7 +130,7 @@ function dirStatOf(st: BigIntStats): [string, string, string, string, string] {
 function isDirRow(r: unknown): r is DirRow {
   return (
     Array.isArray(r) &&
-    r.length === 7 &&
+    (r.length === 7 || (r.length === 8 && (r[7] === null || (typeof r[7] === 'string' && r[7].length === 44)))) &&
     r.slice(0, 5).every((x) => typeof x === 'string' && /^\d+$/.test(x)) &&
     isDigest(r[5]) &&
     Number.isSafeInteger(r[6]) &&
@@ -163,6 +169,8 @@ export class LoadedStatCache {
     private readonly dirs: Map<string, DirLine>,
     private readonly racyNs: bigint,
     readonly miss: StatCacheMiss | undefined,
+    /** The capture filter's verdictsKey its directory checks were made under (importDir's `verdictsKey`). */
+    readonly verdictsKey?: string,
   ) {}
 
   /** A cache that reuses nothing, for `miss`. */
@@ -175,28 +183,23 @@ export class LoadedStatCache {
    * one otherwise (see `miss`). Never throws: it is only a cache.
    */
   static async load(dir: string, key: StatCacheKey, parent: { id: string; root: Digest }): Promise<LoadedStatCache> {
-    let text: string;
+    let bytes: Buffer;
     try {
-      text = await readFile(statCachePath(dir, key), 'utf8');
+      bytes = await readFile(statCachePath(dir, key));
     } catch (err) {
       return LoadedStatCache.empty((err as NodeJS.ErrnoException).code === 'ENOENT' ? 'none' : 'unreadable');
     }
-    const nl = text.indexOf('\n');
-    if (
-      nl !== 64 ||
-      createHash('sha256')
-        .update(text.slice(nl + 1))
-        .digest('hex') !== text.slice(0, 64)
-    )
+    // the digest of the bytes as read (hashing the decoded text would encode it again)
+    if (bytes[64] !== 0x0a || createHash('sha256').update(bytes.subarray(65)).digest('hex') !== bytes.toString('latin1', 0, 64))
       return LoadedStatCache.empty('corrupt');
-    const lines = text.slice(nl + 1).split('\n');
+    const lines = bytes.toString('utf8', 65).split('\n');
     let head: Header;
     try {
       head = JSON.parse(lines[0]!) as Header;
     } catch {
       return LoadedStatCache.empty('corrupt');
     }
-    if (head?.v !== VERSION) return LoadedStatCache.empty(typeof head?.v === 'number' ? 'other-version' : 'corrupt');
+    if (head?.v !== VERSION && head?.v !== 2) return LoadedStatCache.empty(typeof head?.v === 'number' ? 'other-version' : 'corrupt');
     if (head.namespace !== key.namespace || head.source !== key.source) return LoadedStatCache.empty('other-source');
     if (head.snapshot !== parent.id || head.root !== parent.root) return LoadedStatCache.empty('other-snapshot');
     if (typeof head.racyNs !== 'string' || !/^\d+$/.test(head.racyNs)) return LoadedStatCache.empty('corrupt');
@@ -212,29 +215,37 @@ export class LoadedStatCache {
         return LoadedStatCache.empty('corrupt');
       }
     }
-    return new LoadedStatCache(dirs, BigInt(head.racyNs), undefined);
+    const verdicts = typeof head.verdicts === 'string' ? head.verdicts : undefined;
+    return new LoadedStatCache(dirs, BigInt(head.racyNs), undefined, verdicts);
   }
 
-  /** The parsed line of directory `rel` (its row and files; none when a field does not parse: nothing of it is reused). */
-  private dir(rel: string): DirLine | undefined {
+  /** The row of directory `rel`, parsed when first asked (null when it does not parse: the directory's record is not used). */
+  private rowOf(rel: string): DirRow | null | undefined {
     const d = this.dirs.get(rel);
-    if (!d || d.files) return d;
+    if (!d || d.row !== undefined) return d?.row;
     const tab = d.text.indexOf('\t');
     d.row = null;
-    d.files = {};
-    if (tab < 0) return d;
     try {
-      const row: unknown = JSON.parse(d.text.slice(0, tab));
-      const filesText = d.text.slice(tab + 1);
-      const files: unknown = JSON.parse(filesText);
-      if (typeof files !== 'object' || files === null || Array.isArray(files)) return d;
-      d.row = isDirRow(row) ? row : null;
-      d.files = files as Record<string, Row>;
-      d.filesText = filesText;
+      const row: unknown = tab < 0 ? null : JSON.parse(d.text.slice(0, tab));
+      if (isDirRow(row)) d.row = row;
+    } catch {
+      // not used
+    }
+    return d.row;
+  }
+
+  /** The rows of the files of directory `rel` by name, parsed when first asked (none when they do not parse: none is reused). */
+  private filesOf(rel: string): Record<string, Row> | undefined {
+    const d = this.dirs.get(rel);
+    if (!d || d.files) return d?.files;
+    d.files = {};
+    try {
+      const files: unknown = JSON.parse(this.filesTextOf(rel) ?? '');
+      if (typeof files === 'object' && files !== null && !Array.isArray(files)) d.files = files as Record<string, Row>;
     } catch {
       // not reused
     }
-    return d;
+    return d.files;
   }
 
   /** The row `reuse` last gave out for `rel` when it was asked with this very `st` (the same object), else undefined. */
@@ -245,7 +256,9 @@ export class LoadedStatCache {
 
   /** The JSON text of the files of directory `rel` as loaded (StatCacheRecorder copies it for a directory taken unchanged). */
   filesTextOf(rel: string): string | undefined {
-    return this.dir(rel)?.filesText;
+    const text = this.dirs.get(rel)?.text;
+    const tab = text?.indexOf('\t') ?? -1;
+    return tab < 0 ? undefined : text!.slice(tab + 1);
   }
 
   /**
@@ -255,12 +268,24 @@ export class LoadedStatCache {
    * unchanged too (a file's content changes neither time of its directory).
    */
   readonly reuseDir = (rel: string, st: BigIntStats): StoredDir | undefined => {
-    const row = this.dir(rel)?.row;
+    const row = this.rowOf(rel);
     if (!row) return undefined;
     const now = dirStatOf(st);
     for (let i = 0; i < 5; i++) if (row[i] !== now[i]) return undefined;
     if (st.mtimeNs >= this.racyNs || st.ctimeNs >= this.racyNs) return undefined;
-    return { tree: row[5], entries: row[6] };
+    return { tree: row[5], entries: row[6], ...(typeof row[7] === 'string' && { check: row[7] }) };
+  };
+
+  /**
+   * importDir's `recorded`: the digest and git blob id recorded for the file at `rel`, which
+   * the directory check found unchanged (for the git proof); undefined when none is recorded.
+   */
+  readonly recorded = (rel: string): { digest: Digest; git?: string } | undefined => {
+    const [dir, name] = splitRel(rel);
+    const files = this.filesOf(dir);
+    const row = files && Object.hasOwn(files, name) ? files[name] : undefined;
+    if (!row || !isRow(row)) return undefined;
+    return { digest: row[6], ...(row[9] !== null && { git: row[9] }) };
   };
 
   /** importDir's `reuse`: the entry of `rel` when its stat is the one recorded and not racy. */
@@ -270,7 +295,7 @@ export class LoadedStatCache {
     wantsGit: boolean,
   ): { entry: Entry; git?: string; xattrs: Record<string, string> | null } | undefined => {
     const [dir, name] = splitRel(rel);
-    const files = this.dir(dir)?.files;
+    const files = this.filesOf(dir);
     const row = files && Object.hasOwn(files, name) ? files[name] : undefined;
     if (!row || !isRow(row)) return undefined;
     const now = statOf(st);
@@ -306,12 +331,26 @@ export class StatCacheRecorder {
   private readonly copied = new Map<string, string>();
   /** Mtime and ctime must be older than this for a row to be trusted next time (ns since the epoch). */
   private readonly racyNs = BigInt(Date.now() - RACY_MARGIN_MS) * 1_000_000n;
+  /**
+   * The lstat each file was stored with, by directory then name, until its directory's check is
+   * made (`onDir`); null for one no check may stand for (racy, or several links).
+   */
+  private readonly stats = new Map<string, Map<string, BigIntStats | null>>();
+  private readonly checker = new DirCheckBuilder();
+  /** Regular files of directories taken whole by their check (not given to `onFile`). */
+  unread = 0;
+  /** The capture filter's verdictsKey of this import (set before `save`; recorded with the checks). */
+  verdictsKey: string | undefined;
 
   /** importDir's `onFile`. */
   readonly onFile = (f: StoredFile): void => {
     const [dir, name] = splitRel(f.rel);
     let rows = this.files.get(dir);
     if (!rows) this.files.set(dir, (rows = {}));
+    let stats = this.stats.get(dir);
+    if (!stats) this.stats.set(dir, (stats = new Map()));
+    const st = f.st;
+    stats.set(name, st.nlink === 1n && st.mtimeNs < this.racyNs && st.ctimeNs < this.racyNs ? st : null);
     // a file taken unread from its row (the same lstat object): that row, as it is
     const given = this.loaded?.rowGiven(f.rel, f.st);
     if (given) {
@@ -331,8 +370,12 @@ export class StatCacheRecorder {
   reusedDirs = 0;
 
   /** importDir's `onDir`. */
-  readonly onDir = (d: StoredDir & { rel: string; st: BigIntStats; reused: boolean }): void => {
-    this.dirs.set(d.rel, [...dirStatOf(d.st), d.tree, d.entries]);
+  readonly onDir = (d: ScannedDirInfo): void => {
+    // taken whole by its check: the same check; else one made from its entries
+    const check = d.children ? this.checkOf(d.rel, d.children) : d.reused ? (d.check ?? null) : null;
+    this.stats.delete(d.rel);
+    this.dirs.set(d.rel, [...dirStatOf(d.st), d.tree, d.entries, check]);
+    this.unread += d.unread ?? 0;
     if (!d.reused) return;
     this.reusedDirs++;
     // every file of it was taken unread from its row in `loaded`, and they are all its files: the rows are those
@@ -341,6 +384,29 @@ export class StatCacheRecorder {
     this.copied.set(d.rel, text);
     this.files.delete(d.rel);
   };
+
+  /**
+   * The directory check of directory `rel` whose entries are `children` (src/host/tree/dir-check.ts),
+   * or null when one of them is neither a directory nor a regular file stored this import with a
+   * trusted lstat (racy, several links, a symlink…).
+   */
+  private checkOf(rel: string, children: readonly Entry[]): string | null {
+    const stats = this.stats.get(rel);
+    const items: { name: Buffer; st: BigIntStats | undefined }[] = [];
+    for (const e of children) {
+      const st = e.type === 'file' ? stats?.get(e.name) : undefined;
+      if (e.type !== 'dir' && !st) return null;
+      items.push({ name: nameToBytes(e.name), st: st ?? undefined });
+    }
+    items.sort((a, b) => Buffer.compare(a.name, b.name));
+    const b = this.checker;
+    b.reset();
+    for (const { name, st } of items) {
+      if (st) b.addFileStats(name, st);
+      else b.addDir(name);
+    }
+    return b.digest();
+  }
 
   /**
    * Writes the cache of `key` in `dir`, bound to `snapshot` (made 0700; the file 0600,
@@ -354,18 +420,19 @@ export class StatCacheRecorder {
       snapshot: snapshot.id,
       root: snapshot.root,
       racyNs: this.racyNs.toString(),
+      ...(this.verdictsKey !== undefined && { verdicts: this.verdictsKey }),
     };
     const lines = [JSON.stringify(head)];
     for (const rel of new Set([...this.dirs.keys(), ...this.files.keys()])) {
       const files = this.copied.get(rel) ?? JSON.stringify(this.files.get(rel) ?? {});
       lines.push(`${JSON.stringify(rel)}\t${JSON.stringify(this.dirs.get(rel) ?? null)}\t${files}`);
     }
-    const rest = `${lines.join('\n')}\n`;
+    const rest = Buffer.from(`${lines.join('\n')}\n`);
     const path = statCachePath(dir, key);
     const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     try {
       await mkdirPrivate(dir);
-      await writeFilePrivate(tmp, `${createHash('sha256').update(rest).digest('hex')}\n${rest}`);
+      await writeFilePrivate(tmp, Buffer.concat([Buffer.from(`${createHash('sha256').update(rest).digest('hex')}\n`), rest]));
       await rename(tmp, path);
       return undefined;
     } catch (err) {
