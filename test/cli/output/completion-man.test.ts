@@ -64,16 +64,47 @@ test('bash: sourcing the script registers `complete -F _awc awc`, and COMP_WORDS
   assert.equal(value, '', "an option's value: nothing offered, so bash's default (files) applies");
 });
 
-test('zsh: the script parses (zsh -n)', { skip: !has('zsh') && 'zsh is not installed (.ci/run installs it)' }, async (t) => {
-  const dir = await tempDirFor(t, 'awc-compl-');
-  const file = join(dir, '_awc');
-  const text = script('zsh');
-  assert.ok(text.startsWith('#compdef awc\n'));
-  writeFileSync(file, text);
-  const r = spawnSync('zsh', ['-n', file], { encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  for (const c of TOP) assert.match(text, new RegExp(`'\\|${c}'[^)\n]*\\) REPLY='${c}'`), `the script knows ${c}`);
-});
+/**
+ * Runs zsh's `_awc` on words (the last one being completed) with zsh's completion builtins
+ * replaced by functions that print what they were given (`_describe`: the names; `compadd`:
+ * the words; `_files`: `(files)`). zsh filters by the typed prefix itself, so a level lists all.
+ */
+const ZSH_DRIVER = `compdef() { :; }
+source "$1"
+_describe() { print -r -- "\${(j: :)\${(@)\${(@P)4}%%:*}}"; }
+compadd() { print -r -- "\${(j: :)\${(@P)2}}"; }
+_files() { print -r -- '(files)'; }
+c() { words=("$@"); CURRENT=$#; PREFIX=\${words[-1]}; _awc; }
+c awc sn
+c awc snapshot ''
+c awc ls --
+c awc completion ''
+c awc --home /x snapshot import --name ''
+c awc umount --d
+`;
+
+test(
+  'zsh: the script parses (zsh -n), and _awc offers commands, subcommands, options and values',
+  { skip: !has('zsh') && 'zsh is not installed (.ci/run installs it)' },
+  async (t) => {
+    const dir = await tempDirFor(t, 'awc-compl-');
+    const file = join(dir, '_awc');
+    const text = script('zsh');
+    assert.ok(text.startsWith('#compdef awc\n'));
+    writeFileSync(file, text);
+    const parse = spawnSync('zsh', ['-n', file], { encoding: 'utf8' });
+    assert.equal(parse.status, 0, parse.stderr);
+    const r = spawnSync('zsh', ['-f', '-c', ZSH_DRIVER, 'zsh', file], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const [top, snapshot, ls, shells, value, alias] = r.stdout.split('\n').map((l) => l.split(' '));
+    assert.deepEqual([...top].sort(), [...TOP].sort(), 'every top-level command');
+    assert.deepEqual(snapshot.sort(), ['import', 'ls']);
+    assert.ok(ls.includes('--json') && ls.includes('--label'), ls.join(' '));
+    assert.deepEqual(shells, ['bash', 'zsh', 'fish']);
+    assert.deepEqual(value, ['(files)'], "an option's value: files");
+    assert.ok(alias.includes('--discard'), '`umount` is unmount: its options');
+  },
+);
 
 test(
   'fish: the script parses (fish -n) and `complete -C` completes subcommands and options',
