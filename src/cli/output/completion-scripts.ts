@@ -127,9 +127,10 @@ ${valueCases(t, '    ', words)}
 _awc() {
   local cur="\${COMP_WORDS[COMP_CWORD]}" cmdpath='' w opt='' npos=0 i REPLY
   COMPREPLY=()
+  [[ "$cur" == '=' ]] && cur=''
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="\${COMP_WORDS[i]}"
-    if [[ "$w" == '=' ]]; then opt=''; i=$((i + 1)); continue; fi
+    [[ "$w" == '=' ]] && continue # bash splits --home=DIR into --home, =, DIR
     if [[ -n "$opt" ]]; then opt=''; continue; fi
     case "$w" in
       --*=*) continue ;;

@@ -43,6 +43,7 @@ c awc --home /tmp/h snapshot import --name x --
 c awc completion ''
 c awc umount --d
 c awc snapshot import --name ''
+c awc --home = /tmp/h snapshot ''
 `;
 
 test('bash: sourcing the script registers `complete -F _awc awc`, and COMP_WORDS completes commands, subcommands and options', async (t) => {
@@ -52,7 +53,7 @@ test('bash: sourcing the script registers `complete -F _awc awc`, and COMP_WORDS
   const r = spawnSync('bash', ['-c', BASH_DRIVER, 'bash', file], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '');
-  const [spec, sn, snapshot, ls, all, imp, shells, alias, value] = r.stdout.split('\n');
+  const [spec, sn, snapshot, ls, all, imp, shells, alias, value, split] = r.stdout.split('\n');
   assert.equal(spec, 'complete -o default -F _awc awc');
   assert.equal(sn, 'snapshot');
   assert.deepEqual(snapshot.split(' ').sort(), ['import', 'ls']);
@@ -62,6 +63,7 @@ test('bash: sourcing the script registers `complete -F _awc awc`, and COMP_WORDS
   assert.equal(shells, 'bash zsh fish');
   assert.equal(alias, '--discard', '`umount` is unmount: its options');
   assert.equal(value, '', "an option's value: nothing offered, so bash's default (files) applies");
+  assert.equal(split, 'import ls', '`--home=DIR` (bash splits it at `=`) is an option and its value');
 });
 
 /**
