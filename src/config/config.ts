@@ -8,6 +8,7 @@ import { MOUNT_DRIVER_NAMES, type MountDriverName } from '../core/mount-driver-n
 import { fileUrl, parseCatalogUrl, parseObjectStoreUrl, sqliteUrl } from './backend-url.js';
 import { parseUserRules, type UserRule } from './users-config.js';
 import { DAEMON_LIMIT_KEYS, parseDaemonLimits, type DaemonLimits } from './daemon-limits.js';
+import { parseMetricsAddress, type MetricsAddress } from './metrics-address.js';
 
 /** Which mount driver to use: `auto` picks overlay when the host allows it (see `awc doctor`). */
 export type MountDriverChoice = 'auto' | MountDriverName;
@@ -111,6 +112,12 @@ export interface AwcConfig extends Partial<DaemonLimits> {
    */
   objectCache?: 'on' | 'off';
   /**
+   * Where the host daemon also serves `GET /metrics` over TCP for a scraper (`metricsAddress`,
+   * `AWC_METRICS_ADDRESS`: `off`, the default, `on` for 127.0.0.1:9464, a port on 127.0.0.1, or
+   * `<ip>:<port>`; see metrics-address.ts); undefined: the Unix socket only.
+   */
+  metricsAddress?: MetricsAddress;
+  /**
    * The most bytes an ordinary user's `snapshot import` may upload to the root daemon
    * (`uploadMaxBytes`, `AWC_UPLOAD_MAX_BYTES`; default 32 GiB): the tar the user's process
    * makes, with sparse files as their data only (docs/explanation/security.md "Uploads").
@@ -190,6 +197,7 @@ export const CONFIG_KEYS = {
   uploadMaxBytes: { env: 'AWC_UPLOAD_MAX_BYTES', type: 'number' },
   layerImages: { env: 'AWC_LAYER_IMAGES', type: 'string' },
   objectCache: { env: 'AWC_OBJECT_CACHE', type: 'string' },
+  metricsAddress: { env: 'AWC_METRICS_ADDRESS', type: 'string' },
   ...DAEMON_LIMIT_KEYS,
 } as const satisfies Record<string, { env: string; type: 'string' | 'number' }>;
 
@@ -229,9 +237,16 @@ export function loadConfig(overrides: Partial<AwcConfig> = {}, env: NodeJS.Proce
     uploadMaxBytes,
     layerImages,
     objectCache,
+    ...optionalMetricsAddress(merged.metricsAddress),
     ...parseDaemonLimits(merged),
     ...(users ? { users } : {}),
   };
+}
+
+/** `{ metricsAddress }` when config `metricsAddress` names one, else `{}`. @throws E_CONFIG */
+function optionalMetricsAddress(value: unknown): Pick<AwcConfig, 'metricsAddress'> {
+  const at = parseMetricsAddress(value);
+  return at ? { metricsAddress: at } : {};
 }
 
 /** The home's config.json as an object of known keys ({} when there is none). @throws E_CONFIG, the environment's code (a path too long, a permission…) */

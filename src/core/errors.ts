@@ -178,7 +178,7 @@ export const ERROR_CODES = {
   E_QUOTA: {
     exit: 4,
     retryable: false,
-    hint: "The commit would take the namespace over one of its quotas (`awc quota show`); free what the message names, or ask the home's owner to raise the limit.",
+    hint: "The commit would take the namespace over one of its quotas (`awc quota show`); free what the message names, or ask the home's owner to raise the limit. A refusal of the daily new-bytes limit is retryable: it fits again at details.retryAtMs, as the 24 h window moves.",
   },
   // `awc mcp`: a scoped server touches only the workspaces it created (docs/reference/mcp.md#scope).
   E_OUT_OF_SCOPE: {

@@ -4,6 +4,7 @@ import { sql, type Kysely } from 'kysely';
 import type { AwcError } from '../../src/core/errors.js';
 import type { Catalog } from '../../src/catalog/port/catalog.js';
 import { QUOTA_DAY_MS } from '../../src/catalog/port/quotas.js';
+import { migrateToLatest } from '../../src/catalog/sql/migrations.js';
 import type { Database } from '../../src/catalog/sql/schema.js';
 import type { WrittenPack } from '../../src/store/pack/pack-types.js';
 import { rejectsWith } from '../helpers/assert-errors.js';
@@ -150,6 +151,70 @@ export function catalogQuotaContract(name: string, factory: CatalogFactory): voi
         await rejectsWith(cat.forkWorkspaces(NS, base.id, [null]), 'E_QUOTA');
         await cat.deleteWorkspace(NS, (await cat.getWorkspace(NS, 'a')).id);
         await cat.forkWorkspaces(NS, base.id, [null]);
+      }));
+
+    it('the running totals (0010_namespace_usage) follow every pack and workspace change and equal the rows', () =>
+      withCat(async (cat) => {
+        const gc = cat.gc();
+        const OWNER = 'test-host:1:usage';
+        const TTL = 60_000;
+        const same = async (why: string) => {
+          const u = await cat.quotaUsage(NS);
+          const truth = { stored: (await cat.packStats(NS)).bytes, workspaces: (await cat.listWorkspaces(NS)).length };
+          assert.deepEqual({ stored: u.storedBytes, workspaces: u.workspaces }, truth, why);
+          return u;
+        };
+        await gc.acquireLock(OWNER, TTL);
+        const a = pack('p/t-a', 1000);
+        const b = pack('p/t-b', 300);
+        const base = await cat.createSnapshot(snap({ packs: [a, b] }));
+        await cat.createSnapshot(snap({ packs: [a] })); // already recorded: adds nothing
+        assert.equal((await same('two commits')).storedBytes, 1300);
+        const [w1, w2] = await cat.forkWorkspaces(NS, base.id, ['t1', null]);
+        await cat.deleteWorkspace(NS, w2!.id);
+        assert.equal((await same('fork 2, rm 1')).workspaces, 1);
+        await gc.condemnPacks(OWNER, TTL, [b.key]);
+        assert.equal((await same('condemned still counts')).storedBytes, 1300);
+        await gc.beginDelete(OWNER, TTL, b.key, 0);
+        await gc.finishDelete(OWNER, TTL, b.key);
+        assert.equal((await same('deleted')).storedBytes, 1000);
+        assert.equal(
+          await gc.adoptPacks(OWNER, TTL, [
+            { key: 'p/t-o', size: 70 },
+            { key: b.key, size: 300 },
+          ]),
+          2,
+        );
+        assert.equal((await same('adopted: a new row and a tombstone back')).storedBytes, 1370);
+        assert.equal(await gc.dropLostPack(OWNER, TTL, 'p/t-o'), 0);
+        await gc.beginDelete(OWNER, TTL, b.key, 0);
+        await gc.finishDelete(OWNER, TTL, b.key);
+        assert.equal((await same('a lost pack dropped, the tombstone deleted again')).storedBytes, 1000);
+        const deletedAt = (await gc.listPacks()).find((r) => r.key === b.key)!.deletedAtMs!;
+        await cat.commitCheckpoint({
+          workspaceId: w1!.id,
+          expectedHeadId: base.id,
+          snapshot: snap({ packs: [b], startedAtMs: deletedAt + 1 }),
+        });
+        assert.equal((await same('a checkpoint brings a deleted pack back')).storedBytes, 1300);
+        const copy = { namespace: NS, from: [a.key], packs: [pack('p/t-copy', 900)], startedAtMs: await cat.nowMs() };
+        assert.equal(await gc.commitRepack(OWNER, TTL, copy), true);
+        assert.equal((await same('a repack adds its copy; the condemned original counts until deleted')).storedBytes, 2200);
+        await gc.releaseLock(OWNER);
+      }));
+
+    it('0010_namespace_usage fills the running totals from the rows already there', () =>
+      withCat(async (cat) => {
+        const base = await cat.createSnapshot(snap({ packs: [pack('p/m1', 800), pack('p/m2', 200)] }));
+        await cat.forkWorkspaces(NS, base.id, [null, null, null]);
+        await cat.createSnapshot(snap({ namespace: 'other', packs: [pack('p/m3', 50)] }));
+        const db = dbOf(cat);
+        await db.schema.dropTable('namespace_usage').execute();
+        await sql`delete from awc_migration where name = '0010_namespace_usage'`.execute(db);
+        assert.deepEqual(await migrateToLatest(db), ['0010_namespace_usage']);
+        const u = await cat.quotaUsage(NS);
+        assert.deepEqual([u.storedBytes, u.workspaces], [1000, 3]);
+        assert.equal((await cat.quotaUsage('other')).storedBytes, 50);
       }));
 
     it('quotas are per namespace', () =>

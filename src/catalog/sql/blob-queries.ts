@@ -5,6 +5,7 @@ import type { BlobIndex, BlobKind, BlobLocation, Codec, WrittenPack } from '../.
 import type { Database, NewBlobRecord } from './schema.js';
 import { chunks, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
+import { addPackBytes, type PackBytes } from './usage-counter.js';
 
 /** Code-unit order of two strings (any fixed total order serves: see `insertPacks`). */
 const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
@@ -149,6 +150,8 @@ export class BlobQueries {
    * order, so one waits for the other and never deadlocks (PostgreSQL; the waiter's
    * `ON CONFLICT` then keeps the winner's location). `opts.committed`: a snapshot's commit (not gc's
    * repack): new pack rows get `committed_at_ms` = the database's now (0009_namespace_quotas).
+   * The new rows' bytes, and those of `opts.revived` (rows the pack guard brought back from
+   * `deleted`), are added to their namespace's stored bytes last (`namespace_usage`, 0010).
    * @throws E_INTERNAL when a blob names another pack than the one listing it (a caller bug)
    */
   async insertPacks(
@@ -156,9 +159,9 @@ export class BlobQueries {
     nsId: string,
     packs: readonly WrittenPack[],
     now: string,
-    opts: { committed?: boolean } = {},
+    opts: { committed?: boolean; revived?: readonly PackBytes[] } = {},
   ): Promise<void> {
-    if (packs.length === 0) return;
+    if (packs.length === 0) return; // (a guard revives only packs of `packs`)
     // a snapshot's or checkpoint's commit stamps its new pack rows with the database's now (the daily quota counts them)
     const committedAt = opts.committed ? sql<number>`${this.ctx.dialect.nowMs()}` : null;
     const packRows = [...packs]
@@ -171,12 +174,15 @@ export class BlobQueries {
         created_at: now,
         committed_at_ms: committedAt,
       }));
+    const inserted: PackBytes[] = [...(opts.revived ?? [])];
     for (const group of chunks(packRows, this.ctx.rowsPerInsert(6))) {
-      await trx
+      const rows = await trx
         .insertInto('packs')
         .values(group)
         .onConflict((oc) => oc.column('key').doNothing())
+        .returning(['namespace', 'size'])
         .execute();
+      inserted.push(...rows);
     }
     const blobRows: NewBlobRecord[] = [];
     for (const p of packs) {
@@ -204,5 +210,6 @@ export class BlobQueries {
     );
     await this.ctx.hooks.beforeBlobInsert?.();
     for (const q of inserts) await trx.executeQuery(q);
+    await addPackBytes(trx, inserted, 1); // last: the namespace's usage row stays locked (PostgreSQL) only from here to the commit
   }
 }

@@ -10,6 +10,7 @@ import { adoptPacksInTx, type StoredPack } from './pack-adoption.js';
 import { snapshotNotFound } from './refs.js';
 import { chunks, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
+import { addPackBytes } from './usage-counter.js';
 
 /** The one lock name gc uses in `gc_lock`. */
 const GC_LOCK = 'gc';
@@ -349,12 +350,14 @@ export class GcQueries implements GcCatalog {
     const now = clock(this.ctx);
     await this.ctx.tx(async (trx) => {
       await this.#hold(trx, owner, ttlMs);
-      await trx
+      const gone = await trx
         .updateTable('packs')
         .set({ state: 'deleted', deleted_at: now })
         .where('key', '=', key)
         .where('state', '=', 'deleting')
+        .returning(['namespace', 'size'])
         .execute();
+      await addPackBytes(trx, gone, -1);
     });
   }
 
@@ -433,14 +436,16 @@ export class GcQueries implements GcCatalog {
     const now = clock(this.ctx);
     return this.ctx.tx(async (trx) => {
       await this.#hold(trx, owner, ttlMs);
-      const res = await trx
+      const lost = await trx
         .updateTable('packs')
         .set({ state: 'deleted', deleted_at: now })
         .where('key', '=', key)
         .where('state', 'in', ['live', 'condemned'])
-        .executeTakeFirst();
-      if (Number(res.numUpdatedRows) !== 1) return -1;
+        .returning(['namespace', 'size'])
+        .execute();
+      if (lost.length !== 1) return -1;
       const gone = await trx.deleteFrom('blobs').where('pack', '=', key).executeTakeFirst();
+      await addPackBytes(trx, lost, -1);
       return Number(gone.numDeletedRows);
     });
   }

@@ -373,6 +373,35 @@ const m0009NamespaceQuotas: Migration = {
   },
 };
 
+/**
+ * 0010_namespace_usage: `namespace_usage`, at most one row per namespace (id), the running
+ * totals the quota checks read instead of summing rows: `stored_bytes` (bytes of the
+ * namespace's packs whose state is not `deleted`) and `workspaces` (its workspace rows). Every
+ * statement that inserts a pack row, moves one into or out of `deleted`, or inserts or deletes
+ * a workspace adds its change to the row in the same transaction (src/catalog/sql/usage-counter.ts).
+ * Filled here from the rows already there; a namespace without a row uses nothing.
+ */
+const m0010NamespaceUsage: Migration = {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async up(db: Kysely<any>): Promise<void> {
+    await db.schema
+      .createTable('namespace_usage')
+      .addColumn('namespace', 'text', (c) => c.primaryKey().notNull().references('namespaces.id'))
+      .addColumn('stored_bytes', 'bigint', (c) => c.notNull())
+      .addColumn('workspaces', 'integer', (c) => c.notNull())
+      .execute();
+    await sql`insert into namespace_usage (namespace, stored_bytes, workspaces)
+      select n.id,
+        coalesce((select sum(p.size) from packs p where p.namespace = n.id and p.state != 'deleted'), 0),
+        (select count(*) from workspaces w where w.namespace = n.id)
+      from namespaces n`.execute(db);
+  },
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- as above
+  async down(db: Kysely<any>): Promise<void> {
+    await db.schema.dropTable('namespace_usage').execute();
+  },
+};
+
 /** All migrations by name; names sort in application order. */
 export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0001_initial': m0001Initial,
@@ -384,6 +413,7 @@ export const MIGRATIONS: Readonly<Record<string, Migration>> = Object.freeze({
   '0007_layer_images': m0007LayerImages,
   '0008_build_leases': m0008BuildLeases,
   '0009_namespace_quotas': m0009NamespaceQuotas,
+  '0010_namespace_usage': m0010NamespaceUsage,
 });
 
 /** The static migration provider handed to Kysely's `Migrator`. */

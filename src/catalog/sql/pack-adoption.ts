@@ -3,6 +3,7 @@ import type { Database } from './schema.js';
 import { LOOKUP_BATCH } from './blob-queries.js';
 import { chunks, nowIso } from './rows.js';
 import type { SqlContext } from './sql-context.js';
+import { addPackBytes, type PackBytes } from './usage-counter.js';
 
 /** A pack object found in the store: its key and size in bytes. */
 export interface StoredPack {
@@ -19,6 +20,7 @@ export interface StoredPack {
  * meanwhile: its commit's pack guard (src/catalog/sql/pack-guard.ts) un-condemns a condemned
  * row of a pack it uploaded, or, once gc began deleting it, refuses retryably. The new row's
  * namespace is the first namespace by id; the writer that revives it takes it over.
+ * Both count as stored bytes of their row's namespace again (`namespace_usage`).
  * Returns how many packs were adopted (0 when the catalog has no namespace yet).
  */
 export async function adoptPacksInTx(ctx: SqlContext, trx: Transaction<Database>, objects: readonly StoredPack[]): Promise<number> {
@@ -27,7 +29,7 @@ export async function adoptPacksInTx(ctx: SqlContext, trx: Transaction<Database>
   if (!ns) return 0;
   const now = sql<number>`${ctx.dialect.nowMs()}`;
   const created = nowIso();
-  let n = 0;
+  const back: PackBytes[] = []; // rows whose bytes count as stored again
   const sorted = [...new Map(objects.map((o) => [o.key, o])).values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   for (const group of chunks(sorted, LOOKUP_BATCH)) {
     const keys = group.map((o) => o.key);
@@ -36,8 +38,9 @@ export async function adoptPacksInTx(ctx: SqlContext, trx: Transaction<Database>
       .set({ state: 'condemned', condemned_at: now, deleted_at: null })
       .where('key', 'in', keys)
       .where('state', '=', 'deleted')
-      .executeTakeFirst();
-    n += Number(tomb.numUpdatedRows);
+      .returning(['namespace', 'size'])
+      .execute();
+    back.push(...tomb);
     const have = new Set((await trx.selectFrom('packs').select('key').where('key', 'in', keys).execute()).map((r) => r.key));
     const rows = group
       .filter((o) => !have.has(o.key))
@@ -51,13 +54,15 @@ export async function adoptPacksInTx(ctx: SqlContext, trx: Transaction<Database>
         condemned_at: now,
       }));
     for (const part of chunks(rows, ctx.rowsPerInsert(7))) {
-      const res = await trx
+      const added = await trx
         .insertInto('packs')
         .values(part)
         .onConflict((oc) => oc.column('key').doNothing())
-        .executeTakeFirst();
-      n += Number(res.numInsertedOrUpdatedRows ?? 0);
+        .returning(['namespace', 'size'])
+        .execute();
+      back.push(...added);
     }
   }
-  return n;
+  await addPackBytes(trx, back, 1); // last (see addUsage)
+  return back.length;
 }

@@ -6,6 +6,7 @@ import type { Database } from './schema.js';
 import { LOOKUP_BATCH, type BlobQueries } from './blob-queries.js';
 import { chunks, nowIso, toNum } from './rows.js';
 import type { SqlContext } from './sql-context.js';
+import type { PackBytes } from './usage-counter.js';
 
 /**
  * The commit-time guard of a snapshot's packs (docs/explanation/gc.md#why-a-concurrent-checkpoint-is-safe),
@@ -13,7 +14,10 @@ import type { SqlContext } from './sql-context.js';
  * - every pack it deduplicated against (`s.reusedPacks`) must still be `live` (a conditional
  *   UPDATE of each row, so PostgreSQL orders it against gc's condemnation by the row lock);
  * - a pack it uploaded whose key exists is kept (live), un-condemned (condemned: its object
- *   is still there), or brought back (deleted before `s.startedAtMs`: the upload made it again).
+ *   is still there), or brought back (deleted before `s.startedAtMs`: the upload made it again;
+ *   its bytes count as its namespace's stored bytes again).
+ * Returns the rows brought back from `deleted`: the caller hands them to `insertPacks`
+ * (`opts.revived`), which adds their bytes to their namespaces' stored bytes last.
  * @throws E_PACK_CONDEMNED (retryable; details.packs) when a reused pack is not live, or an
  *   uploaded one is being deleted or was deleted after the writer started
  */
@@ -21,7 +25,8 @@ export async function guardSnapshotPacks(
   ctx: SqlContext,
   trx: Transaction<Database>,
   s: Pick<NewSnapshot, 'packs' | 'reusedPacks' | 'startedAtMs'>,
-): Promise<void> {
+): Promise<PackBytes[]> {
+  const revived: PackBytes[] = [];
   const written = new Set(s.packs.map((p) => p.key));
   const reused = [...new Set(s.reusedPacks ?? [])].filter((k) => !written.has(k));
   const refuse = (packs: string[], why: string) =>
@@ -45,7 +50,11 @@ export async function guardSnapshotPacks(
     }
   }
   for (const group of chunks([...written], LOOKUP_BATCH)) {
-    const rows = await trx.selectFrom('packs').select(['key', 'state', 'deleted_at']).where('key', 'in', group).execute();
+    const rows = await trx
+      .selectFrom('packs')
+      .select(['key', 'state', 'deleted_at', 'namespace', 'size'])
+      .where('key', 'in', group)
+      .execute();
     for (const r of rows) {
       if (r.state === 'live') continue;
       const back =
@@ -59,8 +68,10 @@ export async function guardSnapshotPacks(
         .where('state', '=', r.state)
         .executeTakeFirst();
       if (Number(res.numUpdatedRows) !== 1) throw refuse([r.key], 'moved on meanwhile');
+      if (r.state === 'deleted') revived.push(r);
     }
   }
+  return revived;
 }
 
 /**
@@ -106,7 +117,7 @@ export async function commitRepackInTx(
   }
   if (moved !== from.length)
     throw new AwcError('E_PACK_CONDEMNED', 'a pack being repacked moved on meanwhile', { details: { packs: from } });
-  await guardSnapshotPacks(ctx, trx, { packs: r.packs, reusedPacks: [], startedAtMs: r.startedAtMs });
-  await blobs.insertPacks(trx, nsId, r.packs, nowIso());
+  const revived = await guardSnapshotPacks(ctx, trx, { packs: r.packs, reusedPacks: [], startedAtMs: r.startedAtMs });
+  await blobs.insertPacks(trx, nsId, r.packs, nowIso(), { revived });
   return true;
 }

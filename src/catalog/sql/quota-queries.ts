@@ -7,6 +7,7 @@ import { LOOKUP_BATCH } from './blob-queries.js';
 import { chunks, nowIso, toNum } from './rows.js';
 import type { Database } from './schema.js';
 import type { Db, SqlContext } from './sql-context.js';
+import { readUsage } from './usage-counter.js';
 
 /** A `namespace_quotas` row as read. */
 interface QuotaRecord {
@@ -27,7 +28,7 @@ function toQuota(r: QuotaRecord): NamespaceQuota {
 
 /** What freeing space means, for hints. */
 const FREE_STORED =
-  'remove snapshots and workspaces you no longer need (`awc rm`) and run `awc gc`, or raise the limit (`awc quota set --stored`)';
+  'remove snapshots and workspaces you no longer need (`awc rm`) and run `awc gc`, or raise the limit (`awc quota set --stored-bytes`)';
 
 /**
  * The quota queries of the catalog (dialect-neutral; migration 0009_namespace_quotas,
@@ -124,23 +125,31 @@ export class QuotaQueries {
     if (q.storedBytes === null && q.dailyNewBytes === null) return;
     const adding = await this.#newBytes(trx, packs);
     if (adding === 0) return;
-    const use = await this.#usage(trx, nsId);
-    if (q.storedBytes !== null && use.storedBytes + adding > q.storedBytes) {
-      throw quotaError(namespace, 'storedBytes', q.storedBytes, use.storedBytes, adding, `the namespace's stored bytes`, {
-        hint: `Nothing was committed. To free space, ${FREE_STORED}.`,
-      });
+    if (q.storedBytes !== null) {
+      const used = (await readUsage(trx, nsId)).storedBytes; // the running total: O(1)
+      if (used + adding > q.storedBytes) {
+        throw quotaError(namespace, 'storedBytes', q.storedBytes, used, adding, `the namespace's stored bytes`, {
+          hint: `Nothing was committed. To free space, ${FREE_STORED}.`,
+        });
+      }
     }
-    if (q.dailyNewBytes !== null && use.dailyNewBytes + adding > q.dailyNewBytes) {
-      const retryAtMs = await this.#dailyRetryAt(trx, nsId, use, adding, q.dailyNewBytes);
-      const when = retryAtMs === undefined ? undefined : new Date(retryAtMs).toISOString();
-      throw quotaError(namespace, 'dailyNewBytes', q.dailyNewBytes, use.dailyNewBytes, adding, 'the new bytes of the last 24 h', {
-        hint:
-          when === undefined
-            ? 'Nothing was committed. This commit alone is larger than the daily limit: raise it (`awc quota set --daily`).'
-            : `Nothing was committed. Enough of the last 24 h's bytes leave the window at ${when}: run the command again then, or raise the limit (\`awc quota set --daily\`).`,
-        retryAtMs,
-      });
-    }
+    if (q.dailyNewBytes !== null) await this.#checkDaily(trx, nsId, namespace, q.dailyNewBytes, adding);
+  }
+
+  /** The daily part of `checkCommit`. @throws E_QUOTA (retryable with details.retryAtMs when time frees enough) */
+  async #checkDaily(trx: Transaction<Database>, nsId: string, namespace: string, limit: number, adding: number): Promise<void> {
+    const nowMs = await this.#now(trx);
+    const used = await this.#dailyBytes(trx, nsId, nowMs);
+    if (used + adding <= limit) return;
+    const retryAtMs = await this.#dailyRetryAt(trx, nsId, { dailyNewBytes: used, nowMs }, adding, limit);
+    const when = retryAtMs === undefined ? undefined : new Date(retryAtMs).toISOString();
+    throw quotaError(namespace, 'dailyNewBytes', limit, used, adding, 'the new bytes of the last 24 h', {
+      hint:
+        when === undefined
+          ? 'Nothing was committed. This commit alone is larger than the daily limit: raise it (`awc quota set --daily-new-bytes`).'
+          : `Nothing was committed. Enough of the last 24 h's bytes leave the window at ${when}: run the command again then, or raise the limit (\`awc quota set --daily-new-bytes\`).`,
+      retryAtMs,
+    });
   }
 
   /**
@@ -149,7 +158,7 @@ export class QuotaQueries {
    */
   async checkFork(trx: Transaction<Database>, nsId: string, namespace: string, q: NamespaceQuota, adding: number): Promise<void> {
     if (q.workspaces === null || adding === 0) return;
-    const used = await this.#countWorkspaces(trx, nsId);
+    const used = (await readUsage(trx, nsId)).workspaces;
     if (used + adding > q.workspaces) {
       throw new AwcError(
         'E_QUOTA',
@@ -176,36 +185,31 @@ export class QuotaQueries {
     return toNum(r.rows[0]!.now);
   }
 
-  async #countWorkspaces(db: Db, nsId: string): Promise<number> {
-    const r = await db
-      .selectFrom('workspaces')
-      .select((eb) => eb.fn.countAll().as('n'))
-      .where('namespace', '=', nsId)
-      .executeTakeFirstOrThrow();
-    return toNum(r.n as number | string);
-  }
-
-  /** The usage of namespace id `nsId` as `db` (a transaction, or the database) sees it. */
+  /**
+   * The usage of namespace id `nsId` as `db` (a transaction, or the database) sees it: stored
+   * bytes and workspaces from its running totals (`namespace_usage`: one row, O(1)), the daily
+   * figure by {@link #dailyBytes}.
+   */
   async #usage(db: Db, nsId: string): Promise<QuotaUsage> {
     const nowMs = await this.#now(db);
-    const stored = await db
-      .selectFrom('packs')
-      .select((eb) => eb.fn.sum('size').as('bytes'))
-      .where('namespace', '=', nsId)
-      .where('state', '!=', 'deleted') // a deleted pack's row is a tombstone: its object is gone
-      .executeTakeFirstOrThrow();
+    const totals = await readUsage(db, nsId);
+    const dailyNewBytes = await this.#dailyBytes(db, nsId, nowMs);
+    return { storedBytes: totals.storedBytes, dailyNewBytes, workspaces: totals.workspaces, nowMs };
+  }
+
+  /**
+   * Bytes of the packs namespace id `nsId`'s commits added in the 24 h before `nowMs`: a range
+   * of the index (namespace, committed_at_ms), so O(the packs of the last day), never the
+   * namespace's older packs.
+   */
+  async #dailyBytes(db: Db, nsId: string, nowMs: number): Promise<number> {
     const daily = await db
       .selectFrom('packs')
       .select((eb) => eb.fn.sum('size').as('bytes'))
       .where('namespace', '=', nsId)
       .where('committed_at_ms', '>', nowMs - QUOTA_DAY_MS)
       .executeTakeFirstOrThrow();
-    return {
-      storedBytes: toNum(stored.bytes as number | string | null),
-      dailyNewBytes: toNum(daily.bytes as number | string | null),
-      workspaces: await this.#countWorkspaces(db, nsId),
-      nowMs,
-    };
+    return toNum(daily.bytes as number | string | null);
   }
 
   /** Bytes of `packs` whose key has no row yet (a pack already recorded is not new). */
@@ -228,7 +232,7 @@ export class QuotaQueries {
   async #dailyRetryAt(
     trx: Transaction<Database>,
     nsId: string,
-    use: QuotaUsage,
+    use: Pick<QuotaUsage, 'dailyNewBytes' | 'nowMs'>,
     adding: number,
     limit: number,
   ): Promise<number | undefined> {

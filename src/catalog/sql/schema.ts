@@ -60,6 +60,19 @@ export interface NamespaceQuotasTable {
   updated_at: string;
 }
 
+/**
+ * Table `namespace_usage`: a namespace's running totals, kept by every statement that changes
+ * them (0010_namespace_usage, src/catalog/sql/usage-counter.ts); no row: zeros.
+ */
+export interface NamespaceUsageTable {
+  /** The namespace's id (primary key). */
+  namespace: string;
+  /** Bytes of the namespace's packs whose state is not `deleted`. */
+  stored_bytes: BigIntColumn;
+  /** The namespace's workspaces. */
+  workspaces: number;
+}
+
 /** Table `blobs`: the blob index, primary key (namespace, digest). */
 export interface BlobsTable {
   namespace: string;
@@ -236,6 +249,7 @@ export interface Database {
   layer_images: LayerImagesTable;
   build_leases: BuildLeasesTable;
   namespace_quotas: NamespaceQuotasTable;
+  namespace_usage: NamespaceUsageTable;
 }
 
 /** A selected `snapshots` row. */

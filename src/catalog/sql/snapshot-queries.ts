@@ -103,9 +103,9 @@ export class SnapshotQueries {
         }
       }
       await this.#checkName(trx, nsId, s.namespace, rec.name);
-      await guardSnapshotPacks(ctx, trx, s);
+      const revived = await guardSnapshotPacks(ctx, trx, s);
       if (quota) await this.quotas.checkCommit(trx, nsId, s.namespace, quota, s.packs);
-      await this.blobs.insertPacks(trx, nsId, s.packs, now, { committed: true });
+      await this.blobs.insertPacks(trx, nsId, s.packs, now, { committed: true, revived });
       await this.#insert(trx, rec, s.namespace);
       killPoint('catalog.snapshot.inside'); // every row written, the transaction not yet committed
     });
@@ -153,9 +153,9 @@ export class SnapshotQueries {
       if (ws.head_snapshot_id !== c.expectedHeadId) throw moved(ws.head_snapshot_id);
       const quota = await this.quotas.lockQuota(trx, nsId); // after the workspace row: one lock order
       await this.#checkName(trx, nsId, s.namespace, rec.name);
-      await guardSnapshotPacks(ctx, trx, s);
+      const revived = await guardSnapshotPacks(ctx, trx, s);
       if (quota) await this.quotas.checkCommit(trx, nsId, s.namespace, quota, s.packs);
-      await this.blobs.insertPacks(trx, nsId, s.packs, now, { committed: true });
+      await this.blobs.insertPacks(trx, nsId, s.packs, now, { committed: true, revived });
       await this.#insert(trx, rec, s.namespace);
       const res = await trx
         .updateTable('workspaces')

@@ -11,6 +11,7 @@ import { LOOKUP_BATCH } from './blob-queries.js';
 import { resolveRef, snapshotNotFound, workspaceNotFound } from './refs.js';
 import { chunks, nowIso, toWorkspaceRow } from './rows.js';
 import type { Db, SqlContext } from './sql-context.js';
+import { addUsage } from './usage-counter.js';
 import type { QuotaQueries } from './quota-queries.js';
 
 type WorkspaceWithNs = WorkspaceRecord & { namespace_name: string };
@@ -109,6 +110,7 @@ export class WorkspaceQueries {
         }
         throw err;
       }
+      await addUsage(trx, nsId, { workspaces: records.length }); // last (see addUsage)
     });
     return records.map((r) => toWorkspaceRow(r as WorkspaceRecord, namespace));
   }
@@ -291,6 +293,7 @@ export class WorkspaceQueries {
       if (lease?.state === 'live') throw leasedError(id, lease);
       await trx.deleteFrom('leases').where('workspace_id', '=', id).execute();
       await trx.deleteFrom('workspaces').where('id', '=', id).execute();
+      await addUsage(trx, nsId, { workspaces: -1 }); // last (see addUsage)
     });
   }
 }

@@ -17,7 +17,7 @@ export const ADMIN_COMMANDS: Readonly<Record<string, string>> = {
   metrics: "the host daemon's metrics cover every user and namespace",
   release: "the host daemon releases idle workspaces (every user's) by itself; unmount yours with `awc unmount`",
   'quota set': "quotas are set by root or the home's owner",
-  'quota clear': "quotas are set by root or the home's owner",
+  'quota unset': "quotas are set by root or the home's owner",
   'quota show': 'it reads the catalog of the home itself',
   'demo main': 'a demonstration runs in a home of its own',
   'demo fanout': 'a demonstration runs in a home of its own',

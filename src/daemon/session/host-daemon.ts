@@ -23,6 +23,7 @@ import { isMounted } from '../../host/mount/mount-table.js';
 import { OverlayHost, type OverlayStatus } from '../../drivers/overlay/overlay-host.js';
 import { pathsOf, type AwcConfig, type AwcPaths } from '../../config/config.js';
 import { DaemonMetrics } from '../metrics/metrics.js';
+import { serveMetricsOverTcp } from '../metrics/metrics-listener.js';
 import { listenOnSocket, resolveGroup } from '../api/socket-file.js';
 import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import { prepareHome } from '../../service/workspace/private-home.js';
@@ -157,6 +158,8 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
   private userSockets?: UserSockets;
   /** Prometheus metrics of this daemon (served on `GET /metrics`). */
   readonly metrics = new DaemonMetrics();
+  /** `GET /metrics` over TCP (config `metricsAddress`), when asked for. */
+  private metricsServer?: Server;
   /** Warm CLI workers: for this daemon's own user and for every allowed user (config `warmCli`). */
   private warm?: WarmCliPool;
   /** Where the daemon and its parts log. */
@@ -294,6 +297,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
     this.idle.start();
     this.server = createServer((req, res) => void this.handle(req, res));
     this.socketIno = await listenOnSocket(this.server, this.paths.socket, gid);
+    if (this.config.metricsAddress) this.metricsServer = await serveMetricsOverTcp(this.metrics, this.config.metricsAddress, this.log);
     if (this.config.warmCli === 'on') await this.serveWarmCli();
     if (this.servesContent) await this.serveUsers(this.config);
     await writeFilePrivate(this.paths.pidFile, String(process.pid));
@@ -486,6 +490,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       await this.userSockets?.close();
       await this.warm?.close();
       await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+      await new Promise<void>((r) => (this.metricsServer ? this.metricsServer.close(() => r()) : r()));
       // A daemon started since this one stopped answering owns the socket and pid files now: leave them.
       if (this.socketIno !== undefined && statIno(this.paths.socket) === this.socketIno) await rm(this.paths.socket, { force: true });
       if (livePid(this.paths.pidFile) === process.pid) await rm(this.paths.pidFile, { force: true });

@@ -47,6 +47,8 @@ async function downgradeTo0004(url: string): Promise<void> {
   const c = (await openCatalog(url)) as KyselyCatalog;
   try {
     // and every migration after 0005, so the upgrade applies them again in order
+    await c.db.schema.dropTable('namespace_usage').execute();
+    await sql`delete from awc_migration where name = '0010_namespace_usage'`.execute(c.db);
     await c.db.schema.dropIndex('packs_namespace_committed_idx').execute();
     await c.db.schema.alterTable('packs').dropColumn('committed_at_ms').execute();
     await c.db.schema.dropTable('namespace_quotas').execute();

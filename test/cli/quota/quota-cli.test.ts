@@ -2,7 +2,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { CLI, awc, awcOk, cleanupMounts, errorOf, type CliResult } from '../../helpers/cli.js';
@@ -82,26 +82,38 @@ function quotaCases(
       await cleanup();
     });
 
-    it('set, show (--json and text), bad values, clear', () => {
+    it('set, show (--json and text), sizes, bad values, a namespace by name, unset', () => {
       assert.deepEqual(show().quota, { storedBytes: null, dailyNewBytes: null, workspaces: null });
       assert.ok(show().usage.storedBytes >= 100_000);
-      const set = awcOk(home, ['quota', 'set', '--stored', '9000000', '--workspaces', '7'], env);
+      const set = awcOk(home, ['quota', 'set', '--stored-bytes', '9000000', '--workspaces', '7'], env);
       assert.deepEqual(set.quota, { storedBytes: 9_000_000, dailyNewBytes: null, workspaces: 7 });
       assert.equal(set.namespace, 'default');
       const text = awc(home, ['quota', 'show'], env, { json: false }).stdout;
-      assert.match(text, /stored bytes: .* of 8\.6 MiB \(9000000 bytes\)/);
-      assert.match(text, /workspaces: +0 of 7/);
-      assert.equal(awc(home, ['quota', 'set', '--stored', '10x'], env).code, 2);
-      assert.equal(errorOf(awc(home, ['quota', 'set'], env)).code, 'E_USAGE');
-      assert.deepEqual(awcOk(home, ['quota', 'set', '--stored', 'none'], env).quota, {
+      assert.match(text, /^namespace default\n +used +limit +left\n/);
+      assert.match(text, /\nstored bytes +\d+\.\d KiB +8\.6 MiB +\d+\.\d MiB\n/);
+      assert.match(text, /\nnew bytes, last 24 h +\d+\.\d KiB +none +-\n/);
+      assert.match(text, /\nworkspaces +0 +7 +7$/m);
+      assert.equal(awcOk(home, ['quota', 'set', '--daily-new-bytes', '1.5G'], env).quota.dailyNewBytes, 1.5 * 2 ** 30);
+      assert.equal(awcOk(home, ['quota', 'set', '--stored', '10G'], env).quota.storedBytes, 10 * 2 ** 30, 'the older name');
+      for (const bad of [['--stored-bytes', '10x'], ['--stored-bytes', '10GB'], ['--workspaces', '1.5'], []]) {
+        const e = errorOf(awc(home, ['quota', 'set', ...bad], env));
+        assert.equal(e.code, 'E_USAGE', bad.join(' '));
+      }
+      assert.deepEqual(awcOk(home, ['quota', 'set', '--stored-bytes', 'none', '--daily-new-bytes', 'none'], env).quota, {
         storedBytes: null,
         dailyNewBytes: null,
         workspaces: 7,
       });
-      assert.equal(awcOk(home, ['quota', 'clear'], env).cleared, true);
-      assert.equal(awcOk(home, ['quota', 'clear'], env).cleared, false);
+      assert.equal(awcOk(home, ['quota', 'unset'], env).cleared, true);
+      assert.equal(awcOk(home, ['quota', 'clear'], env).cleared, false, 'clear: the older name of unset');
       assert.equal(awcOk(home, ['--namespace', 'other', 'quota', 'set', '--workspaces', '0'], env).quota.workspaces, 0);
       assert.equal(show().quota.workspaces, null, 'per namespace');
+      const named = awcOk(home, ['quota', 'set', 'third', '--stored-bytes', '1M'], env);
+      assert.deepEqual([named.namespace, named.quota.storedBytes], ['third', 2 ** 20]);
+      assert.equal(awcOk(home, ['quota', 'show', 'third'], env).quota.storedBytes, 2 ** 20);
+      assert.equal(awcOk(home, ['quota', 'show', 'other'], env).quota.workspaces, 0);
+      assert.equal(awcOk(home, ['quota', 'unset', 'other'], env).cleared, true);
+      assert.equal(awcOk(home, ['quota', 'unset', 'third'], env).cleared, true);
     });
 
     it('workspaces: a fork past the limit is E_QUOTA and forks none', () => {
@@ -119,13 +131,14 @@ function quotaCases(
 
     it('stored bytes: an import and a checkpoint over the limit are E_QUOTA and commit nothing; under it they pass', () => {
       const used = show().usage.storedBytes;
-      awcOk(home, ['quota', 'set', '--stored', String(used + 150_000)], env);
+      awcOk(home, ['quota', 'set', '--stored-bytes', String(used + 150_000)], env);
       const snaps = (awcOk(home, ['snapshot', 'ls'], env) as unknown[]).length;
       const e = quotaRefused(awc(home, ['snapshot', 'import', treeOf(join(work, 'big'), 200_000), '--name', 'big'], env));
       assert.equal(e.retryable, false);
       assert.match(e.message, /over its quota/);
       assert.match(e.hint, /awc gc/);
       assert.equal((awcOk(home, ['snapshot', 'ls'], env) as unknown[]).length, snaps, 'no snapshot');
+      assert.equal(errorOf(awc(home, ['show', 'big'], env)).code, 'E_NOT_FOUND', 'no name');
       assert.equal(show().usage.storedBytes, used, 'no pack rows');
       awcOk(home, ['snapshot', 'import', treeOf(join(work, 'small'), 50_000), '--name', 'small'], env);
 
@@ -133,21 +146,30 @@ function quotaCases(
       mkdirSync(mnt);
       awcOk(home, ['mount', 'w1', mnt], env);
       const head = awcOk(home, ['show', 'w1'], env).headSnapshotId as string;
-      writeFileSync(join(mnt, 'grown.bin'), randomBytes(200_000));
+      const grown = randomBytes(200_000);
+      writeFileSync(join(mnt, 'grown.bin'), grown);
       quotaRefused(awc(home, ['checkpoint', 'w1'], env));
       assert.equal(awcOk(home, ['show', 'w1'], env).headSnapshotId, head, 'the head stays');
-      awcOk(home, ['quota', 'set', '--stored', String(used + 1_000_000)], env);
+      assert.ok(readFileSync(join(mnt, 'grown.bin')).equals(grown), "the workspace's write is kept");
+      awcOk(home, ['quota', 'set', '--stored-bytes', String(used + 1_000_000)], env);
       awcOk(home, ['checkpoint', 'w1'], env);
-      assert.notEqual(awcOk(home, ['show', 'w1'], env).headSnapshotId, head);
+      const newHead = awcOk(home, ['show', 'w1'], env).headSnapshotId as string;
+      assert.notEqual(newHead, head);
+      const changes = (awcOk(home, ['diff', head, newHead], env) as { changes: { path: string; status: string }[] }).changes;
+      assert.deepEqual(
+        changes.map((c) => [c.path, c.status]),
+        [['grown.bin', 'added']],
+        'the later checkpoint commits the write',
+      );
       awcOk(home, ['unmount', 'w1'], env);
       // the refused commits' uploaded packs are garbage: fsck accepts them and gc deletes them
       assert.equal(awc(home, ['fsck'], env).code, 0, 'fsck');
-      awcOk(home, ['quota', 'clear'], env);
+      awcOk(home, ['quota', 'unset'], env);
     });
 
     it('daily new bytes: refused retryably, with when it frees; passes once the window moved', async () => {
       const daily = show().usage.dailyNewBytes;
-      awcOk(home, ['quota', 'set', '--daily', String(daily + 10_000)], env);
+      awcOk(home, ['quota', 'set', '--daily-new-bytes', String(daily + 10_000)], env);
       const e = quotaRefused(awc(home, ['snapshot', 'import', treeOf(join(work, 'day'), 100_000), '--name', 'day'], env));
       assert.equal(e.retryable, true);
       assert.equal(e.details?.limit, 'dailyNewBytes');
@@ -156,7 +178,7 @@ function quotaCases(
       await agePacks(QUOTA_DAY_MS);
       assert.equal(show().usage.dailyNewBytes, 0);
       awcOk(home, ['snapshot', 'import', join(work, 'day'), '--name', 'day'], env);
-      awcOk(home, ['quota', 'clear'], env);
+      awcOk(home, ['quota', 'unset'], env);
     });
   });
 }
@@ -227,7 +249,7 @@ describe('a quota hit at concurrent checkpoints on PostgreSQL', () => {
       writeFileSync(join(work, `mnt-${w}`, 'new.bin'), randomBytes(400_000));
     }
     const used = (awcOk(home, ['quota', 'show'], env) as { usage: { storedBytes: number } }).usage.storedBytes;
-    awcOk(home, ['quota', 'set', '--stored', String(used + 600_000)], env);
+    awcOk(home, ['quota', 'set', '--stored-bytes', String(used + 600_000)], env);
     const rs = await Promise.all(['a', 'b'].map((w) => awcAsync(home, ['checkpoint', w], env)));
     const ok = rs.filter((r) => r.code === 0);
     assert.equal(ok.length, 1, rs.map((r) => r.stderr).join('\n'));

@@ -251,7 +251,8 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
     adminOnly('demo fanout', ['demo', 'fanout']);
     adminOnly('quota set', ['quota', 'set', '--stored', '1']);
     adminOnly('quota show', ['quota', 'show']);
-    adminOnly('quota clear', ['quota', 'clear']);
+    adminOnly('quota unset', ['quota', 'unset']);
+    adminOnly('quota unset', ['quota', 'clear']);
     // through the daemon, in a private namespace, as U (issue 11 part 2; test/daemon/users/run-user.test.ts tries it harder)
     covered.add('run');
     ids.wr = ok('fork', ['fork', 'base', '--name', 'wr']).workspaces[0].id;
