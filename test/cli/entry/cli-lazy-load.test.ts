@@ -81,7 +81,7 @@ function heavyIn(names: Set<string>, allowed: string[] = []): string[] {
   return [...names].filter((n) => HEAVY.some((h) => (h.endsWith('/') ? n.startsWith(h) : n === h)) && !allowed.includes(n));
 }
 
-test('CLI start: the bundle runs; --version, ls --help and fork --help load no heavy library; ls and fork on a home load only their catalog adapter', async (t) => {
+test('CLI start: the bundle runs; --version, ls --help, fork --help and completion bash load no heavy library; ls and fork on a home load only their catalog adapter', async (t) => {
   const dir = await tempDirFor(t, 'awc-lazy-');
   const home = join(dir, 'home');
   const src = join(dir, 'src');
@@ -95,6 +95,7 @@ test('CLI start: the bundle runs; --version, ls --help and fork --help load no h
   assert.deepEqual(heavyIn(version), []);
   assert.deepEqual(heavyIn(packagesLoaded(dir, home, ['ls', '--help'], 2)), []);
   assert.deepEqual(heavyIn(packagesLoaded(dir, home, ['fork', '--help'], 3)), []);
+  assert.deepEqual(heavyIn(packagesLoaded(dir, home, ['completion', 'bash'], 10)), [], 'awc completion opens nothing');
 
   assert.equal(awc(home, ['snapshot', 'import', src, '--name', 'base']).code, 0);
   assert.equal(awc(home, ['fork', 'base']).code, 0);

@@ -263,6 +263,9 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
     assert.equal(ran.stdout, `${u.uid}\n${join(work, 'stable')}\nalpha\n`);
     assert.ok(existsSync(join(userSocketsDirOf({ home }), `${u.uid}.sock`)), 'the daemon still runs');
 
+    // printed from the CLI's own definitions, the same for every user
+    assert.match(ok('completion', ['completion', 'bash']).script, /^complete -o default -F _awc awc$/m);
+
     assert.deepEqual([...listed].sort(), [...covered].sort(), 'every command of the CLI has a case here, and only those');
   });
 
