@@ -35,11 +35,12 @@ export type Found =
   | { type: 'other'; st: BigIntStats };
 
 /**
- * Test-only injection point: `beforeOpen(rel)` runs between a walk's lstat of an entry and
+ * Test-only injection points: `beforeOpen(rel)` runs between a walk's lstat of an entry and
  * its open (`rel` is the slash path from the walk's root); `export --dir` calls it right
- * after it created a directory and before it opens it. Production code never sets it.
+ * after it created a directory and before it opens it. `onLstat(rel)` runs at each
+ * `DirFd.lstat` of a child. Production code never sets them.
  */
-export const dirFdTestHooks: { beforeOpen?: (rel: string) => void } = {};
+export const dirFdTestHooks: { beforeOpen?: (rel: string) => void; onLstat?: (rel: string) => void } = {};
 
 /** The magic path of descriptor `fd` (for fs-xattr and other path-only APIs): the object itself, never a name. */
 export function fdPath(fd: number): string {
@@ -148,6 +149,7 @@ export class DirFd {
 
   /** lstat (bigint) of a child, undefined when it does not exist. */
   lstat(name: string): BigIntStats | undefined {
+    dirFdTestHooks.onLstat?.(this.childRel(name));
     try {
       return fs.lstatSync(this.path(name), { bigint: true, throwIfNoEntry: false });
     } catch (err) {

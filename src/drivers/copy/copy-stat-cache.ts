@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import { DirFd } from '../../core/dir-fd.js';
 import type { Entry } from '../../core/tree.js';
+import type { FileStat } from '../../host/tree/dir-check.js';
 import { nameFromBytes } from '../../core/raw-name.js';
 
 /**
@@ -48,7 +49,7 @@ export function recordStats(dir: string, skip: string[] = []): Record<string, [s
 export function reuseByStat(
   cache: Record<string, [string, string, string, string]>,
   base: Map<string, Entry>,
-): (rel: string, st: fs.BigIntStats) => Entry | undefined {
+): (rel: string, st: FileStat) => Entry | undefined {
   return (rel, st) => {
     const c = cache[rel];
     if (!c || c[0] !== st.ino.toString() || c[1] !== st.size.toString() || c[2] !== st.mtimeNs.toString() || c[3] !== st.ctimeNs.toString())

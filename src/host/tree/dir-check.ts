@@ -30,6 +30,43 @@ const S_IFDIR = 0o040000;
 const NS = 1_000_000_000n;
 const U32 = (x: bigint): number => Number(BigInt.asUintN(32, x));
 
+/**
+ * The fields of a regular file's lstat the stat cache and the walk read (a BigIntStats is one;
+ * {@link statxFileStat} makes one from a statx result without a Node lstat).
+ */
+export type FileStat = Pick<BigIntStats, 'dev' | 'ino' | 'size' | 'mtimeNs' | 'ctimeNs' | 'mode' | 'nlink' | 'uid' | 'gid'>;
+
+const u64 = (lo: number, hi: number): bigint => (BigInt(hi) << 32n) | BigInt(lo);
+
+/**
+ * The {@link FileStat} Node's bigint lstat gives for the entry the statx result `w` describes
+ * (libuv fills struct stat from statx: st_dev is glibc's makedev of the major and minor, the
+ * times are seconds (signed) × 10^9 + nanoseconds).
+ */
+export function statxFileStat(w: Uint32Array): FileStat {
+  const major = BigInt(w[STX.devMajor]!);
+  const minor = BigInt(w[STX.devMinor]!);
+  const dev = ((major & 0xfffn) << 8n) | ((major & 0xfffff000n) << 32n) | (minor & 0xffn) | ((minor & 0xffffff00n) << 12n);
+  const mtimeNs = BigInt.asIntN(64, u64(w[STX.mtimeSecLo]!, w[STX.mtimeSecHi]!)) * NS + BigInt(w[STX.mtimeNsec]!);
+  const ctimeNs = BigInt.asIntN(64, u64(w[STX.ctimeSecLo]!, w[STX.ctimeSecHi]!)) * NS + BigInt(w[STX.ctimeNsec]!);
+  return {
+    dev,
+    ino: u64(w[STX.inoLo]!, w[STX.inoHi]!),
+    size: u64(w[STX.sizeLo]!, w[STX.sizeHi]!),
+    mtimeNs,
+    ctimeNs,
+    mode: BigInt(statxMode(w)),
+    nlink: BigInt(w[STX.nlink]!),
+    uid: BigInt(w[STX.uid]!),
+    gid: BigInt(w[STX.gid]!),
+  };
+}
+
+/** Whether the statx result `w` is a regular file with one link. */
+export function isSingleFile(w: Uint32Array): boolean {
+  return (statxMode(w) & S_IFMT) === S_IFREG && w[STX.nlink] === 1;
+}
+
 /** The check's words and names, built one entry at a time (buffers reused from one directory to the next). */
 export class DirCheckBuilder {
   private keys = new Uint32Array(KEY_WORDS * 256);
@@ -69,7 +106,7 @@ export class DirCheckBuilder {
   }
 
   /** A regular file `name` with one link, as its lstat (or the fstat it was stored with) `st` says. */
-  addFileStats(name: Uint8Array, st: BigIntStats): void {
+  addFileStats(name: Uint8Array, st: FileStat): void {
     const k = this.keys;
     const at = this.next(name);
     let sec = st.mtimeNs / NS;

@@ -13,7 +13,7 @@ import { GitProofCollector } from './git-proof.js';
 import { readXattrs } from './xattrs.js';
 import type { GitIndexProof } from '../../store/content/git-proof-record.js';
 import { StatxAt } from '../sys/statx.js';
-import { DirCheckBuilder, PROBE_DIR, probeDir, type DirProbe } from './dir-check.js';
+import { DirCheckBuilder, isSingleFile, PROBE_DIR, probeDir, statxFileStat, type DirProbe, type FileStat } from './dir-check.js';
 
 /**
  * Importing a directory tree as a snapshot (docs/explanation/design.md#fidelity).
@@ -72,7 +72,8 @@ export interface ImportResult {
  */
 export interface StoredFile {
   rel: string;
-  st: BigIntStats;
+  /** A BigIntStats, or for a file taken from a statx result (src/host/tree/dir-check.ts), the fields made from it. */
+  st: FileStat;
   entry: FileEntry;
   git?: string;
 }
@@ -120,7 +121,7 @@ export interface ImportDirOptions {
    */
   reuse?: (
     relPath: string,
-    st: BigIntStats,
+    st: FileStat,
     wantsGit: boolean,
   ) => Entry | { entry: Entry; git?: string; xattrs?: Record<string, string> | null } | undefined;
   /** Called for each regular file stored (read, or reused through `reuse`), except those stored while they kept changing. */
@@ -175,7 +176,7 @@ export interface ImportDirOptions {
   gitProof?: boolean;
 }
 
-function attrsOf(st: BigIntStats, xattrs?: Record<string, string>): EntryAttrs {
+function attrsOf(st: FileStat, xattrs?: Record<string, string>): EntryAttrs {
   const a: EntryAttrs = { mode: Number(st.mode & 0o7777n), uid: Number(st.uid), gid: Number(st.gid), mtimeNs: st.mtimeNs.toString() };
   if (xattrs) a.xattrs = xattrs;
   return a;
@@ -367,7 +368,7 @@ class DirImporter {
   private reuseEntry(
     rel: string,
     name: string,
-    st: BigIntStats,
+    st: FileStat,
     prev: FileEntry,
     git: string | undefined,
     xattrs?: Record<string, string>,
@@ -403,9 +404,9 @@ class DirImporter {
     }
     const pending: Promise<Entry>[] = [];
     let unchanged = known !== undefined; // every name so far an unchanged entry
-    for (const name of raw.map(nameFromBytes)) {
-      // any bytes: raw ones escaped (src/core/raw-name.ts)
-      const boxed = await this.childEntry(d, name, d.childRel(name), f);
+    for (const rawName of raw) {
+      const name = nameFromBytes(rawName); // any bytes: raw ones escaped (src/core/raw-name.ts)
+      const boxed = await this.entryOf(d, rawName, name, f);
       if (!boxed?.unchanged) unchanged = false;
       if (!boxed) continue;
       boxed.entry.catch(() => undefined); // handled by Promise.all below; avoid an unhandled rejection meanwhile
@@ -471,8 +472,7 @@ class DirImporter {
     }
     const pending: Promise<Entry>[] = [];
     for (let i = 0; i < raw.length; i++) {
-      const name = nameFromBytes(raw[i]!);
-      const boxed = probe.kinds[i] === PROBE_DIR ? subs.get(i) : await this.childEntry(d, name, d.childRel(name), f);
+      const boxed = probe.kinds[i] === PROBE_DIR ? subs.get(i) : await this.entryOf(d, raw[i]!, nameFromBytes(raw[i]!), f);
       if (!boxed) continue;
       boxed.entry.catch(() => undefined); // handled by finishDir's Promise.all
       pending.push(boxed.entry);
@@ -515,6 +515,38 @@ class DirImporter {
     } finally {
       closeSync(o.fd);
     }
+  }
+
+  /**
+   * The entry of child `name` (raw bytes `rawName`) of `d`: {@link fromStatx}'s when it takes
+   * the file from its statx result and its row, else {@link childEntry}'s.
+   */
+  private async entryOf(d: DirFd, rawName: Buffer, name: string, f: CaptureDirFilter | undefined): Promise<Boxed | undefined> {
+    const rel = d.childRel(name);
+    if (this.opts.skip?.(rel)) return undefined;
+    return this.fromStatx(d, rawName, name, rel, f) ?? (await this.childEntry(d, name, rel, f));
+  }
+
+  /**
+   * The stat cache's fast path from a statx of the entry through the directory's descriptor
+   * (src/host/tree/dir-check.ts; AT_SYMLINK_NOFOLLOW, nothing opened): a regular file with one
+   * link whose lstat, made from the statx result, is the one its row recorded (outside the
+   * racy window: `reuse` checks), becomes its row's entry with the statx's attributes, without
+   * a Node lstat, the filter's verdict or an open, when the verdict is kept (the filter's
+   * verdictsKey is the one the rows were recorded under) or there is no filter. Undefined
+   * for anything else (new, changed, racy, several links, not a regular file, the policy
+   * changed, no statx here): the caller then takes the ordinary path.
+   */
+  private fromStatx(d: DirFd, rawName: Buffer, name: string, rel: string, f: CaptureDirFilter | undefined): Boxed | undefined {
+    const sx = this.statx;
+    if (!sx || (f && !this.keepVerdicts) || !sx.at(d.fd, rawName) || !isSingleFile(sx.words)) return undefined;
+    const st = statxFileStat(sx.words);
+    const wantsGit = this.proof?.also(rel) !== undefined;
+    const got = this.opts.reuse?.(rel, st, wantsGit);
+    if (!got || !('entry' in got) || got.xattrs === undefined) return undefined;
+    const prev = got.entry;
+    if (prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && got.git === undefined)) return undefined;
+    return { entry: Promise.resolve(this.reuseEntry(rel, name, st, prev, got.git, got.xattrs ?? undefined)), unchanged: true };
   }
 
   /** The entry of child `name` of `d` (boxed), undefined when it is left out (skipped, vanished, filtered). */

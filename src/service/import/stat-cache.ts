@@ -7,7 +7,7 @@ import { mkdirPrivate, writeFilePrivate } from '../../core/private-fs.js';
 import type { Extent } from '../../core/sparse.js';
 import type { ChunkRef, Entry, FileEntry } from '../../core/tree.js';
 import type { ScannedDirInfo, StoredDir, StoredFile } from '../../host/tree/import-dir.js';
-import { DirCheckBuilder } from '../../host/tree/dir-check.js';
+import { DirCheckBuilder, type FileStat } from '../../host/tree/dir-check.js';
 import { nameToBytes } from '../../core/raw-name.js';
 
 /**
@@ -111,7 +111,7 @@ export function statCachePath(dir: string, key: StatCacheKey): string {
 }
 
 /** The stat fields a row keeps, as decimal strings. */
-function statOf(st: BigIntStats): [string, string, string, string, string, string] {
+function statOf(st: FileStat): [string, string, string, string, string, string] {
   return [st.dev, st.ino, st.size, st.mtimeNs, st.ctimeNs, st.mode].map((x) => x.toString()) as [
     string,
     string,
@@ -162,7 +162,7 @@ export type StatCacheMiss = 'none' | 'unreadable' | 'corrupt' | 'other-snapshot'
 export class LoadedStatCache {
   reused = 0;
   /** The last row `reuse` gave out and the stat it was asked with (StatCacheRecorder keeps that row as it is). */
-  private hit: { rel: string; st: BigIntStats; row: Row } | undefined;
+  private hit: { rel: string; st: FileStat; row: Row } | undefined;
 
   private constructor(
     /** The directories' lines by path, parsed when first asked. */
@@ -249,7 +249,7 @@ export class LoadedStatCache {
   }
 
   /** The row `reuse` last gave out for `rel` when it was asked with this very `st` (the same object), else undefined. */
-  rowGiven(rel: string, st: BigIntStats): Row | undefined {
+  rowGiven(rel: string, st: FileStat): Row | undefined {
     const h = this.hit;
     return h !== undefined && h.st === st && h.rel === rel ? h.row : undefined;
   }
@@ -291,7 +291,7 @@ export class LoadedStatCache {
   /** importDir's `reuse`: the entry of `rel` when its stat is the one recorded and not racy. */
   readonly reuse = (
     rel: string,
-    st: BigIntStats,
+    st: FileStat,
     wantsGit: boolean,
   ): { entry: Entry; git?: string; xattrs: Record<string, string> | null } | undefined => {
     const [dir, name] = splitRel(rel);
@@ -335,7 +335,7 @@ export class StatCacheRecorder {
    * The lstat each file was stored with, by directory then name, until its directory's check is
    * made (`onDir`); null for one no check may stand for (racy, or several links).
    */
-  private readonly stats = new Map<string, Map<string, BigIntStats | null>>();
+  private readonly stats = new Map<string, Map<string, FileStat | null>>();
   private readonly checker = new DirCheckBuilder();
   /** Regular files of directories taken whole by their check (not given to `onFile`). */
   unread = 0;
@@ -392,7 +392,7 @@ export class StatCacheRecorder {
    */
   private checkOf(rel: string, children: readonly Entry[]): string | null {
     const stats = this.stats.get(rel);
-    const items: { name: Buffer; st: BigIntStats | undefined }[] = [];
+    const items: { name: Buffer; st: FileStat | undefined }[] = [];
     for (const e of children) {
       const st = e.type === 'file' ? stats?.get(e.name) : undefined;
       if (e.type !== 'dir' && !st) return null;

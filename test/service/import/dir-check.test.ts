@@ -5,7 +5,8 @@
  * directory whose check is unchanged is taken whole (no file looked up or given to onFile); a
  * file changed in place with its size and mtime put back (only its ctime moved), an entry set
  * that changed at the same count, a racy file, a capture policy that changed, and the git
- * proof all give what a full import gives.
+ * proof all give what a full import gives. In a directory where one file changed, the others
+ * are taken from their statx results and rows: neither lstat'ed by the walk nor opened.
  */
 import { strict as assert } from 'node:assert';
 import { execFileSync } from 'node:child_process';
@@ -20,7 +21,7 @@ import { LoadedStatCache, RACY_MARGIN_MS, StatCacheRecorder } from '../../../src
 import { importDir, type ImportResult } from '../../../src/host/tree/import-dir.js';
 import { DirCheckBuilder, probeDir } from '../../../src/host/tree/dir-check.js';
 import { StatxAt } from '../../../src/host/sys/statx.js';
-import { DirFd } from '../../../src/core/dir-fd.js';
+import { DirFd, dirFdTestHooks } from '../../../src/core/dir-fd.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -156,6 +157,40 @@ describe('the directory check of incremental imports', () => {
     assert.equal(r.root, full.root);
     assert.notEqual(r.root, (await svc.getSnapshot(id)).root);
     assert.equal(unread, 24, 'a/y and b taken whole; a/x, a and the root looked at entry by entry');
+  });
+
+  it("one file changed: the other files of its directory are taken from their statx results and rows (not lstat'ed or opened), and the root is the full import's", async () => {
+    const { tree, id } = await settledTree('one-changed');
+    appendFileSync(join(tree, 'b', 'f5.txt'), 'changed\n');
+    await sleep(RACY_MARGIN_MS + 200); // the changed file outside the racy window: its row is trusted next time
+    const lstated: string[] = [];
+    const opened: string[] = [];
+    dirFdTestHooks.onLstat = (rel) => lstated.push(rel);
+    dirFdTestHooks.beforeOpen = (rel) => opened.push(rel);
+    let counted;
+    try {
+      counted = await importCounting(tree, id);
+    } finally {
+      dirFdTestHooks.onLstat = undefined;
+      dirFdTestHooks.beforeOpen = undefined;
+    }
+    const { r, onFile, unread } = counted;
+    const full = await svc.importSnapshot(tree, { message: 'full' });
+    assert.equal(r.root, full.root);
+    assert.notEqual(r.root, (await svc.getSnapshot(id)).root);
+    const files = (rels: string[]) => rels.filter((rel) => rel.endsWith('.txt'));
+    assert.deepEqual(files(lstated), ['b/f5.txt'], 'only the changed file is lstat-ed by the walk');
+    assert.deepEqual(files(opened), ['b/f5.txt'], 'only the changed file is opened');
+    assert.equal(onFile, 13, "b's 12 files and top.txt (the root is built again) given to onFile");
+    assert.equal(unread, 24, 'a/x and a/y taken whole');
+    assert.equal(r.fileCount, 37);
+    // the rows and checks recorded from the statx results let the next import take every directory whole
+    const inc = await svc.importSnapshot(tree, { statCache: true, parent: id });
+    assert.equal(inc.root, full.root);
+    const next = await importCounting(tree, inc.id);
+    assert.equal(next.r.root, full.root);
+    assert.equal(next.onFile, 0);
+    assert.equal(next.unread, 37);
   });
 
   it('an entry set that changed at the same count (a file renamed, another removed and one added) gives the full import', async () => {
