@@ -4,6 +4,7 @@ import { basename, dirname, isAbsolute, join } from 'node:path';
 import { AwcError } from '../../core/errors.js';
 import { gitIndexUnrewritable, parseGitIndex, rewriteGitIndexStat, type GitHashAlgo } from '../../core/git-index.js';
 import { userGit, type RunAs } from './claude-work.js';
+import { pointWorktreeRegistration, writeWorktreeGitFile } from '../git/worktree-link.js';
 
 /**
  * A hook workspace as a git worktree of the project (docs/explanation/claude-code.md#a-git-worktree-of-the-project):
@@ -110,8 +111,8 @@ async function branchExists(project: string, branch: string, runAs?: RunAs): Pro
 /**
  * Registers `target` as a worktree of the project: `git worktree add --no-checkout` at a
  * private path beside it (git refuses a directory that exists, as the mount is), then the
- * `.git` file naming the administrative directory is written into `target` and
- * `git worktree repair` points the registration at it. The branch is made at `head`, or
+ * `.git` file naming the administrative directory is written into `target` and the
+ * registration's `gitdir` is pointed at it (git/worktree-link.ts). The branch is made at `head`, or
  * checked out as it is when it exists.
  * @returns the administrative directory, the commit, and whether the branch was made
  * @throws E_BRANCH_FAILED (git refused: the branch is checked out elsewhere, a bad name…)
@@ -127,27 +128,24 @@ async function addWorktree(
   const tmp = await mkdtemp(join(dirname(target), '.awc-add-'));
   if (runAs) await chown(tmp, runAs.uid, runAs.gid);
   const at = join(tmp, basename(target));
-  let admin: string;
+  let admin: string | undefined;
   try {
     const how = exists ? [at, branch] : ['-b', branch, at, head];
     await userGit(project, ['worktree', 'add', '--no-checkout', '--quiet', ...how], 'E_BRANCH_FAILED', runAs);
     admin = /^gitdir: (.+)$/m.exec(await readFile(join(at, '.git'), 'utf8'))![1]!.trim();
+    // the snapshot's .git (a directory on the mount) goes; the file naming the registration takes its place,
+    // and the registration names it before the private path git made it at goes (it never names a missing path)
+    await writeWorktreeGitFile(target, admin, runAs);
+    await pointWorktreeRegistration(admin, target, runAs);
+    const commit = exists ? (await userGit(target, ['rev-parse', 'HEAD'], 'E_BRANCH_FAILED', runAs)).trim() : head;
+    return { admin, madeBranch: !exists, commit };
+  } catch (err) {
+    if (admin !== undefined) await undoWorktree(project, admin, exists ? null : branch, runAs);
+    throw err;
   } finally {
     await rm(join(at, '.git'), { force: true });
     await rmdir(at).catch(() => undefined);
     await rmdir(tmp).catch(() => undefined);
-  }
-  try {
-    // the snapshot's .git (a directory on the mount) goes; the file naming the registration takes its place
-    await rm(join(target, '.git'), { recursive: true, force: true });
-    await writeFile(join(target, '.git'), `gitdir: ${admin}\n`, { mode: 0o644 });
-    if (runAs) await chown(join(target, '.git'), runAs.uid, runAs.gid);
-    await userGit(project, ['worktree', 'repair', target], 'E_BRANCH_FAILED', runAs);
-    const commit = exists ? (await userGit(target, ['rev-parse', 'HEAD'], 'E_BRANCH_FAILED', runAs)).trim() : head;
-    return { admin, madeBranch: !exists, commit };
-  } catch (err) {
-    await undoWorktree(project, admin, exists ? null : branch, runAs);
-    throw err;
   }
 }
 

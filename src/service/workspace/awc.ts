@@ -25,7 +25,7 @@ import { diffRefs, type DiffOptions, type DiffRefsDeps, type DiffResult } from '
 import { diffRootCounts } from '../capture/tree-stats.js';
 import { ClassCountCache } from '../capture/class-cache.js';
 import { prepareHome } from './private-home.js';
-import { clearRelease } from './idle.js';
+import { clearRelease, relinkReleasedWorktree } from './idle.js';
 import { removeRef, type RemoveResult, type UnmountFlags } from './remove.js';
 import { retryCondemned, type CommitHooks } from '../refs/commit-retry.js';
 import { runGc, type GcOptions, type GcReport } from '../gc/gc.js';
@@ -268,7 +268,8 @@ export class Awc implements AwcApi, DriverContext {
       });
     }
     const mounted = await this.drivers[report.driver].mount(ws, target, pending, opts);
-    // mounted again: no longer released (its labels go, its git worktree is unlocked)
+    // mounted again: no longer released (a hook worktree is linked to its registration again, its labels go, it is unlocked)
+    await relinkReleasedWorktree(ws, target, opts.asUser);
     await clearRelease(ws, (id, patch) => this.setLabels(id, patch));
     return mounted;
   }

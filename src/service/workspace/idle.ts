@@ -6,13 +6,14 @@
  * overlay's writes change: only changed files are there, so the walk is O(changes)), or the
  * time of its mount or last checkpoint when later.
  */
-import { lstat, readdir, readFile, rm } from 'node:fs/promises';
+import { lstat, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { WorkspaceRow } from '../../catalog/port/catalog.js';
 import type { LabelPatch } from '../../catalog/port/labels.js';
 import { parseDuration } from '../../core/duration.js';
 import { mountHolders, type MountHolder } from '../../host/mount/mount-holders.js';
 import { workspaceDirs, type WorkspaceHostState } from '../../drivers/port/workspace-state.js';
+import { pointWorktreeRegistration, writeWorktreeGitFile, type LinkOwner } from '../git/worktree-link.js';
 
 /** Labels of idle release (docs/reference/labels.md). */
 export const IDLE_LABELS = {
@@ -141,6 +142,24 @@ export async function unlockReleased(ws: Pick<WorkspaceRow, 'labels'>): Promise<
     () => true,
     () => false,
   );
+}
+
+/**
+ * Links a released Claude Code hook worktree, mounted again at `path`, back to its git
+ * worktree registration (label `awc.claude.gitdir`): a checkpoint keeps the worktree's `.git`
+ * file out (capture-policy.ts), so the workspace mounted from its release checkpoint shows the
+ * prepared snapshot's `.git` there; it becomes the `gitdir:` file again and the registration
+ * names `path` (git/worktree-link.ts), owned by `owner` (the user it is mounted for). Only a
+ * registration that is one (`<gitdir>/commondir` exists); false when there is none.
+ * @throws what writing the link throws
+ */
+export async function relinkReleasedWorktree(ws: Pick<WorkspaceRow, 'labels'>, path: string, owner?: LinkOwner): Promise<boolean> {
+  const admin = ws.labels[GITDIR_LABEL];
+  if (admin === undefined || ws.labels[IDLE_LABELS.releasedAt] === undefined) return false;
+  if (!(await stat(join(admin, 'commondir')).catch(() => undefined))?.isFile()) return false;
+  await writeWorktreeGitFile(path, admin, owner);
+  await pointWorktreeRegistration(admin, path, owner);
+  return true;
 }
 
 /**

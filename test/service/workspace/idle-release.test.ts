@@ -227,6 +227,10 @@ describe('idle release of a Claude Code hook worktree', () => {
     assert.equal(existsSync(admin), true, 'git worktree prune kept the locked registration');
     awcOk(home, ['mount', ws, path]);
     assert.equal(existsSync(join(admin, 'locked')), false, 'unlocked');
+    // linked to the project's registration again (the release checkpoint keeps the .git file out)
+    assert.equal(readFileSync(join(path, '.git'), 'utf8'), `gitdir: ${admin}\n`);
+    assert.equal(readFileSync(join(admin, 'gitdir'), 'utf8'), `${join(path, '.git')}\n`);
+    assert.ok(git(project, 'worktree', 'list', '--porcelain').includes(`worktree ${path}\n`));
     assert.equal(readFileSync(join(path, 'wip.txt'), 'utf8'), 'uncommitted\n');
     assert.equal(git(path, 'status', '--porcelain'), '?? wip.txt');
   });
