@@ -505,9 +505,9 @@ class DirImporter {
     return true;
   }
 
-  /** The first bytes of regular file `name` of `d` (none when it is no longer one), for a filter's verdict. */
-  private peekAt(d: DirFd, name: string, max: number | undefined): Buffer {
-    const o = d.open(name, undefined);
+  /** The first bytes of regular file `name` of `d` (none when it is no longer one, or no longer the file `st` says), for a filter's verdict. */
+  private peekAt(d: DirFd, name: string, max: number | undefined, st?: BigIntStats): Buffer {
+    const o = d.open(name, st);
     if (o?.type === 'dir') o.dir.close();
     if (o?.type !== 'file') return Buffer.alloc(0);
     try {
@@ -578,16 +578,7 @@ class DirImporter {
     if (!got || !('entry' in got) || got.xattrs === undefined) return undefined;
     const prev = got.entry;
     if (prev.type !== 'file' || BigInt(prev.size) !== st.size || (wantsGit && got.git === undefined)) return undefined;
-    const peek = (max?: number): Buffer => {
-      const o = d.open(name, st);
-      if (o?.type === 'dir') o.dir.close();
-      if (o?.type !== 'file') return Buffer.alloc(0);
-      try {
-        return peekFd(o.fd, max);
-      } finally {
-        closeSync(o.fd);
-      }
-    };
+    const peek = (max?: number): Buffer => this.peekAt(d, name, max, st);
     if (f && f.verdict(name, false, peek) !== 'store') return undefined;
     return Promise.resolve(this.reuseEntry(rel, name, st, prev, got.git, got.xattrs ?? undefined));
   }

@@ -167,8 +167,10 @@ describe('idle release through the CLI (overlay)', () => {
     // the mount starts it again, with the new config
     const { id, dir } = mountNew('by-daemon', ['awc.idle-ttl=4s']);
     assert.equal(mounted(dir), true);
+    // the release unmounts, then records itself in the labels: wait for both
+    const released = () => !mounted(dir) && awcOk(home, ['show', id]).labels['awc.released-at'] !== undefined;
     const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline && mounted(dir)) await sleep(250);
+    while (Date.now() < deadline && !released()) await sleep(250);
     assert.equal(mounted(dir), false, 'the daemon released it');
     assert.ok(awcOk(home, ['show', id]).labels['awc.released-at']);
     writeFileSync(cfg, JSON.stringify(old));
