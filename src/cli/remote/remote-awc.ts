@@ -16,6 +16,9 @@ import { PendingFile } from '../../service/tar/pending-file.js';
 import { checkTarTarget } from '../../service/tar/export-tar.js';
 import { withSourcePath } from '../../service/refs/run-target.js';
 import { restoreKeptSet } from '../../service/kept/kept-files.js';
+import { relinkReleasedWorktree } from '../../service/workspace/idle.js';
+import type { WorkspaceRow } from '../../catalog/port/catalog.js';
+import type { MountOptions, MountResult } from '../../drivers/port/mount-driver.js';
 import type { KeptSetBytes } from '../../daemon/users/user-methods.js';
 import type { AttachResult, DetachResult } from '../../service/attach/attach.js';
 
@@ -51,7 +54,14 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     resolve: rpc('resolve'),
     setLabels: rpc('setLabels'),
     fork: rpc('fork'),
-    mount: rpc('mount'),
+    mount: async (ref: string, dir: string, o?: MountOptions): Promise<MountResult> => {
+      // the row before the mount: its release labels go once mounted
+      const ws = (await client.call(namespace, 'getWorkspace', [ref])) as Pick<WorkspaceRow, 'labels'>;
+      const r = (await rpc('mount')(ref, dir, o)) as MountResult;
+      // as the user: a released hook worktree is linked to its registration again (Awc.mount does it for its own caller)
+      await relinkReleasedWorktree(ws, resolve(dir));
+      return r;
+    },
     unmount: rpc('unmount'),
     checkpoint: rpc('checkpoint'),
     diff: rpc('diff'),

@@ -268,8 +268,9 @@ export class Awc implements AwcApi, DriverContext {
       });
     }
     const mounted = await this.drivers[report.driver].mount(ws, target, pending, opts);
-    // mounted again: no longer released (a hook worktree is linked to its registration again, its labels go, it is unlocked)
-    await relinkReleasedWorktree(ws, target, opts.asUser);
+    // mounted again: no longer released (a hook worktree is linked to its registration again, its labels go, it is unlocked);
+    // a user's mount is linked by the user's own process (remote-awc.ts): root never writes by path into a user's tree
+    if (!opts.asUser) await relinkReleasedWorktree(ws, target);
     await clearRelease(ws, (id, patch) => this.setLabels(id, patch));
     return mounted;
   }

@@ -13,7 +13,7 @@ import type { LabelPatch } from '../../catalog/port/labels.js';
 import { parseDuration } from '../../core/duration.js';
 import { mountHolders, type MountHolder } from '../../host/mount/mount-holders.js';
 import { workspaceDirs, type WorkspaceHostState } from '../../drivers/port/workspace-state.js';
-import { pointWorktreeRegistration, writeWorktreeGitFile, type LinkOwner } from '../git/worktree-link.js';
+import { pointWorktreeRegistration, writeWorktreeGitFile } from '../git/worktree-link.js';
 
 /** Labels of idle release (docs/reference/labels.md). */
 export const IDLE_LABELS = {
@@ -149,16 +149,18 @@ export async function unlockReleased(ws: Pick<WorkspaceRow, 'labels'>): Promise<
  * worktree registration (label `awc.claude.gitdir`): a checkpoint keeps the worktree's `.git`
  * file out (capture-policy.ts), so the workspace mounted from its release checkpoint shows the
  * prepared snapshot's `.git` there; it becomes the `gitdir:` file again and the registration
- * names `path` (git/worktree-link.ts), owned by `owner` (the user it is mounted for). Only a
- * registration that is one (`<gitdir>/commondir` exists); false when there is none.
+ * names `path` (git/worktree-link.ts). Run by the workspace's own user (Awc.mount in process,
+ * or an ordinary user's client after the daemon mounted it): the label and both paths are
+ * theirs, so nothing is written with more rights than theirs. Only a registration that is one
+ * (`<gitdir>/commondir` exists); false when there is none. `ws`: the row as it was before the mount.
  * @throws what writing the link throws
  */
-export async function relinkReleasedWorktree(ws: Pick<WorkspaceRow, 'labels'>, path: string, owner?: LinkOwner): Promise<boolean> {
+export async function relinkReleasedWorktree(ws: Pick<WorkspaceRow, 'labels'>, path: string): Promise<boolean> {
   const admin = ws.labels[GITDIR_LABEL];
   if (admin === undefined || ws.labels[IDLE_LABELS.releasedAt] === undefined) return false;
   if (!(await stat(join(admin, 'commondir')).catch(() => undefined))?.isFile()) return false;
-  await writeWorktreeGitFile(path, admin, owner);
-  await pointWorktreeRegistration(admin, path, owner);
+  await writeWorktreeGitFile(path, admin);
+  await pointWorktreeRegistration(admin, path);
   return true;
 }
 

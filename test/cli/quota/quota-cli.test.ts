@@ -96,8 +96,9 @@ function quotaCases(
       assert.equal(awcOk(home, ['quota', 'set', '--daily-new-bytes', '1.5G'], env).quota.dailyNewBytes, 1.5 * 2 ** 30);
       assert.equal(awcOk(home, ['quota', 'set', '--stored', '10G'], env).quota.storedBytes, 10 * 2 ** 30, 'the older name');
       for (const bad of [['--stored-bytes', '10x'], ['--stored-bytes', '10GB'], ['--workspaces', '1.5'], []]) {
-        const e = errorOf(awc(home, ['quota', 'set', ...bad], env));
-        assert.equal(e.code, 'E_USAGE', bad.join(' '));
+        const r = awc(home, ['quota', 'set', ...bad], env);
+        assert.equal(r.code, 2, bad.join(' '));
+        assert.equal(errorOf(r).code, 'E_USAGE', bad.join(' '));
       }
       assert.deepEqual(awcOk(home, ['quota', 'set', '--stored-bytes', 'none', '--daily-new-bytes', 'none'], env).quota, {
         storedBytes: null,
