@@ -68,7 +68,7 @@ export class DaemonMetrics {
   readonly mountOperations: Counter<'op' | 'driver'>;
   /** Commands handed to a warm CLI worker, by the caller's uid. */
   readonly warmCommands: Counter<'uid'>;
-  /** Shared layer images (src/drivers/overlay/shared-image.ts), label `outcome` (`published` | `mounted` | `fallback`) and `reason` (a fallback's error code, else ''). */
+  /** Shared layer images (src/drivers/overlay/shared-image.ts), label `outcome` (`published` | `mounted` | `built` | `fallback` | `failed`) and `reason` (a fallback's error code, else ''). */
   readonly layerImages: Counter<'outcome' | 'reason'>;
   /** Label `driver`. */
   readonly checkpoints: Counter<'driver'>;
@@ -126,7 +126,7 @@ export class DaemonMetrics {
     this.mountOperations = counter('awc_mount_operations_total', 'Successful mount operations, by operation and driver.', ['op', 'driver']);
     this.layerImages = counter(
       'awc_layer_images_total',
-      'Shared layer images: built and shared here (reason import: by an import), mounted from another host, not usable (fallback: the layer built here), or not built (failed), by outcome and reason.',
+      'Layer images: built and shared here (published; reason import: by an import), mounted from another host (mounted), built here for this host alone (built), not usable (fallback: the layer built here another way), or not shared (failed), by outcome and reason.',
       ['outcome', 'reason'],
     );
     this.warmCommands = counter('awc_warm_cli_commands_total', 'Commands handed to a warm CLI worker, by uid.', ['uid']);

@@ -1,7 +1,8 @@
 /**
  * Mounts a dead host daemon left behind: overlays whose upper directory is under this home's
- * workspaces, and this home's content FUSE mount (disconnected once no process holds its
- * /dev/fuse descriptor). Read from /proc/self/mountinfo only (a stat of a dead or hung FUSE
+ * workspaces, the layer images mounted under its layer directories (an image-backed layer's
+ * `tree`; mounted again when a layer is next used), and this home's content FUSE mount
+ * (disconnected once no process holds its /dev/fuse descriptor). Read from /proc/self/mountinfo only (a stat of a dead or hung FUSE
  * mount could block).
  */
 import { readMountInfo, type MountInfo } from '../../host/mount/mount-table.js';
@@ -9,9 +10,9 @@ import { runCommand } from '../../host/mount/mount-commands.js';
 import { overlayUpper } from './upper-use.js';
 import type { AwcPaths } from '../../config/config.js';
 
-/** A mount left behind: an overlay of a workspace of this home, or the home's content FUSE. */
+/** A mount left behind: an overlay of a workspace of this home, a layer image, or the home's content FUSE. */
 export interface Leftover {
-  kind: 'overlay' | 'content';
+  kind: 'overlay' | 'layer' | 'content';
   /** Mount point. */
   path: string;
   /** Overlays: the upper directory (under `<home>/host/workspaces/`). */
@@ -27,20 +28,23 @@ export interface CleanedMount extends Leftover {
 
 const utf8 = (s: string) => Buffer.from(s, 'latin1').toString('utf8');
 
-/** The mounts of this home in this mount namespace: overlays on its workspaces' uppers, then its content FUSE. */
+/** The mounts of this home in this mount namespace: overlays on its workspaces' uppers, then its layer images, then its content FUSE. */
 export function findLeftovers(paths: AwcPaths, mountinfo: MountInfo[] = readMountInfo()): Leftover[] {
   const overlays: Leftover[] = [];
+  const layers: Leftover[] = [];
   const content: Leftover[] = [];
   const prefix = paths.workspaces + '/';
+  const layerDirs = [paths.layers + '/', paths.userLayers + '/'];
   for (const m of mountinfo) {
     const upper = overlayUpper(m);
     const path = utf8(m.mountPoint);
     if (upper !== undefined && upper.startsWith(prefix)) overlays.push({ kind: 'overlay', path, upper });
+    else if (m.fsType === 'erofs' && layerDirs.some((d) => path.startsWith(d))) layers.push({ kind: 'layer', path });
     else if (m.fsType === 'fuse.awc' && path === paths.content) content.push({ kind: 'content', path });
   }
-  // deepest first, so that a mount inside another one goes first; overlays before the content they read from
+  // deepest first, so that a mount inside another one goes first; overlays before the layers and the content they read from
   overlays.sort((a, b) => b.path.length - a.path.length);
-  return [...overlays, ...content];
+  return [...overlays, ...layers, ...content];
 }
 
 /**

@@ -491,24 +491,26 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
   /**
    * The layer of `root`: an image-backed layer of this host (mounted again if needed), else,
    * when this host has none, the image another host shared (docs/explanation/layer-images.md),
-   * else a layer directory built here, whose image this host then shares in the background.
-   * An ordinary user's layer (owners mapped to the user) is always a directory built here.
+   * else one built here: an image when this host can mount one (SharedLayerImages.buildHere),
+   * else a layer directory; a fleet host then shares its image in the background. An ordinary
+   * user's layer (owners mapped to the user) is built here only, never taken from another host.
    */
   private async loadLayer(ns: string, root: Digest, owner?: MountOwner): Promise<LoadedLayer> {
     const dir = owner ? join(this.paths.userLayers, String(owner.uid)) : this.paths.layers;
-    const images = owner ? undefined : this.images;
+    const images = this.images;
     const reopened = await images?.reopen(root, dir);
     if (reopened) return reopened;
+    const shortNameFree = this.content.shortNameFree;
     if (images && !(await hasLayer(root, dir))) {
-      const fetched = await images.fetch(ns, root, dir);
-      if (fetched) return fetched;
+      const fetched = owner ? undefined : await images.fetch(ns, root, dir);
+      const layer = fetched ?? (await images.buildHere(ns, root, dir, { owner, shortNameFree }));
+      if (layer) {
+        if (!fetched && !owner) images.publishLater(ns, root);
+        return layer;
+      }
     }
-    const layer = await buildLayer(this.content.reader(ns), root, dir, {
-      shortNameFree: this.content.shortNameFree,
-      owner,
-      git: this.content.gitIndex?.(ns),
-    });
-    images?.publishLater(ns, root);
+    const layer = await buildLayer(this.content.reader(ns), root, dir, { shortNameFree, owner, git: this.content.gitIndex?.(ns) });
+    if (!owner) images?.publishLater(ns, root);
     return layer;
   }
 }

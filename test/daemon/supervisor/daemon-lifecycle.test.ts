@@ -20,6 +20,8 @@ import { cliSocketOf } from '../../../src/daemon/warm/warm-protocol.js';
 const skip = detectDriver('auto').driver === 'overlay' ? false : 'overlay is not possible on this host';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The order in which daemon stop cleans what a dead daemon left: overlays, then the layer images they read, then the content mount. */
+const order = (kind: string) => ['overlay', 'layer', 'content'].indexOf(kind);
 
 /** `awc --json …` with a 60 s bound; throws with stderr unless it exits 0. */
 function ok(home: string, args: string[]): any {
@@ -443,6 +445,13 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     assert.deepEqual(byPath.get(mntA), { kind: 'overlay', path: mntA, upper: upperOf(a), lazy: false });
     assert.deepEqual(byPath.get(mntB), { kind: 'overlay', path: mntB, upper: upperOf(b), lazy: true });
     assert.equal((byPath.get(content) as { kind: string } | undefined)?.kind, 'content');
+    // the layer images go after the overlays that read them, before the content mount
+    const kinds = stop.cleaned.map((c: { kind: string }) => c.kind);
+    assert.deepEqual(
+      kinds,
+      [...kinds].sort((x: string, y: string) => order(x) - order(y)),
+      JSON.stringify(kinds),
+    );
     assert.ok(!isMounted(mntA) && !isMounted(mntB) && !isMounted(content));
     assert.equal(ok(home, ['show', a]).mountState, 'unmounted');
     // B's old mount lives on in the shell: no new mount until it exits
@@ -454,7 +463,16 @@ describe('workspace mounts across daemon deaths (overlay driver)', { skip, timeo
     await killAll();
     const doc = ok(home, ['doctor']);
     assert.equal(doc.daemon.running, false);
-    assert.deepEqual(doc.cleaned.map((c: { path: string }) => c.path).sort(), [content, mntA].sort());
+    const layerMounts = doc.cleaned.filter((c: { kind: string }) => c.kind === 'layer').map((c: { path: string }) => c.path);
+    assert.ok(
+      layerMounts.every((p: string) => p.startsWith(join(home, 'host', 'layers') + '/') && p.endsWith('/tree')),
+      JSON.stringify(layerMounts),
+    );
+    assert.deepEqual(doc.cleaned.map((c: { path: string }) => c.path).sort(), [content, mntA, ...layerMounts].sort());
+    assert.ok(
+      layerMounts.every((p: string) => !isMounted(p)),
+      'the layer images are unmounted too',
+    );
     assert.ok(!isMounted(mntA) && !isMounted(content));
     assert.deepEqual(ok(home, ['doctor']).cleaned, []);
     assert.deepEqual(ok(home, ['daemon', 'stop']).cleaned, []);

@@ -121,8 +121,8 @@ describe('layer images shared between hosts', { skip }, () => {
     makeSource(src);
     mkdirSync(join(work, 'src2', 'x'), { recursive: true });
     writeFileSync(join(work, 'src2', 'x', 'y.txt'), 'another snapshot\n');
-    // A and D share (on any catalog); B and C use what is shared and share nothing (auto, on SQLite)
-    const hosts = imageHosts(work, ['a', 'b', 'c', 'd'], 'd', (h) => (h === 'a' || h === 'd' ? 'on' : 'auto'));
+    // A and D share (on any catalog); B and C use what is shared and share nothing (auto, on SQLite); E uses no images (off)
+    const hosts = imageHosts(work, ['a', 'b', 'c', 'd', 'e'], 'd', (h) => (h === 'a' || h === 'd' ? 'on' : h === 'e' ? 'off' : 'auto'));
     Object.assign(homes, hosts.homes);
     Object.assign(env, hosts.env);
   });
@@ -131,7 +131,7 @@ describe('layer images shared between hosts', { skip }, () => {
     if (work) await removeTempDir(work);
   });
 
-  type Host = 'a' | 'b' | 'c' | 'd';
+  type Host = 'a' | 'b' | 'c' | 'd' | 'e';
   const home = (h: Host): string => homes[h]!;
   const run = (h: Host, args: string[]): any => awcOk(home(h), args, env[h]);
   const metrics = (h: Host): Record<string, unknown> => run(h, ['metrics']).metrics as Record<string, unknown>;
@@ -185,12 +185,13 @@ describe('layer images shared between hosts', { skip }, () => {
     assert.equal(imageKeys().length, 2);
   });
 
-  it('a host that builds the layer of a snapshot without an image shares one in the background', async () => {
+  it('a host that builds the layer of a snapshot without an image builds it as an image and shares one in the background', async () => {
     const ws = run('a', ['fork', 'other', '--name', 'wa2']).workspaces[0].id;
     const mnt = join(work, 'mnt-a2');
     run('a', ['mount', ws, mnt]);
     const other = digestHex(run('a', ['snapshot', 'ls']).snapshots.find((s: { name: string }) => s.name === 'other').root);
-    assert.equal(fsTypeAt(join(home('a'), 'host', 'layers', other, 'tree')), undefined, 'host A built a layer directory');
+    assert.equal(fsTypeAt(join(home('a'), 'host', 'layers', other, 'tree')), 'erofs', 'host A built the layer as an image');
+    assert.equal(metricSum(metrics('a'), 'awc_layer_images_total', { outcome: 'built' }), 1);
     await waitFor('the image was shared', () => metricSum(metrics('a'), 'awc_layer_images_total', { outcome: 'published' }) === 1);
     assert.equal(imageKeys().length, 4);
   });
@@ -230,8 +231,11 @@ describe('layer images shared between hosts', { skip }, () => {
 
     // as after a reboot: the workspace and the image unmounted, the layer directory left
     run('b', ['unmount', ws]);
-    run('b', ['daemon', 'stop']);
-    assert.equal(spawnSync('umount', [join(base, 'tree')]).status, 0);
+    const stopped = run('b', ['daemon', 'stop']);
+    assert.ok(
+      stopped.cleaned.some((c: { kind: string; path: string }) => c.kind === 'layer' && c.path === join(base, 'tree')),
+      `daemon stop unmounts the layer image: ${JSON.stringify(stopped.cleaned)}`,
+    );
     assert.equal(fsTypeAt(join(base, 'tree')), undefined);
     run('b', ['mount', ws, mnt]);
     assert.equal(fsTypeAt(join(base, 'tree')), 'erofs', 'the image is mounted again');
@@ -249,7 +253,7 @@ describe('layer images shared between hosts', { skip }, () => {
     assert.deepEqual(readTreeInfo(out), readTreeInfo(mnt), "host A exports host B's checkpoint as B's workspace shows it");
   });
 
-  it('host C, whose copy of the image is corrupt, builds the layer itself, counts the fallback, and reads exactly as over the image', () => {
+  it('host C, whose copy of the image is corrupt, builds the layer itself, counts the fallback, and reads exactly as over the image and over a layer directory', () => {
     // the base image: one byte flipped in place
     const image = join(work, 'shared', 'objects', imageObjectKey(baseImage!.digest as any));
     const bytes = readFileSync(image);
@@ -260,18 +264,27 @@ describe('layer images shared between hosts', { skip }, () => {
     const mnt = join(work, 'mnt-c');
     run('c', ['mount', ws, mnt]);
     const base = join(home('c'), 'host', 'layers', layerHex);
-    assert.equal(fsTypeAt(join(base, 'tree')), undefined, 'a layer directory, built here');
-    assert.equal(existsSync(join(base, 'image.json')), false);
+    assert.equal(fsTypeAt(join(base, 'tree')), 'erofs', 'an image, built here');
     assert.equal(metricSum(metrics('c'), 'awc_layer_images_total', { outcome: 'fallback', reason: 'E_INTEGRITY' }), 1);
+    assert.equal(metricSum(metrics('c'), 'awc_layer_images_total', { outcome: 'built' }), 1);
     assert.deepEqual(readTreeInfo(mnt), readTreeInfo(src), 'the workspace shows the source all the same');
 
-    // a fresh workspace of the same snapshot over host B's image reads exactly as this one over C's layer directory
+    // a host that uses no images (E, layerImages off) builds a layer directory
+    const we = run('e', ['fork', 'base', '--name', 'we']).workspaces[0].id;
+    const overDir = join(work, 'mnt-e');
+    run('e', ['mount', we, overDir]);
+    const eBase = join(home('e'), 'host', 'layers', layerHex);
+    assert.equal(fsTypeAt(join(eBase, 'tree')), undefined, 'a layer directory, built on E');
+    assert.equal(existsSync(join(eBase, 'image.json')), false);
+
+    // a fresh workspace of the same snapshot over host B's image reads exactly as this one over C's image built here, and E's over its layer directory
     const wb2 = run('b', ['fork', 'base', '--name', 'wb2']).workspaces[0].id;
     const overImage = join(work, 'mnt-b2');
     run('b', ['mount', wb2, overImage]);
     assert.equal(fsTypeAt(join(home('b'), 'host', 'layers', layerHex, 'tree')), 'erofs');
     const a = describeTree(overImage);
     const c = describeTree(mnt);
+    const e = describeTree(overDir);
     assert.ok(
       a.some((l) => l.startsWith('src/f7.txt') && l.includes('user.awc.note=0x')),
       `xattrs are compared: ${a.join('\n')}`,
@@ -280,9 +293,12 @@ describe('layer images shared between hosts', { skip }, () => {
       a.some((l) => l.startsWith('sparse.bin') && l.includes('1048576')),
       'sparse extents are compared',
     );
-    assert.deepEqual(a, c, 'metadata, xattrs, sizes and sparse extents over the image equal those over a layer built here');
+    assert.deepEqual(a, c, 'metadata, xattrs, sizes and sparse extents over the shared image equal those over an image built here');
+    assert.deepEqual(a, e, 'and those over a layer directory');
     assert.deepEqual(readTreeInfo(overImage), readTreeInfo(mnt), 'and the contents');
+    assert.deepEqual(readTreeInfo(overDir), readTreeInfo(mnt), 'as over the layer directory');
     run('b', ['unmount', wb2]);
+    run('e', ['unmount', we]);
   });
 
   it('gc removes the records and objects once no snapshot has their root, and not before', () => {
@@ -297,6 +313,7 @@ describe('layer images shared between hosts', { skip }, () => {
       ['b', 'wb2'],
       ['c', 'wc'],
       ['c', 'wc-cp'],
+      ['e', 'we'],
     ] as const)
       run(h, ['rm', w, '--force']);
     for (const s of run('a', ['snapshot', 'ls']).snapshots as { id: string }[]) run('a', ['rm', s.id, '--force']);

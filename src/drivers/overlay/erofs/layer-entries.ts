@@ -46,7 +46,16 @@ interface Ctx {
   gitIndex?: { entry: ErofsEntry; own: [string, Buffer][] };
   /** What buildLayer's meta.json would say: counts, contents, hardlink groups (for the content index). */
   meta: ContentIndexSource;
+  /** Entries listed since the walk last let the event loop run (see {@link YIELD_EVERY}). */
+  sinceYield: number;
 }
+
+/**
+ * Entries the walk lists before it lets the event loop run: tree reads served from memory
+ * resolve without one, and in the host daemon the same loop serves the content FUSE server's
+ * requests, which other workspaces' cold reads wait on (as buildLayer's YIELD_EVERY).
+ */
+const YIELD_EVERY = 1024;
 
 /** The entries of a layer and what its content index is made from. */
 export interface LayerImageSource {
@@ -79,6 +88,7 @@ export async function layerImageSource(src: TreeSource, root: Digest, opts: Laye
     out: [],
     paths: git ? new Map() : undefined,
     meta: { root, files: 0, dirs: 0, contents: {}, hardlinks: {} },
+    sinceYield: 0,
   });
   let c = ctx(false);
   let r: LayerImageSource;
@@ -167,6 +177,10 @@ async function walk(src: TreeSource, tree: Digest, rel: string, ctx: Ctx): Promi
     const relPath = rel === '' ? e.name : `${rel}/${e.name}`;
     const path = hasEscape(relPath) ? nameToBytes(relPath) : relPath;
     if (ctx.paths && e.type !== 'dir') ctx.paths.set(relPath, e);
+    if (++ctx.sinceYield >= YIELD_EVERY) {
+      ctx.sinceYield = 0;
+      await new Promise((r) => setImmediate(r));
+    }
     switch (e.type) {
       case 'dir':
         ctx.out.push({ path, type: 'dir', ...attrs(e, ctx) });
