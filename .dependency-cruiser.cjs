@@ -1,7 +1,7 @@
 // The layering rule (test/repo/lint.test.ts runs it): a folder of src/ may import only folders below it.
-//   core → config → store → catalog, host → drivers → service → daemon → cli
+//   core → config → store → catalog, host → drivers → service → daemon → cli → docs
 // catalog and host are siblings and do not import each other. Tests and benchmarks may import anything.
-const layers = [['core'], ['config'], ['store'], ['catalog', 'host'], ['drivers'], ['service'], ['daemon'], ['cli']];
+const layers = [['core'], ['config'], ['store'], ['catalog', 'host'], ['drivers'], ['service'], ['daemon'], ['cli'], ['docs']];
 
 const forbidden = [];
 layers.forEach((group, rank) => {
