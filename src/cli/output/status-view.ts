@@ -78,11 +78,12 @@ function ownerCell(w: WorkspaceStatus): string {
   return parts.length === 0 ? '-' : parts.join(', ');
 }
 
-/** `here, 45s left` / `host-b (live)` / `LOST` / `-`. */
+/** `here, 45s left` / `host-b (live, 20s left)` / `host-b (expired)` / `LOST` / `free` / `-` (never leased). */
 function leaseCell(w: WorkspaceStatus, nowMs: number): string {
   const l = w.lease;
   if (l.state === 'none') return '-';
-  const left = l.expiresAt === null ? '' : `, ${age(Date.parse(l.expiresAt) - nowMs)} left`;
+  const ms = l.expiresAt === null ? 0 : Date.parse(l.expiresAt) - nowMs;
+  const left = ms > 0 ? `, ${age(ms)} left` : '';
   if (l.here === 'held') return `here${left}`;
   if (l.here === 'lost') return 'LOST';
   if (l.here === 'elsewhere') return `${l.holder ?? '?'} (${l.state}${left})`;

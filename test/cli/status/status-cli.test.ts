@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { detectDriver } from '../../../src/drivers/detect/detect-driver.js';
 import { awc, awcOk, cleanupMounts, CLI, errorOf } from '../../helpers/cli.js';
 import { tmuxPane, tmuxSkip } from '../../helpers/tmux.js';
+import { mcpSession } from '../../helpers/mcp-client.js';
 
 const overlaySkip = process.getuid?.() === 0 && detectDriver('auto').driver === 'overlay' ? false : 'needs root and overlay';
 
@@ -174,4 +175,21 @@ describe('awc status (issue 29)', { skip: overlaySkip }, () => {
       }
     },
   );
+
+  test('a workspace an MCP server forked: its scope is its owner, as `mcp:<scope>` in the text', async () => {
+    const m = await mcpSession(home, 'agent-x', {}, undefined, { args: ['--root', work, '--snapshot', 'base'] });
+    let id: string;
+    try {
+      id = (await m.ok('workspace_fork', { snapshot: 'base', name: 'from-mcp' })).workspaces[0].id;
+    } finally {
+      await m.close();
+    }
+    const w = row(awcOk(home, ['status']), 'from-mcp');
+    assert.equal(w.id, id);
+    assert.deepEqual(w.owner, { uid: null, user: null, scopes: ['agent-x'], session: null, tool: 'mcp' });
+    assert.equal(w.state, 'unmounted');
+    assert.deepEqual([w.upperBytes, w.idleMs, w.lastCheckpoint], [null, null, null]);
+    const text = awc(home, ['status'], {}, { json: false }).stdout;
+    assert.match(text, new RegExp(`^${id}\\s+from-mcp\\s+unmounted\\s+mcp:agent-x\\s+-\\s`, 'm'));
+  });
 });
