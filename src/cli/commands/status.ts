@@ -1,6 +1,7 @@
 import { AwcError } from '../../core/errors.js';
 import type { AwcConfig } from '../../config/config.js';
 import type { HostStatusOptions, HostStatusReport } from '../../service/workspace/host-status.js';
+import type { FleetStatusReport } from '../../service/workspace/fleet-status.js';
 import type { OpenedAwc } from '../remote/through-daemon.js';
 import type { CliCommand } from './command.js';
 
@@ -12,7 +13,9 @@ const DEFAULT_WATCH_SECONDS = 2;
  * bytes, lease, last checkpoint) and its read path (src/service/workspace/host-status.ts; JSON:
  * HostStatusReport). An ordinary user's CLI asks the root daemon, which answers with their
  * workspaces only. `--watch` refreshes it in place on a terminal (E_USAGE when stdout is not
- * one, or with --json); q or Ctrl-C quits.
+ * one, or with --json); q or Ctrl-C quits. `--fleet`: the namespace across hosts from the
+ * catalog (src/service/workspace/fleet-status.ts; JSON: FleetStatusReport), for root or the
+ * home's owner (E_USAGE through the daemon).
  */
 export const command: CliCommand = {
   register(program, ctx) {
@@ -20,19 +23,25 @@ export const command: CliCommand = {
       .command('status')
       .description("this host's workspaces (owner, mount, age, idle, upper bytes, lease, last checkpoint) and its read path")
       .option('--watch [seconds]', `refresh in place on a terminal every SECONDS (default ${DEFAULT_WATCH_SECONDS}); q or Ctrl-C quits`)
-      .action((opts: { watch?: string | true }) =>
+      .option('--fleet', 'every host of the namespace, from the catalog: their sessions, and the workspaces with their host and lease')
+      .action((opts: { watch?: string | true; fleet?: boolean }) =>
         ctx.withAwc(async (awc, o) => {
-          const { formatHostStatus } = await import('../output/status-view.js');
-          if (opts.watch === undefined) {
+          const { formatHostStatus, formatFleetStatus } = await import('../output/status-view.js');
+          const once = async (): Promise<[unknown, () => string]> => {
+            if (opts.fleet) {
+              const f = await fleetOf(awc);
+              return [f, () => formatFleetStatus(f)];
+            }
             const r = await statusOf(awc);
-            o.result(r, () => formatHostStatus(r, Date.now()));
-            return;
-          }
+            return [r, () => formatHostStatus(r, Date.now())];
+          };
+          if (opts.watch === undefined) return void o.result(...(await once()));
           const seconds = watchSeconds(opts.watch);
           if (o.json)
             throw new AwcError('E_USAGE', '--watch draws on a terminal; --json prints one document', { hint: 'Use one of them.' });
           const { watchScreen } = await import('../output/watch-screen.js');
-          await watchScreen('awc status', seconds * 1000, async () => formatHostStatus(await statusOf(awc), Date.now()));
+          const title = opts.fleet ? 'awc status --fleet' : 'awc status';
+          await watchScreen(title, seconds * 1000, async () => (await once())[1]());
         }),
       );
   },
@@ -45,6 +54,13 @@ function watchSeconds(v: string | true): number {
   if (!/^\d+(\.\d+)?$/.test(v) || n < 0.5 || n > 3600)
     throw new AwcError('E_USAGE', `--watch takes seconds from 0.5 to 3600, got ${JSON.stringify(v)}`);
   return n;
+}
+
+/** The fleet report, from the catalog of the home. @throws E_USAGE through the root daemon (the catalog is the home's) */
+async function fleetOf(awc: OpenedAwc): Promise<FleetStatusReport> {
+  const { inProcess } = await import('../remote/through-daemon.js');
+  const { computeFleetStatus } = await import('../../service/workspace/fleet-status.js');
+  return computeFleetStatus(inProcess(awc, 'the catalog across hosts'));
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { HostSection, HostStatusReport, WorkspaceStatus } from '../../service/workspace/host-status.js';
+import type { FleetStatusReport } from '../../service/workspace/fleet-status.js';
 import { formatBytes } from '../../core/format-bytes.js';
 import { textTable } from '../../core/text-table.js';
 import { age } from './workspace-table.js';
@@ -88,4 +89,47 @@ function leaseCell(w: WorkspaceStatus, nowMs: number): string {
   if (l.here === 'lost') return 'LOST';
   if (l.here === 'elsewhere') return `${l.holder ?? '?'} (${l.state}${left})`;
   return 'free';
+}
+
+/**
+ * `awc status --fleet` for people: one line (namespace, the host that asked), the hosts as a
+ * table (HOST, SESSION, HEARTBEAT, PID, VERSION, MOUNTED), then the workspaces (ID, NAME, STATE,
+ * HOST, PATH, AGE, LEASE, CHECKPOINT) or `No workspaces.`. Times count from the report's `at`
+ * (the catalog's clock).
+ */
+export function formatFleetStatus(r: FleetStatusReport): string {
+  const nowMs = Date.parse(r.at);
+  const ago = (t: string | null) => (t === null ? '-' : `${age(nowMs - Date.parse(t))} ago`);
+  const hosts = textTable(
+    ['HOST', 'SESSION', 'HEARTBEAT', 'PID', 'VERSION', 'MOUNTED'],
+    r.hosts.map((h) => [
+      h.id === r.host ? `${h.id} (this host)` : h.id,
+      !h.registered ? 'never registered' : h.live ? 'live' : 'expired',
+      ago(h.heartbeatAt),
+      h.pid === null ? '-' : String(h.pid),
+      h.daemonVersion ?? '-',
+      String(h.mounted),
+    ]),
+    [false, false, true, true, false, true],
+  );
+  const lines = [`fleet · namespace ${r.namespace} · seen from ${r.host} · ${r.hosts.length} host(s)`, '', hosts, ''];
+  if (r.workspaces.length === 0) lines.push('No workspaces.');
+  else
+    lines.push(
+      textTable(
+        ['ID', 'NAME', 'STATE', 'HOST', 'PATH', 'AGE', 'LEASE', 'CHECKPOINT'],
+        r.workspaces.map((w) => [
+          w.id,
+          w.name ?? '-',
+          w.state === 'mounted' ? `mounted (${w.mountDriver ?? '?'})` : w.state,
+          w.mountHost ?? '-',
+          w.mountPath ?? '-',
+          age(w.ageMs),
+          w.lease.state === 'none' ? '-' : `${w.lease.holder ?? '-'} (${w.lease.state})`,
+          w.lastCheckpoint === null ? '-' : ago(w.lastCheckpoint.at),
+        ]),
+        [false, false, false, false, false, true],
+      ),
+    );
+  return lines.join('\n');
 }

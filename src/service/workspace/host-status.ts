@@ -180,7 +180,6 @@ async function statusOf(
   head: SnapshotRow | undefined,
   nowMs: number,
 ): Promise<WorkspaceStatus> {
-  const released = w.mountState !== 'mounted' && w.labels['awc.released-at'] !== undefined;
   const here = state !== undefined;
   const activity = here ? await lastActivityMs(w, state, awc.paths.workspaces) : undefined;
   const dirs = workspaceDirs(awc.paths.workspaces, w.id);
@@ -188,19 +187,33 @@ async function statusOf(
   const measure = (root: string, skip?: string) =>
     allocatedBytesOf(root, { oneFileSystem: true, skipRel: skip === undefined ? undefined : relative(root, skip) }).catch(() => 0);
   return {
+    ...rowBasics(w, head, nowMs),
+    owner,
+    lastActivityAt: activity === undefined ? null : new Date(activity).toISOString(),
+    idleMs: activity === undefined ? null : Math.max(0, nowMs - activity),
+    upperBytes: here ? await measure(dirs.dir, dirs.tree) : null,
+    copyBytes: here ? (tree ? await measure(tree) : 0) : null,
+  };
+}
+
+/** What the catalog alone says of a workspace (`awc status` and `awc status --fleet`). */
+export type WorkspaceBasics = Pick<
+  WorkspaceStatus,
+  'id' | 'name' | 'state' | 'mountDriver' | 'mountPath' | 'mountHost' | 'createdAt' | 'ageMs' | 'lease' | 'lastCheckpoint'
+>;
+
+/** The catalog's part of a workspace's status: its row, its lease, its head (`head`: the head's row when known). */
+export function rowBasics(w: WorkspaceRow & { lease: LeaseView }, head: SnapshotRow | undefined, nowMs: number): WorkspaceBasics {
+  const released = w.mountState !== 'mounted' && w.labels['awc.released-at'] !== undefined;
+  return {
     id: w.id,
     name: w.name,
     state: w.mountState === 'mounted' ? 'mounted' : released ? 'released' : 'unmounted',
     mountDriver: w.mountDriver,
     mountPath: w.mountPath,
     mountHost: w.mountHost,
-    owner,
     createdAt: w.createdAt,
     ageMs: Math.max(0, nowMs - Date.parse(w.createdAt)),
-    lastActivityAt: activity === undefined ? null : new Date(activity).toISOString(),
-    idleMs: activity === undefined ? null : Math.max(0, nowMs - activity),
-    upperBytes: here ? await measure(dirs.dir, dirs.tree) : null,
-    copyBytes: here ? (tree ? await measure(tree) : 0) : null,
     lease: { state: w.lease.state, here: w.lease.here, holder: w.lease.holder, expiresAt: w.lease.expiresAt },
     lastCheckpoint: w.headSnapshotId !== w.baseSnapshotId ? { snapshot: w.headSnapshotId, at: head?.createdAt ?? w.updatedAt } : null,
   };

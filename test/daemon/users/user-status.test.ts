@@ -59,6 +59,11 @@ describe('awc status for an ordinary user (issue 29)', { skip: usersAndOverlaySk
     const idle = s.workspaces.find((w: { name: string }) => w.name === 'w-idle');
     assert.deepEqual([idle.state, idle.upperBytes, idle.idleMs, idle.owner.uid], ['unmounted', null, null, null]);
     assert.deepEqual(names(d.ok(bob, ['status'])), ['w-bob', 'w-idle']);
+    // the fleet view reads the home's catalog itself: not through the daemon
+    const fleet = d.as(alice, ['status', '--fleet']);
+    assert.equal(fleet.status, 2, fleet.stderr);
+    assert.equal(fleet.err?.code, 'E_USAGE');
+    assert.match(fleet.err!.message, /the catalog across hosts/);
   });
 
   test('the text says how many were left out', () => {
