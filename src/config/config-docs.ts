@@ -133,7 +133,7 @@ export const CONFIG_DOCS = {
     type: 'string',
     default: '`auto`',
     meaning:
-      "`auto`, `on` or `off`. Whether snapshots' layers are shared as EROFS images through the object store, so that hosts mount the image instead of building the layer (Linux 6.12 or later; [layer images](../explanation/layer-images.md)): an import builds, uploads and records its image before it returns (reported as `image` in its result), the host daemon shares a checkpoint's in the background, and a layer it builds that has none. `auto` shares when the catalog is PostgreSQL (a fleet); a host uses an image another host shared unless this is `off`.",
+      "`auto`, `on` or `off`. Whether snapshots' layers are shared as EROFS images through the object store, so that hosts mount the image instead of building the layer (Linux 6.12 or later; [layer images](../explanation/layer-images.md)): an import builds, uploads and records its image before it returns (reported as `image` in its result), the host daemon shares a checkpoint's in the background, and a layer it builds that has none. `auto` shares when the catalog is PostgreSQL (a fleet); a host uses an image another host shared unless this is `off`. Unless `off`, a host that can mount images also builds its own layers as images, on one host too ([built here](../explanation/layer-images.md#built-here)); `off` builds layer directories.",
   },
   objectCache: {
     type: 'string',

@@ -3,6 +3,7 @@ import { packageVersion } from '../output/package-version.js';
 import { cliContext, type CliCommand, type CliContext } from '../commands/command.js';
 import { command as snapshot } from '../commands/snapshot.js';
 import { command as ls } from '../commands/ls.js';
+import { command as status } from '../commands/status.js';
 import { command as show } from '../commands/show.js';
 import { command as fork } from '../commands/fork.js';
 import { command as mount } from '../commands/mount.js';
@@ -36,6 +37,7 @@ import { command as completion } from '../commands/completion.js';
 const COMMANDS: readonly CliCommand[] = [
   snapshot,
   ls,
+  status,
   show,
   fork,
   mount,

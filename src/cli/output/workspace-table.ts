@@ -65,8 +65,8 @@ function leaseCell(l: LeaseView): string {
   return 'free';
 }
 
-/** A duration (ms) as its largest unit: `45s`, `12m`, `5h`, `3d`. */
-function age(ms: number): string {
+/** A duration (ms) as its largest unit: `45s`, `12m`, `5h`, `3d` (under 2 of the next unit stays in the smaller one). */
+export function age(ms: number): string {
   const s = Math.max(0, Math.floor(ms / 1000));
   if (s < 120) return `${s}s`;
   if (s < 7200) return `${Math.floor(s / 60)}m`;

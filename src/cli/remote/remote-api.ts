@@ -3,6 +3,7 @@ import type { ImportResult } from '../../service/workspace/awc.js';
 import type { ApiImportOptions, AwcApi } from '../../service/workspace/awc-api.js';
 import type { KeptFiles } from '../../service/kept/kept-commands.js';
 import type { UsageReport } from '../../service/workspace/usage.js';
+import type { HostStatusReport } from '../../service/workspace/host-status.js';
 import type { AttachResult, DetachResult } from '../../service/attach/attach.js';
 
 /**
@@ -17,6 +18,8 @@ export interface RemoteAwc extends AwcApi {
   detach(dir: string, opts?: { force?: boolean }): Promise<DetachResult>;
   /** The usage report of the namespace, made by the daemon (src/daemon/users/user-methods.ts). */
   usage(): Promise<UsageReport>;
+  /** `awc status` of this host for this user, made by the daemon: only their workspaces (src/daemon/users/user-methods.ts). */
+  status(): Promise<HostStatusReport>;
   /** The kept sets of workspaces this user mounted; restore writes them as the user. */
   kept: { [K in keyof KeptFiles]: (...a: Parameters<KeptFiles[K]>) => Promise<ReturnType<KeptFiles[K]>> };
   importSnapshot(source: string, opts?: RemoteImportOptions): Promise<ImportResult>;

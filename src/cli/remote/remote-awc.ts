@@ -69,6 +69,7 @@ export function remoteAwc(socket: string, namespace: string): RemoteAwc {
     doctor: rpc('doctor'),
     leases: { list: rpc('leases.list'), show: rpc('leases.show') },
     usage: rpc('usage'),
+    status: rpc('status'),
     kept: {
       ls: rpc('kept.ls'),
       rm: rpc('kept.rm'),

@@ -24,6 +24,14 @@ import {
  */
 const OWN_PROCESS = new Set(['daemon', 'mcp', 'demo', 'run']);
 
+/**
+ * `awc status --watch` also runs in its own process: it puts the caller's terminal in raw mode
+ * (q and Ctrl-C quit) and redraws it until stopped, which a worker's relayed stdio cannot do.
+ */
+function watches(argv: readonly string[], words: { command?: string; index?: number }): boolean {
+  return words.command === 'status' && argv.slice((words.index ?? 0) + 1).some((a) => a === '--watch' || a.startsWith('--watch='));
+}
+
 /** OWN_PROCESS less `run`: a worker may resolve a run (`--print-target`) that this process then starts. */
 const RUN_ALLOWED = new Set([...OWN_PROCESS].filter((c) => c !== 'run'));
 
@@ -71,7 +79,8 @@ function configuredSocket(home: string): string | undefined {
  */
 export function warmSockets(argv: readonly string[], env: NodeJS.ProcessEnv, uid = process.getuid?.(), own = OWN_PROCESS): string[] {
   const words = commandOf(argv);
-  if (env.AWC_NO_WARM === '1' || uid === undefined || !words || (words.command && own.has(words.command))) return [];
+  if (env.AWC_NO_WARM === '1' || uid === undefined || !words || (words.command && own.has(words.command)) || watches(argv, words))
+    return [];
   const explicit = words.home ?? (env.AWC_HOME || undefined);
   const envSocket = env.AWC_SOCKET || undefined;
   if (uid === 0) {

@@ -341,6 +341,7 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
         store: this.store,
         overlays: () => this.overlayHost(),
         metrics: this.metrics,
+        startedAt: this.startedAt,
       });
       this.userSockets = new UserSockets(this.paths.userSockets, (u, req, res) => void rpc.handle(u, req, res), this.config, this.log);
     }

@@ -5,6 +5,7 @@ import type { Awc } from '../../service/workspace/awc.js';
 import { listKept, oneSet, readKeptFile, removeKept, type KeptSet } from '../../service/kept/kept-files.js';
 import type { RemoteMethod } from '../../service/workspace/remote-methods.js';
 import { computeUsage } from '../../service/workspace/usage.js';
+import { computeHostStatus, type DaemonFigures } from '../../service/workspace/host-status.js';
 import type { AllowedUser } from './user-access.js';
 import type { UserContent } from './user-content.js';
 import { ownsLiveState } from './mounter-rule.js';
@@ -28,6 +29,8 @@ export interface CallContext {
   content: UserContent;
   /** The mounter rule (src/daemon/users/mounter-rule.ts checkMounter) for this caller. @throws E_PERMISSION, E_NOT_FOUND */
   mounter(ref: string): Promise<void>;
+  /** What `awc status` says of the daemon: that it runs, its pid and start. */
+  daemon(): DaemonFigures;
 }
 
 /** One method of `POST /v1/call`: the shape of its arguments (a tuple) and what answers it. */
@@ -68,6 +71,10 @@ const mine = (c: CallContext) => (s: KeptSet) => s.owner?.uid === c.user.uid;
  *   catalog's (the caller's copies are never trusted)
  * - `usage()` → the UsageReport of the namespace, the state on this host of workspaces the
  *   caller did not mount withheld (`withheld: true`)
+ * - `status()` → the HostStatusReport of `awc status` (src/service/workspace/host-status.ts):
+ *   only the workspaces whose live state on this host is the caller's or nobody's (the others
+ *   counted in `hidden`); without the read path's figures (`figures: null`: they count every
+ *   user's reads, as the administrative `awc metrics` does)
  * - `kept.ls(ref?)` → `{sets}`: only the sets of workspaces this user mounted; `kept.rm(ref)`
  *   → `{id, files}`: one of those, deleted; `kept.read(ref)` → {@link KeptSetBytes}: one of
  *   those with its bytes, which the user's CLI writes as the user (E_USAGE over 64 MiB)
@@ -137,6 +144,7 @@ export const USER_METHODS: Readonly<Record<RemoteMethod, UserMethod>> = {
     return c.awc.setLabels(r, patch);
   }),
   usage: method(z.tuple([]), (c) => computeUsage(c.awc, { measures: (state) => ownsLiveState(c.user, state) })),
+  status: method(z.tuple([]), (c) => computeHostStatus(c.awc, { daemon: c.daemon(), forUid: c.user.uid, through: 'daemon' })),
   'kept.ls': method(z.tuple([Name.optional()]), (c, [r]) => ({ sets: listKept(c.paths, r).filter(mine(c)) })),
   'kept.rm': method(ref, (c, [r]) => removeKept(c.paths, r, mine(c))),
   'kept.read': method(ref, (c, [r]) => {

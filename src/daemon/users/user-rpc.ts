@@ -30,6 +30,8 @@ export interface UserRpcDeps {
   store: ObjectStore;
   overlays: () => OverlayHost;
   metrics: DaemonMetrics;
+  /** When the daemon started (ISO 8601): `awc status` shows it. */
+  startedAt: string;
 }
 
 /** What an endpoint's handler gets: the caller, the request, the response, and its body as its shape parsed it. */
@@ -126,8 +128,16 @@ export class UserRpc {
   /** What a method of the call table gets for `user` in namespace `ns` (checked against their rules). */
   private context(user: AllowedUser, ns: string): CallContext {
     const awc = this.awcFor(user, ns);
-    const { paths } = this.deps;
-    return { user, awc, paths, content: this.content, mounter: (ref) => checkMounter(user, awc, paths.workspaces, ref) };
+    const { paths, startedAt } = this.deps;
+    return {
+      user,
+      awc,
+      paths,
+      content: this.content,
+      mounter: (ref) => checkMounter(user, awc, paths.workspaces, ref),
+      // the read path's figures stay out: they count every user's reads, as `awc metrics` (administrative) does
+      daemon: () => ({ running: true, pid: process.pid, startedAt }),
+    };
   }
 
   /** A service for one call in `ns` (checked against the user's rules), mounting through this daemon for the caller. */

@@ -100,9 +100,7 @@ export interface ActivityProbe {
 
 /**
  * The activity of a workspace mounted on this host at `ws.mountPath`: the processes holding
- * its mount (mountHolders, /proc only) and its last activity, the latest of the row's last
- * change (mount, checkpoint: `updatedAt`), its host state file and the newest change in its
- * upper (overlay) or materialised tree (copy driver: O(tree)).
+ * its mount (mountHolders, /proc only) and its last activity ({@link lastActivityMs}).
  */
 export async function probeActivity(
   ws: WorkspaceRow,
@@ -110,6 +108,15 @@ export async function probeActivity(
   workspacesDir: string,
 ): Promise<ActivityProbe> {
   const holders = ws.mountPath ? mountHolders(ws.mountPath) : [];
+  return { holders, lastActivityMs: await lastActivityMs(ws, state, workspacesDir) };
+}
+
+/**
+ * The last activity of a workspace on this host (ms since the epoch): the latest of the row's
+ * last change (mount, checkpoint: `updatedAt`), its host state file and the newest change in
+ * its upper (overlay) or materialised tree (copy driver: O(tree)). Reads with lstat only.
+ */
+export async function lastActivityMs(ws: WorkspaceRow, state: WorkspaceHostState | undefined, workspacesDir: string): Promise<number> {
   const dirs = workspaceDirs(workspacesDir, ws.id);
   const times = [Date.parse(ws.updatedAt)];
   const stateFile = await lstat(dirs.state).catch(() => undefined);
@@ -118,7 +125,7 @@ export async function probeActivity(
     const written = await newestChangeMs(state.driver === 'overlay' ? dirs.upper : (state.tree ?? state.target));
     if (written !== undefined) times.push(written);
   }
-  return { holders, lastActivityMs: Math.max(...times.filter((t) => Number.isFinite(t))) };
+  return Math.max(...times.filter((t) => Number.isFinite(t)));
 }
 
 /** The reason the idle release gives `git worktree lock` (service/idle/idle-release.ts); only a lock with it is ever removed by AWC. */

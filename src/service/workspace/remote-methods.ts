@@ -27,6 +27,7 @@ export const REMOTE_METHODS = [
   'setLabels',
   // answered by the daemon itself for the caller (src/daemon/users/user-methods.ts): not Awc methods
   'usage',
+  'status',
   'kept.ls',
   'kept.rm',
   'kept.read',

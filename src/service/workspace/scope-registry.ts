@@ -108,3 +108,23 @@ export class ScopeRegistry {
     return join(this.dir, workspaceId);
   }
 }
+
+/**
+ * Which MCP scopes of `home` own each workspace (`awc status`): workspace id → scope ids,
+ * from the markers under `<home>/mcp-scopes/<scope>/` (the scope `all` records none).
+ * A missing or unreadable directory counts as no scope; never throws.
+ */
+export async function scopesByWorkspace(home: string): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  const root = join(home, 'mcp-scopes');
+  for (const scope of (await readdir(root).catch(() => [] as string[])).sort()) {
+    if (!SCOPE_ID.test(scope)) continue;
+    for (const name of await readdir(join(root, scope)).catch(() => [] as string[])) {
+      if (!WORKSPACE_ID.test(name)) continue;
+      const list = out.get(name);
+      if (list) list.push(scope);
+      else out.set(name, [scope]);
+    }
+  }
+  return out;
+}

@@ -212,6 +212,8 @@ describe('environment errors', () => {
       ['diff', 'x'],
       ['export', 'x', '--tar', join(work, 'n.tar')],
       ['usage'],
+      ['status'],
+      ['status', '--fleet'],
       ['fork', 'x'],
     ]) {
       const e = expectError(awc(none, args, env), 'E_NO_HOME', 3);

@@ -181,6 +181,10 @@ describe('every command as an ordinary user of the root daemon (issue 10 item 1)
     const usage = ok('usage', ['usage']);
     assert.equal(usage.namespace, 'default');
     assert.ok(usage.totals.snapshots >= 2);
+    // this host's status, made by the daemon for U (test/daemon/users/user-status.test.ts tries it harder)
+    const status = ok('status', ['status']);
+    assert.deepEqual(status.viewer, { uid: u.uid, through: 'daemon' });
+    assert.equal(status.host.figures, null);
 
     // attach: environment key and prepare as U, the binds into U's worktree, detach
     const prepared = ok('prepare', ['prepare', join(work, 'src')]);
