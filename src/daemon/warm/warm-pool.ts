@@ -40,6 +40,8 @@ interface Served {
   deferTimer?: NodeJS.Timeout;
   /** Connections that came while no worker was ready. */
   waiting: Socket[];
+  /** Workers handed a connection whose command has not ended yet. */
+  running: number;
   idleTimer?: NodeJS.Timeout;
   /** When a worker last failed to start (ms since the epoch): none is started again for {@link RETRY_MS}. */
   failedAt?: number;
@@ -51,8 +53,13 @@ const RETRY_MS = 5_000;
 /** How long after a hand-off the pool refills at the latest, when the command has not ended yet (ms). */
 const REFILL_MS = 1_000;
 
-/** The nice value of a worker that loads ahead (see WarmCliPool). */
-const AHEAD_NICE = 10;
+/**
+ * The nice value of a worker that loads ahead (see WarmCliPool): the lowest priority, so that
+ * loading (about 0.35 s of CPU a worker) takes next to nothing from commands that run, such as
+ * the rest of a burst of hooks (nice 19 weighs 15 against nice 0's 1024 in Linux's scheduler;
+ * nice 10, 110).
+ */
+const AHEAD_NICE = 19;
 
 /** Lowers a worker's priority while it loads ahead (a failure changes nothing but the timing). */
 function relaxed(child: ChildProcess): void {
@@ -97,8 +104,10 @@ export interface WarmCliPoolEvents {
  * forked ahead (src/cli/entry/warm-worker.ts; `ownWorkers`, two by default, for the daemon's own user, one for a user socket),
  * running as that socket's user with the CLI loaded, and hands each the next connection (the
  * descriptor, over the IPC channel, unread: `pauseOnConnect`); a worker runs that one command
- * and exits. The pool forks its replacement once that command ended (or REFILL_MS after the
- * hand-off), at nice 10, so loading ahead never takes the CPU from a command that runs; a
+ * and exits. The pool forks the replacements once no command it handed runs any more (or
+ * REFILL_MS after the last hand-off), at nice 19, so loading ahead never takes the CPU from a
+ * command that runs (the first of five hooks started together to end does not start loading
+ * five workers beside the four still running); a
  * connection that finds no worker ready refills at once and gets the worker loading longest nice 0.
  * A socket is 0600 and owned by its user (created 0600 by root first, then given to them), so
  * only that user connects and a worker runs only that user's commands, as that user.
@@ -118,10 +127,18 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
    * CLI runs the command itself); `admit`: asked for each connection, false closes it (the
    * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts); `ownWorkers`: how many
    * the daemon's own socket keeps ready (config `warmWorkers`, default 2); `logger`: where it
-   * logs (default: its `'log'` event).
+   * logs (default: its `'log'` event); `refillMs`: how long after the last hand-off the pool
+   * refills although commands still run (ms, default REFILL_MS).
    */
   constructor(
-    private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean; ownWorkers?: number; logger?: Logger } = {},
+    private readonly opts: {
+      workerFile?: string;
+      maxWaiting?: number;
+      admit?: () => boolean;
+      ownWorkers?: number;
+      logger?: Logger;
+      refillMs?: number;
+    } = {},
   ) {
     super();
     this.log = opts.logger ?? ((l) => void this.emit('log', l));
@@ -153,7 +170,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     fs.chownSync(path, who.uid, who.gid);
     // the daemon's own user keeps `ownWorkers` ready (a script's commands come back to back, agents start together); a user one, forked on first use
     const size = idleMs === undefined ? (this.opts.ownWorkers ?? 2) : 1;
-    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], size, idleMs };
+    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], running: 0, size, idleMs };
     this.served.set(path, s);
     server.on('connection', (conn) => this.connection(s, conn));
     if (idleMs === undefined) this.refill(s);
@@ -188,13 +205,13 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     this.handOff(s);
     if (s.waiting.length === 0) return;
     // a command waits: no deferring, and as many workers as commands wait, those loading longest
-    // (the first to be ready), get the normal priority; the others keep loading at nice 10, so
+    // (the first to be ready), get the normal priority; the others keep loading at nice 19, so
     // they never take the CPU from the ones the commands wait for
     this.refill(s, true);
     for (const w of s.workers.filter((x) => !x.ready).slice(0, s.waiting.length)) urgent(w.child);
   }
 
-  /** Gives waiting connections to ready workers; refills once the command it handed has ended (or after REFILL_MS). */
+  /** Gives waiting connections to ready workers; refills once no command it handed runs (or REFILL_MS after the last hand-off). */
   private handOff(s: Served): void {
     while (s.waiting.length > 0) {
       const w = s.workers.find((x) => x.ready);
@@ -208,10 +225,14 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
         if (err) conn.destroy();
       });
       this.emit('handed', { uid: s.who.uid });
-      // loading the next one now would take the CPU from this command: wait for its end (or a while)
+      // loading the next one now would take the CPU from the commands running: wait for their end (or a while)
       clearTimeout(s.deferTimer);
-      s.deferTimer = setTimeout(() => this.refill(s), REFILL_MS).unref();
-      w.child.once('exit', () => this.refill(s));
+      s.deferTimer = setTimeout(() => this.refill(s), this.opts.refillMs ?? REFILL_MS).unref();
+      s.running++;
+      w.child.once('exit', () => {
+        s.running--;
+        if (s.running === 0) this.refill(s);
+      });
     }
   }
 
