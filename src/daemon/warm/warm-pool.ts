@@ -61,24 +61,36 @@ const REFILL_MS = 1_000;
  */
 const AHEAD_NICE = 19;
 
-/** Lowers a worker's priority while it loads ahead (a failure changes nothing but the timing). */
-function relaxed(child: ChildProcess): void {
-  if (child.pid === undefined) return;
+/**
+ * Sets the nice value of every thread of process `pid`: on Linux a nice value is a thread's
+ * (setpriority with a pid sets only the thread of that id), and a worker's command does its
+ * file work on libuv's threads and collects garbage on V8's. A thread made later takes the
+ * value of the thread that makes it. A failure changes nothing but the timing.
+ */
+function niceAll(pid: number, nice: number): void {
+  let tids: string[];
   try {
-    setPriority(child.pid, AHEAD_NICE);
+    tids = fs.readdirSync(`/proc/${pid}/task`);
   } catch {
-    // gone already
+    tids = [String(pid)];
+  }
+  for (const tid of tids) {
+    try {
+      setPriority(Number(tid), nice);
+    } catch {
+      // gone already
+    }
   }
 }
 
-/** A worker a command waits for gets the normal priority back (only root may raise it: others leave it). */
+/** Lowers a worker's priority while it loads ahead (every thread). */
+function relaxed(child: ChildProcess): void {
+  if (child.pid !== undefined) niceAll(child.pid, AHEAD_NICE);
+}
+
+/** A worker a command waits for gets the normal priority back, on every thread (only root may raise it: others leave it). */
 function urgent(child: ChildProcess): void {
-  if (child.pid === undefined || process.getuid?.() !== 0) return;
-  try {
-    setPriority(child.pid, 0);
-  } catch {
-    // gone already
-  }
+  if (child.pid !== undefined && process.getuid?.() === 0) niceAll(child.pid, 0);
 }
 
 /** Root: moves the worker into the cgroup of the process that connected (its accounting and limits apply; the worker checks it). */

@@ -1,7 +1,7 @@
 /**
  * The warm pool's refill (src/daemon/warm/warm-pool.ts) with a stand-in worker: a real forked
  * Node process that says `ready` and, once handed a connection, runs until its caller closes
- * it. Workers load ahead at nice 19, and the pool forks replacements only once no command it
+ * it. Workers load ahead at nice 19 and run a command at nice 0, on every thread; the pool forks replacements only once no command it
  * handed runs any more: the first of a burst of commands to end does not start loading
  * workers beside the others still running.
  */
@@ -65,8 +65,8 @@ describe('warm pool refills', () => {
     assert.ok(ok(), what);
   };
   const alive = (pid: number): boolean => existsSync(`/proc/${pid}`) && !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  /** A worker's nice value (/proc/<pid>/stat, field 19). */
-  const niceOf = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
+  /** A thread's nice value (/proc/<tid>/stat, field 19; a process's id is its main thread's). */
+  const niceOf = (tid: number): number => Number(readFileSync(`/proc/${tid}/stat`, 'utf8').split(') ')[1]!.split(' ')[16]);
   const open = async (): Promise<Socket> => {
     const c = connect(socket);
     await new Promise<void>((r, j) => c.once('connect', () => r()).once('error', j));
@@ -75,12 +75,20 @@ describe('warm pool refills', () => {
 
   it('loads ahead at nice 19; forks no replacement while a handed command still runs, and refills once none does', async () => {
     await until('two workers ready', () => pids('ready').length === 2);
-    for (const pid of pids('ready')) assert.equal(niceOf(pid), 19, `worker ${pid} loads ahead at nice 19`);
+    for (const pid of pids('ready'))
+      for (const tid of readdirSync(`/proc/${pid}/task`))
+        assert.equal(niceOf(Number(tid)), 19, `worker ${pid} thread ${tid} loads ahead at nice 19`);
 
     const a = await open();
     const b = await open();
     await until('both connections handed', () => pids('conn').length === 2);
     const [first, second] = pids('conn') as [number, number];
+    // a command runs at the normal priority on every thread (libuv's and V8's too, not only the main one)
+    for (const pid of [first, second]) {
+      const tasks = readdirSync(`/proc/${pid}/task`);
+      assert.ok(tasks.length > 1, 'a Node process has threads');
+      for (const tid of tasks) assert.equal(niceOf(Number(tid)), 0, `worker ${pid} thread ${tid} at nice 0`);
+    }
     // the first command ends while the other still runs: no worker is forked beside it
     a.destroy();
     await until('one worker ended', () => !alive(first) || !alive(second));
