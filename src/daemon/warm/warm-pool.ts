@@ -54,12 +54,13 @@ const RETRY_MS = 5_000;
 const REFILL_MS = 1_000;
 
 /**
- * The nice value of a worker that loads ahead (see WarmCliPool): the lowest priority, so that
- * loading (about 0.35 s of CPU a worker) takes next to nothing from commands that run, such as
- * the rest of a burst of hooks (nice 19 weighs 15 against nice 0's 1024 in Linux's scheduler;
- * nice 10, 110).
+ * The nice value of a worker that loads ahead (see WarmCliPool). Not 19: on a host whose
+ * cores are busy (a build), a worker at 19 (weight 15 against nice 0's 1024 in Linux's
+ * scheduler) never finished loading between two hooks, so each hook waited for one loading
+ * at nice 0 (measured 2026-12-08: hooks 2.5 s apart went from 0.6 to 3.1 s); at 10 (weight
+ * 110) it does, and still takes little from a command that runs.
  */
-const AHEAD_NICE = 19;
+const AHEAD_NICE = 10;
 
 /**
  * Sets the nice value of every thread of process `pid`: on Linux a nice value is a thread's
@@ -117,7 +118,7 @@ export interface WarmCliPoolEvents {
  * running as that socket's user with the CLI loaded, and hands each the next connection (the
  * descriptor, over the IPC channel, unread: `pauseOnConnect`); a worker runs that one command
  * and exits. The pool forks the replacements once no command it handed runs any more (or
- * REFILL_MS after the last hand-off), at nice 19, so loading ahead never takes the CPU from a
+ * REFILL_MS after the last hand-off), at nice 10, so loading ahead never takes the CPU from a
  * command that runs (the first of five hooks started together to end does not start loading
  * five workers beside the four still running); a
  * connection that finds no worker ready refills at once and gets the worker loading longest nice 0.
@@ -217,7 +218,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     this.handOff(s);
     if (s.waiting.length === 0) return;
     // a command waits: no deferring, and as many workers as commands wait, those loading longest
-    // (the first to be ready), get the normal priority; the others keep loading at nice 19, so
+    // (the first to be ready), get the normal priority; the others keep loading at nice 10, so
     // they never take the CPU from the ones the commands wait for
     this.refill(s, true);
     for (const w of s.workers.filter((x) => !x.ready).slice(0, s.waiting.length)) urgent(w.child);

@@ -1,7 +1,7 @@
 /**
  * The warm pool's refill (src/daemon/warm/warm-pool.ts) with a stand-in worker: a real forked
  * Node process that says `ready` and, once handed a connection, runs until its caller closes
- * it. Workers load ahead at nice 19 and run a command at nice 0, on every thread; the pool forks replacements only once no command it
+ * it. Workers load ahead at nice 10 and run a command at nice 0, on every thread; the pool forks replacements only once no command it
  * handed runs any more: the first of a burst of commands to end does not start loading
  * workers beside the others still running.
  */
@@ -73,11 +73,11 @@ describe('warm pool refills', () => {
     return c;
   };
 
-  it('loads ahead at nice 19; forks no replacement while a handed command still runs, and refills once none does', async () => {
+  it('loads ahead at nice 10; forks no replacement while a handed command still runs, and refills once none does', async () => {
     await until('two workers ready', () => pids('ready').length === 2);
     for (const pid of pids('ready'))
       for (const tid of readdirSync(`/proc/${pid}/task`))
-        assert.equal(niceOf(Number(tid)), 19, `worker ${pid} thread ${tid} loads ahead at nice 19`);
+        assert.equal(niceOf(Number(tid)), 10, `worker ${pid} thread ${tid} loads ahead at nice 10`);
 
     const a = await open();
     const b = await open();
@@ -95,11 +95,11 @@ describe('warm pool refills', () => {
     await new Promise((r) => setTimeout(r, 700));
     assert.equal(pids('ready').length, 2, 'no replacement while a handed command runs');
 
-    // the last one ends: the pool fills up again, at nice 19
+    // the last one ends: the pool fills up again, at nice 10
     b.destroy();
     await until('two new workers ready', () => pids('ready').length === 4);
     const fresh = pids('ready').filter((p) => p !== first && p !== second);
     assert.equal(fresh.length, 2);
-    for (const pid of fresh) assert.equal(niceOf(pid), 19);
+    for (const pid of fresh) assert.equal(niceOf(pid), 10);
   });
 });
