@@ -34,6 +34,18 @@ function becomeUser(init: WarmInit): void {
   if (!ok) process.exit(70);
 }
 
+/** The modules `awc hook claude` imports when it runs (src/cli/commands/hook.ts), loaded ahead. */
+async function preloadHook(): Promise<void> {
+  await Promise.all([
+    import('../remote/claude-awc.js'),
+    import('../commands/self-command.js'),
+    import('../../service/claude/claude-payload.js'),
+    import('../../service/claude/claude-hook.js'),
+    import('../../service/claude/claude-session.js'),
+    import('../../service/attach/env-key.js'),
+  ]);
+}
+
 /** Loads what a command of this home will need, so that running it loads next to nothing. */
 async function warmUp(w: WarmInit['warm']): Promise<void> {
   preparePeerChecks();
@@ -43,6 +55,8 @@ async function warmUp(w: WarmInit['warm']): Promise<void> {
   await import('./main.js');
   // every command asks it first (withAwc: is this user's route root's daemon?)
   await import('../remote/user-socket.js');
+  // Claude Code's hooks: several sessions start at once, each a fresh `awc hook claude` (docs/how-to/claude-code.md)
+  await preloadHook();
   if (w.kind === 'remote') {
     await import('../remote/remote-awc.js');
     return;

@@ -40,6 +40,8 @@ interface Served {
   deferTimer?: NodeJS.Timeout;
   /** Connections that came while no worker was ready. */
   waiting: Socket[];
+  /** Workers handed a connection whose command has not ended yet. */
+  running: number;
   idleTimer?: NodeJS.Timeout;
   /** When a worker last failed to start (ms since the epoch): none is started again for {@link RETRY_MS}. */
   failedAt?: number;
@@ -51,27 +53,45 @@ const RETRY_MS = 5_000;
 /** How long after a hand-off the pool refills at the latest, when the command has not ended yet (ms). */
 const REFILL_MS = 1_000;
 
-/** The nice value of a worker that loads ahead (see WarmCliPool). */
+/**
+ * The nice value of a worker that loads ahead (see WarmCliPool). Not 19: on a host whose
+ * cores are busy (a build), a worker at 19 (weight 15 against nice 0's 1024 in Linux's
+ * scheduler) never finished loading between two hooks, so each hook waited for one loading
+ * at nice 0 (measured 2026-12-08: hooks 2.5 s apart went from 0.6 to 3.1 s); at 10 (weight
+ * 110) it does, and still takes little from a command that runs.
+ */
 const AHEAD_NICE = 10;
 
-/** Lowers a worker's priority while it loads ahead (a failure changes nothing but the timing). */
-function relaxed(child: ChildProcess): void {
-  if (child.pid === undefined) return;
+/**
+ * Sets the nice value of every thread of process `pid`: on Linux a nice value is a thread's
+ * (setpriority with a pid sets only the thread of that id), and a worker's command does its
+ * file work on libuv's threads and collects garbage on V8's. A thread made later takes the
+ * value of the thread that makes it. A failure changes nothing but the timing.
+ */
+function niceAll(pid: number, nice: number): void {
+  let tids: string[];
   try {
-    setPriority(child.pid, AHEAD_NICE);
+    tids = fs.readdirSync(`/proc/${pid}/task`);
   } catch {
-    // gone already
+    tids = [String(pid)];
+  }
+  for (const tid of tids) {
+    try {
+      setPriority(Number(tid), nice);
+    } catch {
+      // gone already
+    }
   }
 }
 
-/** A worker a command waits for gets the normal priority back (only root may raise it: others leave it). */
+/** Lowers a worker's priority while it loads ahead (every thread). */
+function relaxed(child: ChildProcess): void {
+  if (child.pid !== undefined) niceAll(child.pid, AHEAD_NICE);
+}
+
+/** A worker a command waits for gets the normal priority back, on every thread (only root may raise it: others leave it). */
 function urgent(child: ChildProcess): void {
-  if (child.pid === undefined || process.getuid?.() !== 0) return;
-  try {
-    setPriority(child.pid, 0);
-  } catch {
-    // gone already
-  }
+  if (child.pid !== undefined && process.getuid?.() === 0) niceAll(child.pid, 0);
 }
 
 /** Root: moves the worker into the cgroup of the process that connected (its accounting and limits apply; the worker checks it). */
@@ -97,8 +117,10 @@ export interface WarmCliPoolEvents {
  * forked ahead (src/cli/entry/warm-worker.ts; `ownWorkers`, two by default, for the daemon's own user, one for a user socket),
  * running as that socket's user with the CLI loaded, and hands each the next connection (the
  * descriptor, over the IPC channel, unread: `pauseOnConnect`); a worker runs that one command
- * and exits. The pool forks its replacement once that command ended (or REFILL_MS after the
- * hand-off), at nice 10, so loading ahead never takes the CPU from a command that runs; a
+ * and exits. The pool forks the replacements once no command it handed runs any more (or
+ * REFILL_MS after the last hand-off), at nice 10, so loading ahead never takes the CPU from a
+ * command that runs (the first of five hooks started together to end does not start loading
+ * five workers beside the four still running); a
  * connection that finds no worker ready refills at once and gets the worker loading longest nice 0.
  * A socket is 0600 and owned by its user (created 0600 by root first, then given to them), so
  * only that user connects and a worker runs only that user's commands, as that user.
@@ -118,10 +140,18 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
    * CLI runs the command itself); `admit`: asked for each connection, false closes it (the
    * daemon's descriptors in reserve: FdReserve.left in conn-guard.ts); `ownWorkers`: how many
    * the daemon's own socket keeps ready (config `warmWorkers`, default 2); `logger`: where it
-   * logs (default: its `'log'` event).
+   * logs (default: its `'log'` event); `refillMs`: how long after the last hand-off the pool
+   * refills although commands still run (ms, default REFILL_MS).
    */
   constructor(
-    private readonly opts: { workerFile?: string; maxWaiting?: number; admit?: () => boolean; ownWorkers?: number; logger?: Logger } = {},
+    private readonly opts: {
+      workerFile?: string;
+      maxWaiting?: number;
+      admit?: () => boolean;
+      ownWorkers?: number;
+      logger?: Logger;
+      refillMs?: number;
+    } = {},
   ) {
     super();
     this.log = opts.logger ?? ((l) => void this.emit('log', l));
@@ -153,7 +183,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     fs.chownSync(path, who.uid, who.gid);
     // the daemon's own user keeps `ownWorkers` ready (a script's commands come back to back, agents start together); a user one, forked on first use
     const size = idleMs === undefined ? (this.opts.ownWorkers ?? 2) : 1;
-    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], size, idleMs };
+    const s: Served = { server, who, ino: fs.lstatSync(path).ino, waiting: [], workers: [], running: 0, size, idleMs };
     this.served.set(path, s);
     server.on('connection', (conn) => this.connection(s, conn));
     if (idleMs === undefined) this.refill(s);
@@ -194,7 +224,7 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
     for (const w of s.workers.filter((x) => !x.ready).slice(0, s.waiting.length)) urgent(w.child);
   }
 
-  /** Gives waiting connections to ready workers; refills once the command it handed has ended (or after REFILL_MS). */
+  /** Gives waiting connections to ready workers; refills once no command it handed runs (or REFILL_MS after the last hand-off). */
   private handOff(s: Served): void {
     while (s.waiting.length > 0) {
       const w = s.workers.find((x) => x.ready);
@@ -208,10 +238,14 @@ export class WarmCliPool extends EventEmitter<WarmCliPoolEvents> {
         if (err) conn.destroy();
       });
       this.emit('handed', { uid: s.who.uid });
-      // loading the next one now would take the CPU from this command: wait for its end (or a while)
+      // loading the next one now would take the CPU from the commands running: wait for their end (or a while)
       clearTimeout(s.deferTimer);
-      s.deferTimer = setTimeout(() => this.refill(s), REFILL_MS).unref();
-      w.child.once('exit', () => this.refill(s));
+      s.deferTimer = setTimeout(() => this.refill(s), this.opts.refillMs ?? REFILL_MS).unref();
+      s.running++;
+      w.child.once('exit', () => {
+        s.running--;
+        if (s.running === 0) this.refill(s);
+      });
     }
   }
 

@@ -222,8 +222,45 @@ const VERSION_REUSE_MS = 10_000;
 /** Versions asked lately, by runtime and PATH. */
 const recentVersions = new Map<string, { at: number; version: Promise<string> }>();
 
+/**
+ * The path of the first executable `cmd` on `path` (a PATH value of absolute entries), or
+ * undefined when there is none: what execFile would run.
+ */
+function onPath(cmd: string, path: string): string | undefined {
+  for (const entry of path.split(':')) {
+    const p = `${entry}/${cmd}`;
+    try {
+      if (fs.statSync(p).isFile()) {
+        fs.accessSync(p, fs.constants.X_OK);
+        return p;
+      }
+    } catch {
+      // not there, or not executable: the next entry
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The version part of this process's own Node when the `node` on `env`'s PATH is the very
+ * executable this process runs (their real paths are one file): the answer `node --version`
+ * would give, without starting a process. Otherwise undefined.
+ */
+function ownNodeVersion(env: NodeJS.ProcessEnv): string | undefined {
+  const found = onPath('node', env.PATH ?? '');
+  if (found === undefined) return undefined;
+  try {
+    if (fs.realpathSync(found) !== fs.realpathSync(process.execPath)) return undefined;
+  } catch {
+    return undefined;
+  }
+  return RUNTIMES.node.pick.exec(process.version)?.[1];
+}
+
 /** Runs the runtime's version command on `env`'s PATH: the version part of its answer, or `none`. */
 function askRuntimeVersion(name: keyof typeof RUNTIMES, env: NodeJS.ProcessEnv): Promise<string> {
+  const own = name === 'node' ? ownNodeVersion(env) : undefined;
+  if (own !== undefined) return Promise.resolve(own);
   const r = RUNTIMES[name];
   return new Promise((resolve) => {
     execFile(r.cmd, [...r.args], { env, cwd: '/', timeout: 10_000 }, (err, stdout, stderr) => {

@@ -90,7 +90,7 @@ export async function claudeWorktreeCreate(
   const st = await lstat(target).catch(() => undefined);
   if (st?.isSymbolicLink())
     throw new AwcError('E_TARGET_BUSY', `${target} is a symbolic link; refusing to mount there`, { details: { path: target } });
-  const repo = await projectRepo(project, opts.runAs);
+  const repo = await projectRepo(project, opts.runAs, names.branch);
   const labels: Record<string, string> = {
     [CLAUDE_LABELS.project]: project,
     [CLAUDE_LABELS.name]: p.name,

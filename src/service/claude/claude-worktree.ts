@@ -20,6 +20,11 @@ export interface ProjectRepo {
   head: string;
   /** The object format (`git rev-parse --show-object-format`). */
   algo: GitHashAlgo;
+  /**
+   * The branch projectRepo was asked about (absent: none) and the commit `refs/heads/<name>`
+   * names (full hex), or null when it does not exist (or names no commit).
+   */
+  branch?: { name: string; tip: string | null };
 }
 
 /** What registerWorktree made. */
@@ -41,23 +46,30 @@ const MAX_INDEX_BYTES = 512 * 1024 * 1024;
 
 /**
  * The repository the project is the top of a work tree of, or null when it is none (not a
- * git checkout, a directory inside one, a repository without a commit yet).
+ * git checkout, a directory inside one, a repository without a commit yet). With `branch`,
+ * the same one git process also tells whether `refs/heads/<branch>` exists and the commit it
+ * names (`branch`): `rev-parse --revs-only` prints a revision that resolves and drops one
+ * that does not, where `--verify` would have needed a git of its own.
  * @throws E_GIT_FAILED (git is not installed)
  */
-export async function projectRepo(project: string, runAs?: RunAs): Promise<ProjectRepo | null> {
+export async function projectRepo(project: string, runAs?: RunAs, branch?: string): Promise<ProjectRepo | null> {
   if (!fs.existsSync(join(project, '.git'))) return null;
+  const args = ['rev-parse', '--show-toplevel', '--show-object-format', 'HEAD^{commit}'];
+  if (branch !== undefined) args.push('--revs-only', `refs/heads/${branch}^{commit}`);
   let out: string[];
   try {
-    out = (await userGit(project, ['rev-parse', '--show-toplevel', '--show-object-format', 'HEAD^{commit}'], 'E_GIT_FAILED', runAs))
-      .trim()
-      .split('\n');
+    out = (await userGit(project, args, 'E_GIT_FAILED', runAs)).trim().split('\n');
   } catch (err) {
     if (err instanceof AwcError && /not installed/.test(err.message)) throw err;
     return null;
   }
-  const [top, format, head] = out;
+  const [top, format, head, tip] = out;
   if (top === undefined || head === undefined || fs.realpathSync(top) !== project) return null;
-  return { head, algo: format === 'sha256' ? 'sha256' : 'sha1' };
+  const repo: ProjectRepo = { head, algo: format === 'sha256' ? 'sha256' : 'sha1' };
+  // exactly one more line, an object id: a name git reads as a range (`a..b`) prints two and is no branch
+  const found = out.length === 4 && tip !== undefined && /^[0-9a-f]{40}([0-9a-f]{24})?$/.test(tip);
+  if (branch !== undefined) repo.branch = { name: branch, tip: found ? tip : null };
+  return repo;
 }
 
 /** True when `p` (a slash path of an index entry) stays inside the work tree and out of any `.git`. */
@@ -100,51 +112,42 @@ export function snapshotIndex(dir: string, algo: GitHashAlgo): Buffer | undefine
   }
 }
 
-/** Whether branch `refs/heads/<branch>` exists in the project. */
-async function branchExists(project: string, branch: string, runAs?: RunAs): Promise<boolean> {
-  return userGit(project, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}^{commit}`], 'E_GIT_FAILED', runAs).then(
-    () => true,
-    () => false,
-  );
-}
-
 /**
  * Registers `target` as a worktree of the project: `git worktree add --no-checkout` at a
  * private path beside it (git refuses a directory that exists, as the mount is), then the
  * `.git` file naming the administrative directory is written into `target` and the
- * registration's `gitdir` is pointed at it (git/worktree-link.ts). The branch is made at `head`, or
- * checked out as it is when it exists.
- * @returns the administrative directory, the commit, and whether the branch was made
- * @throws E_BRANCH_FAILED (git refused: the branch is checked out elsewhere, a bad name…)
+ * registration's `gitdir` is pointed at it (git/worktree-link.ts). The branch is made at `head`
+ * when `tip` is null, or checked out as it is (at `tip`, the commit projectRepo found it at) when it exists.
+ * @returns the administrative directory, the commit (of an existing branch: where projectRepo saw it), and whether the branch was made
+ * @throws E_BRANCH_FAILED (git refused: the branch is checked out elsewhere, was made meanwhile, a bad name…)
  */
 async function addWorktree(
   project: string,
   target: string,
   branch: string,
-  head: string,
+  at: { head: string; tip: string | null },
   runAs?: RunAs,
 ): Promise<{ admin: string; madeBranch: boolean; commit: string }> {
-  const exists = await branchExists(project, branch, runAs);
+  const exists = at.tip !== null;
   const tmp = await mkdtemp(join(dirname(target), '.awc-add-'));
   if (runAs) await chown(tmp, runAs.uid, runAs.gid);
-  const at = join(tmp, basename(target));
+  const place = join(tmp, basename(target));
   let admin: string | undefined;
   try {
-    const how = exists ? [at, branch] : ['-b', branch, at, head];
+    const how = exists ? [place, branch] : ['-b', branch, place, at.head];
     await userGit(project, ['worktree', 'add', '--no-checkout', '--quiet', ...how], 'E_BRANCH_FAILED', runAs);
-    admin = /^gitdir: (.+)$/m.exec(await readFile(join(at, '.git'), 'utf8'))![1]!.trim();
+    admin = /^gitdir: (.+)$/m.exec(await readFile(join(place, '.git'), 'utf8'))![1]!.trim();
     // the snapshot's .git (a directory on the mount) goes; the file naming the registration takes its place,
     // and the registration names it before the private path git made it at goes (it never names a missing path)
     await writeWorktreeGitFile(target, admin, runAs);
     await pointWorktreeRegistration(admin, target, runAs);
-    const commit = exists ? (await userGit(target, ['rev-parse', 'HEAD'], 'E_BRANCH_FAILED', runAs)).trim() : head;
-    return { admin, madeBranch: !exists, commit };
+    return { admin, madeBranch: !exists, commit: at.tip ?? at.head };
   } catch (err) {
     if (admin !== undefined) await undoWorktree(project, admin, exists ? null : branch, runAs);
     throw err;
   } finally {
-    await rm(join(at, '.git'), { force: true });
-    await rmdir(at).catch(() => undefined);
+    await rm(join(place, '.git'), { force: true });
+    await rmdir(place).catch(() => undefined);
     await rmdir(tmp).catch(() => undefined);
   }
 }
@@ -180,16 +183,19 @@ export async function registerWorktree(
   opts: { runAs?: RunAs; copy: boolean; onLog?: (line: string) => void },
 ): Promise<RegisteredWorktree> {
   const index = snapshotIndex(target, repo.algo);
-  const w = await addWorktree(project, target, branch, repo.head, opts.runAs);
+  // projectRepo tells whether the branch exists in the same git process, when it was asked about this branch
+  const known = repo.branch?.name === branch ? repo.branch : (await projectRepo(project, opts.runAs, branch))?.branch;
+  const w = await addWorktree(project, target, branch, { head: repo.head, tip: known?.tip ?? null }, opts.runAs);
   const git = (args: string[]) => userGit(target, args, 'E_BRANCH_FAILED', opts.runAs);
   try {
     if (index) {
       await writeFile(join(w.admin, 'index'), index, { mode: 0o644 });
       if (opts.runAs) await chown(join(w.admin, 'index'), opts.runAs.uid, opts.runAs.gid);
-    } else await git(['read-tree', w.commit]);
+    } else await git(['read-tree', 'HEAD']);
     // refreshed: a file whose stat data the index does not match is read once, and written only when it differs
     if (!index || opts.copy) await git(['update-index', '-q', '--ignore-missing', '--refresh']).catch(() => undefined);
-    await git(['read-tree', '--reset', '-u', w.commit]);
+    // HEAD, not w.commit: an existing branch that moved since projectRepo looked is brought to where it is now
+    await git(['read-tree', '--reset', '-u', 'HEAD']);
     await git(['clean', '-fdq']);
   } catch (err) {
     await undoWorktree(project, w.admin, w.madeBranch ? branch : null, opts.runAs);

@@ -9,7 +9,7 @@
 import { strict as assert } from 'node:assert';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { isMounted } from '../../../src/host/mount/mount-table.js';
 import { Awc } from '../../../src/service/workspace/awc.js';
@@ -480,6 +480,70 @@ describe('Claude Code worktree hooks', () => {
     assert.match(c.stderr, new RegExp(`branch worktree-committed is kept in ${project} with its commits`));
     assert.deepEqual(await snapshots(), before, 'no snapshot');
     assert.equal(git(project, 'log', '-1', '--format=%s', 'worktree-committed'), 'x = 2');
+
+    // the same name again: the kept branch is checked out as it is (its commit, not the project's HEAD), never made anew
+    const tip = git(project, 'rev-parse', 'worktree-committed');
+    assert.notEqual(tip, git(project, 'rev-parse', 'HEAD'));
+    const c2 = runHook(payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript('committed') }, { name: 'committed' }));
+    assert.equal(c2.code, 0, c2.stderr);
+    const again2 = c2.stdout.trimEnd();
+    assert.match(c2.stderr, new RegExp(`on branch worktree-committed at ${tip.slice(0, 12)}`));
+    assert.doesNotMatch(c2.stderr, /new branch/);
+    assert.equal(git(again2, 'rev-parse', 'HEAD'), tip);
+    assert.equal(git(again2, 'rev-parse', '--abbrev-ref', 'HEAD'), 'worktree-committed');
+    assert.equal(readFileSync(join(again2, 'src', 'index.js'), 'utf8'), 'export const x = 2;\n', "the branch's files");
+    assert.equal(git(again2, 'status', '--porcelain'), '');
+    const r2 = remove('committed', again2);
+    assert.equal(r2.code, 0, r2.stderr);
+    assert.equal(git(project, 'rev-parse', 'worktree-committed'), tip, 'the branch is kept as it was');
+  });
+
+  it('a create runs git four times (one rev-parse tells the HEAD and whether the branch exists) and starts no node to learn its version', () => {
+    // a git and a node on PATH that log each start, then run the real ones
+    const bin = join(work, 'counting-bin');
+    mkdirSync(bin, { recursive: true });
+    const log = join(work, 'started.log');
+    const realGit = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+    writeFileSync(join(bin, 'git'), `#!/bin/sh\necho "git $1" >> '${log}'\nexec '${realGit}' "$@"\n`, { mode: 0o755 });
+    writeFileSync(join(bin, 'node'), `#!/bin/sh\necho "node $1" >> '${log}'\nexec '${process.execPath}' "$@"\n`, { mode: 0o755 });
+    // the host's node after the counting one: a PATH whose node is not this process's own asks it (`node --version`)
+    const path = `${bin}:${dirname(process.execPath)}:${process.env.PATH}`;
+    const run = (name: string, env: NodeJS.ProcessEnv) =>
+      spawnSync(process.execPath, [CLI, '--home', home, 'hook', 'claude'], {
+        input: payload('create-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name) }, { name }),
+        cwd: project,
+        encoding: 'utf8',
+        env: { ...process.env, CLAUDE_PROJECT_DIR: project, ...env },
+        timeout: 60_000,
+      });
+    const started = () => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : []);
+    // a lockfile at HEAD (taken out again at the end): its environment key names Node's version
+    writeFileSync(join(project, 'package-lock.json'), '{"name":"proj","lockfileVersion":3,"packages":{}}\n');
+    git(project, 'add', 'package-lock.json');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'a lockfile');
+
+    const c = run('counted', { PATH: path });
+    assert.equal(c.status, 0, c.stderr);
+    const counted = c.stdout.trimEnd();
+    assert.deepEqual(started().sort(), ['git clean', 'git read-tree', 'git rev-parse', 'git worktree', 'node --version']);
+    rmSync(log);
+    // with this process's own node first on PATH, no node is started at all
+    const own = run('own-node', { PATH: `${dirname(process.execPath)}:${path}` });
+    assert.equal(own.status, 0, own.stderr);
+    assert.deepEqual(
+      started().filter((l) => l.startsWith('node')),
+      [],
+    );
+    for (const [name, p] of [
+      ['counted', counted],
+      ['own-node', own.stdout.trimEnd()],
+    ] as const) {
+      assert.equal(git(p, 'rev-parse', 'HEAD'), git(project, 'rev-parse', 'HEAD'));
+      const r = runHook(payload('remove-2.1.50.json', { PROJECT: project, TRANSCRIPT: transcript(name), WORKTREE: p }));
+      assert.equal(r.code, 0, r.stderr);
+    }
+    git(project, 'rm', '-q', 'package-lock.json');
+    git(project, '-c', 'user.name=t', '-c', 'user.email=t@example.com', 'commit', '-q', '-m', 'no lockfile');
   });
 
   it('a busy WorktreeRemove names the processes holding the mount and a hint a hook can follow; once they end, the work is kept and one printed command brings it back', async () => {
