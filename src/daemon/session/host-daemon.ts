@@ -483,6 +483,8 @@ export class HostDaemon extends EventEmitter<HostDaemonEvents> {
       } catch (err) {
         this.log({ level: 'error', msg: 'unmount failed', err: String(err) });
       }
+      // after the overlays that read them (lazily detached where a detached overlay still does)
+      await this.overlays?.unmountLayerImages();
       await this.objects?.close();
       await this.fuse?.unmount();
       await this.plane?.idle();

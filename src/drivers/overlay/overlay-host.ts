@@ -447,6 +447,18 @@ export class OverlayHost extends EventEmitter<OverlayHostEvents> {
     this.images?.publishLater(ns, root);
   }
 
+  /**
+   * Unmounts the layer images of this home (image-backed layers' trees), for a daemon that
+   * stops after its overlays: a stopped home holds no mount (lazily detached when an overlay
+   * still reads one; the next use mounts it again). Never throws: failures are logged.
+   */
+  async unmountLayerImages(): Promise<void> {
+    this.layers.clear();
+    const images = findLeftovers(this.paths, readMountInfo()).filter((l) => l.kind === 'layer');
+    for (const c of await cleanLeftovers(images))
+      if (c.error) this.log({ level: 'warn', msg: 'a layer image was not unmounted', path: c.path, err: c.error });
+  }
+
   /** Cancels this host's image build under way, if any (SharedLayerImages.stop); resolves once it is gone. */
   stopImages(): Promise<void> {
     return this.images?.stop() ?? Promise.resolve();

@@ -231,12 +231,8 @@ describe('layer images shared between hosts', { skip }, () => {
 
     // as after a reboot: the workspace and the image unmounted, the layer directory left
     run('b', ['unmount', ws]);
-    const stopped = run('b', ['daemon', 'stop']);
-    assert.ok(
-      stopped.cleaned.some((c: { kind: string; path: string }) => c.kind === 'layer' && c.path === join(base, 'tree')),
-      `daemon stop unmounts the layer image: ${JSON.stringify(stopped.cleaned)}`,
-    );
-    assert.equal(fsTypeAt(join(base, 'tree')), undefined);
+    run('b', ['daemon', 'stop']);
+    assert.equal(fsTypeAt(join(base, 'tree')), undefined, 'the daemon unmounts its layer images when it stops');
     run('b', ['mount', ws, mnt]);
     assert.equal(fsTypeAt(join(base, 'tree')), 'erofs', 'the image is mounted again');
     assert.equal(readFileSync(join(mnt, 'src', 'f3.txt'), 'utf8'), 'changed on host B\n', 'the upper kept its change');
